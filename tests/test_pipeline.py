@@ -1,0 +1,196 @@
+"""The pipeline end to end against a scripted OpenAI-compatible server over real HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli import main
+from tests.conftest import answer_arith, read_jsonl, write_config
+
+RESULT_KEYS = {
+    "example_id", "rollout", "group", "prompt", "completion", "answer", "reward", "metrics",
+    "usage", "timing", "error",
+}  # fmt: skip
+METADATA_KEYS = {
+    "num_examples", "rollouts_per_example", "sampling_args", "time_ms", "avg_reward",
+    "avg_metrics", "pass_at_k", "errors", "usage", "complete",
+}  # fmt: skip
+
+
+def _config(tmp_path: Path, base_url: str, extra: str = "") -> Path:
+    return write_config(
+        tmp_path,
+        f"""
+models:
+  - name: scripted
+    backend: openai
+    base_url: {base_url}
+    model: org/scripted-model
+benchmarks:
+  - name: arith
+    eval: {{num_examples: 12}}
+eval:
+  max_retries: 2
+{extra}
+""",
+    )
+
+
+def _run(tmp_path: Path, config: Path, *args: str) -> tuple[int, Path]:
+    out = tmp_path / "out"
+    code = main(["local", str(config), "--output", str(out), *args], environ={"CI": "true"})
+    return code, out
+
+
+def _run_dir(out: Path) -> Path:
+    (run,) = (out / "evals").glob("arith--org--scripted-model/*")
+    return run
+
+
+def test_outputs_tree_and_schema(tmp_path: Path, scripted_server: Any) -> None:
+    server = scripted_server(answer_arith)
+    code, out = _run(tmp_path, _config(tmp_path, server.base_url), "--eval.rollouts=2")
+    assert code == 0
+    run = _run_dir(out)
+    results = read_jsonl(run / "results.jsonl")
+    assert len(results) == 24 == len(server.requests)
+    assert all(set(r) == RESULT_KEYS for r in results)
+    assert {(r["example_id"], r["rollout"]) for r in results} == {
+        (f"arith-0-{i}", k) for i in range(12) for k in range(2)
+    }
+    assert all(r["reward"] == 1.0 and r["error"] is None for r in results)
+    meta = json.loads((run / "metadata.json").read_text())
+    assert set(meta) >= METADATA_KEYS
+    assert meta["num_examples"] == 12 and meta["rollouts_per_example"] == 2
+    assert meta["avg_reward"] == 1.0 and meta["pass_at_k"] == {"pass@2": 1.0, "pass^2": 1.0}
+    assert meta["usage"] == {"prompt_tokens": 7 * 24, "completion_tokens": 3 * 24}
+    cfg = json.loads((run / "run_config.json").read_text())
+    assert cfg["benchmark"]["eval"]["rollouts"] == 2  # the merged config, override included
+    assert cfg["benchmark"]["sampling"]["max_tokens"] == 16
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["status"] == "PASS" and verdict["exit_code"] == 0
+    assert "| scripted | arith | accuracy | 100.0% |" in (out / "scorecard.md").read_text()
+
+
+def test_requests_carry_sampling_and_per_rollout_seed(tmp_path: Path, scripted_server: Any) -> None:
+    server = scripted_server(answer_arith)
+    config = _config(
+        tmp_path, server.base_url, "sampling: {temperature: 0.7, seed: 100, top_p: 0.9}"
+    )
+    assert _run(tmp_path, config, "--eval.rollouts=3", "--eval.num_examples=2")[0] == 0
+    body = server.requests[0]
+    assert body["model"] == "org/scripted-model"
+    assert body["temperature"] == 0.7 and body["top_p"] == 0.9 and body["max_tokens"] == 16
+    assert body["messages"][0] == {
+        "role": "system", "content": "You are a calculator. Reply with the number only."
+    }  # fmt: skip
+    assert sorted({r["seed"] for r in server.requests}) == [100, 101, 102]
+
+
+def test_threshold_missed_fails_the_gate(tmp_path: Path, scripted_server: Any) -> None:
+    # Right on even requests only: accuracy 50 % against a 0.8 threshold.
+    server = scripted_server(lambda body, n: answer_arith(body, n) if n % 2 == 0 else "no idea")
+    config = _config(tmp_path, server.base_url, "gate: {thresholds: {arith: {accuracy: 0.8}}}")
+    code, out = _run(tmp_path, config, "--eval.max_concurrent=1")
+    assert code == 1
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["status"] == "FAIL"
+    assert verdict["reasons"] == ["scripted / arith / accuracy: 0.500 < 0.800"]
+    assert "❌ FAIL" in (out / "scorecard.md").read_text()
+
+
+def test_unknown_threshold_metric_fails_rather_than_passes(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    server = scripted_server(answer_arith)
+    config = _config(tmp_path, server.base_url, "gate: {thresholds: {arith: {acuracy: 0.1}}}")
+    code, out = _run(tmp_path, config)
+    assert code == 1
+    assert "metric 'acuracy' was not produced" in (out / "verdict.json").read_text()
+
+
+def test_transient_429s_are_retried_and_not_counted(tmp_path: Path, scripted_server: Any) -> None:
+    def flaky(body: dict[str, Any], n: int) -> Any:
+        if n % 3 == 0:
+            return (429, '{"error": "slow down"}', {"Retry-After": "0"})
+        return answer_arith(body, n)
+
+    server = scripted_server(flaky)
+    code, out = _run(tmp_path, _config(tmp_path, server.base_url))
+    assert code == 0
+    results = read_jsonl(_run_dir(out) / "results.jsonl")
+    assert len(results) == 12 and all(r["error"] is None for r in results)
+    assert len(server.requests) > 12
+
+
+def test_errors_are_counted_not_scored_and_too_many_is_exit_3(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    # Every item whose prompt contains "3" gets a permanent 400: an error, not a wrong answer.
+    def broken(body: dict[str, Any], n: int) -> Any:
+        if "3" in body["messages"][-1]["content"]:
+            return (400, '{"error": "bad request"}', {})
+        return answer_arith(body, n)
+
+    server = scripted_server(broken)
+    code, out = _run(tmp_path, _config(tmp_path, server.base_url))
+    results = read_jsonl(_run_dir(out) / "results.jsonl")
+    errored = [r for r in results if r["error"]]
+    assert errored and all(r["reward"] is None for r in errored)
+    assert all(r["error"].startswith("http_400") for r in errored)
+    assert code == 3  # > 5 % errored: not a score
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["status"] == "ERROR"
+    assert f"{len(errored)}/12 rollouts errored" in verdict["reasons"][0]
+    # The accuracy is over the items that answered, all of them right.
+    (acc,) = [c for c in verdict["checks"] if c["metric"] == "accuracy"]
+    assert acc["estimate"]["mean"] == 1.0 and acc["estimate"]["n"] == 12 - len(errored)
+    assert "errors by kind" in (out / "scorecard.md").read_text()
+
+
+def test_error_budget_is_configurable(tmp_path: Path, scripted_server: Any) -> None:
+    server = scripted_server(lambda b, n: (400, "no", {}) if n == 0 else answer_arith(b, n))
+    config = _config(tmp_path, server.base_url)
+    assert _run(tmp_path, config, "--eval.max_concurrent=1")[0] == 3
+    assert _run(tmp_path, config, "--eval.max_concurrent=1", "--eval.max_error_rate=0.1")[0] == 0
+
+
+def test_unreachable_endpoint_is_infra_error(tmp_path: Path) -> None:
+    config = _config(tmp_path, "http://127.0.0.1:9/v1")
+    code, out = _run(tmp_path, config, "--eval.max_retries=0", "--eval.num_examples=2")
+    assert code == 3
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["checks"][0]["reason"].startswith("2/2 rollouts errored")
+
+
+def test_missing_api_key_names_the_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(
+        tmp_path,
+        "models: [{name: m, backend: openai, base_url: 'http://127.0.0.1:9/v1', "
+        "api_key_env: MY_PROVIDER_KEY}]\nbenchmarks: [arith]\n",
+    )
+    assert main(["local", str(config), "--output", str(tmp_path / "o")], environ={}) == 2
+    assert "set the environment variable MY_PROVIDER_KEY" in capsys.readouterr().err
+
+
+def test_api_key_is_sent_but_never_written(tmp_path: Path, scripted_server: Any) -> None:
+    server = scripted_server(answer_arith)
+    config = write_config(
+        tmp_path,
+        f"models: [{{name: m, backend: openai, base_url: '{server.base_url}', "
+        "api_key_env: MY_PROVIDER_KEY}]\nbenchmarks: [{name: arith, eval: {num_examples: 2}}]\n",
+    )
+    out = tmp_path / "o"
+    code = main(
+        ["local", str(config), "--output", str(out)], environ={"MY_PROVIDER_KEY": "sk-secret-1"}
+    )
+    assert code == 0
+    assert server.authorization == ["Bearer sk-secret-1"] * 2
+    seen = [p.read_text() for p in out.rglob("*") if p.is_file()]
+    assert seen and not any("sk-secret-1" in text for text in seen)

@@ -1,0 +1,552 @@
+"""Tests for evalgate.stats: worked examples from the statistics notes, exact enumerations, edges.
+
+Reference figures are copied from the design notes (statistics.md) on purpose: the notes do not
+ship with the package, so nothing here reads them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from evalgate import stats
+from evalgate.stats import (
+    Estimate,
+    PairedResult,
+    curtailed,
+    holm,
+    item_scores,
+    look_sizes,
+    mde,
+    mde_paired,
+    mean_ci,
+    obrien_fleming_bounds,
+    paired_compare,
+    pass_at_k,
+    pass_hat_k,
+    sequential_decision,
+    sequential_z,
+    verdict,
+)
+
+
+def binary_pair(b: int, c: int, both_right: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-item 0/1 arrays with b (base 1, head 0) and c (base 0, head 1) discordant pairs."""
+    both_wrong = n - both_right - b - c
+    assert both_wrong >= 0
+    base = np.r_[np.ones(both_right), np.ones(b), np.zeros(c), np.zeros(both_wrong)]
+    head = np.r_[np.ones(both_right), np.zeros(b), np.ones(c), np.zeros(both_wrong)]
+    return base, head
+
+
+def notes_example(b: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+    # Notes: n = 200, base 140/200, PR 132/200, so b − c = 8 and both-right = 140 − b.
+    base, head = binary_pair(b, c, 140 - b, 200)
+    assert base.sum() == 140 and head.sum() == 132
+    return base, head
+
+
+def brute_sign_flip(units: np.ndarray) -> float:
+    """Exact one-sided ("greater") sign-flip p-value of sum(units) over all 2^n patterns."""
+    signs = np.array(list(itertools.product([1.0, -1.0], repeat=units.size)))
+    flipped = signs @ units
+    return float(np.mean(flipped >= units.sum() - 1e-9))
+
+
+def test_public_surface() -> None:
+    for name in stats.__all__:
+        assert hasattr(stats, name), name
+
+
+# --------------------------------------------------------------------------- item_scores
+
+
+def test_item_scores_ragged_and_dense() -> None:
+    out = item_scores([[1, 0, 1, 1], [0.5], [0, 0]])
+    np.testing.assert_allclose(out, [0.75, 0.5, 0.0])
+    np.testing.assert_allclose(item_scores(np.array([[1.0, 0.0], [1.0, 1.0]])), [0.5, 1.0])
+    assert item_scores([]).shape == (0,)
+
+
+@pytest.mark.parametrize("bad", [[[1, 0], []], [[1, float("nan")]]])
+def test_item_scores_rejects_empty_or_nan_items(bad: list[list[float]]) -> None:
+    with pytest.raises(ValueError):
+        item_scores(bad)
+
+
+# --------------------------------------------------------------------------- mean_ci
+
+
+def test_mean_ci_t_interval_matches_scipy() -> None:
+    s = np.array([0.2, 0.4, 0.45, 0.6, 0.9, 0.75])
+    est = mean_ci(s, alpha=0.1)
+    lo, hi = sps.t.interval(0.9, df=s.size - 1, loc=s.mean(), scale=sps.sem(s))
+    assert est.method == "t"
+    assert est.se == pytest.approx(sps.sem(s), rel=1e-12)
+    assert (est.lo, est.hi) == pytest.approx((lo, hi), rel=1e-12)
+
+
+def test_mean_ci_wilson_for_binary() -> None:
+    # Wilson (1927) 95 % interval for 7/10, a textbook value (Newcombe 1998, Stat Med 17:857).
+    est = mean_ci([1] * 7 + [0] * 3)
+    assert est.method == "wilson"
+    assert (est.lo, est.hi) == pytest.approx((0.3968, 0.8922), abs=1e-4)
+    # 10/10 correct: Wald would give a zero-width interval; Wilson does not.
+    est = mean_ci([1] * 10)
+    assert est.hi == 1.0 and est.lo == pytest.approx(0.7225, abs=1e-4)
+
+
+def test_mean_ci_clustered_se_by_hand() -> None:
+    s = np.array([1.0, 0.0, 1.0, 1.0, 0.5, 0.0, 0.25])
+    groups = ["a", "a", "b", "b", "b", "c", "c"]
+    centred = s - s.mean()
+    sums = [centred[:2].sum(), centred[2:5].sum(), centred[5:].sum()]
+    expected = math.sqrt(sum(x * x for x in sums)) / s.size * math.sqrt(3 / 2)
+    est = mean_ci(s, clusters=groups)
+    assert est.method == "cluster-t" and est.n_clusters == 3
+    assert est.se == pytest.approx(expected, rel=1e-12)
+    t = sps.t.ppf(0.975, 2)
+    assert est.lo == pytest.approx(max(0.0, s.mean() - t * expected), rel=1e-12)
+    assert est.hi == pytest.approx(min(1.0, s.mean() + t * expected), rel=1e-12)
+
+
+def test_mean_ci_singleton_clusters_equal_plain_se() -> None:
+    s = np.random.default_rng(3).random(40)
+    assert mean_ci(s, clusters=range(40)).se == pytest.approx(mean_ci(s).se, rel=1e-12)
+
+
+def test_mean_ci_clips_only_unit_interval_scores() -> None:
+    assert mean_ci([0.0, 0.05, 0.0, 0.9]).lo == 0.0
+    graded = mean_ci([-1.0, 2.0, 0.5])
+    assert graded.lo < 0.0 and graded.hi > 1.0
+
+
+def test_mean_ci_degenerate_sizes() -> None:
+    empty = mean_ci([])
+    assert empty.n == 0 and all(math.isnan(v) for v in (empty.mean, empty.se, empty.lo, empty.hi))
+    one = mean_ci([0.4])
+    assert one.n == 1 and one.mean == 0.4
+    assert all(math.isnan(v) for v in (one.se, one.lo, one.hi))
+    with pytest.raises(ValueError):
+        mean_ci([0.1, 0.2], clusters=["a"])
+
+
+# --------------------------------------------------------------------------- paired, binary
+
+
+@pytest.mark.parametrize(
+    ("b", "c", "p_notes", "tol"),
+    [(26, 18, 0.146, 5e-4), (12, 4, 0.038, 5e-4), (34, 26, 0.18, 5e-3), (17, 9, 0.084, 5e-4)],
+)
+def test_mcnemar_worked_examples(b: int, c: int, p_notes: float, tol: float) -> None:
+    base, head = notes_example(b, c)
+    res = paired_compare(base, head, margin=0.05)
+    assert res.method == "mcnemar-exact"
+    assert res.discordant == (b, c)
+    assert res.n == 200 and res.delta == pytest.approx(-0.04)
+    assert (res.base_mean, res.head_mean) == pytest.approx((0.70, 0.66))
+    assert res.p_regression == pytest.approx(p_notes, abs=tol)
+    exact = sps.binomtest(b, b + c, 0.5, alternative="greater").pvalue
+    assert res.p_regression == pytest.approx(exact, rel=1e-10)
+
+
+def test_worked_example_noninferiority_and_verdict() -> None:
+    base, head = notes_example(26, 18)
+    res = paired_compare(base, head, margin=0.05, alpha=0.05)
+    assert res.p_noninferiority == pytest.approx(0.38, abs=5e-3)
+    assert res.se == pytest.approx(math.sqrt((44 / 200 - 0.04**2) / 200), rel=1e-12)
+    assert verdict(res, margin=0.05, alpha=0.05) == "INCONCLUSIVE"
+    # Only 12/4 reaches significance: a FAIL.
+    assert verdict(paired_compare(*notes_example(12, 4), margin=0.05)) == "FAIL"
+
+
+def test_binary_bounds_agree_with_noninferiority_p() -> None:
+    # Wald bounds and the Wald non-inferiority test share one SE, so L > −margin ⇔ p < alpha.
+    for b, c in itertools.product(range(0, 40, 3), range(0, 40, 3)):
+        res = paired_compare(*binary_pair(b, c, 100, 200), margin=0.03, alpha=0.05)
+        assert (res.lo > -0.03) == (res.p_noninferiority < 0.05), (b, c)
+
+
+def test_binary_no_discordant_pairs() -> None:
+    base, head = binary_pair(0, 0, 150, 200)
+    res = paired_compare(base, head, margin=0.03)
+    assert res.p_regression == 1.0 and res.discordant == (0, 0)
+    assert res.se > 0.0  # Agresti-Min adjustment, not a zero-width interval
+    assert verdict(res) == "PASS"  # 200 identical items are non-inferior at 3 pp
+    tiny = paired_compare(np.ones(5), np.ones(5), margin=0.03)
+    assert verdict(tiny) == "INCONCLUSIVE"  # ...but 5 identical items prove nothing
+
+
+# --------------------------------------------------------------------------- paired, permutation
+
+
+def test_permutation_exact_matches_enumeration_n10() -> None:
+    rng = np.random.default_rng(7)
+    base = rng.random(10)
+    head = np.clip(base - 0.08 + rng.normal(0, 0.15, 10), 0, 1)
+    res = paired_compare(base, head, margin=0.05)
+    d = head - base
+    assert res.method == "sign-flip-permutation" and res.exact
+    assert res.n_resamples == 2**10
+    assert res.p_regression == pytest.approx(brute_sign_flip(-d), abs=1e-12)
+    assert res.p_noninferiority == pytest.approx(brute_sign_flip(d + 0.05), abs=1e-12)
+
+
+def test_permutation_monte_carlo_close_to_enumeration() -> None:
+    rng = np.random.default_rng(11)
+    base = rng.beta(2, 2, 14)
+    head = np.clip(base - 0.05 + rng.normal(0, 0.12, 14), 0, 1)
+    res = paired_compare(base, head, margin=0.03, n_resamples=10_000, seed=1)
+    d = head - base
+    assert not res.exact and res.n_resamples == 10_000
+    # MC SE ≤ 0.005 at R = 10,000; 0.02 is four of them.
+    assert res.p_regression == pytest.approx(brute_sign_flip(-d), abs=0.02)
+    assert res.p_noninferiority == pytest.approx(brute_sign_flip(d + 0.03), abs=0.02)
+
+
+def test_permutation_counts_tied_statistics() -> None:
+    # k = 4 rollouts: scores are multiples of 1/4, so flipped sums tie with the observed one.
+    base = np.array([0.75, 0.5, 1.0, 0.25, 0.5, 0.75])
+    head = np.array([0.5, 0.5, 0.75, 0.5, 0.25, 0.75])
+    res = paired_compare(base, head)
+    assert res.p_regression == pytest.approx(brute_sign_flip(base - head), abs=1e-12)
+
+
+def test_seeded_reproducibility() -> None:
+    rng = np.random.default_rng(5)
+    base, head = rng.random(300), rng.random(300)
+    first = paired_compare(base, head, seed=42)
+    assert paired_compare(base, head, seed=42) == first
+    other = paired_compare(base, head, seed=43)
+    assert other.p_regression != first.p_regression
+    assert other.p_regression == pytest.approx(first.p_regression, abs=0.03)
+
+
+def test_clustered_permutation_treats_cluster_as_one_unit() -> None:
+    rng = np.random.default_rng(2)
+    base = rng.random(40)
+    head = np.clip(base - 0.04 + rng.normal(0, 0.2, 40), 0, 1)
+    plain = paired_compare(base, head, margin=0.03, seed=9)
+    # Every item duplicated, the copy in its original's cluster: the same 40 units, each doubled.
+    twins = np.repeat(np.arange(40), 2)
+    dup = paired_compare(
+        np.repeat(base, 2), np.repeat(head, 2), clusters=twins, margin=0.03, seed=9
+    )
+    assert dup.method == "cluster-sign-flip-permutation" and dup.n_clusters == 40
+    assert dup.p_regression == plain.p_regression
+    assert dup.p_noninferiority == plain.p_noninferiority
+    assert dup.delta == pytest.approx(plain.delta)
+    assert dup.se == pytest.approx(plain.se, rel=1e-12)
+    # Ignoring the clusters double-counts the evidence: SE shrinks by ~sqrt(2), p shrinks.
+    naive = paired_compare(np.repeat(base, 2), np.repeat(head, 2), margin=0.03, seed=9)
+    assert naive.se < 0.75 * plain.se
+    assert naive.p_regression < plain.p_regression
+
+
+def test_clustered_permutation_exact_and_label_invariant() -> None:
+    rng = np.random.default_rng(4)
+    sizes = [1, 3, 2, 5, 1, 4, 2, 3]
+    ids = np.repeat(np.arange(len(sizes)), sizes)
+    base = rng.random(ids.size)
+    head = np.clip(base + rng.normal(-0.05, 0.2, ids.size), 0, 1)
+    res = paired_compare(base, head, clusters=ids, margin=0.02)
+    sums = np.bincount(ids, weights=head - base)
+    assert res.exact and res.n_clusters == 8
+    assert res.p_regression == pytest.approx(brute_sign_flip(-sums), abs=1e-12)
+    assert res.p_noninferiority == pytest.approx(
+        brute_sign_flip(sums + 0.02 * np.array(sizes)), abs=1e-12
+    )
+    names = np.array([f"passage-{i}" for i in ids])
+    assert paired_compare(base, head, clusters=names, margin=0.02) == res
+
+
+def test_binary_with_clusters_uses_cluster_permutation() -> None:
+    base, head = binary_pair(10, 4, 50, 80)
+    res = paired_compare(base, head, clusters=np.arange(80) // 4)
+    assert res.method == "cluster-sign-flip-permutation"
+    assert res.discordant == (10, 4)
+
+
+def test_permutation_fast_enough_shape() -> None:
+    # 10,000 resamples x 500 items runs chunked; just check it completes and is sane.
+    rng = np.random.default_rng(0)
+    res = paired_compare(rng.random(500), rng.random(500))
+    assert 0.0 < res.p_regression <= 1.0 and res.n_resamples == 10_000
+
+
+def test_all_zero_differences() -> None:
+    s = np.array([0.25, 0.5, 0.75, 1.0, 0.5])
+    res = paired_compare(s, s.copy(), margin=0.03)
+    assert res.p_regression == 1.0
+    assert res.p_noninferiority == pytest.approx(2.0**-5)  # only the identity beats it
+    assert res.delta == 0.0 and res.se == 0.0
+
+
+def test_degenerate_inputs_raise() -> None:
+    with pytest.raises(ValueError):
+        paired_compare([], [])
+    with pytest.raises(ValueError):
+        paired_compare([0.1, 0.2], [0.1])
+    with pytest.raises(ValueError):
+        paired_compare([0.1, float("nan")], [0.1, 0.2])
+    with pytest.raises(ValueError):
+        paired_compare([0.1], [0.2], margin=-0.01)
+    with pytest.raises(ValueError):
+        paired_compare([0.1, 0.2], [0.1, 0.2], clusters=[1])
+
+
+def test_single_item_does_not_crash() -> None:
+    res = paired_compare([0.5], [0.25])
+    assert res.n == 1 and math.isnan(res.se) and math.isnan(res.lo)
+    assert res.p_regression == 0.5  # exact: 2 sign patterns
+    assert verdict(res) == "INCONCLUSIVE"
+
+
+# --------------------------------------------------------------------------- verdict, holm
+
+
+def make_result(p_reg: float, p_ni: float, margin: float = 0.03) -> PairedResult:
+    return PairedResult(
+        n=100,
+        base_mean=0.5,
+        head_mean=0.5,
+        delta=0.0,
+        se=0.01,
+        lo=-0.02,
+        hi=0.02,
+        p_regression=p_reg,
+        p_noninferiority=p_ni,
+        method="sign-flip-permutation",
+        discordant=None,
+        margin=margin,
+        alpha=0.05,
+    )
+
+
+def test_verdict_three_values() -> None:
+    assert verdict(make_result(0.9, 0.01), margin=0.03, alpha=0.05) == "PASS"
+    assert verdict(make_result(0.01, 0.9), margin=0.03, alpha=0.05) == "FAIL"
+    assert verdict(make_result(0.2, 0.2), margin=0.03, alpha=0.05) == "INCONCLUSIVE"
+    # Both tests reject (tiny but real drop, inside the margin): non-inferior wins.
+    assert verdict(make_result(0.01, 0.01)) == "PASS"
+    assert verdict(make_result(0.04, 0.9), alpha=0.01) == "INCONCLUSIVE"
+    with pytest.raises(ValueError):
+        verdict(make_result(0.5, 0.5), margin=0.05)
+
+
+def test_holm_hand_examples() -> None:
+    # m = 4: 0.005 ≤ .0125 and 0.01 ≤ .0167 reject; 0.03 > .025 stops, so 0.04 is kept too.
+    assert holm([0.01, 0.04, 0.03, 0.005], alpha=0.05) == [True, False, False, True]
+    # Step-down stops early: Hochberg would reject both of these, Holm rejects neither.
+    assert holm([0.03, 0.04]) == [False, False]
+    assert holm([0.04, 0.011, 0.012]) == [True, True, True]
+    assert holm([0.02, 0.02, 0.001, 0.5]) == [False, False, True, False]
+    assert holm([]) == []
+    with pytest.raises(ValueError):
+        holm([0.1, float("nan")])
+
+
+# --------------------------------------------------------------------------- MDE
+
+
+@pytest.mark.parametrize(("discordant", "pp"), [(0.13, 6.3), (0.22, 8.2), (0.30, 9.6)])
+def test_mde_notes_figures(discordant: float, pp: float) -> None:
+    assert round(100 * mde(discordant, 200), 1) == pp
+    k = round(discordant * 200 / 2)  # b = c, so Δ = 0 and var_d = discordant fraction
+    base, head = binary_pair(k, k, 100, 200)
+    assert round(100 * mde_paired(base, head), 1) == pp
+
+
+def test_mde_unpaired_figure() -> None:
+    # The notes' 11.6 pp uses the pooled rate of the worked example, (0.70 + 0.66) / 2 = 0.68;
+    # p = 0.70 exactly gives 11.4 pp.
+    assert round(100 * mde(2 * 0.68 * 0.32, 200), 1) == 11.6
+    assert round(100 * mde(2 * 0.70 * 0.30, 200), 1) == 11.4
+
+
+def test_mde_paired_fractional_and_clustered() -> None:
+    rng = np.random.default_rng(8)
+    base = rng.random(100)
+    head = np.clip(base + rng.normal(0, 0.1, 100), 0, 1)
+    d = head - base
+    assert mde_paired(base, head) == pytest.approx(mde(float(d.var(ddof=1)), 100))
+    clustered = mde_paired(base, head, clusters=np.arange(100) // 10)
+    assert math.isfinite(clustered) and clustered > 0
+    with pytest.raises(ValueError):
+        mde(-1.0, 10)
+
+
+# --------------------------------------------------------------------------- pass@k
+
+
+def test_pass_at_k_and_pass_hat_k_against_enumeration() -> None:
+    for n in range(1, 8):
+        for c in range(n + 1):
+            samples = [1] * c + [0] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(itertools.combinations(samples, k))
+                any_ok = sum(max(s) for s in subsets) / len(subsets)
+                all_ok = sum(min(s) for s in subsets) / len(subsets)
+                assert pass_at_k(n, c, k) == pytest.approx(any_ok, abs=1e-12)
+                assert pass_hat_k(n, c, k) == pytest.approx(all_ok, abs=1e-12)
+
+
+def test_pass_at_k_large_n_is_stable() -> None:
+    value = pass_at_k(2000, 3, 100)
+    expected = 1 - math.comb(1997, 100) / math.comb(2000, 100)
+    assert value == pytest.approx(expected, rel=1e-10)
+    assert pass_hat_k(2000, 1900, 100) == pytest.approx(
+        math.comb(1900, 100) / math.comb(2000, 100), rel=1e-10
+    )
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(3, 1, 4), (3, 4, 1), (3, 1, 0), (0, 0, 1)])
+def test_pass_at_k_invalid(n: int, c: int, k: int) -> None:
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)
+    with pytest.raises(ValueError):
+        pass_hat_k(n, c, k)
+
+
+# --------------------------------------------------------------------------- sequential
+
+
+def test_obrien_fleming_bounds_notes_values() -> None:
+    assert obrien_fleming_bounds(4, 0.05) == pytest.approx([3.47, 2.45, 2.00, 1.73], abs=0.02)
+    # One-sided α = .025, the classic O'Brien-Fleming values (Jennison & Turnbull 2000, ch. 2).
+    assert obrien_fleming_bounds(4, 0.025) == pytest.approx([4.05, 2.86, 2.34, 2.02], abs=0.02)
+    assert obrien_fleming_bounds(1, 0.05) == pytest.approx([sps.norm.ppf(0.95)])
+
+
+@pytest.mark.parametrize("looks", [2, 3, 4, 6])
+def test_obrien_fleming_overall_alpha(looks: int) -> None:
+    bounds = np.array(obrien_fleming_bounds(looks, 0.05))
+    k = np.arange(1, looks + 1)
+    cov = np.sqrt(np.minimum.outer(k, k) / np.maximum.outer(k, k))
+    crossing = 1 - sps.multivariate_normal.cdf(
+        bounds, cov=cov, rng=np.random.default_rng(0), abseps=1e-6, releps=1e-6, maxpts=200_000
+    )
+    assert crossing == pytest.approx(0.05, abs=2e-4)
+    assert all(np.diff(bounds) < 0)
+
+
+def test_look_sizes() -> None:
+    assert look_sizes(200, 4) == [50, 100, 150, 200]
+    assert look_sizes(10, 3) == [4, 7, 10]
+
+
+def test_sequential_z_binary_is_mcnemar_z() -> None:
+    base, head = binary_pair(15, 5, 20, 50)
+    z_ni, z_reg = sequential_z(base, head, margin=0.05)
+    assert z_reg == pytest.approx((15 - 5) / math.sqrt(20))
+    res = paired_compare(base, head, margin=0.05)
+    assert sps.norm.sf(z_ni) == pytest.approx(res.p_noninferiority)
+
+
+def test_sequential_stops_early_on_clear_results() -> None:
+    bounds = obrien_fleming_bounds(4, 0.05)
+    base, head = binary_pair(20, 0, 20, 50)  # 20 regressions, no fixes, in the first 50 items
+    kw = {"looks": 4, "margin": 0.03, "alpha": 0.05, "n_total": 200, "bounds": bounds}
+    assert sequential_decision(base, head, look=1, **kw) == "FAIL"
+    same = np.r_[np.ones(40), np.zeros(10)]
+    assert sequential_z(same, same, margin=0.03)[0] == pytest.approx(
+        0.03 / math.sqrt(((1.0 * 52) - 0) / 52**3)
+    )
+    assert sequential_decision(same, same, look=2, **kw) is None  # 50 ties are not yet enough
+    many_same = np.r_[np.ones(140), np.zeros(60)]
+    assert sequential_decision(many_same[:150], many_same[:150], look=3, **kw) == "PASS"
+
+
+def test_sequential_final_look_is_fixed_sample_verdict() -> None:
+    bounds = obrien_fleming_bounds(4, 0.05)
+    final_alpha = sps.norm.sf(bounds[-1])
+    for b, c in [(26, 18), (12, 4), (5, 30), (14, 14)]:
+        base, head = notes_example(b, c) if b - c == 8 else binary_pair(b, c, 100, 200)
+        out = sequential_decision(base, head, look=4, looks=4, margin=0.05, alpha=0.05, n_total=200)
+        fixed = verdict(paired_compare(base, head, margin=0.05, alpha=final_alpha))
+        assert out == fixed and out is not None
+    # One look: exactly the ordinary gate.
+    base, head = notes_example(12, 4)
+    one = sequential_decision(base, head, look=1, looks=1, margin=0.05, alpha=0.05, n_total=200)
+    assert one == verdict(paired_compare(base, head, margin=0.05)) == "FAIL"
+
+
+def test_sequential_fractional_and_clustered_final_look() -> None:
+    rng = np.random.default_rng(6)
+    base = rng.random(60)
+    head = np.clip(base + rng.normal(0, 0.1, 60), 0, 1)
+    groups = np.arange(60) // 3
+    for clusters in (None, groups):
+        out = sequential_decision(
+            base, head, look=3, looks=3, margin=0.03, alpha=0.05, n_total=60, clusters=clusters
+        )
+        assert out in {"PASS", "FAIL", "INCONCLUSIVE"}
+        interim = sequential_decision(
+            base[:20],
+            head[:20],
+            look=1,
+            looks=3,
+            margin=0.03,
+            alpha=0.05,
+            n_total=60,
+            clusters=None if clusters is None else clusters[:20],
+        )
+        assert interim in {None, "PASS", "FAIL"}
+
+
+def test_sequential_rejects_bad_looks() -> None:
+    with pytest.raises(ValueError):
+        sequential_decision([1, 0], [1, 0], look=5, looks=4, margin=0.03, alpha=0.05, n_total=8)
+    with pytest.raises(ValueError):
+        sequential_decision([1, 0], [1, 0], look=1, looks=4, margin=0.03, alpha=0.05, n_total=1)
+
+
+def completion_verdicts(base: np.ndarray, head: np.ndarray, n_total: int) -> set[str]:
+    """Brute force: the fixed-sample verdict for every outcome of the remaining items."""
+    kinds = [(1.0, 0.0), (0.0, 1.0), (0.0, 0.0)]  # a regression, a fix, a tie
+    out = set()
+    for rest in itertools.product(kinds, repeat=n_total - base.size):
+        b = np.r_[base, [r[0] for r in rest]]
+        h = np.r_[head, [r[1] for r in rest]]
+        out.add(verdict(paired_compare(b, h, margin=0.05, alpha=0.05)))
+    return out
+
+
+def test_curtailment_matches_brute_force() -> None:
+    rng = np.random.default_rng(12)
+    n_total, seen = 24, 19
+    decided = undecided = 0
+    for trial in range(40):
+        # Vary the discordance so that all three verdicts and both answers show up.
+        p_b, p_c = rng.uniform(0, 0.5, 2)
+        u = rng.random(seen)
+        base = ((u < p_b) | (u > 1 - 0.3)).astype(float)
+        head = ((u >= p_b) & (u < p_b + p_c) | (u > 1 - 0.3)).astype(float)
+        got = curtailed(base, head, n_total, margin=0.05, alpha=0.05)
+        possible = completion_verdicts(base, head, n_total)
+        if got is None:
+            undecided += 1
+            assert len(possible) > 1, trial
+        else:
+            decided += 1
+            assert possible == {got}, trial
+    assert decided and undecided
+
+
+def test_curtailment_edges() -> None:
+    assert curtailed([0.5, 1.0], [0.5, 0.0], 10) is None  # not binary
+    base, head = notes_example(12, 4)
+    assert curtailed(base, head, 200, margin=0.05) == "FAIL"  # nothing left to see
+    with pytest.raises(ValueError):
+        curtailed(base, head, 100)
+
+
+def test_estimate_is_frozen() -> None:
+    est = mean_ci([0.1, 0.2, 0.3])
+    assert isinstance(est, Estimate)
+    with pytest.raises(AttributeError):
+        est.mean = 1.0  # type: ignore[misc]
