@@ -58,6 +58,23 @@ def _parser() -> _Parser:
     )
     local.add_argument("config", nargs="?", default=DEFAULT_CONFIG, help="path to evals.yaml")
     local.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
+    local.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="compare with the runs in DIR (an earlier --output root, or one run directory)",
+    )
+
+    compare = sub.add_parser(
+        "compare",
+        help="gate HEAD's saved runs against BASE's, paired per item (runs no model)",
+    )
+    compare.add_argument("base", help="baseline: an output root or a run directory")
+    compare.add_argument("head", help="PR: an output root or a run directory")
+    compare.add_argument(
+        "--config",
+        help="take the gate policy from this evals.yaml (default: the policy recorded in BASE)",
+    )
+    compare.add_argument("--output", help="where to write scorecard.md and verdict.json")
 
     validate = sub.add_parser("validate", help="check an evals.yaml and print the resolved plan")
     validate.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
@@ -82,7 +99,36 @@ def _cmd_local(
         environ=environ,
         progress=make_progress(environ),
         log=lambda line: print(line, file=sys.stderr, flush=True),
+        baseline=Path(args.baseline) if args.baseline else None,
     )
+    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
+    return int(verdict.exit_code)
+
+
+def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
+    from evalgate.baseline import find_runs
+    from evalgate.compare import compare_with_baselines, load_run, summary_of
+    from evalgate.config import GateSettings, load_config
+    from evalgate.gate import decide
+    from evalgate.pipeline import write_report
+
+    base = {
+        k: load_run(p, origin={"run_id": p.name}) for k, p in find_runs(Path(args.base)).items()
+    }
+    heads = [load_run(p) for p in find_runs(Path(args.head)).values()]
+    if args.config:
+        gate = load_config(Path(args.config)).gate
+    else:  # the policy the baseline was gated with: a PR can't loosen its own gate
+        recorded = next(iter(base.values())).config.get("gate", {})
+        gate = GateSettings.model_validate(recorded)
+    budgets = {h.benchmark: h.config["benchmark"]["eval"]["max_error_rate"] for h in heads}
+    comparisons = compare_with_baselines(heads, base, gate)
+    verdict = decide(
+        [summary_of(h) for h in heads], gate, error_budgets=budgets, comparisons=comparisons
+    )
+    output = Path(args.output) if args.output else Path(args.head) / "compare"
+    write_report(verdict, output)
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
     print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
     return int(verdict.exit_code)
@@ -150,6 +196,8 @@ def main(
                 signal.signal(signal.SIGTERM, previous)
         if args.command == "validate":
             return _cmd_validate(args, overrides, out)
+        if args.command == "compare":
+            return _cmd_compare(args, out)
         if args.command == "schema":
             return _cmd_schema(out)
         return _cmd_benchmarks(out)

@@ -282,10 +282,20 @@ class BenchmarkEntry(_Strict):
 
 
 class GateSettings(_Strict):
-    """What makes the check fail."""
+    """The gate policy. In the Action it is read from the base branch, never from the PR."""
 
     thresholds: dict[str, dict[str, float]] = Field(default_factory=dict)
-    """Minimum scores: `{benchmark: {metric: min}}`, e.g. `{arith: {accuracy: 0.5}}`."""
+    """Minimum scores, `{benchmark: {metric: min}}`. FAIL when the score is significantly below
+    (one-sided test at `alpha`), PASS when its lower bound clears it, else INCONCLUSIVE."""
+    margin: float = Field(0.03, ge=0.0, le=1.0)
+    """Non-inferiority margin δ against the baseline: PASS needs the lower bound of Δ > −δ."""
+    alpha: float = Field(0.05, gt=0.0, lt=0.5)
+    """One-sided significance level for PASS (non-inferiority) and FAIL (regression) decisions."""
+    on_inconclusive: Literal["warn", "fail", "pass"] = "warn"
+    """Exit status when the evidence decides neither way: warn (exit 0 with a warning), fail
+    (exit 1), pass (exit 0 silently)."""
+    metrics: list[str] | None = None
+    """Metrics compared with the baseline; default: every metric except pass@k / pass^k."""
 
 
 class EvalsFile(_Strict):

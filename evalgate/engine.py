@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from evalgate.client import RequestFailed
 from evalgate.errors import InfraError
+from evalgate.fingerprint import item_hash
 from evalgate.suites.base import Item, Suite
 
 __all__ = ["run_suite"]
@@ -24,6 +25,7 @@ __all__ = ["run_suite"]
 def _record(item: Item, index: int, answer: str) -> dict[str, Any]:
     return {
         "example_id": item.id,
+        "item_hash": item_hash(item.prompt, item.answer),
         "rollout": index,
         "group": item.group,
         "prompt": None,

@@ -1,45 +1,64 @@
-"""The gate: run summaries + policy → a verdict with reasons.
+"""The gate: run summaries + baseline comparisons + policy → one verdict with reasons.
 
-Outcomes, most severe first: ERROR (the infrastructure failed or too many rollouts errored: the
-scores can't be trusted, exit 3), FAIL (a threshold missed, exit 1), PASS (exit 0).
+Outcomes, most severe first:
+
+- ERROR: the infrastructure failed, or more rollouts errored than the budget: no score is trusted;
+- FAIL: a significant regression against the baseline, or a threshold missed significantly —
+  significance across every tested metric and benchmark adjusted with Holm's step-down;
+- INCONCLUSIVE: the data decide neither way (the exit status follows ``on_inconclusive``);
+- PASS: every compared metric is non-inferior (lower bound of Δ > −δ; an intersection–union
+  test, so no adjustment is needed) and every threshold is cleared.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
+from evalgate import stats
+from evalgate.compare import MetricComparison, RunComparison, threshold_test
 from evalgate.errors import ExitCode
 from evalgate.score import RunSummary
-from evalgate.stats import Estimate
 
 __all__ = ["Check", "Verdict", "decide"]
 
-Status = Literal["PASS", "FAIL", "ERROR", "INFO"]
+Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR", "INFO"]
+_SEVERITY = ("ERROR", "FAIL", "INCONCLUSIVE", "PASS")
 
 
 @dataclass(frozen=True)
 class Check:
-    """One row of the scorecard: a model × benchmark × metric and what the gate made of it."""
+    """One decision: a model × benchmark × metric against a threshold or the baseline."""
 
     model: str
     benchmark: str
     metric: str
-    estimate: Estimate | None
-    threshold: float | None
+    kind: Literal["threshold", "baseline", "errors", "score"]
     status: Status
     reason: str = ""
+    estimate: stats.Estimate | None = None
+    threshold: float | None = None
+    comparison: MetricComparison | None = None
+    p: float | None = None  # the p-value Holm's FAIL decision uses, when there is one
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: Literal["PASS", "FAIL", "ERROR"]
+    status: Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR"]
     checks: tuple[Check, ...]
     runs: tuple[RunSummary, ...]
     reasons: tuple[str, ...]
+    comparisons: tuple[RunComparison, ...] = ()
+    on_inconclusive: str = "warn"
+    policy: dict[str, Any] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> ExitCode:
+        if self.status == "INCONCLUSIVE":
+            fail = self.on_inconclusive == "fail"
+            return ExitCode.GATE_FAILED if fail else ExitCode.PASS
         return {
             "PASS": ExitCode.PASS,
             "FAIL": ExitCode.GATE_FAILED,
@@ -47,48 +66,143 @@ class Verdict:
         }[self.status]
 
 
-def _run_checks(run: RunSummary, thresholds: dict[str, float], max_error_rate: float):
+def _run_checks(run: RunSummary, gate: Any, max_error_rate: float) -> list[Check]:
     if run.infra_error is not None:
-        yield Check(run.model, run.benchmark, "-", None, None, "ERROR", run.infra_error)
-        return
+        return [Check(run.model, run.benchmark, "-", "errors", "ERROR", run.infra_error)]
+    out = []
     if run.error_rate > max_error_rate:
-        yield Check(
-            run.model, run.benchmark, "errors", None, None, "ERROR",
+        reason = (
             f"{run.errors}/{run.n_rollouts} rollouts errored ({run.error_rate:.1%} > "
-            f"max_error_rate {max_error_rate:.1%}): scores not trusted",
-        )  # fmt: skip
+            f"max_error_rate {max_error_rate:.1%}): scores not trusted"
+        )
+        out.append(Check(run.model, run.benchmark, "errors", "errors", "ERROR", reason))
+    thresholds = gate.thresholds.get(run.benchmark, {})
+    clustered = any(g is not None for g in run.groups.values())
     for name, est in run.metrics.items():
         minimum = thresholds.get(name)
         if minimum is None:
-            yield Check(run.model, run.benchmark, name, est, None, "INFO")
-        elif est.mean >= minimum:
-            yield Check(run.model, run.benchmark, name, est, minimum, "PASS")
+            out.append(Check(run.model, run.benchmark, name, "score", "INFO", estimate=est))
+            continue
+        per_item = run.per_item.get(name, {})
+        ids = sorted(per_item)
+        scores = np.array([per_item[i] for i in ids], dtype=float)
+        clusters = [run.groups.get(i) or f"item:{i}" for i in ids] if clustered else None
+        status, p_below, lo = threshold_test(scores, minimum, clusters=clusters, alpha=gate.alpha)
+        if status == "PASS":
+            reason = f"lower bound {lo:.3f} ≥ {minimum:.3f}"
         else:
-            reason = f"{est.mean:.3f} < {minimum:.3f}"
-            yield Check(run.model, run.benchmark, name, est, minimum, "FAIL", reason)
+            reason = f"{est.mean:.3f} vs minimum {minimum:.3f} (p = {p_below:.3g})"
+        out.append(
+            Check(
+                run.model,
+                run.benchmark,
+                name,
+                "threshold",
+                status,
+                reason,
+                estimate=est,
+                threshold=minimum,
+                p=p_below,
+            )
+        )
     for name in sorted(set(thresholds) - set(run.metrics)):
-        yield Check(
-            run.model, run.benchmark, name, None, thresholds[name], "FAIL",
-            f"metric {name!r} was not produced (have: {', '.join(run.metrics) or 'none'})",
-        )  # fmt: skip
+        have = ", ".join(run.metrics) or "none"
+        reason = f"metric {name!r} was not produced (have: {have})"
+        out.append(
+            Check(
+                run.model,
+                run.benchmark,
+                name,
+                "threshold",
+                "FAIL",
+                reason,
+                p=0.0,
+                threshold=thresholds[name],
+            )
+        )
+    return out
 
 
-def decide(runs: list[RunSummary], config: Any) -> Verdict:
-    """Apply the config's thresholds and error budget to every run."""
-    by_name = {b.name: b for b in config.benchmarks}
+def _comparison_checks(comp: RunComparison) -> list[Check]:
+    if not comp.comparable:
+        reason = f"baseline not comparable: {comp.reason}"
+        return [Check(comp.model, comp.benchmark, "-", "baseline", "INCONCLUSIVE", reason)]
+    out = []
+    for mc in comp.metrics:
+        r = mc.result
+        if r is None:
+            out.append(
+                Check(
+                    comp.model,
+                    comp.benchmark,
+                    mc.metric,
+                    "baseline",
+                    "INCONCLUSIVE",
+                    mc.reason,
+                    comparison=mc,
+                )
+            )
+            continue
+        reason = f"Δ {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}], margin −{r.margin:.3f}"
+        out.append(
+            Check(
+                comp.model,
+                comp.benchmark,
+                mc.metric,
+                "baseline",
+                mc.status,
+                reason,
+                comparison=mc,
+                p=r.p_regression,
+            )
+        )
+    return out
+
+
+def decide(
+    runs: list[RunSummary],
+    gate: Any,
+    *,
+    error_budgets: dict[str, float],
+    comparisons: list[RunComparison] | tuple[RunComparison, ...] = (),
+) -> Verdict:
+    """Apply the gate policy (``GateSettings``) to every run and every baseline comparison.
+
+    ``error_budgets`` maps a benchmark to its ``eval.max_error_rate``.
+    """
     checks: list[Check] = []
     for run in runs:
-        thresholds = config.gate.thresholds.get(run.benchmark, {})
-        bench = by_name.get(run.benchmark)
-        budget = bench.eval.max_error_rate if bench is not None else 0.05
-        checks.extend(_run_checks(run, thresholds, budget))
+        checks.extend(_run_checks(run, gate, error_budgets.get(run.benchmark, 0.05)))
+    for comp in comparisons:
+        checks.extend(_comparison_checks(comp))
+
+    # FAIL decisions: Holm over every hypothesis that could fail (thresholds and regressions).
+    testable = [i for i, c in enumerate(checks) if c.p is not None and c.status != "ERROR"]
+    rejected = stats.holm([checks[i].p for i in testable], alpha=gate.alpha) if testable else []
+    for i, reject in zip(testable, rejected, strict=True):
+        c = checks[i]
+        if c.status == "PASS" or (c.status == "FAIL" and c.p == 0.0):
+            continue
+        new: Status = "FAIL" if reject else "INCONCLUSIVE"
+        if c.status == "FAIL" and not reject:
+            reason = c.reason + " — not significant after Holm adjustment"
+        else:
+            reason = c.reason
+        checks[i] = Check(**{**c.__dict__, "status": new, "reason": reason})
+
     statuses = {c.status for c in checks}
-    status: Literal["PASS", "FAIL", "ERROR"] = (
-        "ERROR" if "ERROR" in statuses else "FAIL" if "FAIL" in statuses else "PASS"
-    )
+    status = next((s for s in _SEVERITY if s in statuses), "PASS")
     reasons = tuple(
         f"{c.model} / {c.benchmark} / {c.metric}: {c.reason}"
         for c in checks
-        if c.status in ("FAIL", "ERROR")
+        if c.status in ("FAIL", "ERROR", "INCONCLUSIVE")
     )
-    return Verdict(status=status, checks=tuple(checks), runs=tuple(runs), reasons=reasons)
+    return Verdict(
+        status=status,  # type: ignore[arg-type]
+        checks=tuple(checks),
+        runs=tuple(runs),
+        reasons=reasons,
+        comparisons=tuple(comparisons),
+        on_inconclusive=gate.on_inconclusive,
+        policy=gate.model_dump(mode="json"),
+    )

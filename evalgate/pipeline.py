@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from evalgate import __version__
+from evalgate.baseline import find_runs
 from evalgate.client import ChatClient
+from evalgate.compare import compare_with_baselines, load_run
 from evalgate.config import Config
 from evalgate.engine import run_suite
 from evalgate.errors import InfraError
+from evalgate.fingerprint import fingerprint
 from evalgate.gate import Verdict, decide
 from evalgate.outputs import RunDir, new_run_id, write_json
 from evalgate.progress import Progress
@@ -24,11 +27,14 @@ from evalgate.score import RunSummary, summarize
 from evalgate.serve import Endpoint, open_server
 from evalgate.suites import Suite, build_suite
 
-__all__ = ["run"]
+__all__ = ["run", "write_report"]
 
 
-def _run_config(config: Config, model: Any, bench: Any, endpoint: Endpoint) -> dict[str, Any]:
+def _run_config(
+    config: Config, model: Any, bench: Any, endpoint: Endpoint, suite: Suite
+) -> dict[str, Any]:
     return {
+        "fingerprint": fingerprint(bench, model, endpoint.model_id, suite.items),
         "evalgate_version": __version__,
         "config_path": str(config.path),
         "model": model.model_dump(mode="json"),
@@ -87,10 +93,27 @@ async def _execute(
 
 def _failed_run(model: Any, bench: Any, error: str) -> RunSummary:
     return RunSummary(
-        benchmark=bench.name, model=model.name, model_id=model.model_id, run_dir="", n_items=0,
-        rollouts=bench.eval.rollouts, n_rollouts=0, errors=0, error_kinds={}, metrics={},
-        usage={}, time_s=0.0, infra_error=error,
-    )  # fmt: skip
+        benchmark=bench.name,
+        model=model.name,
+        model_id=model.model_id,
+        run_dir="",
+        n_items=0,
+        rollouts=bench.eval.rollouts,
+        n_rollouts=0,
+        errors=0,
+        error_kinds={},
+        metrics={},
+        usage={},
+        time_s=0.0,
+        infra_error=error,
+    )
+
+
+def write_report(verdict: Verdict, output_root: Path) -> None:
+    """scorecard.md and verdict.json for this invocation."""
+    output_root.mkdir(parents=True, exist_ok=True)
+    (output_root / "scorecard.md").write_text(render_scorecard(verdict), encoding="utf-8")
+    write_json(output_root / "verdict.json", verdict_json(verdict))
 
 
 def run(
@@ -101,10 +124,17 @@ def run(
     progress: Progress,
     server_factory: Callable[..., Any] = open_server,
     log: Callable[[str], None] = print,
+    baseline: Path | None = None,
 ) -> Verdict:
     """Evaluate every model on every benchmark, gate, and write the report files."""
-    # Load every dataset before starting any server: a data error should cost no model start-up.
+    # Load every dataset (and the baseline) before starting any server: a data error should cost
+    # no model start-up.
     suites = [(bench, build_suite(bench)) for bench in config.benchmarks]
+    baselines = (
+        {key: load_run(p, origin={"run_id": p.name}) for key, p in find_runs(baseline).items()}
+        if baseline
+        else {}
+    )
     run_id = new_run_id()
     logs = output_root / "logs" / run_id
     logs.mkdir(parents=True, exist_ok=True)
@@ -119,15 +149,20 @@ def run(
                 log(f"[evalgate] model {model.name!r} ready in {serve_s:.1f} s")
                 for bench, suite in suites:
                     run_dir = RunDir.create(output_root, bench.name, endpoint.model_id, run_id)
-                    run_dir.write_config(_run_config(config, model, bench, endpoint))
+                    run_dir.write_config(_run_config(config, model, bench, endpoint, suite))
                     t0 = time.perf_counter()
                     records = asyncio.run(_execute(suite, bench, endpoint, run_dir, progress))
                     elapsed = time.perf_counter() - t0
                     summary = summarize(
-                        records, benchmark=bench.name, model=model.name,
-                        model_id=endpoint.model_id, run_dir=str(run_dir.path),
-                        n_items=len(suite.items), rollouts=bench.eval.rollouts, time_s=elapsed,
-                    )  # fmt: skip
+                        records,
+                        benchmark=bench.name,
+                        model=model.name,
+                        model_id=endpoint.model_id,
+                        run_dir=str(run_dir.path),
+                        n_items=len(suite.items),
+                        rollouts=bench.eval.rollouts,
+                        time_s=elapsed,
+                    )
                     meta = _metadata(summary, bench, elapsed)
                     meta["server_startup_ms"] = round(serve_s * 1000, 1)
                     run_dir.write_metadata(meta)
@@ -139,8 +174,9 @@ def run(
             for bench, _ in suites:
                 if (model.name, bench.name) not in done:
                     summaries.append(_failed_run(model, bench, str(exc)))
-    verdict = decide(summaries, config)
-    output_root.mkdir(parents=True, exist_ok=True)
-    (output_root / "scorecard.md").write_text(render_scorecard(verdict), encoding="utf-8")
-    write_json(output_root / "verdict.json", verdict_json(verdict))
+    heads = [load_run(Path(s.run_dir)) for s in summaries if s.run_dir]
+    comparisons = compare_with_baselines(heads, baselines, config.gate)
+    budgets = {b.name: b.eval.max_error_rate for b in config.benchmarks}
+    verdict = decide(summaries, config.gate, error_budgets=budgets, comparisons=comparisons)
+    write_report(verdict, output_root)
     return verdict

@@ -56,6 +56,9 @@ class RunSummary:
     time_s: float
     infra_error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Per-item values (metric → item → value) and groups, for threshold tests; not serialised.
+    per_item: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
+    groups: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @property
     def error_rate(self) -> float:
@@ -80,7 +83,8 @@ def summarize(
     groups = {r["example_id"]: r.get("group") for r in records}
     clustered = any(g is not None for g in groups.values())
     metrics = {}
-    for name, per_item in item_metrics(records, rollouts).items():
+    values = item_metrics(records, rollouts)
+    for name, per_item in values.items():
         ids = sorted(per_item)
         scores = np.array([per_item[i] for i in ids], dtype=float)
         clusters = np.array([groups[i] or i for i in ids]) if clustered else None
@@ -102,4 +106,6 @@ def summarize(
         metrics=metrics,
         usage=dict(usage),
         time_s=time_s,
+        per_item=values,
+        groups=groups,
     )

@@ -46,10 +46,22 @@ def test_quickstart_on_the_embedded_model(tmp_path: Path) -> None:
     before = _llama_servers()
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "evalgate", "local", str(ROOT / "examples/quickstart/evals.yaml"),
-         "--output", str(out), "--eval.num_examples=4"],
-        capture_output=True, text=True, timeout=300, env=_env(), cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "evalgate",
+            "local",
+            str(ROOT / "examples/quickstart/evals.yaml"),
+            "--output",
+            str(out),
+            "--eval.num_examples=4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(),
+        cwd=tmp_path,
+    )
     assert proc.returncode in (0, 1), proc.stderr  # real scores: the gate may go either way
     assert "Traceback" not in proc.stderr
     verdict = json.loads((out / "verdict.json").read_text())
@@ -76,11 +88,24 @@ def test_quickstart_on_the_embedded_model(tmp_path: Path) -> None:
 def test_ctrl_c_stops_the_model_server(tmp_path: Path) -> None:
     before = _llama_servers()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evalgate", "local", str(ROOT / "examples/quickstart/evals.yaml"),
-         "--output", str(tmp_path / "out"), "--eval.num_examples=200",
-         "--benchmarks.capitals.eval.num_examples=20", "--sampling.max_tokens=64"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "evalgate",
+            "local",
+            str(ROOT / "examples/quickstart/evals.yaml"),
+            "--output",
+            str(tmp_path / "out"),
+            "--eval.num_examples=200",
+            "--benchmarks.capitals.eval.num_examples=20",
+            "--sampling.max_tokens=64",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+    )
     deadline = time.monotonic() + 120
     results = list((tmp_path / "out").glob("evals/arith--*/*/results.jsonl"))
     while time.monotonic() < deadline and not (results and results[0].stat().st_size > 0):

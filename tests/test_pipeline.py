@@ -12,13 +12,31 @@ from evalgate.cli import main
 from tests.conftest import answer_arith, read_jsonl, write_config
 
 RESULT_KEYS = {
-    "example_id", "rollout", "group", "prompt", "completion", "answer", "reward", "metrics",
-    "usage", "timing", "error",
-}  # fmt: skip
+    "example_id",
+    "item_hash",
+    "rollout",
+    "group",
+    "prompt",
+    "completion",
+    "answer",
+    "reward",
+    "metrics",
+    "usage",
+    "timing",
+    "error",
+}
 METADATA_KEYS = {
-    "num_examples", "rollouts_per_example", "sampling_args", "time_ms", "avg_reward",
-    "avg_metrics", "pass_at_k", "errors", "usage", "complete",
-}  # fmt: skip
+    "num_examples",
+    "rollouts_per_example",
+    "sampling_args",
+    "time_ms",
+    "avg_reward",
+    "avg_metrics",
+    "pass_at_k",
+    "errors",
+    "usage",
+    "complete",
+}
 
 
 def _config(tmp_path: Path, base_url: str, extra: str = "") -> Path:
@@ -86,8 +104,9 @@ def test_requests_carry_sampling_and_per_rollout_seed(tmp_path: Path, scripted_s
     assert body["model"] == "org/scripted-model"
     assert body["temperature"] == 0.7 and body["top_p"] == 0.9 and body["max_tokens"] == 16
     assert body["messages"][0] == {
-        "role": "system", "content": "You are a calculator. Reply with the number only."
-    }  # fmt: skip
+        "role": "system",
+        "content": "You are a calculator. Reply with the number only.",
+    }
     assert sorted({r["seed"] for r in server.requests}) == [100, 101, 102]
 
 
@@ -99,7 +118,10 @@ def test_threshold_missed_fails_the_gate(tmp_path: Path, scripted_server: Any) -
     assert code == 1
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["status"] == "FAIL"
-    assert verdict["reasons"] == ["scripted / arith / accuracy: 0.500 < 0.800"]
+    # 6/12 right against 0.8: exact binomial P(X <= 6 | n=12, p=0.8) = 0.0194 < alpha.
+    assert verdict["reasons"] == [
+        "scripted / arith / accuracy: 0.500 vs minimum 0.800 (p = 0.0194)"
+    ]
     assert "❌ FAIL" in (out / "scorecard.md").read_text()
 
 
@@ -114,8 +136,12 @@ def test_unknown_threshold_metric_fails_rather_than_passes(
 
 
 def test_transient_429s_are_retried_and_not_counted(tmp_path: Path, scripted_server: Any) -> None:
+    seen: set[str] = set()
+
     def flaky(body: dict[str, Any], n: int) -> Any:
-        if n % 3 == 0:
+        prompt = body["messages"][-1]["content"]
+        if prompt not in seen:  # every item's first attempt is throttled
+            seen.add(prompt)
             return (429, '{"error": "slow down"}', {"Retry-After": "0"})
         return answer_arith(body, n)
 
@@ -124,7 +150,7 @@ def test_transient_429s_are_retried_and_not_counted(tmp_path: Path, scripted_ser
     assert code == 0
     results = read_jsonl(_run_dir(out) / "results.jsonl")
     assert len(results) == 12 and all(r["error"] is None for r in results)
-    assert len(server.requests) > 12
+    assert len(server.requests) == 24
 
 
 def test_errors_are_counted_not_scored_and_too_many_is_exit_3(

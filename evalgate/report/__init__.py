@@ -22,22 +22,76 @@ _ENV = jinja2.Environment(
 )
 
 
+def _nan(value: float | None) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def _pct(value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    return "–" if _nan(value) else f"{100 * value:.1f}%"  # type: ignore[operator]
+
+
+def _pp(value: float | None, sign: bool = True) -> str:
+    """Percentage points: Δ and margins are differences of proportions."""
+    if _nan(value):
         return "–"
-    return f"{100 * value:.1f}%"
+    return f"{100 * value:+.1f} pp" if sign else f"{100 * value:.1f} pp"  # type: ignore[operator]
+
+
+def _pval(value: float | None) -> str:
+    if _nan(value):
+        return "–"
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"  # type: ignore[operator]
 
 
 def _ci(est: Any) -> str:
-    if est is None or math.isnan(est.lo) or math.isnan(est.hi):
+    if est is None or _nan(est.lo) or _nan(est.hi):
         return "–"
     return f"[{100 * est.lo:.1f}, {100 * est.hi:.1f}]"
 
 
-def render_scorecard(verdict: Verdict) -> str:
+def _cell(text: str) -> str:
+    """Free text (prompts, completions) made safe for one Markdown table cell."""
+    text = " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;")
+    return f"`{text}`".replace("``", "") if text else "∅"
+
+
+def _origin(comp: Any) -> str:
+    origin = comp.base_origin or {}
+    if origin.get("commit"):
+        age = f", stored {origin['stored_at']}" if origin.get("stored_at") else ""
+        return f"commit `{origin['commit'][:12]}`{age}"
+    return f"run `{origin.get('run_id', comp.base_path)}`"
+
+
+def render_scorecard(
+    verdict: Verdict, *, show_details: bool = True, max_flips: int = 20, max_reasons: int = 20
+) -> str:
+    """The Markdown scorecard. ``show_details=False`` drops the collapsed sections (for size)."""
     template = _ENV.get_template("scorecard.md.j2")
     runs = {(r.model, r.benchmark): r for r in verdict.runs}
-    return template.render(verdict=verdict, runs=runs, pct=_pct, ci=_ci, version=__version__)
+    baseline_checks = {
+        (c.model, c.benchmark, c.metric): c for c in verdict.checks if c.kind == "baseline"
+    }
+
+    def n_flips(direction: str) -> int:
+        return sum(f.direction == direction for c in verdict.comparisons for f in c.flips)
+
+    return template.render(
+        verdict=verdict,
+        runs=runs,
+        baseline_checks=baseline_checks,
+        pct=_pct,
+        pp=_pp,
+        pval=_pval,
+        ci=_ci,
+        cell=_cell,
+        origin=_origin,
+        n_flips=n_flips,
+        show_details=show_details,
+        max_flips=max_flips,
+        max_reasons=max_reasons,
+        version=__version__,
+    )
 
 
 def _clean(value: Any) -> Any:
@@ -56,9 +110,15 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
         {
             "status": verdict.status,
             "exit_code": int(verdict.exit_code),
+            "on_inconclusive": verdict.on_inconclusive,
+            "policy": verdict.policy,
             "reasons": list(verdict.reasons),
             "checks": [asdict(c) for c in verdict.checks],
-            "runs": [asdict(r) for r in verdict.runs],
+            "comparisons": [asdict(c) for c in verdict.comparisons],
+            "runs": [
+                {k: v for k, v in asdict(r).items() if k not in ("per_item", "groups")}
+                for r in verdict.runs
+            ],
             "evalgate_version": __version__,
         }
     )

@@ -58,13 +58,20 @@ class LlamaCppServer:
 
     def command(self, gguf: Path, port: int) -> list[str]:
         cmd = [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(gguf),
-            "--model_alias", self.alias,
-            "--host", "127.0.0.1",
-            "--port", str(port),
-            "--n_ctx", str(self.model.n_ctx),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(gguf),
+            "--model_alias",
+            self.alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(self.model.n_ctx),
+        ]
         if self.model.n_threads:
             cmd += ["--n_threads", str(self.model.n_threads)]
         return cmd

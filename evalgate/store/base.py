@@ -26,6 +26,8 @@ __all__ = [
     "StoreError",
     "StoredRun",
     "check_name",
+    "is_commit",
+    "iso_utc",
     "run_files",
     "utc_now",
 ]
@@ -55,9 +57,14 @@ def check_name(name: str) -> str:
     return name
 
 
+def is_commit(text: str) -> bool:
+    """Whether ``text`` is a full 40-hex SHA in lower case (how stores spell commits)."""
+    return bool(_SHA_RE.fullmatch(text))
+
+
 def _check_commit(commit: str) -> str:
     lowered = commit.lower() if isinstance(commit, str) else commit
-    if not isinstance(lowered, str) or not _SHA_RE.fullmatch(lowered):
+    if not isinstance(lowered, str) or not is_commit(lowered):
         raise UsageError(
             f"invalid commit {commit!r}: pass the full 40-hex SHA (git rev-parse COMMIT)"
         )
@@ -128,6 +135,11 @@ def run_files(run_dir: Path) -> dict[str, Path]:
     return files
 
 
+def iso_utc(timestamp: float) -> str:
+    """A POSIX timestamp as ISO-8601 UTC with microseconds: fixed width, so strings sort."""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def utc_now() -> str:
-    """Now as ISO-8601 UTC with microseconds, so runs stored in one second still sort."""
+    """Now, as :func:`iso_utc` spells it (microseconds: runs stored in one second still sort)."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

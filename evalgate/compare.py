@@ -1,0 +1,329 @@
+"""PR run vs baseline run, paired per item: the comparison the gate decides on.
+
+Items are joined on (id, content hash), so a changed item is never paired with its old self.
+Per-item scores are means over k rollouts (Miller 2024: the item is the unit), clustered by group
+id when the data has groups. The tests themselves live in :mod:`evalgate.stats`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evalgate import stats
+from evalgate.errors import UsageError
+from evalgate.score import RunSummary, item_metrics, summarize
+
+__all__ = [
+    "Flip",
+    "LoadedRun",
+    "MetricComparison",
+    "RunComparison",
+    "compare_runs",
+    "compare_with_baselines",
+    "load_run",
+    "summary_of",
+    "threshold_test",
+]
+
+# Derived metrics are functions of the reward already compared; gating on them too would only
+# add multiplicity (Holm) without new information.
+_DERIVED_PREFIXES = ("pass@", "pass^")
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A run directory read back: its config, its rollout records, its metadata."""
+
+    path: Path
+    config: dict[str, Any]
+    records: list[dict[str, Any]]
+    metadata: dict[str, Any]
+    origin: dict[str, Any] = field(default_factory=dict)  # e.g. {"commit": sha, "stored_at": ts}
+
+    @property
+    def benchmark(self) -> str:
+        return str(self.config["benchmark"]["name"])
+
+    @property
+    def model(self) -> str:
+        return str(self.config["model"]["name"])
+
+    @property
+    def rollouts(self) -> int:
+        return int(self.config["benchmark"]["eval"]["rollouts"])
+
+
+def load_run(path: Path, *, origin: dict[str, Any] | None = None) -> LoadedRun:
+    """Read a run directory; a folder that isn't one gets a one-line error naming what's missing."""
+    path = Path(path)
+    files = {name: path / name for name in ("run_config.json", "results.jsonl")}
+    for name, file in files.items():
+        if not file.is_file():
+            raise UsageError(f"{path}: not an evalgate run directory (no {name})")
+    try:
+        config = json.loads(files["run_config.json"].read_text(encoding="utf-8"))
+        records = []
+        text = files["results.jsonl"].read_text(encoding="utf-8")
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    # A torn last line is what a killed run leaves behind: skip it, keep the rest.
+                    if lineno != len(text.splitlines()):
+                        raise
+        meta_file = path / "metadata.json"
+        metadata = json.loads(meta_file.read_text(encoding="utf-8")) if meta_file.is_file() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: corrupt run data ({exc})") from None
+    return LoadedRun(path, config, records, metadata, origin or {})
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    metric: str
+    result: stats.PairedResult | None
+    status: str  # PASS | FAIL | INCONCLUSIVE (before Holm across metrics; see gate.py)
+    mde: float | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Flip:
+    """An item whose outcome changed between base and PR."""
+
+    item_id: str
+    direction: str  # "regressed" (pass→fail) or "improved" (fail→pass)
+    base_score: float
+    head_score: float
+    prompt: str
+    base_completion: str
+    head_completion: str
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    model: str
+    benchmark: str
+    base_path: str
+    head_path: str
+    comparable: bool
+    reason: str
+    changes: tuple[str, ...]  # what the PR changed in the subject (model, prompt, sampling)
+    n_paired: int
+    n_base_only: int
+    n_head_only: int
+    n_changed: int  # same id, different content
+    metrics: tuple[MetricComparison, ...]
+    flips: tuple[Flip, ...]
+    base_origin: dict[str, Any] = field(default_factory=dict)
+
+
+def _measurement_diff(base: LoadedRun, head: LoadedRun) -> str | None:
+    b = base.config.get("fingerprint", {}).get("measurement")
+    h = head.config.get("fingerprint", {}).get("measurement")
+    if b is None or h is None:
+        return "a run has no fingerprint (written by an older evalgate)"
+    for key in sorted(set(b) | set(h)):
+        if b.get(key) != h.get(key):
+            return f"{key} differs (base {b.get(key)!r}, PR {h.get(key)!r})"
+    return None
+
+
+def _subject_changes(base: LoadedRun, head: LoadedRun) -> tuple[str, ...]:
+    b = base.config.get("fingerprint", {}).get("subject", {})
+    h = head.config.get("fingerprint", {}).get("subject", {})
+    return tuple(key for key in sorted(set(b) | set(h)) if b.get(key) != h.get(key))
+
+
+def _by_item(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        out.setdefault(rec["example_id"], []).append(rec)
+    return out
+
+
+def _excerpt(value: Any, limit: int = 160) -> str:
+    if isinstance(value, list):  # chat messages: the last user turn is what differs per item
+        value = next((m.get("content", "") for m in reversed(value) if m.get("role") == "user"), "")
+    text = " ".join(str(value or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _flips(
+    ids: list[str],
+    base_scores: np.ndarray,
+    head_scores: np.ndarray,
+    base_recs: dict[str, list[dict[str, Any]]],
+    head_recs: dict[str, list[dict[str, Any]]],
+) -> list[Flip]:
+    out = []
+    for item_id, b, h in zip(ids, base_scores, head_scores, strict=True):
+        b_pass, h_pass = b >= 0.5, h >= 0.5  # an item passes when most of its rollouts do
+        if b_pass == h_pass:
+            continue
+        first_b = next((r for r in base_recs[item_id] if r["error"] is None), {})
+        first_h = next((r for r in head_recs[item_id] if r["error"] is None), {})
+        out.append(
+            Flip(
+                item_id=item_id,
+                direction="improved" if h_pass else "regressed",
+                base_score=float(b),
+                head_score=float(h),
+                prompt=_excerpt(first_h.get("prompt") or first_b.get("prompt")),
+                base_completion=_excerpt(first_b.get("completion")),
+                head_completion=_excerpt(first_h.get("completion")),
+            )
+        )
+    # Most confident first: the largest per-item change, regressions before improvements.
+    out.sort(key=lambda f: (f.direction != "regressed", -abs(f.head_score - f.base_score)))
+    return out
+
+
+def summary_of(run: LoadedRun) -> RunSummary:
+    """Re-summarise a saved run (for `evalgate compare`, which runs nothing)."""
+    return summarize(
+        run.records,
+        benchmark=run.benchmark,
+        model=run.model,
+        model_id=str(run.config.get("model_id", "")),
+        run_dir=str(run.path),
+        n_items=len({r["example_id"] for r in run.records}),
+        rollouts=run.rollouts,
+        time_s=float(run.metadata.get("time_ms", 0.0)) / 1000,
+    )
+
+
+def compare_with_baselines(
+    heads: list[LoadedRun],
+    baselines: dict[tuple[str, str], LoadedRun],
+    gate: Any,
+    *,
+    seed: int = 0,
+) -> list[RunComparison]:
+    """Compare every head run that has a baseline for the same (model label, benchmark)."""
+    out = []
+    for head in heads:
+        base = baselines.get((head.model, head.benchmark))
+        if base is not None:
+            out.append(
+                compare_runs(
+                    base,
+                    head,
+                    margin=gate.margin,
+                    alpha=gate.alpha,
+                    metrics=gate.metrics,
+                    seed=seed,
+                )
+            )
+    return out
+
+
+def threshold_test(
+    scores: np.ndarray, threshold: float, *, clusters: list[str] | None, alpha: float
+) -> tuple[str, float, float]:
+    """Is the score significantly below ``threshold``? Returns (status, p_below, lower bound).
+
+    PASS when the one-sided (1 − α) lower bound clears the threshold; FAIL-candidate when the
+    one-sided test of "score ≥ threshold" rejects (p_below ≤ α; Holm across checks decides);
+    otherwise INCONCLUSIVE. Binary scores without clusters use exact binomial tests (Clopper–
+    Pearson bound); others a t test with the (clustered) SE and n − 1 (C − 1) df.
+    """
+    from scipy import stats as sps  # lazy: keeps CLI start-up fast
+
+    n = len(scores)
+    if n == 0:
+        return "INCONCLUSIVE", 1.0, float("nan")
+    if clusters is None and set(np.unique(scores)) <= {0.0, 1.0}:
+        k = int(scores.sum())
+        p_below = float(sps.binomtest(k, n, threshold, alternative="less").pvalue)
+        lo = float(sps.beta.ppf(alpha, k, n - k + 1)) if k > 0 else 0.0
+    else:
+        est = stats.mean_ci(scores, clusters=clusters, alpha=2 * alpha)  # one-sided bounds
+        if not np.isfinite(est.se) or est.se == 0:
+            below = est.mean < threshold
+            return ("FAIL" if below else "PASS"), (0.0 if below else 1.0), est.mean
+        df = (est.n_clusters or n) - 1
+        p_below = float(sps.t.cdf((est.mean - threshold) / est.se, df))
+        lo = est.lo
+    if lo >= threshold:
+        return "PASS", p_below, lo
+    return ("FAIL" if p_below <= alpha else "INCONCLUSIVE"), p_below, lo
+
+
+def compare_runs(
+    base: LoadedRun,
+    head: LoadedRun,
+    *,
+    margin: float,
+    alpha: float,
+    metrics: list[str] | None = None,
+    seed: int = 0,
+) -> RunComparison:
+    """Pair ``head`` with ``base`` item by item and test every gated metric."""
+    common = {
+        "model": head.model,
+        "benchmark": head.benchmark,
+        "base_path": str(base.path),
+        "head_path": str(head.path),
+        "changes": _subject_changes(base, head),
+        "base_origin": base.origin,
+    }
+    base_items, head_items = _by_item(base.records), _by_item(head.records)
+    hashes = {i: recs[0].get("item_hash") for i, recs in base_items.items()}
+    same = [i for i in head_items if i in hashes and hashes[i] == head_items[i][0].get("item_hash")]
+    counts = {
+        "n_base_only": len(set(base_items) - set(head_items)),
+        "n_head_only": len(set(head_items) - set(base_items)),
+        "n_changed": sum(1 for i in head_items if i in hashes) - len(same),
+    }
+    reason = _measurement_diff(base, head)
+    if reason is None and not same:
+        reason = "no item in common (different dataset or item ids)"
+    if reason is not None:
+        return RunComparison(
+            **common, comparable=False, reason=reason, n_paired=0, **counts, metrics=(), flips=()
+        )
+
+    base_metrics = item_metrics(base.records, base.rollouts)
+    head_metrics = item_metrics(head.records, head.rollouts)
+    names = metrics or [
+        m for m in head_metrics if m in base_metrics and not m.startswith(_DERIVED_PREFIXES)
+    ]
+    results: list[MetricComparison] = []
+    flips: list[Flip] = []
+    n_paired = 0
+    for name in names:
+        b_vals, h_vals = base_metrics.get(name, {}), head_metrics.get(name, {})
+        ids = [i for i in same if i in b_vals and i in h_vals]  # errored items drop out
+        if not ids:
+            results.append(MetricComparison(name, None, "INCONCLUSIVE", None, "no paired items"))
+            continue
+        b = np.array([b_vals[i] for i in ids])
+        h = np.array([h_vals[i] for i in ids])
+        groups = [head_items[i][0].get("group") for i in ids]
+        clusters = [g if g is not None else f"item:{i}" for g, i in zip(groups, ids, strict=True)]
+        use_clusters = clusters if any(g is not None for g in groups) else None
+        result = stats.paired_compare(
+            b, h, clusters=use_clusters, margin=margin, alpha=alpha, seed=seed
+        )
+        mde = stats.mde_paired(b, h, alpha=alpha, clusters=use_clusters)
+        status = stats.verdict(result)
+        results.append(MetricComparison(name, result, status, mde))
+        n_paired = max(n_paired, len(ids))
+        if not flips:
+            flips = _flips(ids, b, h, base_items, head_items)
+    return RunComparison(
+        **common,
+        comparable=True,
+        reason="",
+        n_paired=n_paired,
+        **counts,
+        metrics=tuple(results),
+        flips=tuple(flips),
+    )

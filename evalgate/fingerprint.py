@@ -1,0 +1,54 @@
+"""What a run measured, and with what: the comparability fingerprint.
+
+Two parts. The *measurement* (scorer, rollouts k, scoring semantics) must match for a PR run to
+be compared with a baseline: otherwise a changed score could be a changed ruler. The *subject*
+(model, prompt template, system prompt, sampling) is what a PR is allowed to change — it is what
+the gate evaluates — so differences there are reported, not refused. Items are matched one by one
+through ``item_hash``: an item whose prompt or reference answer changed is not paired.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+__all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "item_hash"]
+
+# Bump when a scorer's or a metric's meaning changes: old baselines become non-comparable.
+SCORING_VERSION = 1
+
+
+def _digest(value: Any, size: int = 16) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:size]
+
+
+def item_hash(prompt: str, answer: str) -> str:
+    """Content hash of one item (its raw prompt and reference answer)."""
+    return _digest([prompt, answer])
+
+
+def dataset_hash(items: list[Any]) -> str:
+    return _digest(sorted([i.id, item_hash(i.prompt, i.answer)] for i in items), 32)
+
+
+def fingerprint(bench: Any, model: Any, model_id: str, items: list[Any]) -> dict[str, Any]:
+    """The run's fingerprint, saved in run_config.json."""
+    model_cfg = model.model_dump(mode="json", exclude={"name"})
+    return {
+        "measurement": {
+            "benchmark": bench.name,
+            "kind": bench.kind,
+            "scorer": bench.scorer.model_dump(mode="json"),
+            "rollouts": bench.eval.rollouts,
+            "scoring_version": SCORING_VERSION,
+        },
+        "subject": {
+            "model_id": model_id,
+            "model": _digest(model_cfg),
+            "prompt": _digest([bench.system_prompt, bench.prompt_template]),
+            "sampling": bench.sampling.model_dump(mode="json"),
+        },
+        "dataset": {"hash": dataset_hash(items), "items": len(items)},
+    }

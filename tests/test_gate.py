@@ -1,0 +1,133 @@
+"""gate.decide: Holm across metrics, thresholds as one-sided tests, on_inconclusive."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from evalgate import stats
+from evalgate.compare import MetricComparison, RunComparison, threshold_test
+from evalgate.config import GateSettings
+from evalgate.gate import decide
+from evalgate.score import RunSummary
+
+
+def _run(benchmark: str, scores: list[float] | None = None, errors: int = 0) -> RunSummary:
+    scores = scores if scores is not None else [1.0, 0.0] * 50
+    per_item = {f"i{k}": s for k, s in enumerate(scores)}
+    return RunSummary(
+        benchmark=benchmark,
+        model="m",
+        model_id="org/m",
+        run_dir="",
+        n_items=len(scores),
+        rollouts=1,
+        n_rollouts=len(scores) + errors,
+        errors=errors,
+        error_kinds={},
+        metrics={"accuracy": stats.mean_ci(np.array(scores))},
+        usage={},
+        time_s=0.0,
+        per_item={"accuracy": per_item},
+        groups={i: None for i in per_item},
+    )
+
+
+def _comparison(benchmark: str, p_regression: float, status: str) -> RunComparison:
+    result = stats.PairedResult(
+        n=100,
+        base_mean=0.7,
+        head_mean=0.64,
+        delta=-0.06,
+        se=0.03,
+        lo=-0.11,
+        hi=-0.01,
+        p_regression=p_regression,
+        p_noninferiority=0.8,
+        method="mcnemar-exact",
+        discordant=(10, 4),
+        margin=0.03,
+        alpha=0.05,
+    )
+    mc = MetricComparison("accuracy", result, status, 0.06)
+    return RunComparison(
+        model="m",
+        benchmark=benchmark,
+        base_path="b",
+        head_path="h",
+        comparable=True,
+        reason="",
+        changes=(),
+        n_paired=100,
+        n_base_only=0,
+        n_head_only=0,
+        n_changed=0,
+        metrics=(mc,),
+        flips=(),
+    )
+
+
+def _decide(runs, comparisons=(), **gate):
+    budgets = {r.benchmark: 0.05 for r in runs}
+    return decide(runs, GateSettings(**gate), error_budgets=budgets, comparisons=comparisons)
+
+
+def test_holm_keeps_two_borderline_regressions_from_failing() -> None:
+    runs = [_run("a"), _run("b")]
+    comps = [_comparison("a", 0.03, "FAIL"), _comparison("b", 0.04, "FAIL")]
+    verdict = _decide(runs, comps)
+    # Unadjusted both are < .05; Holm needs p(1) <= .025: neither is rejected.
+    assert verdict.status == "INCONCLUSIVE"
+    assert all("not significant after Holm" in r for r in verdict.reasons)
+
+
+def test_holm_step_down() -> None:
+    runs = [_run("a"), _run("b"), _run("c")]
+    comps = [
+        _comparison("a", 0.001, "FAIL"),
+        _comparison("b", 0.03, "FAIL"),
+        _comparison("c", 0.04, "FAIL"),
+    ]
+    verdict = _decide(runs, comps)
+    # 0.001 <= .05/3 is rejected; then 0.03 > .05/2 stops the procedure.
+    statuses = {c.benchmark: c.status for c in verdict.checks if c.kind == "baseline"}
+    assert statuses == {"a": "FAIL", "b": "INCONCLUSIVE", "c": "INCONCLUSIVE"}
+    assert verdict.status == "FAIL" and verdict.exit_code == 1
+
+
+@pytest.mark.parametrize(("policy", "code"), [("warn", 0), ("pass", 0), ("fail", 1)])
+def test_on_inconclusive(policy: str, code: int) -> None:
+    verdict = _decide([_run("a")], [_comparison("a", 0.3, "INCONCLUSIVE")], on_inconclusive=policy)
+    assert verdict.status == "INCONCLUSIVE" and verdict.exit_code == code
+
+
+def test_errors_beat_everything() -> None:
+    verdict = _decide([_run("a", errors=20)], [_comparison("a", 0.001, "FAIL")])
+    assert verdict.status == "ERROR" and verdict.exit_code == 3
+
+
+def test_thresholds_are_one_sided_tests() -> None:
+    # 50 % on 100 binary items: clearly above 0.3, clearly below 0.7, undecided at 0.45.
+    run = _run("a")
+    for minimum, status in ((0.3, "PASS"), (0.7, "FAIL"), (0.45, "INCONCLUSIVE")):
+        verdict = _decide([run], thresholds={"a": {"accuracy": minimum}})
+        assert verdict.status == status, minimum
+
+
+def test_threshold_test_exact_binomial() -> None:
+    scores = np.array([1.0] * 6 + [0.0] * 6)
+    status, p, lo = threshold_test(scores, 0.8, clusters=None, alpha=0.05)
+    assert status == "FAIL" and p == pytest.approx(0.0194, abs=1e-4)
+    status, p, lo = threshold_test(scores, 0.2, clusters=None, alpha=0.05)
+    # Clopper-Pearson one-sided bound: the p at which P(X >= 6 | n = 12, p) = α.
+    # Clopper-Pearson one-sided bound: the p at which P(X >= 6 | n = 12, p) = α.
+    assert status == "PASS" and binom.sf(5, 12, lo) == pytest.approx(0.05)
+
+
+def test_threshold_test_graded_uses_clusters() -> None:
+    scores = np.array([0.9, 0.8, 0.2, 0.1] * 5)
+    plain = threshold_test(scores, 0.45, clusters=None, alpha=0.05)
+    clustered = threshold_test(scores, 0.45, clusters=["x", "x", "y", "y"] * 5, alpha=0.05)
+    assert plain[0] == "INCONCLUSIVE" and clustered[0] == "INCONCLUSIVE"
+    assert clustered[1] != plain[1]  # clustering changes the evidence

@@ -1,0 +1,166 @@
+"""The gate against a baseline, end to end: scripted models over real HTTP, real statistics.
+
+The datasets reproduce the worked example of the gate's statistics notes: n = 200 binary items,
+base right on 140, PR right on 132, with 26 items lost and 18 gained (b/c = 26/18).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli import main
+from tests.conftest import write_config
+
+N = 200
+
+
+def _dataset(tmp_path: Path) -> None:
+    rows = [{"id": f"q{i:03d}", "prompt": f"Q{i}", "answer": f"A{i}"} for i in range(N)]
+    (tmp_path / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def _answers(correct: set[int]):
+    def script(body: dict[str, Any], n: int) -> str:
+        i = int(body["messages"][-1]["content"].removeprefix("Q"))
+        return f"A{i}" if i in correct else "wrong"
+
+    return script
+
+
+BASE = set(range(140))
+HEAD_26_18 = set(range(114)) | set(range(140, 158))  # loses 114..139 (26), gains 140..157 (18)
+
+
+def _config(tmp_path: Path, url: str, gate: str = "", scorer: str = "exact") -> Path:
+    _dataset(tmp_path)
+    return write_config(
+        tmp_path,
+        f"""
+models:
+  - {{name: m, backend: openai, base_url: "{url}", model: org/m}}
+benchmarks:
+  - {{name: qa, kind: jsonl, path: qa.jsonl, scorer: {{type: {scorer}}}}}
+eval: {{max_concurrent: 16}}
+gate: {{margin: 0.05{gate}}}
+""",
+    )
+
+
+def _local(tmp_path: Path, server: Any, out: str, *extra: str, **kw: Any) -> tuple[int, dict]:
+    config = _config(tmp_path, server.base_url, **kw)
+    code = main(
+        ["local", str(config), "--output", str(tmp_path / out), *extra], environ={"CI": "1"}
+    )
+    return code, json.loads((tmp_path / out / "verdict.json").read_text())
+
+
+def _baseline_check(verdict: dict) -> dict:
+    (check,) = [c for c in verdict["checks"] if c["kind"] == "baseline"]
+    return check
+
+
+def test_worked_example_is_inconclusive(tmp_path: Path, scripted_server: Any) -> None:
+    base = scripted_server(_answers(BASE))
+    head = scripted_server(_answers(HEAD_26_18))
+    assert _local(tmp_path, base, "base")[0] == 0
+    code, verdict = _local(tmp_path, head, "head", "--baseline", str(tmp_path / "base"))
+    assert verdict["status"] == "INCONCLUSIVE"
+    assert code == 0  # on_inconclusive: warn
+    result = _baseline_check(verdict)["comparison"]["result"]
+    assert result["n"] == N and result["discordant"] == [26, 18]
+    assert result["base_mean"] == 0.70 and result["head_mean"] == 0.66
+    assert result["p_regression"] == pytest.approx(0.146, abs=0.001)  # exact McNemar
+    assert result["p_noninferiority"] == pytest.approx(0.38, abs=0.01)
+    scorecard = (tmp_path / "head" / "scorecard.md").read_text()
+    assert "| m | qa | accuracy | 70.0% | 66.0% | -4.0 pp" in scorecard
+    assert "26 regressed, 18 improved" in scorecard
+
+
+def test_inconclusive_can_be_made_to_fail(tmp_path: Path, scripted_server: Any) -> None:
+    base = scripted_server(_answers(BASE))
+    head = scripted_server(_answers(HEAD_26_18))
+    _local(tmp_path, base, "base")
+    code, verdict = _local(
+        tmp_path, head, "head", "--baseline", str(tmp_path / "base"), gate=", on_inconclusive: fail"
+    )
+    assert (verdict["status"], code) == ("INCONCLUSIVE", 1)
+
+
+def test_clear_regression_fails(tmp_path: Path, scripted_server: Any) -> None:
+    base = scripted_server(_answers(BASE))
+    head = scripted_server(_answers(set(range(100)) | set(range(140, 145))))  # b/c = 40/5
+    _local(tmp_path, base, "base")
+    code, verdict = _local(tmp_path, head, "head", "--baseline", str(tmp_path / "base"))
+    assert (verdict["status"], code) == ("FAIL", 1)
+    check = _baseline_check(verdict)
+    assert check["comparison"]["result"]["discordant"] == [40, 5]
+    flips = verdict["comparisons"][0]["flips"]
+    assert len(flips) == 45 and flips[0]["direction"] == "regressed"
+
+
+def test_unchanged_model_passes(tmp_path: Path, scripted_server: Any) -> None:
+    server = scripted_server(_answers(BASE))
+    _local(tmp_path, server, "base")
+    code, verdict = _local(tmp_path, server, "head", "--baseline", str(tmp_path / "base"))
+    assert (verdict["status"], code) == ("PASS", 0)
+    assert verdict["comparisons"][0]["flips"] == []
+
+
+def test_compare_command_matches_local_baseline(tmp_path: Path, scripted_server: Any) -> None:
+    base = scripted_server(_answers(BASE))
+    head = scripted_server(_answers(set(range(100)) | set(range(140, 145))))
+    _local(tmp_path, base, "base")
+    _local(tmp_path, head, "head")  # no baseline: thresholds only
+    code = main(
+        [
+            "compare",
+            str(tmp_path / "base"),
+            str(tmp_path / "head"),
+            "--output",
+            str(tmp_path / "cmp"),
+        ]
+    )
+    verdict = json.loads((tmp_path / "cmp" / "verdict.json").read_text())
+    assert (verdict["status"], code) == ("FAIL", 1)
+    assert verdict["policy"]["margin"] == 0.05  # the baseline's recorded policy
+
+
+def test_changed_scorer_is_not_comparable(tmp_path: Path, scripted_server: Any) -> None:
+    server = scripted_server(_answers(BASE))
+    _local(tmp_path, server, "base")
+    code, verdict = _local(
+        tmp_path, server, "head", "--baseline", str(tmp_path / "base"), scorer="contains"
+    )
+    assert verdict["status"] == "INCONCLUSIVE" and code == 0
+    (comp,) = verdict["comparisons"]
+    assert comp["comparable"] is False and comp["reason"].startswith("scorer differs")
+    assert "not comparable: scorer differs" in (tmp_path / "head" / "scorecard.md").read_text()
+
+
+def test_changed_prompt_is_compared_and_reported(tmp_path: Path, scripted_server: Any) -> None:
+    server = scripted_server(_answers(BASE))
+    _local(tmp_path, server, "base")
+    _, verdict = _local(
+        tmp_path,
+        server,
+        "head",
+        "--baseline",
+        str(tmp_path / "base"),
+        "--benchmarks.qa.system_prompt=Be brief.",
+    )
+    (comp,) = verdict["comparisons"]
+    assert comp["comparable"] and comp["changes"] == ["prompt"]
+    assert "the PR changed: prompt" in (tmp_path / "head" / "scorecard.md").read_text()
+
+
+def test_compare_rejects_a_folder_without_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["compare", str(tmp_path / "empty"), str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("evalgate: error:") and "no evalgate runs found" in err
