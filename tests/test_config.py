@@ -75,11 +75,11 @@ def test_user_benchmark_dir_shadows_builtin(tmp_path: Path) -> None:
     [
         (
             "sampling.temprature=1",
-            "--sampling.temprature: unknown field; valid fields: temperature",
+            "--sampling.temprature: unknown field; did you mean 'temperature'?; valid fields",
         ),
         ("eval.num_examples=many", "eval.num_examples: must be a valid integer"),
         ("benchmarks.nope.eval.rollouts=2", "--benchmarks.nope: no such benchmark (have: arith)"),
-        ("benchmarks.arith.evl.rollouts=2", "--benchmarks.arith.evl: unknown field"),
+        ("benchmarks.arith.evl.rollouts=2", "--benchmarks.arith.evl: unknown field; did you mean"),
         ("models.smollm2.n_ctx=9", "models[0].n_ctx: must be greater than or equal to 256"),
         ("nodots", "overrides look like --section.field=value"),
     ],

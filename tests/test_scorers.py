@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from evalgate.config import (
+from evalgate.scorers import extract_choice, extract_number, make_scorer
+from evalgate.spec import (
     ChoiceScorer,
     ContainsScorer,
     ExactScorer,
     NumericScorer,
     RegexScorer,
 )
-from evalgate.scorers import extract_choice, extract_number, make_scorer
 
 
 @pytest.mark.parametrize(

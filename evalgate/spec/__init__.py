@@ -1,0 +1,68 @@
+"""The evals.yaml schema, as pydantic models (loading and layering live in evalgate.config)."""
+
+from __future__ import annotations
+
+from evalgate.spec._base import EvalSettings, GateSettings, Sampling, Strict
+from evalgate.spec.benchmarks import (
+    AgentBenchmark,
+    AgentSpec,
+    AgentVariant,
+    ArithBenchmark,
+    Benchmark,
+    BenchmarkBase,
+    ChoiceScorer,
+    CommonBenchmark,
+    ContainsScorer,
+    ExactScorer,
+    FileBenchmark,
+    HFBenchmark,
+    HumanEvalBenchmark,
+    NumericScorer,
+    RegexScorer,
+    SandboxSpec,
+    Scorer,
+    VerifiersBenchmark,
+)
+from evalgate.spec.models import (
+    EMBEDDED_MODEL_ID,
+    LiteLLMModel,
+    LocalModel,
+    ModalVLLMModel,
+    Model,
+    OpenAIModel,
+    VLLMModel,
+    VLLMOptions,
+)
+
+__all__ = [
+    "EMBEDDED_MODEL_ID",
+    "AgentBenchmark",
+    "AgentSpec",
+    "AgentVariant",
+    "ArithBenchmark",
+    "Benchmark",
+    "BenchmarkBase",
+    "ChoiceScorer",
+    "CommonBenchmark",
+    "ContainsScorer",
+    "EvalSettings",
+    "ExactScorer",
+    "FileBenchmark",
+    "GateSettings",
+    "HFBenchmark",
+    "HumanEvalBenchmark",
+    "LiteLLMModel",
+    "LocalModel",
+    "ModalVLLMModel",
+    "Model",
+    "NumericScorer",
+    "OpenAIModel",
+    "RegexScorer",
+    "Sampling",
+    "SandboxSpec",
+    "Scorer",
+    "Strict",
+    "VLLMModel",
+    "VLLMOptions",
+    "VerifiersBenchmark",
+]

@@ -1,0 +1,61 @@
+"""Shared pieces of the evals.yaml schema: strictness, sampling, eval settings, gate policy."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["EvalSettings", "GateSettings", "Sampling", "Strict"]
+
+
+class Strict(BaseModel):
+    # Unknown keys are errors (a typo in a gate policy must not pass silently); frozen after load.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Sampling(Strict):
+    """Sampling parameters sent with every request."""
+
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    """Sampling temperature; 0 is greedy decoding."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass."""
+    max_tokens: int = Field(256, ge=1, le=131072)
+    """Upper bound on generated tokens per completion."""
+    seed: int | None = 0
+    """Base seed; rollout r of an item gets seed + r, so k rollouts differ at temperature > 0."""
+
+
+class EvalSettings(Strict):
+    """How many items and rollouts to run, and how hard to push the endpoint."""
+
+    num_examples: int | None = Field(None, ge=1)
+    """Items to evaluate (the first N in the dataset's order); null means all."""
+    rollouts: int = Field(1, ge=1, le=1000)
+    """Completions per item (k). pass@k and pass^k are reported when k > 1."""
+    max_concurrent: int = Field(8, ge=1, le=4096)
+    """Requests in flight at once."""
+    max_error_rate: float = Field(0.05, ge=0.0, le=1.0)
+    """Errored rollouts above this fraction make the run an infrastructure error, not a score."""
+    request_timeout_s: float = Field(120.0, gt=0)
+    """Per-request timeout in seconds."""
+    max_retries: int = Field(4, ge=0, le=50)
+    """Retries per request on 429, 5xx, connection errors and timeouts (jittered backoff)."""
+
+
+class GateSettings(Strict):
+    """The gate policy. In the Action it is read from the base branch, never from the PR."""
+
+    thresholds: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Minimum scores, `{benchmark: {metric: min}}`. FAIL when the score is significantly below
+    (one-sided test at `alpha`), PASS when its lower bound clears it, else INCONCLUSIVE."""
+    margin: float = Field(0.03, ge=0.0, le=1.0)
+    """Non-inferiority margin δ against the baseline: PASS needs the lower bound of Δ > −δ."""
+    alpha: float = Field(0.05, gt=0.0, lt=0.5)
+    """One-sided significance level for PASS (non-inferiority) and FAIL (regression) decisions."""
+    on_inconclusive: Literal["warn", "fail", "pass"] = "warn"
+    """Exit status when the evidence decides neither way: warn (exit 0 with a warning), fail
+    (exit 1), pass (exit 0 silently)."""
+    metrics: list[str] | None = None
+    """Metrics compared with the baseline; default: every metric except pass@k / pass^k."""
