@@ -14,6 +14,9 @@ __all__ = ["BACKENDS", "open_server"]
 BACKENDS: dict[str, str] = {
     "local": "evalgate.serve.llama_cpp:LlamaCppServer",
     "openai": "evalgate.serve.openai_compat:OpenAICompatServer",
+    "litellm": "evalgate.serve.litellm:LiteLLMServer",
+    "vllm": "evalgate.serve.vllm_local:VLLMServer",
+    "modal-vllm": "evalgate.serve.modal_vllm:ModalVLLMServer",
 }
 
 
@@ -23,5 +26,12 @@ def open_server(model: Any, *, log_dir: Path, environ: dict[str, str]) -> ModelS
     if target is None:
         raise ConfigError(f"unknown model backend {model.backend!r}; known: {', '.join(BACKENDS)}")
     module_name, _, cls_name = target.partition(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"model {model.name!r}: backend {model.backend!r} needs {exc.name!r}, which is not "
+            "installed (see the README for the extra that provides it)"
+        ) from None
+    cls = getattr(module, cls_name)
     return cls(model, log_dir=log_dir, environ=environ)

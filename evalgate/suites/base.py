@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Item", "Outcome", "Suite", "build_suite"]
+from evalgate.errors import ConfigError
+
+__all__ = ["SUITES", "Item", "Outcome", "Suite", "build_suite"]
 
 
 @dataclass(frozen=True)
@@ -41,10 +44,29 @@ class Suite(Protocol):
         ...
 
 
-def build_suite(spec: Any) -> Suite:
-    """The suite for a resolved benchmark config (imports each kind lazily)."""
-    if spec.kind in ("arith", "jsonl", "hf"):
-        from evalgate.suites.qa import QASuite
+# kind → "module:Class"; each class has ``from_spec(spec) -> Suite``. Imported lazily: a kind's
+# heavy dependencies (datasets, verifiers, sandboxes) load only when a benchmark uses it.
+SUITES: dict[str, str] = {
+    "arith": "evalgate.suites.qa:QASuite",
+    "jsonl": "evalgate.suites.qa:QASuite",
+    "hf": "evalgate.suites.qa:QASuite",
+    "humaneval": "evalgate.suites.humaneval:HumanEvalSuite",
+    "agent": "evalgate.suites.agent:AgentSuite",
+    "verifiers": "evalgate.suites.verifiers:VerifiersSuite",
+}
 
-        return QASuite.from_spec(spec)
-    raise ValueError(f"unknown benchmark kind {spec.kind!r}")
+
+def build_suite(spec: Any) -> Suite:
+    """The suite for a resolved benchmark config."""
+    target = SUITES.get(spec.kind)
+    if target is None:
+        raise ConfigError(f"benchmark {spec.name!r}: unknown kind {spec.kind!r}")
+    module_name, _, cls_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"benchmark {spec.name!r}: kind {spec.kind!r} needs {exc.name!r}, which is not "
+            "installed (see the README for the extra that provides it)"
+        ) from None
+    return getattr(module, cls_name).from_spec(spec)
