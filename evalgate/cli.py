@@ -79,6 +79,9 @@ def _parser() -> _Parser:
     validate = sub.add_parser("validate", help="check an evals.yaml and print the resolved plan")
     validate.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
 
+    sub.add_parser(
+        "action", help="the GitHub Action's entrypoint (reads INPUT_* and GITHUB_* variables)"
+    )
     sub.add_parser("schema", help="print the JSON Schema of evals.yaml (for editors)")
     sub.add_parser("benchmarks", help="list the built-in benchmarks and their defaults")
     return parser
@@ -93,13 +96,14 @@ def _cmd_local(
 
     config = load_config(Path(args.config), overrides)
     output = Path(args.output)
+    baselines = pipeline.load_baselines(Path(args.baseline)) if args.baseline else None
     verdict = pipeline.run(
         config,
         output_root=output,
         environ=environ,
         progress=make_progress(environ),
         log=lambda line: print(line, file=sys.stderr, flush=True),
-        baseline=Path(args.baseline) if args.baseline else None,
+        baselines=baselines,
     )
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
     print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
@@ -178,6 +182,24 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _dispatch(
+    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
+) -> int:
+    if args.command == "local":
+        return _cmd_local(args, overrides, environ, out)
+    if args.command == "validate":
+        return _cmd_validate(args, overrides, out)
+    if args.command == "compare":
+        return _cmd_compare(args, out)
+    if args.command == "schema":
+        return _cmd_schema(out)
+    if args.command == "action":
+        from evalgate.action import run_action
+
+        return run_action(environ, out=out)
+    return _cmd_benchmarks(out)
+
+
 def main(
     argv: list[str] | None = None, environ: dict[str, str] | None = None, out: IO[str] | None = None
 ) -> int:
@@ -188,19 +210,13 @@ def main(
         overrides = _split_overrides(extra) if args.command in ("local", "validate") else []
         if extra and args.command not in ("local", "validate"):
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
-        if args.command == "local":
-            previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-            try:
-                return _cmd_local(args, overrides, environ, out)
-            finally:
+        long_running = args.command in ("local", "action")
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt) if long_running else None
+        try:
+            return _dispatch(args, overrides, environ, out)
+        finally:
+            if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
-        if args.command == "validate":
-            return _cmd_validate(args, overrides, out)
-        if args.command == "compare":
-            return _cmd_compare(args, out)
-        if args.command == "schema":
-            return _cmd_schema(out)
-        return _cmd_benchmarks(out)
     except EvalgateError as exc:
         print(f"evalgate: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)

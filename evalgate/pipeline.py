@@ -14,7 +14,7 @@ from typing import Any
 from evalgate import __version__
 from evalgate.baseline import find_runs
 from evalgate.client import ChatClient
-from evalgate.compare import compare_with_baselines, load_run
+from evalgate.compare import LoadedRun, compare_with_baselines, load_run
 from evalgate.config import Config
 from evalgate.engine import run_suite
 from evalgate.errors import InfraError
@@ -27,7 +27,12 @@ from evalgate.score import RunSummary, summarize
 from evalgate.serve import Endpoint, open_server
 from evalgate.suites import Suite, build_suite
 
-__all__ = ["run", "write_report"]
+__all__ = ["load_baselines", "run", "write_report"]
+
+
+def load_baselines(path: Path) -> dict[tuple[str, str], LoadedRun]:
+    """Baseline runs from an output root or a run directory (``--baseline DIR``)."""
+    return {key: load_run(p, origin={"run_id": p.name}) for key, p in find_runs(path).items()}
 
 
 def _run_config(
@@ -124,17 +129,12 @@ def run(
     progress: Progress,
     server_factory: Callable[..., Any] = open_server,
     log: Callable[[str], None] = print,
-    baseline: Path | None = None,
+    baselines: dict[tuple[str, str], LoadedRun] | None = None,
 ) -> Verdict:
     """Evaluate every model on every benchmark, gate, and write the report files."""
     # Load every dataset (and the baseline) before starting any server: a data error should cost
     # no model start-up.
     suites = [(bench, build_suite(bench)) for bench in config.benchmarks]
-    baselines = (
-        {key: load_run(p, origin={"run_id": p.name}) for key, p in find_runs(baseline).items()}
-        if baseline
-        else {}
-    )
     run_id = new_run_id()
     logs = output_root / "logs" / run_id
     logs.mkdir(parents=True, exist_ok=True)
@@ -175,7 +175,7 @@ def run(
                 if (model.name, bench.name) not in done:
                     summaries.append(_failed_run(model, bench, str(exc)))
     heads = [load_run(Path(s.run_dir)) for s in summaries if s.run_dir]
-    comparisons = compare_with_baselines(heads, baselines, config.gate)
+    comparisons = compare_with_baselines(heads, baselines or {}, config.gate)
     budgets = {b.name: b.eval.max_error_rate for b in config.benchmarks}
     verdict = decide(summaries, config.gate, error_budgets=budgets, comparisons=comparisons)
     write_report(verdict, output_root)

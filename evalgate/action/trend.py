@@ -1,0 +1,49 @@
+"""A small mermaid chart of the default branch's recent scores (GitHub renders mermaid)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["trend_section"]
+
+
+def _score(meta: dict[str, Any]) -> float | None:
+    value = meta.get("avg_reward")
+    if value is None:
+        metrics = meta.get("avg_metrics") or {}
+        value = next(iter(metrics.values()), None)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def trend_chart(name: str, points: list[tuple[str, float]]) -> str:
+    labels = ", ".join(f'"{sha}"' for sha, _ in points)
+    values = ", ".join(f"{v:.3f}" for _, v in points)
+    return (
+        "```mermaid\nxychart-beta\n"
+        f'    title "{name}"\n'
+        f"    x-axis [{labels}]\n"
+        '    y-axis "score" 0 --> 1\n'
+        f"    line [{values}]\n```\n"
+    )
+
+
+def trend_section(store: Any, names: list[str], limit: int = 10) -> str:
+    """Markdown with one chart per stored run name that has at least two stored runs."""
+    charts = []
+    for name in dict.fromkeys(names):
+        points = []
+        for stored in reversed(store.history(name, limit=limit)):  # oldest first
+            try:
+                meta = json.loads((stored.path / "metadata.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            score = _score(meta)
+            if score is not None:
+                points.append((stored.key.commit[:7], score))
+        if len(points) >= 2:
+            charts.append(trend_chart(name, points))
+    if not charts:
+        return ""
+    body = "\n".join(charts)
+    return f"\n<details><summary>Trend on the default branch</summary>\n\n{body}\n</details>\n"

@@ -1,0 +1,264 @@
+"""The Action end to end: real git repositories, the spec-validated fake GitHub, a scripted model.
+
+Each test runs the entrypoint with the environment a runner gives a container action: INPUT_*,
+GITHUB_EVENT_PATH with a real-shaped payload, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, a workspace.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_github import TOKEN, FakeGitHub, Fault
+
+from evalgate.action import run_action
+
+REPO = "octo-org/evals-demo"
+PR = 42
+N = 60
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "dev", "GIT_AUTHOR_EMAIL": "dev@example.invalid",
+           "GIT_COMMITTER_NAME": "dev", "GIT_COMMITTER_EMAIL": "dev@example.invalid"}  # fmt: skip
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, f"git {args}: {proc.stderr}"
+    return proc.stdout.strip()
+
+
+def _script(body: dict[str, Any], n: int) -> str:
+    """Right on every item, unless the system prompt asks to regress (then wrong on half)."""
+    i = int(body["messages"][-1]["content"].removeprefix("Q"))
+    system = body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
+    return "wrong" if "regress" in system and i % 2 == 0 else f"A{i}"
+
+
+def _evals(url: str, system: str = "Answer.", gate: str = "margin: 0.05") -> str:
+    return f"""
+models:
+  - {{name: m, backend: openai, base_url: "{url}", model: org/m}}
+benchmarks:
+  - {{name: qa, kind: jsonl, path: qa.jsonl, system_prompt: "{system}"}}
+gate: {{{gate}}}
+"""
+
+
+class Workspace:
+    def __init__(self, tmp: Path, url: str) -> None:
+        self.tmp, self.url = tmp, url
+        self.origin = tmp / "origin.git"
+        _git(tmp, "init", "--bare", "-b", "main", str(self.origin))
+        self.ws = tmp / "ws"
+        _git(tmp, "clone", str(self.origin), str(self.ws))
+        rows = [{"id": f"q{i:02d}", "prompt": f"Q{i}", "answer": f"A{i}"} for i in range(N)]
+        (self.ws / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        (self.ws / ".gitignore").write_text("evalgate-outputs/\n")
+        self.base = self.commit(_evals(url), "main")
+        _git(self.ws, "push", "-q", "origin", "main")
+
+    def commit(self, evals: str, branch: str) -> str:
+        (self.ws / "evals.yaml").write_text(evals)
+        _git(self.ws, "add", "-A")
+        _git(self.ws, "commit", "-q", "-m", f"change on {branch}")
+        return _git(self.ws, "rev-parse", "HEAD")
+
+    def pr(self, evals: str, name: str = "feature") -> str:
+        _git(self.ws, "checkout", "-q", "-B", name, self.base)
+        head = self.commit(evals, name)
+        _git(self.ws, "push", "-q", "-f", "origin", name)
+        return head
+
+    def environ(self, event_name: str, event: dict[str, Any], sha: str, ref: str, api: str,
+                **inputs: str) -> dict[str, str]:  # fmt: skip
+        (self.tmp / "event.json").write_text(json.dumps(event))
+        for name in ("output", "summary"):
+            (self.tmp / name).write_text("")
+        env = {
+            "PATH": os.environ["PATH"], "HOME": str(self.tmp), "CI": "true",
+            "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": event_name,
+            "GITHUB_EVENT_PATH": str(self.tmp / "event.json"), "GITHUB_REPOSITORY": REPO,
+            "GITHUB_API_URL": api, "GITHUB_SERVER_URL": "https://github.example",
+            "GITHUB_WORKSPACE": str(self.ws), "GITHUB_WORKFLOW": "evals", "GITHUB_RUN_ID": "7",
+            "GITHUB_SHA": sha, "GITHUB_REF": ref,
+            "GITHUB_OUTPUT": str(self.tmp / "output"),
+            "GITHUB_STEP_SUMMARY": str(self.tmp / "summary"),
+            "INPUT_GITHUB_TOKEN": TOKEN, "INPUT_CONFIG": "evals.yaml", "INPUT_COMMENT": "true",
+        }  # fmt: skip
+        env.update({f"INPUT_{k.upper()}": v for k, v in inputs.items()})
+        return env
+
+    def outputs(self) -> dict[str, str]:
+        text = (self.tmp / "output").read_text()
+        out, lines, i = {}, text.splitlines(), 0
+        while i < len(lines):  # name<<DELIM / value / DELIM
+            name, _, delim = lines[i].partition("<<")
+            end = lines.index(delim, i + 1)
+            out[name] = "\n".join(lines[i + 1 : end])
+            i = end + 1
+        return out
+
+
+def _push_event(ws: Workspace) -> dict[str, Any]:
+    return {"ref": "refs/heads/main", "after": ws.base,
+            "repository": {"full_name": REPO, "default_branch": "main"}}  # fmt: skip
+
+
+def _pr_event(template: dict[str, Any], ws: Workspace, head: str) -> dict[str, Any]:
+    event = json.loads(json.dumps(template))
+    event["number"] = event["pull_request"]["number"] = PR
+    event["pull_request"]["head"]["sha"] = head
+    event["pull_request"]["base"]["sha"] = ws.base
+    event["pull_request"]["base"]["ref"] = "main"
+    event["repository"]["full_name"] = REPO
+    event["pull_request"]["head"]["repo"]["full_name"] = REPO
+    event["pull_request"]["base"]["repo"]["full_name"] = REPO
+    return event
+
+
+@pytest.fixture
+def ws(tmp_path: Path, scripted_server: Any) -> Workspace:
+    return Workspace(tmp_path, scripted_server(_script).base_url)
+
+
+def _run(env: dict[str, str]) -> tuple[int, str]:
+    out = io.StringIO()
+    return run_action(env, out=out), out.getvalue()
+
+
+def _store_baseline(ws: Workspace, github: FakeGitHub) -> None:
+    env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url)
+    code, log = _run(env)
+    assert code == 0, log
+    listing = _git(ws.origin, "ls-tree", "-r", "--name-only", "evalgate-results")
+    assert f"runs/{ws.base}/qa--m/results.jsonl" in listing.split()
+
+
+def test_push_stores_baseline_then_pr_is_gated_with_one_sticky_comment(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    _store_baseline(ws, github)
+    assert ws.outputs()["verdict"] == "PASS"
+    assert github.requests("POST") == []  # a push has no PR to comment on
+
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    env = ws.environ("pull_request", _pr_event(pr_event, ws, head), head, "refs/pull/42/merge",
+                     github.url)  # fmt: skip
+    code, log = _run(env)
+    assert code == 0, log
+    (body,) = github.bodies(REPO, PR)  # "in progress" was rewritten in place
+    assert "evalgate: PASS" in body and "Compared with the baseline" in body
+    assert f"baseline commit `{ws.base[:12]}`" in body
+    assert "the PR changed: prompt" in body
+    assert len(github.requests("POST")) == 1 and len(github.requests("PATCH")) == 1
+    outputs = ws.outputs()
+    assert outputs["verdict"] == "PASS" and outputs["exit_code"] == "0"
+    assert json.loads(outputs["summary"]) == {"m/qa": {"accuracy": 1.0}}
+    assert "evalgate: PASS" in (ws.tmp / "summary").read_text()
+    assert f"::add-mask::{TOKEN}" in log
+
+    # The PR regresses: the same comment is updated to FAIL, the step fails.
+    head2 = ws.pr(_evals(ws.url, system="Please regress."))
+    env = ws.environ("pull_request", _pr_event(pr_event, ws, head2), head2, "refs/pull/42/merge",
+                     github.url)  # fmt: skip
+    code, log = _run(env)
+    assert code == 1
+    (body,) = github.bodies(REPO, PR)
+    assert "evalgate: FAIL" in body and "30 regressed, 0 improved" in body
+    assert ws.outputs()["verdict"] == "FAIL"
+    assert "::error title=evalgate FAIL%3A m/qa/accuracy::" in log
+
+
+def test_pr_cannot_loosen_its_own_gate(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    _store_baseline(ws, github)
+    head = ws.pr(_evals(ws.url, system="Please regress.", gate="margin: 0.6"))
+    env = ws.environ("pull_request", _pr_event(pr_event, ws, head), head, "refs/pull/42/merge",
+                     github.url)  # fmt: skip
+    code, _ = _run(env)
+    assert code == 1  # judged with the base branch's 5-point margin, not the PR's 60
+    summary = (ws.tmp / "summary").read_text()
+    assert "this PR changes the gate policy" in summary
+    assert "margin δ = 5.0 pp" in github.bodies(REPO, PR)[0]
+
+
+def test_read_only_token_degrades_to_the_summary(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    _store_baseline(ws, github)
+    head = ws.pr(_evals(ws.url, system="Please regress."))
+    forbidden = {"message": "Resource not accessible by integration"}
+    github.faults.append(Fault("POST", 403, body=forbidden, times=10))
+    env = ws.environ("pull_request", _pr_event(pr_event, ws, head), head, "refs/pull/42/merge",
+                     github.url)  # fmt: skip
+    code, _ = _run(env)
+    assert code == 1  # the verdict is unchanged by the missing comment
+    assert github.bodies(REPO, PR) == []
+    summary = (ws.tmp / "summary").read_text()
+    assert "evalgate: FAIL" in summary and "**Note:**" in summary
+
+
+def test_rerun_baseline_without_a_store(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    head = ws.pr(_evals(ws.url, system="Please regress."))
+    env = ws.environ("pull_request", _pr_event(pr_event, ws, head), head, "refs/pull/42/merge",
+                     github.url, results_store="none", comment="false")  # fmt: skip
+    code, log = _run(env)
+    assert code == 1, log
+    verdict = json.loads((ws.ws / "evalgate-outputs" / "verdict.json").read_text())
+    (comp,) = verdict["comparisons"]
+    assert comp["base_origin"] == {"commit": ws.base, "rerun": True}
+    assert github.requests() == []  # comment: false
+
+
+def test_publish_mode_posts_without_running_anything(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    results = ws.ws / "downloaded"
+    results.mkdir()
+    (results / "scorecard.md").write_text("## ❌ evalgate: FAIL\n\nfrom the artifact\n")
+    (results / "verdict.json").write_text(json.dumps({"status": "FAIL", "exit_code": 1}))
+    event = {"workflow_run": {"head_sha": "a" * 40, "event": "pull_request",
+                              "pull_requests": [{"number": PR, "head": {"sha": "a" * 40},
+                                                 "base": {"sha": ws.base, "ref": "main"}}]},
+             "repository": {"full_name": REPO, "default_branch": "main"}}  # fmt: skip
+    env = ws.environ("workflow_run", event, ws.base, "refs/heads/main", github.url,
+                     mode="publish", results_dir="downloaded")  # fmt: skip
+    code, _ = _run(env)
+    assert code == 1
+    (body,) = github.bodies(REPO, PR)
+    assert "from the artifact" in body
+
+
+def test_bad_config_is_reported_everywhere(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    head = ws.pr("benchmarks: [nope]\n")
+    env = ws.environ("pull_request", _pr_event(pr_event, ws, head), head, "refs/pull/42/merge",
+                     github.url)  # fmt: skip
+    code, log = _run(env)
+    assert code == 2
+    assert "::error title=evalgate::" in log and "unknown benchmark 'nope'" in log
+    assert "unknown benchmark 'nope'" in (ws.tmp / "summary").read_text()
+
+
+def test_entrypoint_runs_as_the_container_would(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    """The Dockerfile's ENTRYPOINT (python -m evalgate action), as a process with that env."""
+    _store_baseline(ws, github)
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    env = ws.environ("pull_request", _pr_event(pr_event, ws, head), head, "refs/pull/42/merge",
+                     github.url)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "evalgate", "action"], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "evalgate: PASS" in github.bodies(REPO, PR)[0]
+    assert "Traceback" not in proc.stderr
