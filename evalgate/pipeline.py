@@ -6,6 +6,7 @@ Backends come in as arguments (``open_server``), so tests and the Action can sub
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +24,8 @@ from evalgate.gate import Verdict, decide
 from evalgate.outputs import RunDir, new_run_id, write_json
 from evalgate.progress import Progress
 from evalgate.report import render_scorecard, verdict_json
-from evalgate.score import RunSummary, summarize
+from evalgate.score import RunSummary, item_metrics, summarize
+from evalgate.sequential import SequentialResult, run_sequential
 from evalgate.serve import Endpoint, open_server
 from evalgate.suites import Suite, build_suite
 
@@ -71,8 +73,15 @@ def _metadata(summary: RunSummary, bench: Any, time_s: float) -> dict[str, Any]:
 
 
 async def _execute(
-    suite: Suite, bench: Any, endpoint: Endpoint, run_dir: RunDir, progress: Progress
-):
+    suite: Suite,
+    bench: Any,
+    endpoint: Endpoint,
+    run_dir: RunDir,
+    progress: Progress,
+    *,
+    baseline: LoadedRun | None,
+    gate: Any,
+) -> tuple[list[dict[str, Any]], SequentialResult | None]:
     ev = bench.eval
     progress.start(f"{bench.name}", len(suite.items) * ev.rollouts)
     try:
@@ -84,16 +93,65 @@ async def _execute(
             max_concurrent=ev.max_concurrent,
         ) as client:
             with run_dir.open_journal() as journal:
-                return await run_suite(
+
+                async def run_items(subset: Any) -> list[dict[str, Any]]:
+                    return await run_suite(
+                        subset,
+                        client,
+                        rollouts=ev.rollouts,
+                        max_concurrent=ev.max_concurrent,
+                        journal=journal,
+                        on_result=lambda rec: progress.advance(error=rec["error"] is not None),
+                    )
+
+                if not (ev.sequential and baseline is not None):
+                    return await run_items(suite), None
+                metric = _primary_metric(gate, baseline)
+                return await run_sequential(
                     suite,
-                    client,
+                    baseline,
+                    metric=metric,
                     rollouts=ev.rollouts,
-                    max_concurrent=ev.max_concurrent,
-                    journal=journal,
-                    on_result=lambda rec: progress.advance(error=rec["error"] is not None),
+                    looks=ev.looks,
+                    margin=gate.margin,
+                    alpha=gate.alpha,
+                    seed=bench.sampling.seed or 0,
+                    run_items=run_items,
                 )
     finally:
         progress.finish()
+
+
+def _primary_metric(gate: Any, baseline: LoadedRun) -> str:
+    """The metric sequential looks decide on: the first gated one, else accuracy/reward."""
+    if gate.metrics:
+        return str(gate.metrics[0])
+    names = item_metrics(baseline.records, baseline.rollouts)
+    for name in ("accuracy", "reward"):
+        if name in names:
+            return name
+    return next((n for n in names if not n.startswith(("pass@", "pass^"))), "reward")
+
+
+def _apply_sequential(comparisons: list[Any], decisions: dict[tuple[str, str], Any]) -> list[Any]:
+    """The sequential decision replaces the fixed-sample status of the metric it decided."""
+    out = []
+    for comp in comparisons:
+        seq = decisions.get((comp.model, comp.benchmark))
+        if seq is not None and comp.comparable:
+            metrics = tuple(
+                dataclasses.replace(
+                    mc,
+                    status=seq.decision,
+                    reason=f"sequential: decided at look {seq.look}/{seq.looks}",
+                )
+                if mc.metric == seq.metric and mc.result is not None
+                else mc
+                for mc in comp.metrics
+            )
+            comp = dataclasses.replace(comp, metrics=metrics)
+        out.append(comp)
+    return out
 
 
 def _failed_run(model: Any, bench: Any, error: str) -> RunSummary:
@@ -139,6 +197,7 @@ def run(
     logs = output_root / "logs" / run_id
     logs.mkdir(parents=True, exist_ok=True)
     summaries: list[RunSummary] = []
+    decisions: dict[tuple[str, str], SequentialResult] = {}
     for model in config.models:
         server = server_factory(model, log_dir=logs, environ=environ)
         try:
@@ -151,19 +210,35 @@ def run(
                     run_dir = RunDir.create(output_root, bench.name, endpoint.model_id, run_id)
                     run_dir.write_config(_run_config(config, model, bench, endpoint, suite))
                     t0 = time.perf_counter()
-                    records = asyncio.run(_execute(suite, bench, endpoint, run_dir, progress))
+                    baseline = (baselines or {}).get((model.name, bench.name))
+                    records, seq = asyncio.run(
+                        _execute(
+                            suite,
+                            bench,
+                            endpoint,
+                            run_dir,
+                            progress,
+                            baseline=baseline,
+                            gate=config.gate,
+                        )
+                    )
                     elapsed = time.perf_counter() - t0
+                    if seq is not None:
+                        decisions[(model.name, bench.name)] = seq
                     summary = summarize(
                         records,
                         benchmark=bench.name,
                         model=model.name,
                         model_id=endpoint.model_id,
                         run_dir=str(run_dir.path),
-                        n_items=len(suite.items),
+                        n_items=len({r["example_id"] for r in records}),
                         rollouts=bench.eval.rollouts,
                         time_s=elapsed,
                     )
+                    if seq is not None:
+                        summary.extra["sequential"] = dataclasses.asdict(seq)
                     meta = _metadata(summary, bench, elapsed)
+                    meta["sequential"] = summary.extra.get("sequential")
                     meta["server_startup_ms"] = round(serve_s * 1000, 1)
                     run_dir.write_metadata(meta)
                     run_dir.attach_log(server.log_path)
@@ -175,7 +250,9 @@ def run(
                 if (model.name, bench.name) not in done:
                     summaries.append(_failed_run(model, bench, str(exc)))
     heads = [load_run(Path(s.run_dir)) for s in summaries if s.run_dir]
-    comparisons = compare_with_baselines(heads, baselines or {}, config.gate)
+    comparisons = _apply_sequential(
+        compare_with_baselines(heads, baselines or {}, config.gate), decisions
+    )
     budgets = {b.name: b.eval.max_error_rate for b in config.benchmarks}
     verdict = decide(summaries, config.gate, error_budgets=budgets, comparisons=comparisons)
     write_report(verdict, output_root)

@@ -69,9 +69,13 @@ class _Publisher:
             return
         try:
             result = upsert_sticky_comment(
-                self.client, self.ctx.repository, self.ctx.pr_number, body, key=self.key,
+                self.client,
+                self.ctx.repository,
+                self.ctx.pr_number,
+                body,
+                key=self.key,
                 artifact_hint=f"the `{self.inputs.output_dir}` artifact of {self.ctx.run_url}",
-            )  # fmt: skip
+            )
         except GitHubError as exc:  # a comment is a courtesy: it never changes the verdict
             self.notices.append(f"could not post the PR comment: {exc}")
             self.log(actions.annotation("warning", f"evalgate: could not comment: {exc}"))
@@ -145,9 +149,13 @@ def _rerun_baseline(
         base_config = load_config(tmp / "wt" / prefix / inputs.config, inputs.overrides)
         log(f"[evalgate] running the baseline at {sha[:12]}")
         pipeline.run(
-            base_config, output_root=out_root, environ=dict(environ),
-            progress=make_progress(dict(environ)), server_factory=server_factory, log=log,
-        )  # fmt: skip
+            base_config,
+            output_root=out_root,
+            environ=dict(environ),
+            progress=make_progress(dict(environ)),
+            server_factory=server_factory,
+            log=log,
+        )
         return {
             key: load_run(p, origin={"commit": sha, "rerun": True})
             for key, p in pipeline.find_runs(out_root).items()
@@ -218,10 +226,14 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
 
     with actions.group("evalgate: evaluation"):
         verdict = pipeline.run(
-            config, output_root=out_root, environ=dict(environ),
-            progress=make_progress(dict(environ)), server_factory=server_factory,
-            log=pub.log, baselines=baselines,
-        )  # fmt: skip
+            config,
+            output_root=out_root,
+            environ=dict(environ),
+            progress=make_progress(dict(environ)),
+            server_factory=server_factory,
+            log=pub.log,
+            baselines=baselines,
+        )
     (out_root / "pr.json").write_text(
         json.dumps({"pr_number": ctx.pr_number, "sha": ctx.sha, "repository": ctx.repository}),
         encoding="utf-8",

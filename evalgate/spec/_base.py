@@ -42,6 +42,11 @@ class EvalSettings(Strict):
     """Per-request timeout in seconds."""
     max_retries: int = Field(4, ge=0, le=50)
     """Retries per request on 429, 5xx, connection errors and timeouts (jittered backoff)."""
+    sequential: bool = False
+    """With a baseline: run items in a seeded order and look at the paired result after each
+    quarter (O'Brien–Fleming boundaries + curtailment); stop model calls once it is decided."""
+    looks: int = Field(4, ge=1, le=20)
+    """Number of equally spaced looks for `sequential`."""
 
 
 class GateSettings(Strict):

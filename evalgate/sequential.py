@@ -1,0 +1,133 @@
+"""Sequential early stopping: spend fewer model calls when the verdict is already clear.
+
+Group-sequential design (O'Brien & Fleming 1979): the items paired with the baseline run in a
+seeded order, and after each of ``looks`` equal slices the paired test looks at what it has,
+against boundaries that keep the overall error rates at α; deterministic curtailment stops as
+soon as no outcome of the remaining items could change the verdict. The boundaries and the
+decision are :func:`evalgate.stats.sequential_decision`; this module only schedules the calls.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evalgate import stats
+from evalgate.fingerprint import item_hash
+from evalgate.score import item_metrics
+from evalgate.suites.base import Item, Outcome
+
+__all__ = ["SequentialResult", "Subset", "plan_order", "run_sequential"]
+
+
+@dataclass
+class Subset:
+    """A suite restricted to some of its items (the engine runs ``.items``)."""
+
+    suite: Any
+    items: list[Item]
+
+    @property
+    def name(self) -> str:
+        return self.suite.name
+
+    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+        return await self.suite.rollout(item, index, client)
+
+
+@dataclass(frozen=True)
+class SequentialResult:
+    metric: str
+    decision: str  # PASS | FAIL | INCONCLUSIVE
+    look: int
+    looks: int
+    items_used: int
+    items_total: int
+    stopped_early: bool
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def plan_order(
+    items: list[Item], baseline: Any, metric: str, seed: int
+) -> tuple[list[Item], list[Item], dict[str, float]]:
+    """(paired items in a seeded order, unpaired items, baseline per-item scores)."""
+    base_scores = item_metrics(baseline.records, baseline.rollouts).get(metric, {})
+    hashes = {r["example_id"]: r.get("item_hash") for r in baseline.records}
+    paired = [
+        it
+        for it in items
+        if it.id in base_scores and hashes.get(it.id) == item_hash(it.prompt, it.answer)
+    ]
+    unpaired = [it for it in items if it not in paired]
+    order = sorted(paired, key=lambda it: it.id)
+    random.Random(seed).shuffle(order)
+    return order, unpaired, base_scores
+
+
+async def run_sequential(
+    suite: Any,
+    baseline: Any,
+    *,
+    metric: str,
+    rollouts: int,
+    looks: int,
+    margin: float,
+    alpha: float,
+    seed: int,
+    run_items: Callable[[Subset], Awaitable[list[dict[str, Any]]]],
+) -> tuple[list[dict[str, Any]], SequentialResult | None]:
+    """Run ``suite`` look by look; returns the records and the sequential decision.
+
+    Unpaired items (new, or changed since the baseline) run with the first look: they don't
+    inform the paired test but still count for thresholds. Without paired items it runs all.
+    """
+    order, unpaired, base_scores = plan_order(suite.items, baseline, metric, seed)
+    if not order:
+        return await run_items(Subset(suite, list(suite.items))), None
+    sizes = stats.look_sizes(len(order), looks)
+    bounds = stats.obrien_fleming_bounds(looks, alpha)
+    groups = {it.id: it.group for it in order}
+    records: list[dict[str, Any]] = []
+    done, decision, history = 0, None, []
+    for look, size in enumerate(sizes, 1):
+        chunk = order[done:size] + (unpaired if look == 1 else [])
+        records += await run_items(Subset(suite, chunk))
+        done = size
+        head = item_metrics(records, rollouts).get(metric, {})
+        seen = [it.id for it in order[:size] if it.id in head]  # errored items drop out
+        if not seen:
+            continue
+        b = np.array([base_scores[i] for i in seen])
+        h = np.array([head[i] for i in seen])
+        clustered = any(groups[i] is not None for i in seen)
+        clusters = [groups[i] or f"item:{i}" for i in seen] if clustered else None
+        decision = stats.sequential_decision(
+            b,
+            h,
+            look=look,
+            looks=looks,
+            margin=margin,
+            alpha=alpha,
+            n_total=len(order),
+            clusters=clusters,
+            bounds=bounds,
+            seed=seed,
+        )
+        history.append({"look": look, "items": len(seen), "decision": decision})
+        if decision is not None:
+            result = SequentialResult(
+                metric=metric,
+                decision=decision,
+                look=look,
+                looks=looks,
+                items_used=size,
+                items_total=len(order),
+                stopped_early=size < len(order),
+                history=history,
+            )
+            return records, result
+    return records, None

@@ -1,0 +1,81 @@
+"""Sequential early stopping in the pipeline: fewer model calls, same kind of verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evalgate.cli import main
+from tests.conftest import write_config
+
+N = 400
+
+
+def _setup(tmp_path: Path, url: str) -> Path:
+    rows = [{"id": f"q{i:03d}", "prompt": f"Q{i}", "answer": f"A{i}"} for i in range(N)]
+    (tmp_path / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return write_config(
+        tmp_path,
+        f"""
+models: [{{name: m, backend: openai, base_url: "{url}", model: org/m}}]
+benchmarks: [{{name: qa, kind: jsonl, path: qa.jsonl}}]
+eval: {{max_concurrent: 16}}
+""",
+    )
+
+
+def _answers(wrong_every: int | None):
+    def script(body: dict[str, Any], n: int) -> str:
+        i = int(body["messages"][-1]["content"].removeprefix("Q"))
+        if i % 10 == 0:  # both arms miss these: the baseline is 90 %
+            return "wrong"
+        return "wrong" if wrong_every and i % wrong_every == 1 else f"A{i}"
+
+    return script
+
+
+def _run(tmp_path: Path, config: Path, out: str, *extra: str) -> tuple[int, dict]:
+    code = main(
+        ["local", str(config), "--output", str(tmp_path / out), *extra], environ={"CI": "1"}
+    )
+    return code, json.loads((tmp_path / out / "verdict.json").read_text())
+
+
+def test_clear_regression_stops_after_the_first_look(tmp_path: Path, scripted_server: Any) -> None:
+    base = scripted_server(_answers(None))
+    config = _setup(tmp_path, base.base_url)
+    _run(tmp_path, config, "base")
+    head = scripted_server(_answers(3))  # loses a third of the items
+    config = _setup(tmp_path, head.base_url)
+    code, verdict = _run(
+        tmp_path, config, "head", "--baseline", str(tmp_path / "base"), "--eval.sequential=true"
+    )
+    assert (verdict["status"], code) == ("FAIL", 1)
+    seq = verdict["runs"][0]["extra"]["sequential"]
+    assert seq["look"] == 1 and seq["stopped_early"] and seq["items_used"] == N // 4
+    assert len(head.requests) == N // 4  # three quarters of the model calls never made
+    scorecard = (tmp_path / "head" / "scorecard.md").read_text()
+    assert "sequential: FAIL on accuracy at look 1/4 after 100/400 paired items (25%)" in scorecard
+
+
+def test_unchanged_model_is_not_failed_and_uses_at_most_all_items(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    server = scripted_server(_answers(None))
+    config = _setup(tmp_path, server.base_url)
+    _run(tmp_path, config, "base")
+    calls_before = len(server.requests)
+    code, verdict = _run(
+        tmp_path, config, "head", "--baseline", str(tmp_path / "base"), "--eval.sequential=true"
+    )
+    assert verdict["status"] == "PASS" and code == 0
+    assert len(server.requests) - calls_before <= N
+
+
+def test_sequential_without_baseline_runs_everything(tmp_path: Path, scripted_server: Any) -> None:
+    server = scripted_server(_answers(None))
+    config = _setup(tmp_path, server.base_url)
+    code, verdict = _run(tmp_path, config, "only", "--eval.sequential=true")
+    assert code == 0 and len(server.requests) == N
+    assert "sequential" not in verdict["runs"][0]["extra"]
