@@ -121,3 +121,52 @@ def test_ctrl_c_stops_the_model_server(tmp_path: Path) -> None:
     assert _llama_servers() <= before, "the model server survived Ctrl-C"
     kept = read_jsonl(results[0])
     assert kept and all(r["completion"] is not None for r in kept)  # finished work is kept
+
+
+def test_main_vs_main_at_temperature_is_not_a_fail(tmp_path: Path) -> None:
+    """Calibration on the real model: two samples of the same system must not FAIL the gate."""
+    config = ROOT / "examples/quickstart/evals.yaml"
+    common = ["--sampling.temperature=0.8", "--eval.num_examples=30", "--eval.rollouts=2"]
+    for out, seed in (("a", 1), ("b", 2)):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "evalgate",
+                "local",
+                str(config),
+                "--output",
+                str(tmp_path / out),
+                *common,
+                f"--sampling.seed={seed}",
+                "--benchmarks.capitals.eval.num_examples=5",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=_env(),
+            cwd=tmp_path,
+        )
+        assert proc.returncode in (0, 1), proc.stderr
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evalgate",
+            "compare",
+            str(tmp_path / "a"),
+            str(tmp_path / "b"),
+            "--output",
+            str(tmp_path / "cmp"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
+    verdict = json.loads((tmp_path / "cmp" / "verdict.json").read_text())
+    assert verdict["status"] != "FAIL", (tmp_path / "cmp" / "scorecard.md").read_text()
+    comps = {c["benchmark"]: c for c in verdict["comparisons"]}
+    assert comps["arith"]["comparable"] and comps["arith"]["changes"] == ["sampling"]
+    # k = 2 fractional per-item scores take the permutation path, not McNemar.
+    assert comps["arith"]["metrics"][0]["result"]["method"] == "sign-flip-permutation"
