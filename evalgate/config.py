@@ -22,6 +22,7 @@ from evalgate.overrides import Overrides, parse_overrides
 from evalgate.spec import (
     AgentBenchmark,
     ArithBenchmark,
+    BaselineSettings,
     Benchmark,
     EvalSettings,
     FileBenchmark,
@@ -87,6 +88,8 @@ class EvalsFile(Strict):
     """Eval settings applied to every benchmark (a benchmark's entry overrides it)."""
     gate: GateSettings = Field(default_factory=GateSettings)
     """Gate policy."""
+    baseline: BaselineSettings = Field(default_factory=BaselineSettings)
+    """Where the baseline comes from (used by the Action)."""
 
 
 class Config(BaseModel):
@@ -97,6 +100,7 @@ class Config(BaseModel):
     models: tuple[Model, ...]
     benchmarks: tuple[Benchmark, ...]
     gate: GateSettings
+    baseline: BaselineSettings = BaselineSettings()
 
     def dump(self) -> dict[str, Any]:
         """The merged config as saved to run_config.json."""
@@ -316,7 +320,11 @@ def load_config(
             f"no benchmark named {name!r} (have: {', '.join(seen)})"
         )
     return Config(
-        path=path, models=tuple(evals.models), benchmarks=tuple(resolved), gate=evals.gate
+        path=path,
+        models=tuple(evals.models),
+        benchmarks=tuple(resolved),
+        gate=evals.gate,
+        baseline=evals.baseline,
     )
 
 

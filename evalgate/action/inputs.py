@@ -49,8 +49,8 @@ class ActionInputs:
         mode = get("mode", "run")
         if mode not in ("run", "publish"):
             raise UsageError(f"input mode: expected run or publish, got {mode!r}")
-        baseline = get("baseline", "auto")
-        if baseline not in ("auto", "stored", "rerun", "none"):
+        baseline = get("baseline")  # empty: evals.yaml's baseline.mode (from the base branch)
+        if baseline not in ("", "auto", "stored", "rerun", "none"):
             raise UsageError(
                 f"input baseline: expected auto, stored, rerun or none, got {baseline!r}"
             )
@@ -67,7 +67,7 @@ class ActionInputs:
             overrides=overrides,
             mode=mode,
             working_directory=get("working_directory", "."),
-            results_store=get("results_store", "git-branch"),
+            results_store=get("results_store"),  # empty: evals.yaml's baseline.store
             baseline=baseline,
             output_dir=get("output_dir", "evalgate-outputs"),
             results_dir=get("results_dir", "evalgate-outputs"),

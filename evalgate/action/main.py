@@ -35,7 +35,7 @@ from evalgate.publish import actions
 from evalgate.publish.github import GitHubClient, GitHubError
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
 from evalgate.serve import open_server
-from evalgate.spec import GateSettings
+from evalgate.spec import BaselineSettings, GateSettings
 from evalgate.store import ResultStore, RunKey, StoreError, open_store
 
 __all__ = ["run_action", "store_name"]
@@ -98,27 +98,41 @@ class _Publisher:
 
 
 def _base_policy(workdir: Path, ctx: CIContext, inputs: ActionInputs, config: Config):
-    """The gate policy from the base branch's evals.yaml, and a note when the PR changes it."""
+    """The gate policy and baseline settings from the base branch's evals.yaml (a PR must not
+    loosen its own gate or opt out of the comparison), and a note when the PR changes them."""
+    own = (config.gate, config.baseline)
     if not ctx.is_pr or not ctx.base_sha:
-        return config.gate, None
+        return *own, None
     text = gitops.show_file(workdir, ctx.base_sha, inputs.config)
     if text is None:
-        return config.gate, (
-            f"the base branch has no {inputs.config}: this PR's gate policy is used"
-        )
+        return *own, f"the base branch has no {inputs.config}: this PR's gate policy is used"
     try:
         layer = load_yaml(Path(inputs.config), text=text, source=f"{inputs.config}@base")
         data = layer.data if isinstance(layer.data, dict) else {}
-        base_gate = GateSettings.model_validate(data.get("gate") or {})
-    except (EvalgateError, ValueError):
-        return config.gate, "the base branch's gate policy is invalid: this PR's policy is used"
-    if base_gate != config.gate:
-        return base_gate, (
-            "this PR changes the gate policy in "
-            f"{inputs.config}; the base branch's policy was applied, the new one applies after "
-            "merge"
+        base = (
+            GateSettings.model_validate(data.get("gate") or {}),
+            BaselineSettings.model_validate(data.get("baseline") or {}),
         )
-    return base_gate, None
+    except (EvalgateError, ValueError):
+        return *own, "the base branch's gate policy is invalid: this PR's policy is used"
+    if base != own:
+        note = (
+            f"this PR changes the gate policy in {inputs.config}; the base branch's policy was "
+            "applied, the new one applies after merge"
+        )
+        return *base, note
+    return *base, None
+
+
+def _secret_values(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """Values of every environment variable the config names as holding a secret."""
+    names = {
+        value
+        for model in config.models
+        for field, value in model.model_dump().items()
+        if field.endswith("_env") and isinstance(value, str)
+    }
+    return [environ[n] for n in sorted(names) if environ.get(n)]
 
 
 def _stored_baselines(
@@ -194,26 +208,28 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
     workdir = (ctx.workspace / inputs.working_directory).resolve()
     out_root = (workdir / inputs.output_dir).resolve()
     config = load_config(workdir / inputs.config, inputs.overrides)
-    gate, policy_note = _base_policy(workdir, ctx, inputs, config)
-    config = config.model_copy(update={"gate": gate})
+    for secret in _secret_values(config, environ):
+        pub.log(actions.mask(secret))
+    gate, baseline_settings, policy_note = _base_policy(workdir, ctx, inputs, config)
+    config = config.model_copy(update={"gate": gate, "baseline": baseline_settings})
+    mode = inputs.baseline or baseline_settings.mode
+    store_spec = inputs.results_store or baseline_settings.store
     if policy_note:
         pub.notices.append(policy_note)
     pub.comment(in_progress_body(run_url=ctx.run_url))
 
     store: ResultStore | None = None
-    if inputs.results_store != "none":
+    if store_spec != "none":
         store = open_store(
-            inputs.results_store, repo=workdir, environ=environ, token=inputs.github_token or None
+            store_spec, repo=workdir, environ=environ, token=inputs.github_token or None
         )
     baselines: dict[tuple[str, str], LoadedRun] = {}
-    if ctx.is_pr and ctx.base_sha and inputs.baseline != "none":
+    if ctx.is_pr and ctx.base_sha and mode != "none":
         base = gitops.merge_base(workdir, ctx.base_sha, ctx.sha)
         missing: list[str] = []
-        if store is not None and inputs.baseline in ("auto", "stored"):
+        if store is not None and mode in ("auto", "stored"):
             baselines, missing = _stored_baselines(store, gitops.ancestors(workdir, base), config)
-        rerun = inputs.baseline == "rerun" or (
-            inputs.baseline == "auto" and (store is None or bool(missing))
-        )
+        rerun = mode == "rerun" or (mode == "auto" and (store is None or bool(missing)))
         if rerun:
             with actions.group("evalgate: baseline run"):
                 baselines = _rerun_baseline(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalgate.spec._base import EvalSettings, GateSettings, Sampling, Strict
+from evalgate.spec._base import BaselineSettings, EvalSettings, GateSettings, Sampling, Strict
 from evalgate.spec.benchmarks import (
     AgentBenchmark,
     AgentSpec,
@@ -40,6 +40,7 @@ __all__ = [
     "AgentSpec",
     "AgentVariant",
     "ArithBenchmark",
+    "BaselineSettings",
     "Benchmark",
     "BenchmarkBase",
     "ChoiceScorer",

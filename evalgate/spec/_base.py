@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["EvalSettings", "GateSettings", "Sampling", "Strict"]
+__all__ = ["BaselineSettings", "EvalSettings", "GateSettings", "Sampling", "Strict"]
 
 
 class Strict(BaseModel):
@@ -64,3 +64,15 @@ class GateSettings(Strict):
     (exit 1), pass (exit 0 silently)."""
     metrics: list[str] | None = None
     """Metrics compared with the baseline; default: every metric except pass@k / pass^k."""
+
+
+class BaselineSettings(Strict):
+    """Where the baseline comes from. In the Action it is read from the base branch, like the
+    gate policy: a PR cannot opt itself out of the comparison."""
+
+    mode: Literal["auto", "stored", "rerun", "none"] = "auto"
+    """`auto`: the run stored for the merge-base (or its nearest stored ancestor), else a re-run
+    of the merge-base; `stored` / `rerun`: only that; `none`: thresholds only."""
+    store: str = Field("git-branch", pattern=r"^(none|local:.+|git-branch(:[A-Za-z0-9._/-]+)?)$")
+    """Result store: `git-branch[:BRANCH]` (default branch `evalgate-results` in your repo),
+    `local:PATH`, or `none`."""

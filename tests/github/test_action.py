@@ -178,14 +178,18 @@ def test_pr_cannot_loosen_its_own_gate(
     ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
 ) -> None:
     _store_baseline(ws, github)
-    head = ws.pr(_evals(ws.url, system="Please regress.", gate="margin: 0.6"))
+    # The PR tries both: a 60-point margin, and no baseline comparison at all.
+    head = ws.pr(
+        _evals(ws.url, system="Please regress.", gate="margin: 0.6") + "baseline: {mode: none}\n"
+    )
     env = ws.environ("pull_request", _pr_event(pr_event, ws, head), head, "refs/pull/42/merge",
                      github.url)  # fmt: skip
     code, _ = _run(env)
     assert code == 1  # judged with the base branch's 5-point margin, not the PR's 60
     summary = (ws.tmp / "summary").read_text()
     assert "this PR changes the gate policy" in summary
-    assert "margin δ = 5.0 pp" in github.bodies(REPO, PR)[0]
+    body = github.bodies(REPO, PR)[0]
+    assert "margin δ = 5.0 pp" in body and "Compared with the baseline" in body
 
 
 def test_read_only_token_degrades_to_the_summary(
