@@ -131,3 +131,14 @@ def test_threshold_test_graded_uses_clusters() -> None:
     clustered = threshold_test(scores, 0.45, clusters=["x", "x", "y", "y"] * 5, alpha=0.05)
     assert plain[0] == "INCONCLUSIVE" and clustered[0] == "INCONCLUSIVE"
     assert clustered[1] != plain[1]  # clustering changes the evidence
+
+
+def test_baseline_age_is_human_readable() -> None:
+    import datetime
+
+    from evalgate.report import _age
+
+    now = datetime.datetime(2026, 11, 22, 9, 0, tzinfo=datetime.UTC)
+    assert _age("2026-11-20T08:00:00.000000Z", now) == "2 days ago"
+    assert _age("2026-11-22T08:59:00Z", now) == "1 minute ago"
+    assert _age("not a time", now) == ""

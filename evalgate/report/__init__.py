@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 from dataclasses import asdict
 from typing import Any
@@ -55,11 +56,28 @@ def _cell(text: str) -> str:
     return f"`{text}`".replace("``", "") if text else "∅"
 
 
+def _age(stored_at: str, now: datetime.datetime | None = None) -> str:
+    """'3 days ago' from an ISO-8601 UTC time; '' if unparseable."""
+    try:
+        then = datetime.datetime.fromisoformat(stored_at.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    now = now or datetime.datetime.now(datetime.UTC)
+    seconds = max(0.0, (now - then).total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n > 1 else ''} ago"
+    return "just now"
+
+
 def _origin(comp: Any) -> str:
     origin = comp.base_origin or {}
     if origin.get("commit"):
-        age = f", stored {origin['stored_at']}" if origin.get("stored_at") else ""
-        return f"commit `{origin['commit'][:12]}`{age}"
+        stored = origin.get("stored_at")
+        age = f", stored {_age(stored)} ({stored})" if stored else ""
+        rerun = " (re-run for this PR)" if origin.get("rerun") else ""
+        return f"commit `{origin['commit'][:12]}`{rerun}{age}"
     return f"run `{origin.get('run_id', comp.base_path)}`"
 
 
