@@ -79,6 +79,15 @@ def _parser() -> _Parser:
     validate = sub.add_parser("validate", help="check an evals.yaml and print the resolved plan")
     validate.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
 
+    runs = sub.add_parser("runs", help="list recent runs under an output root")
+    runs.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
+    runs.add_argument("--benchmark", help="only this benchmark")
+    runs.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    show = sub.add_parser("show", help="details of one run (a run directory or a run id)")
+    show.add_argument("run", help="run directory, or run id (prefix) under --output")
+    show.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
+    show.add_argument("--benchmark", help="pick this benchmark's run of an invocation")
+
     sub.add_parser(
         "action", help="the GitHub Action's entrypoint (reads INPUT_* and GITHUB_* variables)"
     )
@@ -197,6 +206,16 @@ def _dispatch(
         from evalgate.action import run_action
 
         return run_action(environ, out=out)
+    if args.command in ("runs", "show"):
+        from evalgate import runs
+
+        if args.command == "runs":
+            found = runs.list_runs(Path(args.output), benchmark=args.benchmark, limit=args.limit)
+            runs.print_runs(found, out)
+        else:
+            found_run = runs.find_run(Path(args.output), args.run, benchmark=args.benchmark)
+            runs.show_run(found_run, out)
+        return 0
     return _cmd_benchmarks(out)
 
 

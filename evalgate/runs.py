@@ -1,0 +1,126 @@
+"""Listing and showing saved runs (`evalgate runs`, `evalgate show RUN`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from evalgate.errors import UsageError
+
+__all__ = ["RunInfo", "find_run", "list_runs", "print_runs", "show_run"]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    path: Path
+    run_id: str
+    benchmark: str
+    model: str
+    model_id: str
+    complete: bool
+    rollouts: int  # journal lines written
+    metadata: dict[str, Any]
+
+
+def _info(run_dir: Path) -> RunInfo | None:
+    try:
+        cfg = json.loads((run_dir / "run_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    meta_path = run_dir / "metadata.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    results = run_dir / "results.jsonl"
+    lines = 0
+    if results.is_file():
+        with results.open("rb") as fh:
+            lines = sum(1 for line in fh if line.strip())
+    return RunInfo(
+        path=run_dir,
+        run_id=run_dir.name,
+        benchmark=str(cfg.get("benchmark", {}).get("name", "?")),
+        model=str(cfg.get("model", {}).get("name", "?")),
+        model_id=str(cfg.get("model_id", "")),
+        complete=bool(meta.get("complete")),
+        rollouts=lines,
+        metadata=meta,
+    )
+
+
+def list_runs(root: Path, *, benchmark: str | None = None, limit: int = 20) -> list[RunInfo]:
+    """Runs under an output root, newest first (run ids start with a UTC timestamp)."""
+    dirs = sorted(root.glob("evals/*/*/run_config.json"), key=lambda p: p.parent.name, reverse=True)
+    out = []
+    for cfg in dirs:
+        info = _info(cfg.parent)
+        if info is not None and (benchmark is None or info.benchmark == benchmark):
+            out.append(info)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def find_run(root: Path, ref: str, *, benchmark: str | None = None) -> RunInfo:
+    """A run by directory path, or by run id (prefix) under ``root`` (one invocation's runs
+    share an id: ``benchmark`` picks one)."""
+    path = Path(ref)
+    if (path / "run_config.json").is_file():
+        info = _info(path)
+        if info is not None:
+            return info
+    folder = f"{benchmark}--*" if benchmark else "*"
+    matches = [p.parent for p in root.glob(f"evals/{folder}/{ref}*/run_config.json")]
+    if not matches:
+        raise UsageError(f"no run {ref!r} under {root} (see `evalgate runs --output {root}`)")
+    if len(matches) > 1:
+        names = ", ".join(sorted(str(m.relative_to(root)) for m in matches)[:5])
+        raise UsageError(
+            f"{ref!r} matches {len(matches)} runs ({names}); add --benchmark or give the directory"
+        )
+    info = _info(matches[0])
+    if info is None:
+        raise UsageError(f"{matches[0]}: unreadable run_config.json")
+    return info
+
+
+def print_runs(runs: list[RunInfo], out: IO[str]) -> None:
+    if not runs:
+        print("no runs found", file=out)
+        return
+    head = f"{'run id':<24} {'benchmark':<16} {'model':<14} {'rollouts':>8} {'score':>7}"
+    print(f"{head} {'errors':>6}  status", file=out)
+    for r in runs:
+        score = r.metadata.get("avg_reward")
+        shown = f"{100 * score:.1f}%" if isinstance(score, int | float) else "–"
+        status = "complete" if r.complete else "incomplete (evalgate resume)"
+        errors = r.metadata.get("errors", "–")
+        print(
+            f"{r.run_id:<24} {r.benchmark:<16} {r.model:<14} {r.rollouts:>8} {shown:>7} "
+            f"{errors!s:>6}  {status}",
+            file=out,
+        )
+
+
+def show_run(info: RunInfo, out: IO[str]) -> None:
+    meta = info.metadata
+    print(f"run        {info.path}", file=out)
+    print(f"benchmark  {info.benchmark}", file=out)
+    print(f"model      {info.model} ({info.model_id})", file=out)
+    print(f"status     {'complete' if info.complete else 'incomplete'}", file=out)
+    print(f"rollouts   {info.rollouts} written", file=out)
+    for key in (
+        "num_examples",
+        "rollouts_per_example",
+        "avg_reward",
+        "avg_metrics",
+        "pass_at_k",
+        "errors",
+        "error_kinds",
+        "usage",
+        "time_ms",
+        "sampling_args",
+        "sequential",
+    ):
+        if meta.get(key) not in (None, {}, []):
+            print(f"{key:<10} {json.dumps(meta[key], sort_keys=True)}", file=out)

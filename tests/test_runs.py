@@ -1,0 +1,45 @@
+"""`evalgate runs` and `evalgate show` over a real output tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli import main
+from tests.conftest import answer_arith, write_config
+
+
+def _two_runs(tmp_path: Path, url: str) -> Path:
+    config = write_config(
+        tmp_path,
+        f"models: [{{name: m, backend: openai, base_url: '{url}', model: org/m}}]\n"
+        "benchmarks: [{name: arith, eval: {num_examples: 3}}]\n",
+    )
+    out = tmp_path / "out"
+    for _ in range(2):
+        assert main(["local", str(config), "--output", str(out)], environ={"CI": "1"}) == 0
+    return out
+
+
+def test_runs_lists_newest_first_and_show_details(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _two_runs(tmp_path, scripted_server(answer_arith).base_url)
+    capsys.readouterr()
+    assert main(["runs", "--output", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ids = sorted(p.name for p in (out / "evals").glob("*/*"))
+    assert [line.split()[0] for line in lines[1:]] == ids[::-1]
+    assert all("100.0%" in line and "complete" in line for line in lines[1:])
+    assert main(["show", ids[0], "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "benchmark  arith" in text and '"accuracy": 1.0' in text
+
+
+def test_show_unknown_run_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["show", "nope", "--output", str(tmp_path)]) == 2
+    assert "no run 'nope'" in capsys.readouterr().err
