@@ -220,3 +220,27 @@ def test_api_key_is_sent_but_never_written(tmp_path: Path, scripted_server: Any)
     assert server.authorization == ["Bearer sk-secret-1"] * 2
     seen = [p.read_text() for p in out.rglob("*") if p.is_file()]
     assert seen and not any("sk-secret-1" in text for text in seen)
+
+
+def test_several_models_side_by_side(tmp_path: Path, scripted_server: Any) -> None:
+    good = scripted_server(answer_arith)
+    bad = scripted_server(lambda body, n: "7")
+    config = write_config(
+        tmp_path,
+        f"""
+models:
+  - {{name: good, backend: openai, base_url: "{good.base_url}", model: org/good}}
+  - {{name: bad, backend: openai, base_url: "{bad.base_url}", model: org/bad}}
+benchmarks:
+  - {{name: arith, eval: {{num_examples: 10}}}}
+""",
+    )
+    code, out = _run(tmp_path, config)
+    assert code == 0
+    scorecard = (out / "scorecard.md").read_text()
+    assert "| benchmark | metric | good | bad |" in scorecard
+    row = next(line for line in scorecard.splitlines() if line.startswith("| arith | accuracy |"))
+    assert (
+        "100.0%" in row and "**best**" in row.split("|")[3] and "**best**" not in row.split("|")[4]
+    )
+    assert len(good.requests) == len(bad.requests) == 10

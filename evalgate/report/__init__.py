@@ -81,6 +81,21 @@ def _origin(comp: Any) -> str:
     return f"run `{origin.get('run_id', comp.base_path)}`"
 
 
+def _matrix(verdict: Verdict) -> dict[str, Any]:
+    """benchmark × metric rows, one column per model: the cross-model comparison."""
+    models = list(dict.fromkeys(r.model for r in verdict.runs))
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in verdict.runs:
+        for metric, est in run.metrics.items():
+            rows.setdefault((run.benchmark, metric), {})[run.model] = est
+    best = {}
+    for key, cells in rows.items():
+        scored = [(est.mean, m) for m, est in cells.items() if not _nan(est.mean)]
+        if len(scored) > 1 and len({v for v, _ in scored}) > 1:
+            best[key] = max(scored)[1]
+    return {"models": models, "rows": rows, "best": best}
+
+
 def render_scorecard(
     verdict: Verdict, *, show_details: bool = True, max_flips: int = 20, max_reasons: int = 20
 ) -> str:
@@ -105,6 +120,7 @@ def render_scorecard(
         cell=_cell,
         origin=_origin,
         n_flips=n_flips,
+        matrix=_matrix(verdict),
         show_details=show_details,
         max_flips=max_flips,
         max_reasons=max_reasons,
