@@ -22,6 +22,7 @@ from evalgate.stats import (
     item_scores,
     look_sizes,
     mde,
+    mde_for_test,
     mde_paired,
     mean_ci,
     obrien_fleming_bounds,
@@ -378,6 +379,174 @@ def test_mde_paired_fractional_and_clustered() -> None:
     assert math.isfinite(clustered) and clustered > 0
     with pytest.raises(ValueError):
         mde(-1.0, 10)
+
+
+# --------------------------------------------------------------------------- MDE of the gate's test
+
+
+def exact_mcnemar_power(n: int, p_b: float, p_c: float, alpha: float = 0.05) -> float:
+    """Brute force: Σ over every (b, c) table of P(table)·[binomtest p ≤ alpha]."""
+    total = 0.0
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            if b + c == 0:
+                continue
+            if sps.binomtest(b, b + c, 0.5, alternative="greater").pvalue > alpha:
+                continue
+            rest = n - b - c
+            ways = math.comb(n, b) * math.comb(n - b, c)
+            total += ways * p_b**b * p_c**c * (1.0 - p_b - p_c) ** rest
+    return total
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.0415, 0.01])
+def test_mcnemar_critical_values_are_the_gates(alpha: float) -> None:
+    # mde_for_test's exact power sums over the critical b for each number m of discordant
+    # pairs; they must be the b at which the gate's own p-value first drops to alpha.
+    m = np.arange(0, 400)
+    crit = stats._mcnemar_critical(m.astype(float), alpha)
+    b_grid, m_grid = np.meshgrid(np.arange(401), m)  # every b ≤ m + 1 for every m
+    p = stats._mcnemar_p(b_grid, m_grid - b_grid)
+    rejects = (p <= alpha) & (b_grid <= m_grid)
+    expected = np.where(rejects.any(axis=1), rejects.argmax(axis=1), m + 1)
+    np.testing.assert_array_equal(crit, expected)
+
+
+@pytest.mark.parametrize(("both_right", "rho"), [(12, 0.0), (21, 0.6)])
+def test_mde_for_test_mcnemar_is_exact_power(both_right: int, rho: float) -> None:
+    # n = 30, 3 + 3 discordant (ψ0 = 0.2); mean(base) 0.5 → ρ̂ = 0, mean(base) 0.8 → ρ̂ = 0.6.
+    base, head = binary_pair(3, 3, both_right, 30)
+    delta = mde_for_test(base, head)
+    assert 0.0 < delta < 1.0
+
+    def power_at(effect: float) -> float:
+        psi = min(1.0, max(effect, 0.2 + rho * effect))
+        return exact_mcnemar_power(30, (psi + effect) / 2, (psi - effect) / 2)
+
+    assert power_at(delta) == pytest.approx(0.8, abs=1e-6)
+    assert power_at(0.97 * delta) < 0.8  # the smallest such effect, not just some root
+    assert mde_for_test(base, head, power=0.9) > delta
+    assert mde_for_test(base, head, alpha=0.01) > delta
+
+
+def test_mde_for_test_zero_discordance_is_finite() -> None:
+    # All 200 pairs agree: a regression can only show as new b pairs, and McNemar rejects at
+    # b ≥ 5 with c = 0, so the MDE solves P(Binomial(200, Δ) ≥ 5) = 0.8.
+    base, head = binary_pair(0, 0, 140, 200)
+    delta = mde_for_test(base, head)
+    assert math.isfinite(delta) and 0.0 < delta < 0.1
+    assert sps.binom.sf(4, 200, delta) == pytest.approx(0.8, abs=1e-6)
+    # Same for the sign-flip paths: identical graded scores, and clusters.
+    graded = np.random.default_rng(1).random(200)
+    assert 0.0 < mde_for_test(graded, graded) < 0.1
+    clusters = np.arange(200) // 5
+    assert 0.0 < mde_for_test(base, head, clusters=clusters) < 0.5
+    # Differences that cancel inside every cluster leave no cluster-level variation either.
+    base2, head2 = np.tile([1.0, 0.0], 100), np.tile([0.0, 1.0], 100)
+    assert 0.0 < mde_for_test(base2, head2, clusters=np.arange(200) // 2) < 1.0
+
+
+def test_mde_for_test_too_few_units_is_infinite() -> None:
+    # Exact McNemar needs ≥ 5 discordant pairs at α = .05 (2^-4 > .05): 4 items never reject.
+    base, head = binary_pair(1, 1, 1, 4)
+    assert mde_for_test(base, head) == math.inf
+    # 3 clusters: even all three flipped the same way give p = 1/8.
+    s = np.linspace(0.1, 0.9, 9)
+    assert mde_for_test(s, s[::-1], clusters=np.arange(9) // 3) == math.inf
+    assert mde_for_test([0.5], [0.25]) == math.inf
+    with pytest.raises(ValueError):
+        mde_for_test([], [])
+    with pytest.raises(ValueError):
+        mde_for_test([1.0, 0.0], [1.0])
+    with pytest.raises(ValueError):
+        mde_for_test([1.0, 0.0], [1.0, 0.0], power=1.0)
+
+
+def _fixtures(reps: int) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """Four kinds of run, each its 50 (or 40-cluster) items repeated ``reps`` times."""
+    rng = np.random.default_rng(11)
+    p = rng.uniform(0.2, 0.98, 50)
+    k1 = (rng.random(50) < p).astype(float), (rng.random(50) < p).astype(float)
+    k4 = rng.binomial(4, p) / 4.0, rng.binomial(4, p) / 4.0
+    graded = rng.beta(6 * p, 6 * (1 - p)), rng.beta(6 * p, 6 * (1 - p))
+    pc = np.repeat(rng.uniform(0.2, 0.98, 40), 5)
+    shock = np.repeat(rng.normal(0, 0.15, (2, 40)), 5, axis=1)
+    clustered = tuple((rng.random(200) < np.clip(pc + s, 0, 1)).astype(float) for s in shock)
+    out: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {
+        name: (np.tile(b, reps), np.tile(h, reps), None)
+        for name, (b, h) in (("k1", k1), ("k4", k4), ("graded", graded))
+    }
+    out["clustered"] = (*(np.tile(a, reps) for a in clustered), np.arange(200 * reps) // 5)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["k1", "k4", "graded", "clustered"])
+def test_mde_for_test_monotone_in_n_and_near_formula_for_large_n(kind: str) -> None:
+    values = []
+    for reps in (1, 2, 4, 8, 16):
+        base, head, clusters = _fixtures(reps)[kind]
+        calibrated = mde_for_test(base, head, clusters=clusters)
+        formula = mde_paired(base, head, clusters=clusters)
+        assert math.isfinite(calibrated)
+        # Never below the normal-theory figure, and not wildly above it even at 50 items.
+        assert 0.99 * formula <= calibrated <= 1.35 * formula
+        values.append(calibrated)
+    assert all(later < earlier for earlier, later in itertools.pairwise(values))
+    base, head, clusters = _fixtures(400)[kind]  # 20,000 items (4,000 clusters)
+    ratio = mde_for_test(base, head, clusters=clusters) / mde_paired(base, head, clusters=clusters)
+    assert 0.99 <= ratio <= 1.03
+
+
+def test_mde_for_test_t_multiplier_matches_noncentral_t() -> None:
+    # Continuous scores (no lattice) and mean(base) < 1/2 (ρ̂ = 0): Δ = λ·SE·sqrt(1 − φΔ²/var d),
+    # λ by Abramowitz & Stegun 26.7.10. Check λ against scipy's noncentral t.
+    rng = np.random.default_rng(4)
+    z = sps.norm.isf(0.05)
+    for n in (8, 12, 40, 200):
+        base = rng.uniform(0.0, 0.7, n)
+        head = np.clip(base + rng.normal(0.0, 0.1, n), 0.0, 1.0)
+        assert base.mean() < 0.5
+        d = head - base
+        within = np.mean(d**2) / 2
+        phi = within / (within + (np.mean(base * (1 - base)) + np.mean(head * (1 - head))) / 2)
+        delta = mde_for_test(base, head)
+        se = math.sqrt((d.var(ddof=1) - phi * delta**2) / n)
+        t_crit = z * math.sqrt((n - 1) / (n - z * z))
+        assert sps.nct.sf(t_crit, n - 1, delta / se) == pytest.approx(0.8, abs=0.003)
+
+
+def test_mde_for_test_scales_with_the_score_range() -> None:
+    base, head, _ = _fixtures(2)["graded"]
+    base[0], head[1] = 0.0, 1.0  # the range is [0, 1] itself
+    assert mde_for_test(10 * base, 10 * head) == pytest.approx(
+        10 * mde_for_test(base, head), rel=1e-9
+    )
+
+
+@pytest.mark.parametrize("kind", ["k4", "clustered"])
+def test_mde_for_test_power_by_simulation(kind: str) -> None:
+    # Items succeed with probability p_i (clusters: shared p and a per-run shock per cluster and
+    # arm); the PR arm loses Δ on every item, so the population Δ is exact. The gate's test at
+    # Δ = −MDE (MDE: median over 101 A/A runs) should have 80 % power; 400 runs: MC SE 0.02.
+    rng = np.random.default_rng(21)
+    n, runs = 200, 400
+    if kind == "k4":
+        k, clusters, p = 4, None, rng.uniform(0.4, 0.9, n)
+    else:
+        k, clusters, p = 1, np.arange(n) // 5, np.repeat(rng.uniform(0.35, 0.8, 40), 5)
+
+    def draw(delta: float) -> tuple[np.ndarray, np.ndarray]:
+        shock = np.zeros((2, n)) if clusters is None else rng.normal(0, 0.06, (2, 40))[:, clusters]
+        arms = np.clip(p + shock, 0.0, 1.0) - [[0.0], [delta]]
+        base, head = rng.binomial(k, arms) / k
+        return base, head
+
+    delta = float(np.median([mde_for_test(*draw(0.0), clusters=clusters) for _ in range(101)]))
+    hits = 0
+    for r in range(runs):
+        res = paired_compare(*draw(delta), clusters=clusters, n_resamples=1000, seed=r)
+        hits += res.p_regression <= 0.05
+    assert 0.74 <= hits / runs <= 0.88
 
 
 # --------------------------------------------------------------------------- pass@k

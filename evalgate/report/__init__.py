@@ -35,6 +35,8 @@ def _pp(value: float | None, sign: bool = True) -> str:
     """Percentage points: Δ and margins are differences of proportions."""
     if _nan(value):
         return "–"
+    if math.isinf(value):  # type: ignore[arg-type]
+        return "∞ (too few items)"
     return f"{100 * value:+.1f} pp" if sign else f"{100 * value:.1f} pp"  # type: ignore[operator]
 
 
@@ -129,7 +131,7 @@ def render_scorecard(
 
 
 def _clean(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
+    if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN or Infinity
         return None
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
@@ -139,7 +141,7 @@ def _clean(value: Any) -> Any:
 
 
 def verdict_json(verdict: Verdict) -> dict[str, Any]:
-    """The machine-readable verdict (NaN written as null: JSON has no NaN)."""
+    """The machine-readable verdict (NaN and infinities written as null)."""
     return _clean(
         {
             "status": verdict.status,
