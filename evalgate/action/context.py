@@ -2,17 +2,25 @@
 
 Read from an injected ``environ`` and the event payload at ``GITHUB_EVENT_PATH`` (the webhook
 body that triggered the workflow), never from globals, so tests pass real-shaped payloads.
+
+Publish mode runs on ``workflow_run``, whose payload names the run's PR in ``pull_requests`` —
+except for a PR from a fork, where GitHub leaves it empty. Then the number can only come from the
+untrusted artifact (``pr.json``), and :meth:`CIContext.with_artifact_pr` accepts it only once
+GitHub confirms that this repository's PR of that number has the run's head commit: a forged
+number cannot redirect the comment to another PR.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalgate.errors import UsageError
+from evalgate.publish.github import GitHubError, PullRequest
 
 __all__ = ["CIContext"]
 
@@ -46,6 +54,14 @@ class CIContext:
             and self.default_branch is not None
             and self.ref == f"refs/heads/{self.default_branch}"
         )
+
+    @property
+    def pr_run(self) -> dict[str, Any] | None:
+        """The trusted ``workflow_run`` object when this is a finished run of a PR workflow."""
+        run = self.event.get("workflow_run") if self.event_name == "workflow_run" else None
+        if isinstance(run, dict) and str(run.get("event", "")).startswith("pull_request"):
+            return run
+        return None
 
     @property
     def run_url(self) -> str:
@@ -98,3 +114,65 @@ class CIContext:
             workspace=Path(environ.get("GITHUB_WORKSPACE") or "/github/workspace"),
             event=event,
         )
+
+    def with_artifact_pr(self, pr_json: Path, fetch: Callable[[int], PullRequest]) -> CIContext:
+        """This context with the PR that ``pr_json`` names, once GitHub vouches for it.
+
+        ``fetch`` reads a PR of this repository from the API. The number is accepted only when
+        that PR's head is the commit the trusted payload says the run evaluated; anything else
+        raises :class:`UsageError` before a comment could be posted.
+        """
+        run = self.pr_run
+        if run is None:
+            raise UsageError(
+                "publish mode needs a workflow_run event of a pull_request run (the PR is "
+                "verified against the run's head commit from the event)"
+            )
+        run_sha = str(run.get("head_sha") or "")
+        number = _artifact_pr_number(pr_json)
+        try:
+            pull = fetch(number)
+        except GitHubError as exc:
+            if exc.status == 404:
+                raise UsageError(
+                    f"refusing to publish: {pr_json.name} names #{number}, which is not a pull "
+                    f"request of {self.repository}"
+                ) from None
+            raise
+        run_repo = (run.get("head_repository") or {}).get("full_name")
+        if pull.base_repo != self.repository:
+            problem = f"targets {pull.base_repo}, not {self.repository}"
+        elif not run_sha or pull.head_sha != run_sha:
+            # Also what a push to the PR after the run looks like: its newer run will publish.
+            problem = f"has head {pull.head_sha[:12]} while the run evaluated {run_sha[:12]}"
+        elif run_repo and pull.head_repo and pull.head_repo != run_repo:
+            problem = f"comes from {pull.head_repo} while the run's head was in {run_repo}"
+        else:
+            return dataclasses.replace(
+                self,
+                pr_number=pull.number,
+                sha=pull.head_sha,
+                base_sha=pull.base_sha,
+                base_ref=pull.base_ref,
+                is_fork=pull.head_repo != self.repository,
+            )
+        raise UsageError(
+            f"refusing to publish: {pr_json.name} names #{number}, but that pull request "
+            f"{problem} (a stale or forged artifact; nothing was posted)"
+        )
+
+
+def _artifact_pr_number(pr_json: Path) -> int:
+    """The PR number the run wrote to ``pr.json``: untrusted, so only its shape is checked here."""
+    try:
+        data = json.loads(pr_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(
+            f"{pr_json}: unreadable ({type(exc).__name__}); the workflow_run payload names no PR "
+            "(GitHub omits fork PRs there), so publish mode reads it from the run's pr.json"
+        ) from None
+    number = data.get("pr_number") if isinstance(data, dict) else None
+    # bool is an int to Python; a JSON true is no PR number.
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise UsageError(f"{pr_json}: pr_number is {number!r}, not a pull request number")
+    return number

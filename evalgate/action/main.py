@@ -276,18 +276,33 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
 
 
 def _publish(ctx: CIContext, inputs: ActionInputs, pub: _Publisher) -> int:
-    """Post a finished run's scorecard; the PR number comes from the trusted event payload."""
+    """Post a finished run's scorecard on its PR: the one the trusted event payload names, or
+    (for a fork's PR, which GitHub leaves out of the payload) the artifact's, once verified."""
     results = (ctx.workspace / inputs.results_dir).resolve()
     verdict_file, scorecard = results / "verdict.json", results / "scorecard.md"
     if not verdict_file.is_file() or not scorecard.is_file():
         raise EvalgateError(
             f"{results}: no verdict.json / scorecard.md; download the run's artifact there first"
         )
-    if not ctx.is_pr:
+    if not ctx.is_pr and ctx.pr_run is None:
         raise EvalgateError(
             "publish mode needs a workflow_run event for a pull request (the run's PR is read "
-            "from the event, never from the artifact)"
+            "from the event, or verified against it)"
         )
+    if not ctx.is_pr and inputs.comment and inputs.github_token:
+        # pr.json is written by code the PR controls: with_artifact_pr takes its number only if
+        # GitHub says that PR's head is the run's commit. Until then nothing can be posted:
+        # pub.client stays None, so even the error handler's comment goes nowhere.
+        client = GitHubClient(inputs.github_token, api_url=ctx.api_url)
+        try:
+            repo = ctx.repository
+            ctx = ctx.with_artifact_pr(
+                results / "pr.json", lambda n: client.get_pull_request(repo, n)
+            )
+        except BaseException:
+            client.close()
+            raise
+        pub.ctx, pub.client = ctx, client
     verdict = json.loads(verdict_file.read_text(encoding="utf-8"))
     markdown = scorecard.read_text(encoding="utf-8")
     pub.comment(markdown)

@@ -1,4 +1,4 @@
-"""A small GitHub REST client: issue comments, and nothing else the Action does not need.
+"""A small GitHub REST client: issue comments and reading a pull request, nothing else.
 
 Sync ``httpx`` (the Action makes a handful of calls; an event loop would buy nothing), with an
 injectable ``transport=`` for tests. Requests follow GitHub's REST conventions: the versioned
@@ -36,6 +36,7 @@ __all__ = [
     "GitHubClient",
     "GitHubError",
     "IssueComment",
+    "PullRequest",
 ]
 
 API_VERSION = "2022-11-28"
@@ -100,6 +101,38 @@ class IssueComment:
             ) from None
 
 
+@dataclass(frozen=True)
+class PullRequest:
+    """What publish mode checks before it trusts a PR number it did not get from GitHub."""
+
+    number: int
+    state: str
+    head_sha: str
+    head_repo: str | None  # full_name; None once the fork was deleted (GitHub sends null)
+    base_repo: str
+    base_ref: str
+    base_sha: str
+
+    @classmethod
+    def from_json(cls, data: Any) -> PullRequest:
+        try:
+            head, base = data["head"], data["base"]
+            return cls(
+                number=int(data["number"]),
+                state=str(data["state"]),
+                head_sha=str(head["sha"]),
+                head_repo=(head.get("repo") or {}).get("full_name"),
+                base_repo=str(base["repo"]["full_name"]),
+                base_ref=str(base["ref"]),
+                base_sha=str(base["sha"]),
+            )
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise GitHubError(
+                f"GitHub answered with a pull request evalgate cannot read ({type(exc).__name__})",
+                hint="re-run the job; if it persists, report it with the GITHUB_API_URL in use",
+            ) from None
+
+
 def _parse_retry_after(value: str | None, now: float) -> float | None:
     if not value:
         return None
@@ -133,7 +166,8 @@ def _message(resp: httpx.Response) -> str:
 
 
 class GitHubClient:
-    """List, create and update issue comments (a pull request is an issue to this API).
+    """List, create and update issue comments (a pull request is an issue to this API); read a
+    pull request.
 
     Use as a context manager, or call :meth:`close`. ``sleep`` and ``clock`` are injectable so
     tests run retries without waiting.
@@ -194,7 +228,7 @@ class GitHubClient:
     def close(self) -> None:
         self._http.close()
 
-    # -- the three operations ------------------------------------------------------------------
+    # -- the operations ------------------------------------------------------------------------
 
     def iter_issue_comments(self, repo: str, issue_number: int) -> Iterator[IssueComment]:
         """Yield the comments of an issue or pull request, oldest first, across all pages."""
@@ -235,6 +269,11 @@ class GitHubClient:
         # PATCH with the whole body is idempotent: sending it twice leaves the same comment.
         resp = self._request("PATCH", url, json={"body": body})
         return IssueComment.from_json(self._json(resp))
+
+    def get_pull_request(self, repo: str, number: int) -> PullRequest:
+        """One pull request of ``repo``, including one opened from a fork (a 404 when none)."""
+        resp = self._request("GET", f"repos/{self._repo(repo)}/pulls/{int(number)}")
+        return PullRequest.from_json(self._json(resp))
 
     def backoff(self, attempt: int) -> None:
         """Sleep before retry ``attempt`` (1-based) of a caller's own retry loop."""

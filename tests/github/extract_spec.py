@@ -37,9 +37,13 @@ OPERATIONS = {
     "issues/list-comments": "find the sticky comment by its marker",
     "issues/create-comment": "post the scorecard the first time",
     "issues/update-comment": "replace the scorecard on later runs",
+    # Not repos/list-pull-requests-associated-with-commit: asked on the base repository it answers
+    # [] for a commit that exists only in a fork, the one case publish mode needs it for.
+    "pulls/get": "publish mode: verify the artifact's PR number against the run's head commit",
 }
-# The webhook whose payload the Action reads from GITHUB_EVENT_PATH (test fixture validation).
-WEBHOOKS = ("pull-request-opened",)
+# The webhooks whose payloads the Action reads from GITHUB_EVENT_PATH (test fixture validation):
+# a pull request (run mode) and a finished workflow run (publish mode).
+WEBHOOKS = ("pull-request-opened", "workflow-run-completed")
 # Kept even when unreferenced: the fake validates undocumented fault statuses (a 5xx, a 403 on
 # PATCH) against GitHub's generic error shape.
 ALWAYS_KEEP = ("#/components/schemas/basic-error",)

@@ -1,4 +1,5 @@
-"""A stateful fake of GitHub's issue-comments API on 127.0.0.1, held to GitHub's own description.
+"""A stateful fake of GitHub's issue-comments and pull-request API on 127.0.0.1, held to GitHub's
+own description.
 
 Every request is validated against the committed subset of ``@octokit/openapi``
 (``data/api.github.com.subset.json``) before the fake acts on it, and every response before it is
@@ -11,6 +12,10 @@ What the description does not say, the fake checks by GitHub's documentation: th
 credentials" like GitHub), ``per_page`` capped at 100, and the 65,536-character body limit (422
 like GitHub). Error statuses an operation does not document (GitHub answers 401, 403, 404 and 5xx
 from any endpoint) are validated against GitHub's generic ``basic-error`` schema.
+
+Pull requests are seeded (``seed_pull``: number, head commit, head repository — a fork or the
+repository itself) and served by ``GET /repos/{owner}/{repo}/pulls/{pull_number}`` as GitHub's
+full ``pull-request`` object; an unseeded number is a 404, like a number that is an issue.
 
 ``faults`` script failures: the next matching request gets the fault's status, headers and body,
 optionally after the fake carried the request out (GitHub did it, but the answer was an error) or
@@ -53,9 +58,11 @@ TOKEN = "test-token-not-a-secret"
 BODY_LIMIT = 65_536
 API_VERSION = "2022-11-28"
 DOCS = "https://docs.github.com/rest/issues/comments"
+PULLS_DOCS = "https://docs.github.com/rest/pulls/pulls#get-a-pull-request"
 
 _LIST = re.compile(r"^/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/(?P<number>\d+)/comments$")
 _ONE = re.compile(r"^/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/comments/(?P<id>\d+)$")
+_PULL = re.compile(r"^/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls/(?P<number>\d+)$")
 
 
 def load_spec() -> dict[str, Any]:
@@ -99,6 +106,7 @@ class FakeGitHub:
         self.basic_error = schema_validator(spec, "basic-error")
         self.url = ""  # set when the server starts
         self.comments: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.pulls: dict[tuple[str, int], dict[str, Any]] = {}
         self.faults: list[Fault] = []
         self.log: list[Exchange] = []
         self.violations: list[str] = []
@@ -113,6 +121,33 @@ class FakeGitHub:
         with self._lock:
             for body in bodies:
                 self._new_comment(repo, number, body, login=login)
+
+    def seed_pull(
+        self,
+        repo: str,
+        number: int,
+        head_sha: str,
+        *,
+        head_repo: str | None = None,
+        base_repo: str | None = None,
+        base_sha: str = "0" * 40,
+        head_ref: str = "feature",
+        base_ref: str = "main",
+    ) -> dict[str, Any]:
+        """Open pull request ``number`` in ``repo`` from ``head_repo`` (default: ``repo`` itself;
+        another name makes it a fork's PR). ``base_repo`` overrides what the PR says it targets,
+        which on GitHub is ``repo`` itself."""
+        with self._lock:
+            self._clock += 1
+            pull = _pull(
+                repo,
+                number,
+                head=(head_repo or repo, head_ref, head_sha),
+                base=(base_repo or repo, base_ref, base_sha),
+                when=_iso(self._clock),
+            )
+            self.pulls[repo, number] = pull
+            return pull
 
     def bodies(self, repo: str, number: int) -> list[str]:
         return [c["body"] for c in self.comments.get((repo, number), [])]
@@ -208,6 +243,15 @@ class FakeGitHub:
                 return 422, _too_long("create-an-issue-comment"), {}
             comment = self._new_comment(repo, number, body["body"], login="github-actions[bot]")
             return 201, comment, {"location": comment["url"]}
+        if (m := _PULL.match(path)) and method == "GET":
+            pull = self.pulls.get((f"{m['owner']}/{m['repo']}", int(m["number"])))
+            if pull is None:
+                return (
+                    404,
+                    {"message": "Not Found", "documentation_url": PULLS_DOCS, "status": "404"},
+                    {},
+                )
+            return 200, pull, {}
         if (m := _ONE.match(path)) and method == "PATCH":
             comment = self._find(f"{m['owner']}/{m['repo']}", int(m["id"]))
             if comment is None:
@@ -358,6 +402,158 @@ def _too_long(operation: str) -> dict[str, Any]:
         ],
         "documentation_url": f"{DOCS}#{operation}",
         "status": "422",
+    }
+
+
+def _repository(full_name: str, when: str, *, fork: bool) -> dict[str, Any]:
+    """A ``repository`` object as GitHub embeds it in a pull request's head and base."""
+    owner, name = full_name.split("/")
+    api, html = f"{SPEC_SERVER}/repos/{full_name}", f"https://github.com/{full_name}"
+    rid = 873_465_129 + sum(map(ord, full_name))  # stable per name
+    return {
+        "id": rid,
+        "node_id": f"R_kgDOFake{rid}",
+        "name": name,
+        "full_name": full_name,
+        "private": False,
+        "owner": _user(owner, bot=False),
+        "html_url": html,
+        "description": None,
+        "fork": fork,
+        "url": api,
+        **{f"{k}_url": f"{api}/{k}" for k in _REPO_LINKS},
+        **{f"{k}_url": f"{api}/{v}" for k, v in _REPO_TEMPLATES.items()},
+        "git_url": f"git://github.com/{full_name}.git",
+        "ssh_url": f"git@github.com:{full_name}.git",
+        "clone_url": f"{html}.git",
+        "svn_url": html,
+        "mirror_url": None,
+        "homepage": None,
+        "language": "Python",
+        "forks_count": 0,
+        "forks": 0,
+        "stargazers_count": 0,
+        "watchers_count": 0,
+        "watchers": 0,
+        "size": 120,
+        "default_branch": "main",
+        "open_issues_count": 1,
+        "open_issues": 1,
+        "is_template": False,
+        "topics": [],
+        "has_issues": True,
+        "has_projects": True,
+        "has_wiki": True,
+        "has_pages": False,
+        "has_downloads": True,
+        "has_discussions": False,
+        "archived": False,
+        "disabled": False,
+        "visibility": "public",
+        "license": None,
+        "allow_forking": True,
+        "web_commit_signoff_required": False,
+        "pushed_at": when,
+        "created_at": "2025-10-01T09:00:00Z",
+        "updated_at": when,
+    }
+
+
+# <name>_url: plain links, and links with URI-template parts, as GitHub spells them.
+_REPO_LINKS = ("contributors", "deployments", "downloads", "events", "forks", "hooks", "languages",
+               "merges", "stargazers", "subscribers", "subscription", "tags", "teams")  # fmt: skip
+_REPO_TEMPLATES = {
+    "archive": "{archive_format}{/ref}", "assignees": "assignees{/user}",
+    "blobs": "git/blobs{/sha}", "branches": "branches{/branch}",
+    "collaborators": "collaborators{/collaborator}", "comments": "comments{/number}",
+    "commits": "commits{/sha}", "compare": "compare/{base}...{head}",
+    "contents": "contents/{+path}", "git_commits": "git/commits{/sha}",
+    "git_refs": "git/refs{/sha}", "git_tags": "git/tags{/sha}",
+    "issue_comment": "issues/comments{/number}", "issue_events": "issues/events{/number}",
+    "issues": "issues{/number}", "keys": "keys{/key_id}", "labels": "labels{/name}",
+    "milestones": "milestones{/number}", "notifications": "notifications{?since,all,participating}",
+    "pulls": "pulls{/number}", "releases": "releases{/id}", "statuses": "statuses/{sha}",
+    "trees": "git/trees{/sha}",
+}  # fmt: skip
+
+
+def _pull(
+    repo: str, number: int, *, head: tuple[str, str, str], base: tuple[str, str, str], when: str
+) -> dict[str, Any]:
+    """An open ``pull-request`` as ``GET /repos/{owner}/{repo}/pulls/{pull_number}`` returns it."""
+    api, html = f"{SPEC_SERVER}/repos/{repo}", f"https://github.com/{repo}"
+    (head_repo, head_ref, head_sha), (base_repo, base_ref, base_sha) = head, base
+    author = head_repo.split("/")[0]
+    links = {
+        "self": f"{api}/pulls/{number}",
+        "html": f"{html}/pull/{number}",
+        "issue": f"{api}/issues/{number}",
+        "comments": f"{api}/issues/{number}/comments",
+        "review_comments": f"{api}/pulls/{number}/comments",
+        "review_comment": f"{api}/pulls/comments{{/number}}",
+        "commits": f"{api}/pulls/{number}/commits",
+        "statuses": f"{api}/statuses/{head_sha}",
+    }
+
+    def side(full_name: str, ref: str, sha: str) -> dict[str, Any]:
+        owner = full_name.split("/")[0]
+        return {
+            "label": f"{owner}:{ref}",
+            "ref": ref,
+            "sha": sha,
+            "user": _user(owner, bot=False),
+            "repo": _repository(full_name, when, fork=full_name != repo),
+        }
+
+    return {
+        "url": links["self"],
+        "id": 2_254_716_338 + number,
+        "node_id": f"PR_kwDOFake{number}",
+        "html_url": links["html"],
+        "diff_url": f"{links['html']}.diff",
+        "patch_url": f"{links['html']}.patch",
+        "issue_url": links["issue"],
+        "commits_url": links["commits"],
+        "review_comments_url": links["review_comments"],
+        "review_comment_url": links["review_comment"],
+        "comments_url": links["comments"],
+        "statuses_url": links["statuses"],
+        "number": number,
+        "state": "open",
+        "locked": False,
+        "title": f"Change #{number}",
+        "user": _user(author, bot=False),
+        "body": None,
+        "labels": [],
+        "milestone": None,
+        "active_lock_reason": None,
+        "created_at": when,
+        "updated_at": when,
+        "closed_at": None,
+        "merged_at": None,
+        "merge_commit_sha": None,
+        "assignee": None,
+        "assignees": [],
+        "requested_reviewers": [],
+        "requested_teams": [],
+        "head": side(head_repo, head_ref, head_sha),
+        "base": side(base_repo, base_ref, base_sha),
+        "_links": {k: {"href": v} for k, v in links.items()},
+        "author_association": "CONTRIBUTOR" if head_repo != repo else "MEMBER",
+        "auto_merge": None,
+        "draft": False,
+        "merged": False,
+        "mergeable": True,
+        "rebaseable": True,
+        "mergeable_state": "clean",
+        "merged_by": None,
+        "comments": 0,
+        "review_comments": 0,
+        "maintainer_can_modify": head_repo != repo,
+        "commits": 1,
+        "additions": 3,
+        "deletions": 1,
+        "changed_files": 1,
     }
 
 
