@@ -79,6 +79,36 @@ def _parser() -> _Parser:
     validate = sub.add_parser("validate", help="check an evals.yaml and print the resolved plan")
     validate.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
 
+    doctor = sub.add_parser(
+        "doctor",
+        help="check the stack in phases: prerequisites, credentials, deploy, smoke request, "
+        "tiny eval, GPU",
+    )
+    doctor.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
+    doctor.add_argument("--no-deploy", action="store_true", help="stop before starting servers")
+    doctor.add_argument("--items", type=int, default=2, help="items in the tiny eval (default 2)")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument("--output", default="outputs", help="where logs go (default: ./outputs)")
+
+    for name, text in (
+        ("deploy", "deploy the persistent modal-vllm models of evals.yaml"),
+        ("status", "show the Modal apps of evals.yaml's modal-vllm models"),
+        ("stop", "stop the Modal apps of evals.yaml's modal-vllm models"),
+    ):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
+        cmd.add_argument("--model", action="append", default=[], help="only this model (repeat)")
+        if name == "deploy":
+            cmd.add_argument("--wait", action="store_true", help="wait until healthy")
+        if name == "status":
+            cmd.add_argument("--probe", action="store_true", help="wake the app (costs GPU time)")
+        if name in ("status", "stop"):
+            cmd.add_argument("--json", action="store_true", help="print JSON")
+        if name == "stop":
+            cmd.add_argument(
+                "--all", action="store_true", help="every evalgate-tagged app in the environment"
+            )
+
     runs = sub.add_parser("runs", help="list recent runs under an output root")
     runs.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
     runs.add_argument("--benchmark", help="only this benchmark")
@@ -147,6 +177,28 @@ def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
     return int(verdict.exit_code)
 
 
+def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:
+    from evalgate import lifecycle
+    from evalgate.config import load_config
+
+    need_config = not (args.command == "stop" and args.all and not Path(args.config).exists())
+    config = load_config(Path(args.config)) if need_config else None
+    if args.command == "deploy":
+        results = lifecycle.deploy(config, environ=environ, models=args.model, wait=args.wait)
+    elif args.command == "status":
+        results = lifecycle.status(config, environ=environ, models=args.model, probe=args.probe)
+    else:
+        results = lifecycle.stop(config, environ=environ, models=args.model, all_apps=args.all)
+    if getattr(args, "json", False):
+        print(json.dumps([r.as_dict() for r in results], indent=2), file=out)
+    else:
+        for r in results:
+            print(r.line(), file=out)
+        if not results:
+            print("no modal-vllm apps", file=out)
+    return 0
+
+
 def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) -> int:
     from evalgate.config import load_config
 
@@ -206,6 +258,22 @@ def _dispatch(
         from evalgate.action import run_action
 
         return run_action(environ, out=out)
+    if args.command == "doctor":
+        from evalgate.doctor import run_doctor
+
+        report = run_doctor(
+            Path(args.config),
+            environ=environ,
+            overrides=overrides,
+            deploy=not args.no_deploy,
+            eval_items=args.items,
+            log_dir=Path(args.output) / "logs" / "doctor",
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+        print(json.dumps(report.as_dict(), indent=2) if args.json else report.render(), file=out)
+        return int(report.exit_code)
+    if args.command in ("deploy", "status", "stop"):
+        return _cmd_lifecycle(args, environ, out)
     if args.command in ("runs", "show"):
         from evalgate import runs
 
@@ -226,10 +294,11 @@ def main(
     out = out or sys.stdout
     try:
         args, extra = _parser().parse_known_args(argv)
-        overrides = _split_overrides(extra) if args.command in ("local", "validate") else []
-        if extra and args.command not in ("local", "validate"):
+        takes_overrides = args.command in ("local", "validate", "doctor")
+        overrides = _split_overrides(extra) if takes_overrides else []
+        if extra and not takes_overrides:
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
-        long_running = args.command in ("local", "action")
+        long_running = args.command in ("local", "action", "doctor", "deploy")
         previous = signal.signal(signal.SIGTERM, _raise_interrupt) if long_running else None
         try:
             return _dispatch(args, overrides, environ, out)

@@ -33,22 +33,27 @@ def dataset_hash(items: list[Any]) -> str:
     return _digest(sorted([i.id, item_hash(i.prompt, i.answer)] for i in items), 32)
 
 
-def fingerprint(bench: Any, model: Any, model_id: str, items: list[Any]) -> dict[str, Any]:
+def fingerprint(
+    bench: Any, model: Any, model_id: str, items: list[Any], *, chat_template: str | None = None
+) -> dict[str, Any]:
     """The run's fingerprint, saved in run_config.json."""
     model_cfg = model.model_dump(mode="json", exclude={"name"})
     return {
         "measurement": {
             "benchmark": bench.name,
             "kind": bench.kind,
-            "scorer": bench.scorer.model_dump(mode="json"),
+            "scorer": bench.scorer.model_dump(mode="json") if hasattr(bench, "scorer") else None,
             "rollouts": bench.eval.rollouts,
             "scoring_version": SCORING_VERSION,
         },
         "subject": {
             "model_id": model_id,
             "model": _digest(model_cfg),
-            "prompt": _digest([bench.system_prompt, bench.prompt_template]),
+            "prompt": _digest(
+                [getattr(bench, "system_prompt", None), getattr(bench, "prompt_template", None)]
+            ),
             "sampling": bench.sampling.model_dump(mode="json"),
+            "chat_template": chat_template,
         },
         "dataset": {"hash": dataset_hash(items), "items": len(items)},
     }

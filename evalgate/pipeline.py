@@ -38,10 +38,20 @@ def load_baselines(path: Path) -> dict[tuple[str, str], LoadedRun]:
 
 
 def _run_config(
-    config: Config, model: Any, bench: Any, endpoint: Endpoint, suite: Suite
+    config: Config, model: Any, bench: Any, endpoint: Endpoint, suite: Suite, server: Any
 ) -> dict[str, Any]:
+    # Which chat template the server applied (vLLM backends resolve one; others: the server's).
+    chat = getattr(server, "chat_template", None)
+    template = chat.record() if chat is not None else None
     return {
-        "fingerprint": fingerprint(bench, model, endpoint.model_id, suite.items),
+        "fingerprint": fingerprint(
+            bench,
+            model,
+            endpoint.model_id,
+            suite.items,
+            chat_template=template["sha256"] if template else None,
+        ),
+        "chat_template": template,
         "evalgate_version": __version__,
         "config_path": str(config.path),
         "model": model.model_dump(mode="json"),
@@ -199,7 +209,13 @@ def run(
     summaries: list[RunSummary] = []
     decisions: dict[tuple[str, str], SequentialResult] = {}
     for model in config.models:
-        server = server_factory(model, log_dir=logs, environ=environ)
+        server = server_factory(
+            model,
+            log_dir=logs,
+            environ=environ,
+            config_dir=config.path.parent,
+            benchmarks=[b.name for b in config.benchmarks],
+        )
         try:
             log(f"[evalgate] starting model {model.name!r} ({model.backend})")
             t_serve = time.perf_counter()
@@ -208,7 +224,7 @@ def run(
                 log(f"[evalgate] model {model.name!r} ready in {serve_s:.1f} s")
                 for bench, suite in suites:
                     run_dir = RunDir.create(output_root, bench.name, endpoint.model_id, run_id)
-                    run_dir.write_config(_run_config(config, model, bench, endpoint, suite))
+                    run_dir.write_config(_run_config(config, model, bench, endpoint, suite, server))
                     t0 = time.perf_counter()
                     baseline = (baselines or {}).get((model.name, bench.name))
                     records, seq = asyncio.run(

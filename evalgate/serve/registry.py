@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,14 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def open_server(model: Any, *, log_dir: Path, environ: dict[str, str]) -> ModelServer:
-    """The (not yet started) server for a model config."""
+def open_server(
+    model: Any, *, log_dir: Path, environ: dict[str, str], **context: Any
+) -> ModelServer:
+    """The (not yet started) server for a model config.
+
+    ``context`` carries what only some backends use (``config_dir``, ``benchmarks`` for chat
+    template resolution); each backend gets the keywords its constructor accepts.
+    """
     target = BACKENDS.get(model.backend)
     if target is None:
         raise ConfigError(f"unknown model backend {model.backend!r}; known: {', '.join(BACKENDS)}")
@@ -34,4 +41,6 @@ def open_server(model: Any, *, log_dir: Path, environ: dict[str, str]) -> ModelS
             "installed (see the README for the extra that provides it)"
         ) from None
     cls = getattr(module, cls_name)
-    return cls(model, log_dir=log_dir, environ=environ)
+    accepted = inspect.signature(cls).parameters
+    extra = {k: v for k, v in context.items() if k in accepted}
+    return cls(model, log_dir=log_dir, environ=environ, **extra)

@@ -153,6 +153,9 @@ class ModalVLLMModel(VLLMOptions):
     """Seconds to wait for `/health` (cold start: image, weights, compile); at least 10 min."""
     vllm_version: str = "0.33.0"
     """vLLM release installed in the Modal image."""
+    api_key_env: str | None = Field("EVALGATE_VLLM_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Persistent mode: environment variable with the key the deployed server requires
+    (ephemeral runs make a random one)."""
 
 
 Model = Annotated[

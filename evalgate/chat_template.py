@@ -1,0 +1,196 @@
+"""Which chat template a served model uses, decided before the server starts, and recorded.
+
+Order, first match wins:
+
+1. ``config``: the model's ``chat_template`` in evals.yaml (a file, relative to evals.yaml, or the
+   name of a built-in template: ``base``, ``code``, ``math``, ``think``);
+2. ``tokenizer``: the model's own template (``chat_template`` in ``tokenizer_config.json``, or a
+   ``chat_template.jinja`` beside it), read from a local model folder or the Hugging Face cache;
+3. ``repo``: ``chat_template.jinja`` next to evals.yaml (the team's repository);
+4. ``benchmark``: the fallback shipped in ``benchmarks/templates/`` for the run's benchmarks.
+
+Nothing is downloaded to decide. When the model's own files are not on this machine, evalgate
+cannot tell whether it has a template, so it passes nothing and vLLM uses the tokenizer's
+(``deferred``): overriding a template the model does have would change what is measured.
+``--chat-template`` is passed only for ``config``, ``repo`` and ``benchmark``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from evalgate.benchmarks import builtin_dir
+from evalgate.errors import ConfigError
+
+__all__ = [
+    "BENCHMARK_TEMPLATES",
+    "BUILTIN_TEMPLATES",
+    "ChatTemplate",
+    "builtin_template",
+    "fallback_for",
+    "hf_cache_dir",
+    "model_template",
+    "resolve_chat_template",
+]
+
+Source = Literal["config", "tokenizer", "repo", "benchmark", "deferred"]
+
+BUILTIN_TEMPLATES = ("base", "code", "math", "think")
+REPO_TEMPLATE = "chat_template.jinja"
+
+# Benchmark name → fallback template. Unlisted benchmarks get `base`; a run mixing fallbacks
+# (one server serves every benchmark of a run) also gets `base`.
+BENCHMARK_TEMPLATES: dict[str, str] = {
+    "arith": "base",
+    "gsm8k": "math",
+    "math500": "math",
+    "aime2025": "math",
+    "humaneval": "code",
+    "livecodebench": "code",
+    "ifeval": "base",
+}
+# The verifiers-environment variants (`vf-math500`, …) take their benchmark's fallback.
+BENCHMARK_TEMPLATES.update({f"vf-{name}": kind for name, kind in list(BENCHMARK_TEMPLATES.items())})
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """The resolved template; :meth:`record` goes into run_config.json."""
+
+    source: Source
+    path: str | None = None  # the file, for every source but `deferred`
+    sha256: str | None = None  # of the file's bytes
+
+    @property
+    def server_arg(self) -> str | None:
+        """The ``--chat-template`` value, or None to let vLLM use the tokenizer's."""
+        return self.path if self.source in ("config", "repo", "benchmark") else None
+
+    def text(self) -> str | None:
+        """The template's text when we pass it to the server (shipped to Modal containers)."""
+        return Path(self.path).read_text(encoding="utf-8") if self.server_arg else None
+
+    def record(self) -> dict[str, str | None]:
+        return {"source": self.source, "path": self.path, "sha256": self.sha256}
+
+
+def _of(source: Source, path: Path) -> ChatTemplate:
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return ChatTemplate(source=source, path=str(path), sha256=digest)
+
+
+def builtin_template(name: str) -> Path:
+    """The shipped fallback template ``name`` (``base``, ``code``, ``math``, ``think``)."""
+    path = builtin_dir() / "templates" / f"{name}.jinja"
+    if name not in BUILTIN_TEMPLATES or not path.is_file():
+        raise ConfigError(
+            f"no built-in chat template {name!r}; built-ins: {', '.join(BUILTIN_TEMPLATES)}"
+        )
+    return path
+
+
+def fallback_for(benchmarks: Iterable[str]) -> str:
+    """The one fallback template for a server that serves all of ``benchmarks``."""
+    names = {BENCHMARK_TEMPLATES.get(name, "base") for name in benchmarks}
+    return names.pop() if len(names) == 1 else "base"
+
+
+def hf_cache_dir(environ: Mapping[str, str]) -> Path:
+    """The Hugging Face hub cache, located the way ``huggingface_hub`` does it."""
+    if environ.get("HF_HUB_CACHE"):
+        return Path(environ["HF_HUB_CACHE"]).expanduser()
+    if environ.get("HF_HOME"):
+        return Path(environ["HF_HOME"]).expanduser() / "hub"
+    xdg = environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path(environ.get("HOME", "~")).expanduser() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+def _has_template(config_file: Path) -> bool:
+    try:
+        data = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    # A string, or a list of named templates ({"name": "default", "template": …}).
+    return bool(isinstance(data, dict) and data.get("chat_template"))
+
+
+def _snapshot(model: str, revision: str | None, cache: Path) -> tuple[Path, Path] | None:
+    """(snapshot folder, repo folder) of a cached hub model at ``revision`` (default: main)."""
+    repo = cache / ("models--" + model.replace("/", "--"))
+    ref = revision or "main"
+    commit = ref if _COMMIT.match(ref) else None
+    if commit is None:
+        try:
+            commit = (repo / "refs" / ref).read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+    snapshot = repo / "snapshots" / commit
+    return (snapshot, repo) if snapshot.is_dir() else None
+
+
+def model_template(
+    model: str, revision: str | None, environ: Mapping[str, str]
+) -> tuple[bool | None, Path | None]:
+    """Whether the model ships a chat template: (True, file), (False, None), or (None, None)
+    when its files are not on this machine (undecided)."""
+    local = Path(model).expanduser()
+    if local.is_dir():  # a local model folder is complete: absence is an answer
+        config_file = local / "tokenizer_config.json"
+        if _has_template(config_file):
+            return True, config_file
+        if (local / REPO_TEMPLATE).is_file():
+            return True, local / REPO_TEMPLATE
+        return (False, None) if config_file.is_file() else (None, None)
+    found = _snapshot(model, revision, hf_cache_dir(environ))
+    if found is None:
+        return None, None
+    snapshot, repo = found
+    config_file = snapshot / "tokenizer_config.json"
+    if _has_template(config_file):
+        return True, config_file
+    if (snapshot / REPO_TEMPLATE).is_file():
+        return True, snapshot / REPO_TEMPLATE
+    # A cache holds only the files someone fetched. The template file is known to be absent only
+    # when the hub said so: huggingface_hub then leaves a marker under .no_exist/COMMIT/.
+    known_absent = (repo / ".no_exist" / snapshot.name / REPO_TEMPLATE).exists()
+    return (False, None) if config_file.is_file() and known_absent else (None, None)
+
+
+def resolve_chat_template(
+    opts: Any,
+    *,
+    config_dir: Path,
+    benchmarks: Iterable[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> ChatTemplate:
+    """Decide the chat template for a vLLM model (``opts``: VLLMOptions); see the module doc."""
+    environ = os.environ if environ is None else environ
+    if opts.chat_template:
+        path = (config_dir / opts.chat_template).expanduser()
+        if path.is_file():
+            return _of("config", path.resolve())
+        if opts.chat_template in BUILTIN_TEMPLATES:
+            return _of("config", builtin_template(opts.chat_template))
+        raise ConfigError(
+            f"chat_template: {path} does not exist (give a file relative to evals.yaml, or one "
+            f"of the built-in templates: {', '.join(BUILTIN_TEMPLATES)})"
+        )
+    has, file = model_template(opts.model, opts.revision, environ)
+    if has is None:
+        return ChatTemplate(source="deferred")
+    if has and file is not None:
+        return _of("tokenizer", file)
+    repo_file = config_dir / REPO_TEMPLATE
+    if repo_file.is_file():
+        return _of("repo", repo_file.resolve())
+    return _of("benchmark", builtin_template(fallback_for(benchmarks)))

