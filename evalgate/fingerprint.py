@@ -33,6 +33,30 @@ def dataset_hash(items: list[Any]) -> str:
     return _digest(sorted([i.id, item_hash(i.prompt, i.answer)] for i in items), 32)
 
 
+def _kind_measurement(bench: Any) -> dict[str, Any]:
+    """What else defines the measurement for kinds whose scoring lives outside evalgate."""
+    if bench.kind == "verifiers":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            vf_version = version("verifiers")
+        except PackageNotFoundError:
+            vf_version = None
+        return {
+            "environment": {
+                "env_id": bench.env_id,
+                "env_args": bench.env_args,
+                "api": bench.api,
+                "harness": bench.harness,
+                "runtime": bench.runtime,
+                "verifiers": vf_version,
+            }
+        }
+    if bench.kind in ("agent", "humaneval"):
+        return {"sandbox": bench.sandbox.model_dump(mode="json")}
+    return {}
+
+
 def fingerprint(
     bench: Any, model: Any, model_id: str, items: list[Any], *, chat_template: str | None = None
 ) -> dict[str, Any]:
@@ -40,6 +64,7 @@ def fingerprint(
     model_cfg = model.model_dump(mode="json", exclude={"name"})
     return {
         "measurement": {
+            **_kind_measurement(bench),
             "benchmark": bench.name,
             "kind": bench.kind,
             "scorer": bench.scorer.model_dump(mode="json") if hasattr(bench, "scorer") else None,
