@@ -63,6 +63,20 @@ def _parser() -> _Parser:
         metavar="DIR",
         help="compare with the runs in DIR (an earlier --output root, or one run directory)",
     )
+    _cache_arguments(local)
+
+    resume = sub.add_parser(
+        "resume",
+        help="finish an interrupted `local` run: run only the rollouts its journal lacks",
+    )
+    resume.add_argument("run", help="a run id (under --output) or a run directory")
+    resume.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
+    resume.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="also run again the rollouts that ended in an error (after an outage)",
+    )
+    _cache_arguments(resume)
 
     compare = sub.add_parser(
         "compare",
@@ -126,6 +140,47 @@ def _parser() -> _Parser:
     return parser
 
 
+def _cache_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="send every request: neither read nor write the response cache",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="response cache directory (default: $EVALGATE_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/evalgate, else ~/.cache/evalgate)",
+    )
+
+
+def _cache_dir(args: argparse.Namespace, environ: dict[str, str]) -> Path | None:
+    from evalgate.cache import default_cache_dir
+
+    if args.no_cache:
+        return None
+    return Path(args.cache_dir) if args.cache_dir else default_cache_dir(environ)
+
+
+def _cmd_resume(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:
+    from evalgate import pipeline
+    from evalgate.progress import make_progress
+
+    output = Path(args.output)
+    verdict = pipeline.resume(
+        args.run,
+        output_root=output,
+        environ=environ,
+        progress=make_progress(environ),
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+        cache_dir=_cache_dir(args, environ),
+        retry_errors=args.retry_errors,
+    )
+    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
+    return int(verdict.exit_code)
+
+
 def _cmd_local(
     args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
 ) -> int:
@@ -143,6 +198,7 @@ def _cmd_local(
         progress=make_progress(environ),
         log=lambda line: print(line, file=sys.stderr, flush=True),
         baselines=baselines,
+        cache_dir=_cache_dir(args, environ),
     )
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
     print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
@@ -248,6 +304,8 @@ def _dispatch(
 ) -> int:
     if args.command == "local":
         return _cmd_local(args, overrides, environ, out)
+    if args.command == "resume":
+        return _cmd_resume(args, environ, out)
     if args.command == "validate":
         return _cmd_validate(args, overrides, out)
     if args.command == "compare":
@@ -298,7 +356,7 @@ def main(
         overrides = _split_overrides(extra) if takes_overrides else []
         if extra and not takes_overrides:
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
-        long_running = args.command in ("local", "action", "doctor", "deploy")
+        long_running = args.command in ("local", "resume", "action", "doctor", "deploy")
         previous = signal.signal(signal.SIGTERM, _raise_interrupt) if long_running else None
         try:
             return _dispatch(args, overrides, environ, out)

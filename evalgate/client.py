@@ -3,6 +3,17 @@
 aiohttp rather than the ``openai`` SDK: on a 2-core runner the SDK's per-request overhead caps a
 run at a few hundred requests/s, while a vLLM server answers short prompts by the thousand. The
 request and response are the plain OpenAI chat-completions JSON, so any compatible server works.
+
+Under load and faults:
+
+- transient failures (429, 408/409/425, 5xx, timeouts, connection errors, truncated or malformed
+  bodies) are retried with full-jitter exponential backoff, or after the server's ``Retry-After``;
+- concurrency adapts (AIMD): a 429 halves the number of requests in flight, successes add one
+  back per window, between 1 and ``max_concurrent``;
+- a request that fails for good raises :class:`RequestFailed` with a short ``kind``; the engine
+  records the rollout as an error, never as a 0. ``ChatClient.stats`` counts every error by kind,
+  retried or final, for the scorecard;
+- with a :class:`~evalgate.cache.ResponseCache`, a request already answered is not sent again.
 """
 
 from __future__ import annotations
@@ -12,17 +23,50 @@ import email.utils
 import json
 import random
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
+from yarl import URL
 
 from evalgate.serve.base import Endpoint
 
-__all__ = ["ChatClient", "Reply", "RequestFailed"]
+if TYPE_CHECKING:
+    from evalgate.cache import ResponseCache
+
+__all__ = ["AdaptiveLimit", "ChatClient", "ClientStats", "Reply", "RequestFailed", "dumps", "loads"]
+
+# One encoder, built once: json.dumps with non-default arguments builds a new one per call.
+_STD_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _std_dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON with the stdlib (``dumps`` where orjson is not installed)."""
+    return _STD_ENCODER.encode(value).encode("utf-8")
+
+
+try:  # orjson: 5-10x faster encode/decode on the per-request path; the stdlib is the fallback.
+    import orjson
+
+    def dumps(value: Any) -> bytes:
+        """Compact UTF-8 JSON: the stdlib's ``separators=(",", ":")``, ``ensure_ascii=False``
+        form, byte for byte, except the exponent spelling of tiny or huge floats (1e-07 vs
+        1e-7). Cache keys hash these bytes, so a cache is shared only between installs that
+        agree on orjson."""
+        try:
+            return orjson.dumps(value)
+        except TypeError:  # integers beyond 64 bits and the like: the stdlib handles them
+            return _std_dumps(value)
+
+    loads = orjson.loads
+except ImportError:  # pragma: no cover - exercised only where orjson is not installed
+    dumps = _std_dumps
+    loads = json.loads
+
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is treated as asking for a minute
 
 
 @dataclass(frozen=True)
@@ -30,37 +74,136 @@ class Reply:
     text: str
     usage: dict[str, int]
     latency_s: float
-    attempts: int
+    attempts: int  # HTTP attempts this reply took; 0 when it came from the cache
+    cached: bool = False
 
 
 class RequestFailed(Exception):
     """A request failed for good (after retries). The rollout is recorded as an error, not a 0."""
 
     def __init__(self, kind: str, detail: str) -> None:
-        self.kind = kind  # short category: "http_400", "timeout", "connection", "bad_response"
+        # Short category, the part before ":" in results.jsonl's "error" (the scorecard groups on
+        # it): "http_429", "http_500", "timeout", "connection", "truncated", "bad_response".
+        self.kind = kind
         super().__init__(f"{kind}: {detail}")
 
 
 @dataclass
 class ClientStats:
-    requests: int = 0
-    retries: int = 0
-    failures: Counter[str] = field(default_factory=Counter)
+    """What the client did, for metadata.json and the scorecard's error table."""
+
+    requests: int = 0  # HTTP attempts sent (cache hits excluded)
+    retries: int = 0  # attempts that were followed by another attempt
+    cache_hits: int = 0
+    retried: Counter[str] = field(default_factory=Counter)  # transient errors, retried, by kind
+    failures: Counter[str] = field(default_factory=Counter)  # requests failed for good, by kind
+    throttle_decreases: int = 0  # times AIMD halved the concurrency limit
+    min_concurrency: int = 0  # lowest concurrency limit AIMD reached (max_concurrent if none)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "retries": self.retries,
+            "cache_hits": self.cache_hits,
+            "retried_errors": dict(sorted(self.retried.items())),
+            "failed_requests": dict(sorted(self.failures.items())),
+            "throttle_decreases": self.throttle_decreases,
+            "min_concurrency": self.min_concurrency,
+        }
+
+
+class AdaptiveLimit:
+    """AIMD bound on requests in flight: halve on throttling, +1 per window of successes.
+
+    Like TCP congestion avoidance: a 429 means the server is saturated, so the limit is halved
+    (never below ``minimum``) — but only once per window: requests that were already in flight
+    when the limit dropped carry no news, or one burst of 429s would collapse the limit to 1.
+    Each success adds ``1 / limit``, i.e. about one slot per window of successes, up to
+    ``maximum``. Waiters are served first-in first-out. Not thread-safe: one event loop.
+    """
+
+    def __init__(self, maximum: int, *, minimum: int = 1, decrease: float = 0.5) -> None:
+        self.maximum = max(1, maximum)
+        self.minimum = max(1, min(minimum, self.maximum))
+        self.decrease_factor = decrease
+        self.limit = float(self.maximum)
+        self.epoch = 0  # bumped on every decrease; requests remember the epoch they started in
+        self.in_flight = 0
+        self.lowest = self.maximum
+        self.decreases = 0
+        self._cap = self.maximum  # int(limit), cached: the fast path reads it per request
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> int:
+        """Wait for a slot; returns the epoch to pass to :meth:`throttled`."""
+        if self.in_flight < self._cap and not self._waiters:
+            self.in_flight += 1
+            return self.epoch
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut  # release() hands the slot over: in_flight already counts it
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # the slot was handed over just as we were cancelled: pass it on
+            else:
+                self._waiters.remove(fut)
+            raise
+        return self.epoch
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def succeeded(self) -> None:
+        if self.limit < self.maximum:
+            self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
+            self._cap = int(self.limit)
+            self._wake()
+
+    def throttled(self, epoch: int) -> None:
+        """The server said 429 to a request that acquired its slot in ``epoch``."""
+        if epoch != self.epoch:
+            return  # started before the last decrease: that decrease already answered it
+        self.epoch += 1
+        self.decreases += 1
+        self.limit = max(float(self.minimum), self.limit * self.decrease_factor)
+        self._cap = int(self.limit)
+        self.lowest = min(self.lowest, self._cap)
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < self._cap:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                self.in_flight += 1
+                fut.set_result(None)
 
 
 def _retry_after(headers: Any) -> float | None:
-    value = headers.get("Retry-After") if headers else None
+    # A LiteLLM proxy passes an upstream 429's header on as llm_provider-retry-after.
+    value = (
+        (headers.get("Retry-After") or headers.get("llm_provider-retry-after")) if headers else None
+    )
     if not value:
         return None
     try:
         return max(0.0, float(value))
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None  # unparseable: fall back to our own backoff
+        return max(0.0, parsed.timestamp() - time.time())
 
 
 class ChatClient:
-    """Send chat requests to one endpoint with fixed sampling; use as ``async with``."""
+    """Send chat requests to one endpoint with fixed sampling; use as ``async with``.
+
+    ``cache``: a :class:`~evalgate.cache.ResponseCache`, or None for none (``--no-cache``).
+    ``cache_identity``: what identifies the endpoint in cache keys; default base_url + model.
+    Backends whose base_url changes from run to run (an embedded server on a random port) should
+    pass something stable that changes with the model, e.g. a digest of the model config.
+    """
 
     def __init__(
         self,
@@ -72,24 +215,37 @@ class ChatClient:
         max_concurrent: int = 8,
         backoff_base_s: float = 0.5,
         backoff_cap_s: float = 30.0,
+        adaptive: bool = True,
+        cache: ResponseCache | None = None,
+        cache_identity: str | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.sampling = sampling
+        self.timeout_s = timeout_s
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.max_retries = max_retries
         self.max_concurrent = max_concurrent
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
-        self.stats = ClientStats()
+        self.limit = AdaptiveLimit(max_concurrent) if adaptive else None
+        self.cache = cache
+        self.cache_identity = cache_identity or f"{endpoint.base_url}\n{endpoint.model}"
+        self.stats = ClientStats(min_concurrency=max_concurrent)
         self._session: aiohttp.ClientSession | None = None
-        self._url = f"{endpoint.base_url}/chat/completions"
+        self._url = URL(f"{endpoint.base_url}/chat/completions")  # parsed once, not per request
         self._headers = {"Content-Type": "application/json"}
         if endpoint.api_key:
             self._headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        self._sleep = asyncio.sleep  # tests substitute a recorder
 
     async def __aenter__(self) -> ChatClient:
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self.max_concurrent, ttl_dns_cache=300),
+            # One keep-alive connection per concurrent request; DNS looked up once per run. Idle
+            # connections are dropped after 4 s, before uvicorn's (vLLM, llama.cpp: 5 s) drops
+            # them: reusing a connection the server is closing costs a retry.
+            connector=aiohttp.TCPConnector(
+                limit=self.max_concurrent, ttl_dns_cache=300, keepalive_timeout=4.0
+            ),
             timeout=self.timeout,
             headers=self._headers,
         )
@@ -98,6 +254,8 @@ class ChatClient:
     async def __aexit__(self, *exc: object) -> None:
         if self._session is not None:
             await self._session.close()
+        if self.cache is not None:
+            self.cache.flush()
 
     def body(self, messages: list[dict[str, str]], rollout: int) -> dict[str, Any]:
         s = self.sampling
@@ -110,58 +268,93 @@ class ChatClient:
         }
         if s.seed is not None:
             body["seed"] = s.seed + rollout
+        stop = getattr(s, "stop", None)
+        if stop:
+            body["stop"] = list(stop)
         return body
 
     def _delay(self, attempt: int, server_hint: float | None) -> float:
         if server_hint is not None:
-            return min(server_hint, 60.0)
+            return min(server_hint, _MAX_RETRY_AFTER_S)
         # Full jitter (AWS architecture blog): spreads retries of a burst of 429s apart.
         return random.uniform(0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
 
     async def chat(self, messages: list[dict[str, str]], *, rollout: int = 0) -> Reply:
-        assert self._session is not None, "use `async with ChatClient(...)`"
-        payload = json.dumps(self.body(messages, rollout))
+        session = self._session
+        assert session is not None, "use `async with ChatClient(...)`"
+        payload = dumps(self.body(messages, rollout))
+        key = None
+        if self.cache is not None:
+            # The rollout index is in the key even when the body has no seed: k rollouts of one
+            # item at temperature > 0 are k independent samples, not one sample k times.
+            key = self.cache.key(self.cache_identity, payload, rollout)
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.stats.cache_hits += 1
+                return Reply(text=hit[0], usage=hit[1], latency_s=0.0, attempts=0, cached=True)
+        limit = self.limit
         start = time.perf_counter()
         attempt = 0
         while True:
-            self.stats.requests += 1
             hint: float | None = None
             retryable = True
+            epoch = await limit.acquire() if limit is not None else 0
+            self.stats.requests += 1
             try:
-                async with self._session.post(self._url, data=payload) as resp:
+                async with session.post(self._url, data=payload) as resp:
                     raw = await resp.read()
-                    if resp.status == 200:
-                        return self._parse(raw, start, attempt + 1)
-                    detail = raw[:200].decode("utf-8", "replace")
-                    error = RequestFailed(f"http_{resp.status}", detail)
-                    retryable = resp.status in _RETRY_STATUS
+                    status = resp.status
+                    if status == 200:
+                        reply = self._parse(raw, start, attempt + 1)
+                        if limit is not None:
+                            limit.succeeded()
+                        if key is not None:
+                            self.cache.put(key, reply.text, reply.usage)  # type: ignore[union-attr]
+                        return reply
+                    error = RequestFailed(f"http_{status}", raw[:200].decode("utf-8", "replace"))
+                    retryable = status in _RETRY_STATUS
                     hint = _retry_after(resp.headers)
+                    if status == 429 and limit is not None:
+                        limit.throttled(epoch)
+                        self.stats.throttle_decreases = limit.decreases
+                        self.stats.min_concurrency = limit.lowest
             except RequestFailed as exc:  # a 200 whose body is not a chat completion
                 error = exc
-            except TimeoutError:
-                error = RequestFailed("timeout", f"no answer within {self.timeout.total:.0f} s")
-            except aiohttp.ClientError as exc:
+            except TimeoutError:  # before ClientError: aiohttp's timeouts are both
+                error = RequestFailed("timeout", f"no answer within {self.timeout_s:g} s")
+            except aiohttp.ClientPayloadError as exc:  # body cut short, Content-Length lied
+                error = RequestFailed("truncated", str(exc) or type(exc).__name__)
+            except aiohttp.ClientConnectionError as exc:  # refused, reset, closed before reply
                 error = RequestFailed("connection", str(exc) or type(exc).__name__)
+            except aiohttp.ClientError as exc:  # an HTTP response aiohttp could not parse
+                error = RequestFailed("bad_response", str(exc) or type(exc).__name__)
+            finally:
+                if limit is not None:
+                    limit.release()
             if not retryable or attempt >= self.max_retries:
                 self.stats.failures[error.kind] += 1
                 raise error
+            self.stats.retried[error.kind] += 1
             self.stats.retries += 1
-            await asyncio.sleep(self._delay(attempt, hint))
+            await self._sleep(self._delay(attempt, hint))
             attempt += 1
 
     def _parse(self, raw: bytes, start: float, attempts: int) -> Reply:
         try:
-            data = json.loads(raw)
+            data = loads(raw)
             text = data["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise RequestFailed("bad_response", raw[:200].decode("utf-8", "replace")) from None
-        usage = data.get("usage") or {}
-        return Reply(
-            text=text or "",
-            usage={
+            usage = data.get("usage") or {}
+            usage = {
                 "prompt_tokens": int(usage.get("prompt_tokens") or 0),
                 "completion_tokens": int(usage.get("completion_tokens") or 0),
-            },
+            }
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise RequestFailed("bad_response", raw[:200].decode("utf-8", "replace")) from None
+        if text is not None and not isinstance(text, str):
+            raise RequestFailed("bad_response", f"content is {type(text).__name__}, not text")
+        return Reply(
+            text=text or "",
+            usage=usage,
             latency_s=time.perf_counter() - start,
             attempts=attempts,
         )

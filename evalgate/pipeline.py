@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,13 +15,16 @@ from typing import Any
 
 from evalgate import __version__
 from evalgate.baseline import find_runs
+from evalgate.cache import ResponseCache
 from evalgate.client import ChatClient
 from evalgate.compare import LoadedRun, compare_with_baselines, load_run
 from evalgate.config import Config
+from evalgate.costs import cost_usd
 from evalgate.engine import run_suite
-from evalgate.errors import InfraError
-from evalgate.fingerprint import fingerprint
+from evalgate.errors import InfraError, UsageError
+from evalgate.fingerprint import dataset_hash, fingerprint
 from evalgate.gate import Verdict, decide
+from evalgate.journal import order_records, resume_journal
 from evalgate.outputs import RunDir, new_run_id, write_json
 from evalgate.progress import Progress
 from evalgate.report import render_scorecard, verdict_json
@@ -29,7 +33,7 @@ from evalgate.sequential import SequentialResult, run_sequential
 from evalgate.serve import Endpoint, open_server
 from evalgate.suites import Suite, build_suite
 
-__all__ = ["load_baselines", "run", "write_report"]
+__all__ = ["load_baselines", "resume", "run", "write_report"]
 
 
 def load_baselines(path: Path) -> dict[tuple[str, str], LoadedRun]:
@@ -91,9 +95,13 @@ async def _execute(
     *,
     baseline: LoadedRun | None,
     gate: Any,
+    cache: ResponseCache | None = None,
+    cache_identity: str | None = None,
+    skip: frozenset[tuple[str, int]] = frozenset(),
+    stats: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], SequentialResult | None]:
     ev = bench.eval
-    progress.start(f"{bench.name}", len(suite.items) * ev.rollouts)
+    progress.start(f"{bench.name}", len(suite.items) * ev.rollouts - len(skip))
     try:
         async with ChatClient(
             endpoint,
@@ -101,35 +109,53 @@ async def _execute(
             timeout_s=ev.request_timeout_s,
             max_retries=ev.max_retries,
             max_concurrent=ev.max_concurrent,
+            adaptive=ev.adaptive_concurrency,
+            cache=cache if ev.cache else None,
+            cache_identity=cache_identity,
         ) as client:
-            with run_dir.open_journal() as journal:
+            try:
+                with run_dir.open_journal() as journal:
 
-                async def run_items(subset: Any) -> list[dict[str, Any]]:
-                    return await run_suite(
-                        subset,
-                        client,
+                    async def run_items(subset: Any) -> list[dict[str, Any]]:
+                        return await run_suite(
+                            subset,
+                            client,
+                            rollouts=ev.rollouts,
+                            max_concurrent=ev.max_concurrent,
+                            journal=journal,
+                            on_result=lambda rec: progress.advance(error=rec["error"] is not None),
+                            skip=skip,
+                        )
+
+                    if not (ev.sequential and baseline is not None):
+                        return await run_items(suite), None
+                    metric = _primary_metric(gate, baseline)
+                    return await run_sequential(
+                        suite,
+                        baseline,
+                        metric=metric,
                         rollouts=ev.rollouts,
-                        max_concurrent=ev.max_concurrent,
-                        journal=journal,
-                        on_result=lambda rec: progress.advance(error=rec["error"] is not None),
+                        looks=ev.looks,
+                        margin=gate.margin,
+                        alpha=gate.alpha,
+                        seed=bench.sampling.seed or 0,
+                        run_items=run_items,
                     )
-
-                if not (ev.sequential and baseline is not None):
-                    return await run_items(suite), None
-                metric = _primary_metric(gate, baseline)
-                return await run_sequential(
-                    suite,
-                    baseline,
-                    metric=metric,
-                    rollouts=ev.rollouts,
-                    looks=ev.looks,
-                    margin=gate.margin,
-                    alpha=gate.alpha,
-                    seed=bench.sampling.seed or 0,
-                    run_items=run_items,
-                )
+            finally:
+                if stats is not None:  # requests, retries and errors by kind, cache hits
+                    stats.update(client.stats.as_dict())
     finally:
         progress.finish()
+
+
+def _cache_identity(model: Any, run_config: dict[str, Any]) -> str:
+    # What answers a request, stably across runs: the backend, the model and a digest of its
+    # config (base_url, weights file, quantisation...) and the chat template the server applied.
+    # Not the endpoint's URL alone: an embedded server listens on a new port each run.
+    subject = run_config["fingerprint"]["subject"]
+    return "\n".join(
+        [model.backend, subject["model_id"], subject["model"], subject.get("chat_template") or ""]
+    )
 
 
 def _primary_metric(gate: Any, baseline: LoadedRun) -> str:
@@ -198,8 +224,12 @@ def run(
     server_factory: Callable[..., Any] = open_server,
     log: Callable[[str], None] = print,
     baselines: dict[tuple[str, str], LoadedRun] | None = None,
+    cache_dir: Path | None = None,
 ) -> Verdict:
-    """Evaluate every model on every benchmark, gate, and write the report files."""
+    """Evaluate every model on every benchmark, gate, and write the report files.
+
+    ``cache_dir``: where the response cache lives; None (``--no-cache``) for no cache.
+    """
     # Load every dataset (and the baseline) before starting any server: a data error should cost
     # no model start-up.
     suites = [(bench, build_suite(bench)) for bench in config.benchmarks]
@@ -208,6 +238,72 @@ def run(
     logs.mkdir(parents=True, exist_ok=True)
     summaries: list[RunSummary] = []
     decisions: dict[tuple[str, str], SequentialResult] = {}
+    cache = _open_cache(cache_dir, log)
+    try:
+        _run_models(
+            config,
+            suites,
+            summaries,
+            decisions,
+            output_root=output_root,
+            run_id=run_id,
+            logs=logs,
+            environ=environ,
+            progress=progress,
+            server_factory=server_factory,
+            log=log,
+            baselines=baselines,
+            cache=cache,
+        )
+    finally:
+        if cache is not None:
+            cache.close()
+    return _gate(config, summaries, decisions, baselines, output_root)
+
+
+def _open_cache(cache_dir: Path | None, log: Callable[[str], None]) -> ResponseCache | None:
+    if cache_dir is None:
+        return None
+    return ResponseCache.in_dir(cache_dir, warn=lambda msg: log(f"[evalgate] warning: {msg}"))
+
+
+def _gate(
+    config: Config,
+    summaries: list[RunSummary],
+    decisions: dict[tuple[str, str], SequentialResult],
+    baselines: dict[tuple[str, str], LoadedRun] | None,
+    output_root: Path,
+) -> Verdict:
+    heads = [load_run(Path(s.run_dir)) for s in summaries if s.run_dir]
+    comparisons = _apply_sequential(
+        compare_with_baselines(heads, baselines or {}, config.gate), decisions
+    )
+    budgets = {b.name: b.eval.max_error_rate for b in config.benchmarks}
+    verdict = decide(summaries, config.gate, error_budgets=budgets, comparisons=comparisons)
+    write_report(verdict, output_root)
+    return verdict
+
+
+def _run_models(
+    config: Config,
+    suites: list[tuple[Any, Suite]],
+    summaries: list[RunSummary],
+    decisions: dict[tuple[str, str], SequentialResult],
+    *,
+    output_root: Path,
+    run_id: str,
+    logs: Path,
+    environ: dict[str, str],
+    progress: Progress,
+    server_factory: Callable[..., Any],
+    log: Callable[[str], None],
+    baselines: dict[tuple[str, str], LoadedRun] | None,
+    cache: ResponseCache | None,
+    run_dirs: dict[str, RunDir] | None = None,
+    retry_errors: bool = False,
+) -> None:
+    """Serve each model and run its benchmarks; ``run_dirs`` (bench name → existing run dir)
+    resumes those runs instead of starting new ones."""
     for model in config.models:
         server = server_factory(
             model,
@@ -223,10 +319,29 @@ def run(
                 serve_s = time.perf_counter() - t_serve
                 log(f"[evalgate] model {model.name!r} ready in {serve_s:.1f} s")
                 for bench, suite in suites:
-                    run_dir = RunDir.create(output_root, bench.name, endpoint.model_id, run_id)
-                    run_dir.write_config(_run_config(config, model, bench, endpoint, suite, server))
+                    kept: list[dict[str, Any]] = []
+                    skip: frozenset[tuple[str, int]] = frozenset()
+                    run_cfg = _run_config(config, model, bench, endpoint, suite, server)
+                    if run_dirs is not None:  # resume: keep the journal's records, run the rest
+                        run_dir = run_dirs[bench.name]
+                        state = resume_journal(
+                            run_dir.results_path,
+                            suite.items,
+                            bench.eval.rollouts,
+                            retry_errors=retry_errors,
+                        )
+                        kept, skip = state.records, frozenset(state.done)
+                        log(
+                            f"[evalgate] {bench.name}: {len(kept)} rollouts kept, "
+                            f"{len(suite.items) * bench.eval.rollouts - len(skip)} to run "
+                            f"({state.dropped} journal lines dropped)"
+                        )
+                    else:
+                        run_dir = RunDir.create(output_root, bench.name, endpoint.model_id, run_id)
+                        run_dir.write_config(run_cfg)
                     t0 = time.perf_counter()
                     baseline = (baselines or {}).get((model.name, bench.name))
+                    stats: dict[str, Any] = {}
                     records, seq = asyncio.run(
                         _execute(
                             suite,
@@ -236,8 +351,14 @@ def run(
                             progress,
                             baseline=baseline,
                             gate=config.gate,
+                            cache=cache,
+                            cache_identity=_cache_identity(model, run_cfg),
+                            skip=skip,
+                            stats=stats,
                         )
                     )
+                    if kept:
+                        records = order_records(kept + records, suite.items)
                     elapsed = time.perf_counter() - t0
                     if seq is not None:
                         decisions[(model.name, bench.name)] = seq
@@ -253,9 +374,20 @@ def run(
                     )
                     if seq is not None:
                         summary.extra["sequential"] = dataclasses.asdict(seq)
+                    # Priced from LiteLLM's bundled price list; None for unknown/self-hosted models.
+                    summary.extra["cost_usd"] = cost_usd(
+                        endpoint.model_id,
+                        summary.usage.get("prompt_tokens", 0),
+                        summary.usage.get("completion_tokens", 0),
+                        params=getattr(model, "params", None),
+                    )
                     meta = _metadata(summary, bench, elapsed)
+                    meta["cost_usd"] = summary.extra["cost_usd"]
                     meta["sequential"] = summary.extra.get("sequential")
                     meta["server_startup_ms"] = round(serve_s * 1000, 1)
+                    meta["requests"] = stats
+                    if run_dirs is not None:
+                        meta["resumed"] = {"kept": len(kept), "ran": len(records) - len(kept)}
                     run_dir.write_metadata(meta)
                     run_dir.attach_log(server.log_path)
                     summaries.append(summary)
@@ -265,11 +397,75 @@ def run(
             for bench, _ in suites:
                 if (model.name, bench.name) not in done:
                     summaries.append(_failed_run(model, bench, str(exc)))
-    heads = [load_run(Path(s.run_dir)) for s in summaries if s.run_dir]
-    comparisons = _apply_sequential(
-        compare_with_baselines(heads, baselines or {}, config.gate), decisions
+
+
+def resume(
+    run: str,
+    *,
+    output_root: Path,
+    environ: dict[str, str],
+    progress: Progress,
+    server_factory: Callable[..., Any] = open_server,
+    log: Callable[[str], None] = print,
+    cache_dir: Path | None = None,
+    retry_errors: bool = False,
+) -> Verdict:
+    """Finish an interrupted run (a run id under ``output_root``, or one run directory).
+
+    Each benchmark's configuration comes from its run_config.json, so overrides given to the
+    original run hold. The journal is repaired (torn tail, duplicates), its records kept, and
+    only the missing (item, rollout) pairs are run, appended to the same results.jsonl.
+    """
+    path = Path(run)
+    dirs = (
+        [path]
+        if (path / "run_config.json").is_file()
+        else sorted(
+            p for p in output_root.glob(f"evals/*/{run}") if (p / "run_config.json").is_file()
+        )
     )
-    budgets = {b.name: b.eval.max_error_rate for b in config.benchmarks}
-    verdict = decide(summaries, config.gate, error_budgets=budgets, comparisons=comparisons)
-    write_report(verdict, output_root)
-    return verdict
+    if not dirs:
+        raise UsageError(f"no run {run!r} under {output_root / 'evals'}")
+    saved = [(RunDir(p), json.loads((p / "run_config.json").read_text("utf-8"))) for p in dirs]
+    first = saved[0][1]
+    config = Config.model_validate(
+        {
+            "path": first["config_path"],
+            "models": [first["model"]],
+            "benchmarks": [cfg["benchmark"] for _, cfg in saved],
+            "gate": first["gate"],
+        }
+    )
+    if any(cfg["model"] != first["model"] for _, cfg in saved):
+        raise UsageError(f"run {run!r} holds several models; resume one run directory at a time")
+    suites = [(bench, build_suite(bench)) for bench in config.benchmarks]
+    for (bench, suite), (_, cfg) in zip(suites, saved, strict=True):
+        if dataset_hash(suite.items) != cfg["fingerprint"]["dataset"]["hash"]:
+            raise UsageError(f"{bench.name}: the dataset changed since the run; start a new one")
+    logs = output_root / "logs" / dirs[0].name
+    logs.mkdir(parents=True, exist_ok=True)
+    summaries: list[RunSummary] = []
+    decisions: dict[tuple[str, str], SequentialResult] = {}
+    cache = _open_cache(cache_dir, log)
+    try:
+        _run_models(
+            config,
+            suites,
+            summaries,
+            decisions,
+            output_root=output_root,
+            run_id=dirs[0].name,
+            logs=logs,
+            environ=environ,
+            progress=progress,
+            server_factory=server_factory,
+            log=log,
+            baselines=None,
+            cache=cache,
+            run_dirs={bench.name: rd for (bench, _), (rd, _) in zip(suites, saved, strict=True)},
+            retry_errors=retry_errors,
+        )
+    finally:
+        if cache is not None:
+            cache.close()
+    return _gate(config, summaries, decisions, None, output_root)

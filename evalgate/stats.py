@@ -24,6 +24,7 @@ import operator
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from statistics import NormalDist
 from types import ModuleType
 
 import numpy as np
@@ -97,6 +98,14 @@ class PairedResult:
 
 
 # --------------------------------------------------------------------------- validation helpers
+
+
+def _special() -> ModuleType:
+    """scipy.special alone (~0.25 s to import, against ~0.85 s for scipy.stats): enough for the
+    t quantile every run summary needs."""
+    from scipy import special
+
+    return special
 
 
 def _scipy_stats() -> ModuleType:
@@ -216,9 +225,8 @@ def mean_ci(
         se, df = _clustered_se(s, codes, n_clusters), n_clusters - 1
     else:
         se, df = _plain_se(s), n - 1
-    sps = _scipy_stats()
     if method == "wilson":
-        z = float(sps.norm.ppf(1.0 - alpha / 2.0))
+        z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
         denom = 1.0 + z * z / n
         centre = (mean + z * z / (2.0 * n)) / denom
         half = z / denom * math.sqrt(mean * (1.0 - mean) / n + z * z / (4.0 * n * n))
@@ -226,7 +234,7 @@ def mean_ci(
         # All right (or all wrong): the Wilson bound is exactly 1 (0); avoid 0.9999999999999999.
         lo, hi = (0.0 if mean == 0.0 else lo), (1.0 if mean == 1.0 else hi)
     elif df >= 1 and math.isfinite(se):
-        t = float(sps.t.ppf(1.0 - alpha / 2.0, df))
+        t = float(_special().stdtrit(df, 1.0 - alpha / 2.0))
         lo, hi = mean - t * se, mean + t * se
     else:
         lo = hi = math.nan

@@ -18,6 +18,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own response cache: a cached answer must never make a test pass, and
+    a test must never depend on what an earlier run left in ~/.cache."""
+    cache = tmp_path / "evalgate-cache"
+    monkeypatch.setenv("EVALGATE_CACHE_DIR", str(cache))
+    monkeypatch.setattr("evalgate.cache.default_cache_dir", lambda environ: cache)
+
+
+@pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test may see a real token or act as if it ran inside GitHub Actions."""
     for name in list(os.environ):

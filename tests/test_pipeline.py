@@ -244,3 +244,23 @@ benchmarks:
         "100.0%" in row and "**best**" in row.split("|")[3] and "**best**" not in row.split("|")[4]
     )
     assert len(good.requests) == len(bad.requests) == 10
+
+
+def test_cost_is_priced_from_litellm_price_list(tmp_path: Path, scripted_server: Any) -> None:
+    from evalgate.costs import price_per_token
+
+    if price_per_token("gpt-4o-mini") is None:
+        pytest.skip("needs LiteLLM's price list (the litellm extra or EVALGATE_LITELLM_PYTHON)")
+    server = scripted_server(answer_arith)
+    config = write_config(
+        tmp_path,
+        f"models: [{{name: m, backend: openai, base_url: '{server.base_url}', model: gpt-4o-mini}}]\n"
+        "benchmarks: [{name: arith, eval: {num_examples: 4}}]\n",
+    )
+    code, out = _run(tmp_path, config)
+    assert code == 0
+    prompt, completion = price_per_token("gpt-4o-mini")
+    (run,) = (out / "evals").glob("arith--*/*")
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["cost_usd"] == pytest.approx(4 * (7 * prompt + 3 * completion))
+    assert "Total cost: $" in (out / "scorecard.md").read_text()

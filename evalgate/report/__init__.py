@@ -46,6 +46,12 @@ def _pval(value: float | None) -> str:
     return "< 0.001" if value < 0.001 else f"{value:.3f}"  # type: ignore[operator]
 
 
+def _usd(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+
+
 def _ci(est: Any) -> str:
     if est is None or _nan(est.lo) or _nan(est.hi):
         return "–"
@@ -119,6 +125,7 @@ def render_scorecard(
         pp=_pp,
         pval=_pval,
         ci=_ci,
+        usd=_usd,
         cell=_cell,
         origin=_origin,
         n_flips=n_flips,

@@ -94,6 +94,9 @@ class LlamaCppServer:
             except _StartFailed as exc:
                 last = str(exc)
                 self._stop()
+            except BaseException:  # Ctrl-C during start-up: __exit__ won't run, stop it here
+                self._stop()
+                raise
         raise InfraError(f"the embedded model server did not start: {last} (log: {self.log_path})")
 
     def _start(self, gguf: Path, port: int) -> None:

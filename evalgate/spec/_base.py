@@ -25,6 +25,8 @@ class Sampling(Strict):
     """Upper bound on generated tokens per completion."""
     seed: int | None = 0
     """Base seed; rollout r of an item gets seed + r, so k rollouts differ at temperature > 0."""
+    stop: list[str] | None = None
+    """Stop sequences (e.g. for base models that keep writing `Question:` after the answer)."""
 
 
 class EvalSettings(Strict):
@@ -42,6 +44,12 @@ class EvalSettings(Strict):
     """Per-request timeout in seconds."""
     max_retries: int = Field(4, ge=0, le=50)
     """Retries per request on 429, 5xx, connection errors and timeouts (jittered backoff)."""
+    adaptive_concurrency: bool = True
+    """Halve the requests in flight when the endpoint answers 429, add one back per window of
+    successes (AIMD), between 1 and `max_concurrent`; false: always `max_concurrent`."""
+    cache: bool = True
+    """Reuse the cached completion of an identical earlier request (same model config, request
+    body and rollout index); errors are never cached. `--no-cache` turns it off for one run."""
     sequential: bool = False
     """With a baseline: run items in a seeded order and look at the paired result after each
     quarter (O'Brien–Fleming boundaries + curtailment); stop model calls once it is decided."""

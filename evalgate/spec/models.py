@@ -61,7 +61,8 @@ class OpenAIModel(Strict):
 
 
 class LiteLLMModel(Strict):
-    """Any provider through LiteLLM: in-process SDK, or an existing LiteLLM proxy."""
+    """Any provider through LiteLLM: a LiteLLM proxy evalgate starts on loopback for this run,
+    or an existing proxy (`proxy_url`). `api_base` and `params` don't apply with `proxy_url`."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     """Label used in scorecards and output paths."""
@@ -77,6 +78,10 @@ class LiteLLMModel(Strict):
     """An existing LiteLLM proxy (`…/v1`): requests go there instead of the in-process SDK."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra `litellm_params` (e.g. `api_version`, `vertex_project`)."""
+    startup_timeout_s: float = Field(120.0, gt=0)
+    """Seconds to wait for the started proxy to answer."""
+    num_workers: int = Field(1, ge=1, le=64)
+    """Proxy worker processes (one core serves ~110 requests/s)."""
 
     @property
     def model_id(self) -> str:

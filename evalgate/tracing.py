@@ -1,0 +1,55 @@
+"""Optional Langfuse tracing of model calls, through LiteLLM's own callbacks.
+
+Off unless both Langfuse keys are in the environment. When on, the LiteLLM proxy that evalgate
+starts (the ``litellm`` backend) gets ``success_callback`` / ``failure_callback: ["langfuse"]``
+in its generated config, and reads the keys and ``LANGFUSE_HOST`` from its own environment: they
+never land in the config file. LiteLLM's ``langfuse`` callback needs the v2 SDK in the proxy's
+interpreter (``pip install 'langfuse>=2.59.7,<3'``; v3+ is LiteLLM's separate ``langfuse_otel``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from typing import Any
+
+from evalgate.errors import ConfigError
+
+__all__ = [
+    "LANGFUSE_ENV",
+    "LANGFUSE_INSTALL_HINT",
+    "LANGFUSE_KEYS",
+    "langfuse_enabled",
+    "litellm_callback_settings",
+]
+
+# Keys that switch tracing on, then the optional host (Langfuse's SDK defaults to its cloud).
+LANGFUSE_KEYS = ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY")
+LANGFUSE_ENV = (*LANGFUSE_KEYS, "LANGFUSE_HOST")
+LANGFUSE_INSTALL_HINT = "pip install 'langfuse>=2.59.7,<3'"
+
+
+def langfuse_enabled(environ: Mapping[str, str]) -> bool:
+    """True when both Langfuse keys are set (non-empty)."""
+    return all(environ.get(name) for name in LANGFUSE_KEYS)
+
+
+def _langfuse_installed() -> bool:
+    return importlib.util.find_spec("langfuse") is not None
+
+
+def litellm_callback_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The ``litellm_settings`` entries that turn tracing on; empty when it is off.
+
+    Raises ConfigError when the keys are set but the SDK is missing: the keys say the user wants
+    traces, and LiteLLM would otherwise only log the failure deep in the proxy's log.
+    """
+    if not langfuse_enabled(environ):
+        return {}
+    if not _langfuse_installed():
+        raise ConfigError(
+            "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY are set, so calls would be traced, but "
+            f"the langfuse package is not installed: {LANGFUSE_INSTALL_HINT} (or unset the keys)"
+        )
+    # Failures too: an errored rollout is exactly the call one wants to look at.
+    return {"success_callback": ["langfuse"], "failure_callback": ["langfuse"]}
