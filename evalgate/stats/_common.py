@@ -1,0 +1,85 @@
+"""Shared input validation, standard errors and the lazy scipy imports of :mod:`evalgate.stats`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from types import ModuleType
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+
+def _special() -> ModuleType:
+    """scipy.special alone (~0.25 s to import, against ~0.85 s for scipy.stats): enough for the
+    t quantile every run summary needs."""
+    from scipy import special
+
+    return special
+
+
+def _scipy_stats() -> ModuleType:
+    """scipy.stats, imported on first use rather than with this module.
+
+    Importing scipy.stats takes most of a second (it pulls in scipy.linalg, scipy.optimize and
+    the distribution zoo), which would dominate the CLI's start-up for commands that never
+    compute a statistic (``validate``, ``schema``). After the first call this is a dictionary
+    lookup in sys.modules.
+    """
+    from scipy import stats
+
+    return stats
+
+
+def _check_alpha(alpha: float, name: str = "alpha") -> None:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"{name} must be in (0, 1), got {alpha!r}")
+
+
+def _as_scores(values: ArrayLike, name: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def _as_pair(base: ArrayLike, head: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    b = _as_scores(base, "base")
+    h = _as_scores(head, "head")
+    if b.size != h.size:
+        raise ValueError(
+            f"base and head must score the same items: got {b.size} and {h.size} scores"
+        )
+    return b, h
+
+
+def _is_binary(arr: np.ndarray) -> bool:
+    return bool(np.all((arr == 0.0) | (arr == 1.0)))
+
+
+def _cluster_codes(clusters: Sequence[Hashable] | ArrayLike, n: int) -> tuple[np.ndarray, int]:
+    """Map arbitrary hashable group ids to 0..C−1 in order of first appearance."""
+    labels = list(clusters)  # type: ignore[arg-type]
+    if len(labels) != n:
+        raise ValueError(f"clusters has {len(labels)} entries for {n} items")
+    index: dict[Hashable, int] = {}
+    codes = np.fromiter((index.setdefault(c, len(index)) for c in labels), np.intp, count=n)
+    return codes, len(index)
+
+
+def _plain_se(values: np.ndarray) -> float:
+    n = values.size
+    return float(values.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+
+
+def _clustered_se(values: np.ndarray, codes: np.ndarray, n_clusters: int) -> float:
+    # Miller 2024 eq. (4): SE_C = sqrt(Σ_c (Σ_{i∈c} (s_i − s̄))²) / n, times the small-sample
+    # factor sqrt(C / (C − 1)) that inspect_ai applies (the CR1-style correction).
+    if n_clusters < 2:
+        return math.nan
+    sums = np.bincount(codes, weights=values - values.mean(), minlength=n_clusters)
+    return float(
+        math.sqrt(float(np.sum(sums**2))) / values.size * math.sqrt(n_clusters / (n_clusters - 1))
+    )

@@ -1,0 +1,99 @@
+"""Means with standard errors and confidence intervals (plain, clustered or Wilson)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from evalgate.stats._common import (
+    _as_scores,
+    _check_alpha,
+    _cluster_codes,
+    _clustered_se,
+    _is_binary,
+    _plain_se,
+    _special,
+)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean with its standard error and a two-sided (1 − α) confidence interval."""
+
+    mean: float
+    se: float
+    lo: float
+    hi: float
+    n: int
+    method: str = "t"  # "t", "cluster-t" or "wilson"
+    n_clusters: int | None = None
+
+
+def item_scores(rewards: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+    """Per-item mean reward over its rollouts; items may have different numbers of rollouts."""
+    if isinstance(rewards, np.ndarray) and rewards.ndim == 2:
+        if rewards.shape[1] == 0:
+            raise ValueError("every item needs at least one rollout")
+        return _as_scores(rewards.mean(axis=1), "rewards")
+    out = np.empty(len(rewards))
+    for i, item in enumerate(rewards):
+        arr = _as_scores(np.asarray(item, dtype=float).reshape(-1), f"rewards[{i}]")
+        if arr.size == 0:
+            raise ValueError(f"item {i} has no rollouts")
+        out[i] = arr.mean()
+    return out
+
+
+def mean_ci(
+    scores: ArrayLike,
+    *,
+    clusters: Sequence[Hashable] | ArrayLike | None = None,
+    alpha: float = 0.05,
+) -> Estimate:
+    """Mean with SE and a two-sided (1 − alpha) CI.
+
+    * clusters given: clustered SE (Miller 2024) and a t interval with C − 1 df;
+    * binary scores, no clusters: Wilson score interval (Wilson 1927), because the Wald interval
+      collapses to zero width at 0 % / 100 % and undercovers for small n (Brown, Cai & DasGupta
+      2001); ``se`` is still the plain sample SE, for display;
+    * otherwise: sample SE and a t interval with n − 1 df.
+
+    The interval is clipped to [0, 1] only when every score lies in [0, 1]. n = 0 gives NaN
+    everywhere; n = 1 gives the mean with NaN se / lo / hi.
+    """
+    _check_alpha(alpha)
+    s = _as_scores(scores, "scores")
+    n = int(s.size)
+    codes, n_clusters = _cluster_codes(clusters, n) if clusters is not None else (None, None)
+    binary = n > 0 and _is_binary(s)
+    method = "cluster-t" if codes is not None else ("wilson" if binary else "t")
+    if n == 0:
+        return Estimate(math.nan, math.nan, math.nan, math.nan, 0, method, n_clusters)
+    mean = float(s.mean())
+    if n == 1:
+        return Estimate(mean, math.nan, math.nan, math.nan, 1, method, n_clusters)
+    if codes is not None and n_clusters is not None:
+        se, df = _clustered_se(s, codes, n_clusters), n_clusters - 1
+    else:
+        se, df = _plain_se(s), n - 1
+    if method == "wilson":
+        z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+        denom = 1.0 + z * z / n
+        centre = (mean + z * z / (2.0 * n)) / denom
+        half = z / denom * math.sqrt(mean * (1.0 - mean) / n + z * z / (4.0 * n * n))
+        lo, hi = centre - half, centre + half
+        # All right (or all wrong): the Wilson bound is exactly 1 (0); avoid 0.9999999999999999.
+        lo, hi = (0.0 if mean == 0.0 else lo), (1.0 if mean == 1.0 else hi)
+    elif df >= 1 and math.isfinite(se):
+        t = float(_special().stdtrit(df, 1.0 - alpha / 2.0))
+        lo, hi = mean - t * se, mean + t * se
+    else:
+        lo = hi = math.nan
+    if np.all((s >= 0.0) & (s <= 1.0)) and math.isfinite(lo):
+        lo, hi = max(lo, 0.0), min(hi, 1.0)
+    return Estimate(mean, se, lo, hi, n, method, n_clusters)
