@@ -254,7 +254,8 @@ def test_cost_is_priced_from_litellm_price_list(tmp_path: Path, scripted_server:
     server = scripted_server(answer_arith)
     config = write_config(
         tmp_path,
-        f"models: [{{name: m, backend: openai, base_url: '{server.base_url}', model: gpt-4o-mini}}]\n"
+        f"models: [{{name: m, backend: openai, base_url: '{server.base_url}', "
+        "model: gpt-4o-mini}]\n"
         "benchmarks: [{name: arith, eval: {num_examples: 4}}]\n",
     )
     code, out = _run(tmp_path, config)
