@@ -241,13 +241,20 @@ def threshold_test(
     n = len(scores)
     if n == 0:
         return "INCONCLUSIVE", 1.0, float("nan")
-    if clusters is None and set(np.unique(scores)) <= {0.0, 1.0}:
+    binary = set(np.unique(scores)) <= {0.0, 1.0}
+    if clusters is not None and binary and np.ptp(scores) == 0:
+        # Every item scored the same: a clustered SE is zero and says nothing. Fall back to the
+        # exact test on the items (the data carry no information about the clustering).
+        clusters = None
+    if clusters is None and binary:
         k = int(scores.sum())
         p_below = float(special.bdtr(k, n, threshold))  # P(X <= k | p = threshold)
         lo = float(special.betaincinv(k, n - k + 1, alpha)) if k > 0 else 0.0
     else:
         est = stats.mean_ci(scores, clusters=clusters, alpha=2 * alpha)  # one-sided bounds
         if not np.isfinite(est.se) or est.se == 0:
+            if n < 2:  # one graded item: no evidence either way
+                return "INCONCLUSIVE", 1.0, est.mean
             below = est.mean < threshold
             return ("FAIL" if below else "PASS"), (0.0 if below else 1.0), est.mean
         df = (est.n_clusters or n) - 1

@@ -362,12 +362,29 @@ def _resolve_benchmark(
     layers.append(Layer(data=cli.per_benchmark.get(entry_data["name"]), source="command line"))
     data, origin = merge_layers(layers)
 
+    def anchored(path: Path_, value: str) -> str:
+        src = origin.get(path) or origin.get(path[:-1])
+        from_cli = src is None or src.source == "command line"
+        anchor = Path.cwd() if from_cli else Path(src.source).parent
+        return str((anchor / value).resolve())
+
     for key in _PATH_FIELDS.get(str(data.get("kind")), ()):
         if isinstance(data.get(key), str):
-            src = origin.get((key,))
-            from_cli = src is None or src.source == "command line"
-            anchor = Path.cwd() if from_cli else Path(src.source).parent
-            data[key] = str((anchor / data[key]).resolve())
+            data[key] = anchored((key,), data[key])
+    if data.get("kind") == "agent":
+        for i, variant in enumerate(data.get("variants") or []):
+            for key in ("skills_dir", "mcp_config"):
+                if isinstance(variant, dict) and isinstance(variant.get(key), str):
+                    variant[key] = anchored(("variants", i, key), variant[key])
+        command = (
+            (data.get("agent") or {}).get("command")
+            if isinstance(data.get("agent"), dict)
+            else None
+        )
+        # A relative program path ("./agents/run.sh") is the user's file; a bare name is on PATH.
+        program = command[0] if isinstance(command, list) and command else None
+        if isinstance(program, str) and "/" in program and not program.startswith("/"):
+            command[0] = anchored(("agent", "command", 0), program)
     try:
         return _BENCHMARK_ADAPTER.validate_python(data)
     except ValidationError as exc:

@@ -58,7 +58,13 @@ def _kind_measurement(bench: Any) -> dict[str, Any]:
 
 
 def fingerprint(
-    bench: Any, model: Any, model_id: str, items: list[Any], *, chat_template: str | None = None
+    bench: Any,
+    model: Any,
+    model_id: str,
+    items: list[Any],
+    *,
+    chat_template: str | None = None,
+    variant: Any = None,
 ) -> dict[str, Any]:
     """The run's fingerprint, saved in run_config.json."""
     model_cfg = model.model_dump(mode="json", exclude={"name"})
@@ -79,6 +85,10 @@ def fingerprint(
             ),
             "sampling": bench.sampling.model_dump(mode="json"),
             "chat_template": chat_template,
+            # The agent set-up is what an agent team's PR changes: subject, not measurement.
+            "agent": _digest([bench.agent.model_dump(mode="json"), getattr(variant, "name", None)])
+            if getattr(bench, "agent", None) is not None
+            else None,
         },
         "dataset": {"hash": dataset_hash(items), "items": len(items)},
     }

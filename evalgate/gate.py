@@ -76,7 +76,10 @@ def _run_checks(run: RunSummary, gate: Any, max_error_rate: float) -> list[Check
             f"max_error_rate {max_error_rate:.1%}): scores not trusted"
         )
         out.append(Check(run.model, run.benchmark, "errors", "errors", "ERROR", reason))
-    thresholds = gate.thresholds.get(run.benchmark, {})
+    # An agent variant's run ("tasks.skills") is held to its benchmark's ("tasks") thresholds.
+    thresholds = gate.thresholds.get(run.benchmark) or gate.thresholds.get(
+        run.extra.get("benchmark", run.benchmark), {}
+    )
     clustered = any(g is not None for g in run.groups.values())
     for name, est in run.metrics.items():
         minimum = thresholds.get(name)

@@ -31,7 +31,7 @@ from evalgate.report import render_scorecard, verdict_json
 from evalgate.score import RunSummary, item_metrics, summarize
 from evalgate.sequential import SequentialResult, run_sequential
 from evalgate.serve import Endpoint, open_server
-from evalgate.suites import Suite, build_suite
+from evalgate.suites import Suite, build_suites
 
 __all__ = ["load_baselines", "resume", "run", "write_report"]
 
@@ -54,8 +54,10 @@ def _run_config(
             endpoint.model_id,
             suite.items,
             chat_template=template["sha256"] if template else None,
+            variant=getattr(suite, "variant", None),
         ),
         "chat_template": template,
+        "suite": suite.name,
         "evalgate_version": __version__,
         "config_path": str(config.path),
         "model": model.model_dump(mode="json"),
@@ -101,7 +103,7 @@ async def _execute(
     stats: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], SequentialResult | None]:
     ev = bench.eval
-    progress.start(f"{bench.name}", len(suite.items) * ev.rollouts - len(skip))
+    progress.start(suite.name, len(suite.items) * ev.rollouts - len(skip))
     try:
         async with ChatClient(
             endpoint,
@@ -190,9 +192,9 @@ def _apply_sequential(comparisons: list[Any], decisions: dict[tuple[str, str], A
     return out
 
 
-def _failed_run(model: Any, bench: Any, error: str) -> RunSummary:
+def _failed_run(model: Any, bench: Any, name: str, error: str) -> RunSummary:
     return RunSummary(
-        benchmark=bench.name,
+        benchmark=name,
         model=model.name,
         model_id=model.model_id,
         run_dir="",
@@ -232,7 +234,7 @@ def run(
     """
     # Load every dataset (and the baseline) before starting any server: a data error should cost
     # no model start-up.
-    suites = [(bench, build_suite(bench)) for bench in config.benchmarks]
+    suites = [(bench, s) for bench in config.benchmarks for s in build_suites(bench)]
     run_id = new_run_id()
     logs = output_root / "logs" / run_id
     logs.mkdir(parents=True, exist_ok=True)
@@ -278,7 +280,12 @@ def _gate(
     comparisons = _apply_sequential(
         compare_with_baselines(heads, baselines or {}, config.gate), decisions
     )
-    budgets = {b.name: b.eval.max_error_rate for b in config.benchmarks}
+    by_name = {b.name: b for b in config.benchmarks}
+    budgets = {
+        s.benchmark: by_name[s.extra.get("benchmark", s.benchmark)].eval.max_error_rate
+        for s in summaries
+        if s.extra.get("benchmark", s.benchmark) in by_name
+    }
     verdict = decide(summaries, config.gate, error_budgets=budgets, comparisons=comparisons)
     write_report(verdict, output_root)
     return verdict
@@ -323,7 +330,7 @@ def _run_models(
                     skip: frozenset[tuple[str, int]] = frozenset()
                     run_cfg = _run_config(config, model, bench, endpoint, suite, server)
                     if run_dirs is not None:  # resume: keep the journal's records, run the rest
-                        run_dir = run_dirs[bench.name]
+                        run_dir = run_dirs[suite.name]
                         state = resume_journal(
                             run_dir.results_path,
                             suite.items,
@@ -332,15 +339,15 @@ def _run_models(
                         )
                         kept, skip = state.records, frozenset(state.done)
                         log(
-                            f"[evalgate] {bench.name}: {len(kept)} rollouts kept, "
+                            f"[evalgate] {suite.name}: {len(kept)} rollouts kept, "
                             f"{len(suite.items) * bench.eval.rollouts - len(skip)} to run "
                             f"({state.dropped} journal lines dropped)"
                         )
                     else:
-                        run_dir = RunDir.create(output_root, bench.name, endpoint.model_id, run_id)
+                        run_dir = RunDir.create(output_root, suite.name, endpoint.model_id, run_id)
                         run_dir.write_config(run_cfg)
                     t0 = time.perf_counter()
-                    baseline = (baselines or {}).get((model.name, bench.name))
+                    baseline = (baselines or {}).get((model.name, suite.name))
                     stats: dict[str, Any] = {}
                     records, seq = asyncio.run(
                         _execute(
@@ -361,10 +368,10 @@ def _run_models(
                         records = order_records(kept + records, suite.items)
                     elapsed = time.perf_counter() - t0
                     if seq is not None:
-                        decisions[(model.name, bench.name)] = seq
+                        decisions[(model.name, suite.name)] = seq
                     summary = summarize(
                         records,
-                        benchmark=bench.name,
+                        benchmark=suite.name,
                         model=model.name,
                         model_id=endpoint.model_id,
                         run_dir=str(run_dir.path),
@@ -372,6 +379,7 @@ def _run_models(
                         rollouts=bench.eval.rollouts,
                         time_s=elapsed,
                     )
+                    summary.extra["benchmark"] = bench.name  # a variant's suite → its benchmark
                     if seq is not None:
                         summary.extra["sequential"] = dataclasses.asdict(seq)
                     # Priced from LiteLLM's bundled price list; None for unknown/self-hosted models.
@@ -394,9 +402,9 @@ def _run_models(
         except InfraError as exc:
             # Keep what finished; mark the rest of this model's benchmarks as not run.
             done = {(s.model, s.benchmark) for s in summaries}
-            for bench, _ in suites:
-                if (model.name, bench.name) not in done:
-                    summaries.append(_failed_run(model, bench, str(exc)))
+            for bench, suite in suites:
+                if (model.name, suite.name) not in done:
+                    summaries.append(_failed_run(model, bench, suite.name, str(exc)))
 
 
 def resume(
@@ -438,7 +446,13 @@ def resume(
     )
     if any(cfg["model"] != first["model"] for _, cfg in saved):
         raise UsageError(f"run {run!r} holds several models; resume one run directory at a time")
-    suites = [(bench, build_suite(bench)) for bench in config.benchmarks]
+    suites = []
+    for bench, (_, cfg) in zip(config.benchmarks, saved, strict=True):
+        name = cfg.get("suite", bench.name)  # an agent variant's run: "{benchmark}.{variant}"
+        match = [s for s in build_suites(bench) if s.name == name]
+        if not match:
+            raise UsageError(f"{name}: no such suite in the run's own config; start a new run")
+        suites.append((bench, match[0]))
     for (bench, suite), (_, cfg) in zip(suites, saved, strict=True):
         if dataset_hash(suite.items) != cfg["fingerprint"]["dataset"]["hash"]:
             raise UsageError(f"{bench.name}: the dataset changed since the run; start a new one")
@@ -462,7 +476,7 @@ def resume(
             log=log,
             baselines=None,
             cache=cache,
-            run_dirs={bench.name: rd for (bench, _), (rd, _) in zip(suites, saved, strict=True)},
+            run_dirs={s.name: rd for (_, s), (rd, _) in zip(suites, saved, strict=True)},
             retry_errors=retry_errors,
         )
     finally:

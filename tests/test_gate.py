@@ -142,3 +142,10 @@ def test_baseline_age_is_human_readable() -> None:
     assert _age("2026-11-20T08:00:00.000000Z", now) == "2 days ago"
     assert _age("2026-11-22T08:59:00Z", now) == "1 minute ago"
     assert _age("not a time", now) == ""
+
+
+def test_threshold_test_identical_clustered_items_fall_back_to_exact() -> None:
+    one = threshold_test(np.array([0.0]), 0.5, clusters=["files"], alpha=0.05)
+    assert one[0] == "INCONCLUSIVE" and one[1] == pytest.approx(0.5)  # P(X <= 0 | n=1, p=.5)
+    five = threshold_test(np.zeros(5), 0.5, clusters=["g"] * 5, alpha=0.05)
+    assert five[0] == "FAIL" and five[1] == pytest.approx(0.5**5)

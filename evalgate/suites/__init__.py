@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from evalgate.suites.base import Item, Outcome, Suite, build_suite
+from evalgate.suites.base import Item, Outcome, Suite, build_suite, build_suites
 
-__all__ = ["Item", "Outcome", "Suite", "build_suite"]
+__all__ = ["Item", "Outcome", "Suite", "build_suite", "build_suites"]

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from evalgate.errors import ConfigError
 
-__all__ = ["SUITES", "Item", "Outcome", "Suite", "build_suite"]
+__all__ = ["SUITES", "Item", "Outcome", "Suite", "build_suite", "build_suites"]
 
 
 @dataclass(frozen=True)
@@ -70,3 +70,13 @@ def build_suite(spec: Any) -> Suite:
             "installed (see the README for the extra that provides it)"
         ) from None
     return getattr(module, cls_name).from_spec(spec)
+
+
+def build_suites(spec: Any) -> list[Suite]:
+    """One suite per agent variant (named ``{benchmark}.{variant}``, same item ids, so variants
+    compare item by item); one suite otherwise."""
+    if spec.kind == "agent" and getattr(spec, "variants", None):
+        from evalgate.suites.agent import AgentSuite
+
+        return list(AgentSuite.for_variants(spec))
+    return [build_suite(spec)]

@@ -1,0 +1,1 @@
+printf 'Hello, evalgate!\n' > hello.txt

@@ -1,0 +1,1 @@
+sed -i 's/\bcalc\b/total_price/g' shop/*.py

@@ -1,0 +1,130 @@
+"""Your own agent, as a headless command run inside the task's sandbox (goat-eval style).
+
+The command line is ``COMMAND -prompt TEXT -cwd /workspace -max-turns N`` plus, per variant,
+``-skills-dir /opt/evalgate/skills``, ``-mcp-config /opt/evalgate/mcp-config.json`` and the
+variant's own ``args``. A task with several prompts adds ``-multi-turn`` and writes the
+follow-up prompts to stdin, one per line. The agent reaches the model through
+``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``EVAL_MODEL``, which point at the sandbox's model
+bridge (the real key stays on the host). JSON objects the agent prints on stderr, one per line
+(``{"turn": 1, "cost_usd": …, "input_tokens": …}``), are summed into turns and cost; token usage
+is taken from the bridge, which sees every request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalgate.agent.runner import AgentRun
+from evalgate.agent.tasks import Task
+from evalgate.errors import InfraError
+from evalgate.sandbox import Sandbox
+from evalgate.sandbox.base import WORKDIR
+
+__all__ = ["MCP_CONFIG_PATH", "SKILLS_PATH", "CommandAgent", "parse_turn_meta"]
+
+SKILLS_PATH = "/opt/evalgate/skills"
+MCP_CONFIG_PATH = "/opt/evalgate/mcp-config.json"
+_COST_KEYS = ("cost_usd", "total_cost_usd", "cost")
+_IN_KEYS = ("input_tokens", "prompt_tokens")
+_OUT_KEYS = ("output_tokens", "completion_tokens")
+
+
+def _number(obj: Mapping[str, Any], keys: Sequence[str]) -> float | None:
+    for key in keys:
+        value = obj.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    usage = obj.get("usage")
+    return _number(usage, keys) if isinstance(usage, Mapping) else None
+
+
+def parse_turn_meta(stderr: str) -> tuple[int, float | None, dict[str, int], str]:
+    """(turns, cost_usd, token usage, the rest of stderr) from an agent's stderr."""
+    turns, cost, usage, rest = 0, None, {"prompt_tokens": 0, "completion_tokens": 0}, []
+    for line in stderr.splitlines():
+        obj: Any = None
+        if line.lstrip().startswith("{"):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                obj = None
+        if not isinstance(obj, dict):
+            rest.append(line)
+            continue
+        if "turn" in obj:
+            turns += 1
+        c = _number(obj, _COST_KEYS)
+        if c is not None:
+            cost = (cost or 0.0) + c
+        usage["prompt_tokens"] += int(_number(obj, _IN_KEYS) or 0)
+        usage["completion_tokens"] += int(_number(obj, _OUT_KEYS) or 0)
+    return turns, cost, usage, "\n".join(rest)
+
+
+class CommandAgent:
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        max_turns: int = 20,
+        env: Mapping[str, str] | None = None,
+        skills: bool = False,
+        mcp_config: bool = False,
+        args: Sequence[str] = (),
+    ) -> None:
+        if not command:
+            raise ValueError("a command agent needs a command")
+        self.command = list(command)
+        self.max_turns = max_turns
+        self.env = dict(env or {})
+        self.skills = skills
+        self.mcp_config = mcp_config
+        self.args = list(args)
+
+    def argv(self, task: Task) -> list[str]:
+        a = [*self.command, "-prompt", task.prompts[0], "-cwd", WORKDIR]
+        a += ["-max-turns", str(min(task.max_turns or self.max_turns, self.max_turns))]
+        if self.skills:
+            a += ["-skills-dir", SKILLS_PATH]
+        if self.mcp_config:
+            a += ["-mcp-config", MCP_CONFIG_PATH]
+        if len(task.prompts) > 1:
+            a.append("-multi-turn")
+        return a + self.args
+
+    async def run(
+        self,
+        box: Sandbox,
+        task: Task,
+        client: Any,
+        *,
+        rollout: int,
+        record: AgentRun,
+        budget_s: float,
+    ) -> None:
+        argv = self.argv(task)
+        # A missing agent is a set-up error on every task, not a task the agent failed.
+        probe = await box.exec(["sh", "-c", 'command -v "$1"', "sh", argv[0]], timeout_s=30)
+        if probe.exit_code != 0:
+            raise InfraError(f"agent command {argv[0]!r} is not available in the sandbox")
+        follow_ups = "".join(" ".join(p.split()) + "\n" for p in task.prompts[1:])
+        result = await box.exec(
+            argv,
+            stdin=follow_ups or None,
+            env=self.env,
+            timeout_s=budget_s,
+            max_output=4 << 20,
+        )
+        record.exit_code = result.exit_code
+        record.timed_out = result.timed_out
+        record.final = result.stdout
+        turns, cost, usage, rest = parse_turn_meta(result.stderr)
+        record.turns = turns
+        record.cost_usd = cost
+        record.log = rest
+        measured = getattr(box, "usage", None) or {}
+        if measured.get("prompt_tokens") or measured.get("completion_tokens"):
+            usage = {k: int(measured.get(k, 0)) for k in ("prompt_tokens", "completion_tokens")}
+        record.usage.update(usage)

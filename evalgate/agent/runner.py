@@ -1,0 +1,206 @@
+"""One task, end to end: a fresh sandbox, the workspace, the agent, then the check.
+
+The order is what makes the check trustworthy: after the agent's budget is spent, every process
+it left is killed, ``/tmp`` is emptied, and only then are the check's files copied in, into a
+directory whose name the agent could not know (``$CHECKS``). The check sees the workspace as the
+agent left it and nothing else of the agent.
+
+What is whose fault: a task whose set-up fails, a sandbox that fails, an agent binary that is not
+there, a model endpoint that fails after retries: infrastructure (``InfraError`` /
+``RequestFailed``, counted as errors, never as 0). Everything the agent does or fails to do
+(a wrong answer, a timeout, a crash, a fork bomb, a full disk) is a reward of 0 with a reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from evalgate.agent.tasks import Task, tar_files
+from evalgate.errors import InfraError
+from evalgate.sandbox import Sandbox, SandboxBackend, SandboxConfig, SandboxFileError
+from evalgate.sandbox.base import WORKDIR
+
+__all__ = ["Agent", "AgentRun", "TaskResult", "install_files", "run_check", "run_task"]
+
+_SETUP_TIMEOUT_S = 300.0
+_TAIL = 2000  # characters of agent and check output kept in the report
+
+
+@dataclass
+class AgentRun:
+    """What the agent did; filled in as it goes, so a timed-out run still reports."""
+
+    turns: int = 0
+    tool_calls: int = 0
+    final: str = ""
+    exit_code: int | None = None  # command agents
+    timed_out: bool = False
+    stopped: str | None = None  # e.g. "max_turns"
+    cost_usd: float | None = None
+    usage: Counter[str] = field(default_factory=Counter)
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    log: str = ""  # a command agent's stderr tail
+
+
+class Agent(Protocol):
+    """Acts on a task inside ``box`` until done or out of budget; records into ``record``."""
+
+    async def run(
+        self,
+        box: Sandbox,
+        task: Task,
+        client: Any,
+        *,
+        rollout: int,
+        record: AgentRun,
+        budget_s: float,
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task_id: str
+    reward: float
+    reason: str
+    agent: AgentRun
+    agent_s: float
+    check_output: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.reward >= 1.0
+
+    def report(self) -> str:
+        """A readable account for the results file's ``completion``: verdict first."""
+        a = self.agent
+        facts = [f"{self.agent_s:.1f} s", f"turns={a.turns}", f"tool_calls={a.tool_calls}"]
+        if a.exit_code is not None:
+            facts.append(f"exit={a.exit_code}")
+        if a.stopped:
+            facts.append(f"stopped={a.stopped}")
+        if a.cost_usd is not None:
+            facts.append(f"cost_usd={a.cost_usd:.6f}")
+        lines = [
+            f"[{'pass' if self.passed else 'fail'}] {self.reason}",
+            f"agent: {', '.join(facts)}",
+        ]
+        if a.final:
+            lines += ["--- agent's last message ---", a.final[-_TAIL:]]
+        if a.log:
+            lines += ["--- agent's stderr (tail) ---", a.log[-_TAIL:]]
+        if self.check_output:
+            lines += ["--- check output (tail) ---", self.check_output[-_TAIL:]]
+        return "\n".join(lines)
+
+
+async def install_files(
+    box: Sandbox, files: dict[str, bytes], dest: str, modes: dict[str, int] | None = None
+) -> None:
+    """Copy files into ``dest`` with one ``tar -x``."""
+    if not files:
+        return
+    result = await box.exec(
+        ["sh", "-c", 'mkdir -p "$1" && tar -x -f - -C "$1"', "sh", dest],
+        stdin=tar_files(files, modes),
+        timeout_s=120.0,
+    )
+    if not result.ok:
+        raise SandboxFileError(f"cannot install files into {dest}: {result.stderr.strip()[:300]}")
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+async def run_check(box: Sandbox, task: Task) -> tuple[float, str, str]:
+    """(reward, reason, output) of the task's check, run after the agent's processes are gone."""
+    await box.kill_all()
+    checks = f"{box.scratch}/.evalgate-checks-{secrets.token_hex(8)}"
+    # A fresh scratch: what the agent left in /tmp is not part of its answer, and a full /tmp
+    # must not keep the check out.
+    await box.exec(
+        ["sh", "-c", 'find "$1" -mindepth 1 -delete 2>/dev/null; mkdir -p "$2"', "sh", box.scratch,
+         checks],
+        timeout_s=60.0,
+    )  # fmt: skip
+    try:
+        await install_files(box, task.check_files, checks)
+    except SandboxFileError as exc:
+        return 0.0, f"the check could not be installed ({exc})", ""
+    result = await box.exec(
+        ["sh", "-c", task.check.command],
+        env={"CHECKS": checks},
+        timeout_s=task.check.timeout_s,
+        cwd=WORKDIR,
+        max_output=256 << 10,
+    )
+    output = result.stdout + ("\n" if result.stdout and result.stderr else "") + result.stderr
+    if result.timed_out:
+        return 0.0, f"check timed out after {task.check.timeout_s:g} s", output
+    if task.check.score_file:
+        try:
+            raw = await box.read_file(task.check.score_file, max_bytes=4096)
+            score = float(raw.decode().strip())
+        except (SandboxFileError, ValueError, UnicodeDecodeError) as exc:
+            return 0.0, f"check wrote no valid score to {task.check.score_file} ({exc})", output
+        score = min(1.0, max(0.0, score))
+        return score, f"check scored {score:g}", output
+    if result.exit_code == 0:
+        return 1.0, "check passed", output
+    detail = _last_line(result.stderr) or _last_line(result.stdout)
+    return (
+        0.0,
+        f"check failed (exit {result.exit_code})" + (f": {detail}" if detail else ""),
+        output,
+    )
+
+
+async def run_task(
+    task: Task,
+    agent: Agent,
+    client: Any,
+    *,
+    backend: SandboxBackend,
+    sandbox: SandboxConfig,
+    rollout: int = 0,
+) -> TaskResult:
+    """Run ``task`` with ``agent`` in a fresh sandbox from ``backend``; always destroyed."""
+    budget = min(task.timeout_s, sandbox.timeout_s) if task.timeout_s else sandbox.timeout_s
+    # The sandbox lives through set-up, the agent and the check.
+    lifetime = budget + task.check.timeout_s + _SETUP_TIMEOUT_S
+    cfg = replace(sandbox, timeout_s=max(sandbox.timeout_s, lifetime))
+    async with await backend.create(cfg) as box:
+        try:
+            await install_files(box, task.workspace, WORKDIR, task.modes)
+        except SandboxFileError as exc:
+            raise InfraError(f"task {task.id!r}: set-up failed: {exc}") from None
+        for command in task.setup_commands:
+            result = await box.exec(command, timeout_s=_SETUP_TIMEOUT_S)
+            if not result.ok:
+                raise InfraError(
+                    f"task {task.id!r}: set-up command {command!r} failed "
+                    f"(exit {result.exit_code}): {_last_line(result.stderr)}"
+                )
+        record = AgentRun()
+        t0 = time.perf_counter()
+        try:
+            # The agent's own exec timeouts come first; this is the backstop for the rest
+            # (a model that keeps answering, a stuck tool call).
+            await asyncio.wait_for(
+                agent.run(box, task, client, rollout=rollout, record=record, budget_s=budget),
+                budget + 5.0,
+            )
+        except TimeoutError:
+            record.timed_out = True
+        agent_s = time.perf_counter() - t0
+        if record.timed_out:  # a fail without a check; destroy ends whatever is still running
+            reason = f"agent timed out after {budget:g} s"
+            return TaskResult(task.id, 0.0, reason, record, agent_s)
+        reward, reason, output = await run_check(box, task)
+        return TaskResult(task.id, reward, reason, record, agent_s, output)

@@ -1,0 +1,193 @@
+"""Agent tasks, Terminal-Bench style: a workspace, a prompt, a check that decides.
+
+A task is a folder with ``task.yaml``, or an entry in a YAML file's ``tasks:`` list::
+
+    id: fix-off-by-one            # default: the folder name
+    prompt: |                     # or a list: the first turn, then follow-up turns
+      The tests in test_stats.py fail. Fix stats.py so that they pass.
+    setup:
+      files: {notes.txt: "..."}   # written into /workspace (a folder's workspace/ is copied too)
+      commands: ["python3 gen.py"]  # run in /workspace before the agent starts
+    check:
+      command: python3 -I "$CHECKS/check_stats.py"   # exit 0 = pass
+      score_file: null            # or a file the check writes: a number in [0, 1] is the reward
+      timeout_s: 60
+    timeout_s: 180                # the agent's budget, capped by the sandbox.timeout_s
+    max_turns: 20                 # capped by the benchmark's agent.max_turns
+    group: python                 # tasks sharing a group are one cluster in the CI
+    solution: solution.sh         # a reference solution (tests prove the task is solvable)
+
+In a folder, ``workspace/`` is copied into ``/workspace`` and ``tests/`` becomes the check's
+files: they enter the sandbox only after the agent has finished (its processes killed), in a
+fresh directory named by ``$CHECKS``, so the agent can neither read nor pre-empt them.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalgate.errors import ConfigError
+
+__all__ = ["Check", "Task", "load_tasks", "tar_files"]
+
+_TASK_KEYS = {
+    "id",
+    "description",
+    "prompt",
+    "setup",
+    "check",
+    "timeout_s",
+    "max_turns",
+    "group",
+    "solution",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    command: str
+    score_file: str | None = None
+    timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    prompts: tuple[str, ...]  # the first turn, then follow-ups
+    check: Check
+    workspace: dict[str, bytes] = field(default_factory=dict)  # path → content (with modes below)
+    modes: dict[str, int] = field(default_factory=dict)
+    check_files: dict[str, bytes] = field(default_factory=dict)
+    setup_commands: tuple[str, ...] = ()
+    timeout_s: float | None = None  # None: the benchmark's sandbox.timeout_s
+    max_turns: int | None = None
+    group: str | None = None
+    solution: str | None = None  # script text, run by `sh -s` in /workspace
+    description: str = ""
+
+    @property
+    def prompt(self) -> str:
+        return self.prompts[0]
+
+
+def _read_tree(root: Path) -> tuple[dict[str, bytes], dict[str, int]]:
+    files, modes = {}, {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        files[rel] = path.read_bytes()
+        modes[rel] = path.stat().st_mode & 0o777
+    return files, modes
+
+
+def _task(data: Any, where: str, folder: Path | None, default_id: str | None) -> Task:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: a task must be a mapping")
+    unknown = set(data) - _TASK_KEYS
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown task field(s) {', '.join(sorted(unknown))}; "
+            f"valid: {', '.join(sorted(_TASK_KEYS))}"
+        )
+    task_id = str(data.get("id") or default_id or "")
+    if not task_id:
+        raise ConfigError(f"{where}: a task needs an id")
+    prompt = data.get("prompt")
+    prompts = (prompt,) if isinstance(prompt, str) else tuple(prompt or ())
+    if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
+        raise ConfigError(f"{where}: task {task_id!r}: prompt must be text or a list of texts")
+    check = data.get("check")
+    if isinstance(check, str):
+        check = {"command": check}
+    if not isinstance(check, dict) or not isinstance(check.get("command"), str):
+        raise ConfigError(f"{where}: task {task_id!r}: check.command is required")
+    setup = data.get("setup") or {}
+    if not isinstance(setup, dict) or set(setup) - {"files", "commands"}:
+        raise ConfigError(f"{where}: task {task_id!r}: setup takes files and commands")
+    workspace: dict[str, bytes] = {}
+    modes: dict[str, int] = {}
+    check_files: dict[str, bytes] = {}
+    solution = data.get("solution")
+    if folder is not None:
+        if (folder / "workspace").is_dir():
+            workspace, modes = _read_tree(folder / "workspace")
+        if (folder / "tests").is_dir():
+            check_files, _ = _read_tree(folder / "tests")
+        if isinstance(solution, str) and (folder / solution).is_file():
+            solution = (folder / solution).read_text(encoding="utf-8")
+    for rel, text in (setup.get("files") or {}).items():
+        workspace[str(rel)] = str(text).encode()
+    return Task(
+        id=task_id,
+        prompts=prompts,
+        check=Check(
+            command=check["command"],
+            score_file=check.get("score_file"),
+            timeout_s=float(check.get("timeout_s", 120.0)),
+        ),
+        workspace=workspace,
+        modes=modes,
+        check_files=check_files,
+        setup_commands=tuple(str(c) for c in setup.get("commands") or ()),
+        timeout_s=float(data["timeout_s"]) if data.get("timeout_s") is not None else None,
+        max_turns=int(data["max_turns"]) if data.get("max_turns") is not None else None,
+        group=str(data["group"]) if data.get("group") is not None else None,
+        solution=solution,
+        description=str(data.get("description", "")),
+    )
+
+
+def _load_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+
+
+def load_tasks(path: str | Path) -> list[Task]:
+    """Tasks from a folder of task folders, one task folder, or a YAML file of tasks."""
+    path = Path(path)
+    if path.is_file():
+        data = _load_yaml(path)
+        entries = data.get("tasks") if isinstance(data, dict) else data
+        if not isinstance(entries, list):
+            raise ConfigError(f"{path}: expected a `tasks:` list")
+        tasks = [_task(e, f"{path}: tasks[{i}]", None, None) for i, e in enumerate(entries)]
+    elif (path / "task.yaml").is_file():
+        tasks = [_task(_load_yaml(path / "task.yaml"), str(path / "task.yaml"), path, path.name)]
+    elif path.is_dir():
+        tasks = [
+            _task(_load_yaml(d / "task.yaml"), str(d / "task.yaml"), d, d.name)
+            for d in sorted(path.iterdir())
+            if (d / "task.yaml").is_file()
+        ]
+    else:
+        raise ConfigError(f"{path}: no such task folder or file")
+    if not tasks:
+        raise ConfigError(f"{path}: no tasks found (a task is a folder with task.yaml)")
+    seen: set[str] = set()
+    for task in tasks:
+        if task.id in seen:
+            raise ConfigError(f"{path}: duplicate task id {task.id!r}")
+        seen.add(task.id)
+    return tasks
+
+
+def tar_files(files: dict[str, bytes], modes: dict[str, int] | None = None) -> bytes:
+    """An uncompressed tar of ``files``: one ``tar -x`` in the sandbox installs them all."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel, content in files.items():
+            info = tarfile.TarInfo(rel)
+            info.size = len(content)
+            info.mode = (modes or {}).get(rel, 0o644)
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(content))
+    return buf.getvalue()

@@ -1,0 +1,60 @@
+"""Sandboxes for untrusted code, behind one interface; backends are imported lazily.
+
+``local`` (bubblewrap), ``docker`` and ``modal`` are the backends a benchmark can choose
+(``sandbox.backend`` in evals.yaml); ``subprocess`` is the non-isolating reference that tests and
+benchmarks compare against.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from evalgate.sandbox.base import (
+    ExecResult,
+    ModelRoute,
+    Mount,
+    Sandbox,
+    SandboxBackend,
+    SandboxConfig,
+    SandboxError,
+    SandboxFileError,
+)
+
+__all__ = [
+    "BACKENDS",
+    "ExecResult",
+    "ModelRoute",
+    "Mount",
+    "Sandbox",
+    "SandboxBackend",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxFileError",
+    "backend_class",
+    "open_backend",
+]
+
+# name → "module:Class". Imported on first use: the modal SDK, for one, is heavy and optional.
+BACKENDS: dict[str, str] = {
+    "local": "evalgate.sandbox.bubblewrap:BubblewrapBackend",
+    "docker": "evalgate.sandbox.docker:DockerBackend",
+    "modal": "evalgate.sandbox.modal:ModalBackend",
+    "subprocess": "evalgate.sandbox.subprocess:SubprocessBackend",
+}
+
+
+def backend_class(name: str) -> type[SandboxBackend]:
+    target = BACKENDS.get(name)
+    if target is None:
+        raise SandboxError(f"unknown sandbox backend {name!r}; known: {', '.join(BACKENDS)}")
+    module_name, _, cls_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), cls_name)
+
+
+def open_backend(name: str) -> SandboxBackend:
+    """An instance of backend ``name``; :class:`SandboxError` (an infra error) naming why not."""
+    cls = backend_class(name)
+    reason = cls.unavailable()
+    if reason is not None:
+        raise SandboxError(f"sandbox backend {name!r} is unavailable: {reason}")
+    return cls()

@@ -1,0 +1,305 @@
+"""evalgate's supervisor inside a bubblewrap sandbox: pid 1 of the sandbox's pid namespace.
+
+This file runs *inside* the sandbox, under the sandbox's own ``python3`` (stdlib only, Python
+≥ 3.8), as ``python3 -I -S -c <this source> serve FD CONFIG``. It never imports evalgate, and it
+imports only built-in modules (``_socket``, ``_signal``, ``marshal``…) because its start-up time is
+most of a sandbox's creation time.
+
+Why a supervisor: every exec must land in the same namespaces (the same private workspace, the
+same empty network), and namespaces are entered most cheaply by forking from inside them. Why
+pid 1: the kernel drops signals sent from inside a pid namespace to its init unless the init
+handles them, so sandboxed code cannot kill its supervisor; and when the supervisor exits, the
+kernel kills everything left in the namespace, so destroy is total. The supervisor is also
+non-dumpable, so sandboxed code (the same uid) can neither ptrace it nor take its file
+descriptors through /proc, and cannot forge the exit status of a task's check.
+
+Protocol: a SOCK_SEQPACKET socket inherited from the host (close-on-exec, so no sandboxed process
+holds it), one ``marshal``-encoded dict per message (both ends are evalgate; marshal is the one
+serialiser that costs no import):
+
+- host → ``{"op": "exec", "id", "argv", "env", "cwd", "timeout", "limits"}`` with three file
+  descriptors attached (stdin, stdout, stderr), which the command gets as 0, 1 and 2;
+- host → ``{"op": "kill", "id"}``: kill that exec's process group now;
+- host → ``{"op": "killall"}``: kill every other process in the sandbox;
+- supervisor → ``{"ready": True}`` once, then ``{"id", "status", "timed_out"}`` per exec
+  (``status`` in the shell's convention: 128 + N for signal N; 126 and ``spawn`` when the fork
+  failed, which is the sandbox's own doing, e.g. its process limit), ``{"op": "killall"}``;
+- end of file from the host: the supervisor exits, taking the whole sandbox with it.
+
+``forward SOCKET PORT`` is the model bridge's inner half: a TCP listener on 127.0.0.1:PORT in the
+sandbox's empty network namespace that relays each connection to a unix socket bind-mounted
+from the host, where a proxy speaks to the model endpoint and to nothing else.
+"""
+
+import _signal
+import _socket
+import array
+import marshal
+import os
+import resource
+import select
+import sys
+import time
+
+_LIMITS = {
+    "nproc": resource.RLIMIT_NPROC,
+    "data": resource.RLIMIT_DATA,
+    "as": resource.RLIMIT_AS,
+    "cpu": resource.RLIMIT_CPU,
+    "fsize": resource.RLIMIT_FSIZE,
+    "nofile": resource.RLIMIT_NOFILE,
+    "core": resource.RLIMIT_CORE,
+}
+_PR_SET_DUMPABLE = 4
+_libc = None
+
+
+def _try(fn, *args):
+    """``fn(*args)``, ignoring OSError (contextlib.suppress, without importing contextlib)."""
+    try:
+        return fn(*args)
+    except OSError:
+        return None
+
+
+def _set_dumpable(flag):
+    global _libc
+    try:
+        if _libc is None:
+            import ctypes
+
+            _libc = ctypes.CDLL(None)
+        _libc.prctl(_PR_SET_DUMPABLE, flag, 0, 0, 0)
+    except Exception:  # no prctl: still contained by the namespaces, only less strictly
+        pass
+
+
+def _execvpe(argv, env):
+    """os.execvpe without its import of ``warnings`` (milliseconds per exec)."""
+    name = argv[0]
+    if "/" in name:
+        os.execve(name, argv, env)
+    error = FileNotFoundError(2, "No such file or directory", name)
+    for folder in env.get("PATH", "/usr/bin:/bin").split(":"):
+        try:
+            os.execve(os.path.join(folder or ".", name), argv, env)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except PermissionError as exc:
+            error = exc
+    raise error
+
+
+def _child(req, fds, private):
+    """In the forked child: become the command. Never returns.
+
+    ``private`` are the supervisor's own descriptors (the host channel above all): closed before
+    the child turns dumpable, so that nothing in the sandbox can take them from it.
+    """
+    try:
+        for fd in private:
+            _try(os.close, fd)
+        os.setsid()  # its own process group: a timeout kills the command and all it started
+        for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGINT, _signal.SIGCHLD):
+            _signal.signal(sig, _signal.SIG_DFL)
+        _signal.set_wakeup_fd(-1)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)  # the copies at 0-2 are inheritable; the originals close on exec
+        _set_dumpable(1)  # ours to write /proc/self/oom_score_adj (exec resets it anyway)
+        try:  # when the sandbox runs out of memory, the OOM killer should take the task, not us
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(fd, b"1000")
+            os.close(fd)
+        except OSError:
+            pass
+        for name, value in req.get("limits", {}).items():
+            resource.setrlimit(_LIMITS[name], (value, value))
+        os.chdir(req.get("cwd") or "/")
+        _execvpe(req["argv"], req.get("env") or {})
+    except BaseException as exc:
+        try:
+            msg = f"evalgate-sandbox: cannot run {req.get('argv', ['?'])[0]!r}: {exc}\n"
+            os.write(2, msg.encode())
+        finally:
+            os._exit(127)
+
+
+def _status(code):
+    if os.WIFEXITED(code):
+        return os.WEXITSTATUS(code)
+    if os.WIFSIGNALED(code):
+        return 128 + os.WTERMSIG(code)
+    return 255
+
+
+def serve(fd, config):
+    # pid 1 without a SIGINT handler: the signal, sent from inside, is simply dropped.
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+    _set_dumpable(0)
+    ctrl = _socket.socket(fileno=fd)
+    os.set_inheritable(fd, False)
+    if config.get("bridge"):
+        _start_forwarder(config["bridge"], int(config["port"]), ctrl)
+    wake_r, wake_w = os.pipe()
+    for end in (wake_r, wake_w):
+        os.set_blocking(end, False)
+    _signal.set_wakeup_fd(wake_w)
+    _signal.signal(_signal.SIGCHLD, lambda *_: None)
+
+    running = {}  # pid -> {"id", "deadline", "timed_out"}
+    by_id = {}  # exec id -> pid
+    fd_size = array.array("i").itemsize
+
+    def send(obj):
+        try:
+            ctrl.send(marshal.dumps(obj))
+        except OSError:
+            os._exit(0)  # the host is gone: so are we, and with us the sandbox
+
+    def reap():
+        """Reap exited children; False when none are left at all."""
+        while True:
+            try:
+                pid, code = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == 0:
+                return True
+            job = running.pop(pid, None)
+            if job is not None:  # else an orphan re-parented to us: reaped, nothing to report
+                by_id.pop(job["id"], None)
+                send({"id": job["id"], "status": _status(code), "timed_out": job["timed_out"]})
+
+    def kill_group(pid):
+        _try(os.killpg, pid, _signal.SIGKILL)
+
+    send({"ready": True})
+    while True:
+        now = time.monotonic()
+        deadlines = [j["deadline"] for j in running.values() if j["deadline"] is not None]
+        wait = max(0.0, min(deadlines) - now) if deadlines else None
+        readable, _, _ = select.select([fd, wake_r], [], [], wait)
+        if wake_r in readable:
+            try:
+                while os.read(wake_r, 4096):
+                    pass
+            except BlockingIOError:
+                pass
+        reap()
+        if fd in readable:
+            fds = array.array("i")
+            msg, anc, _, _ = ctrl.recvmsg(
+                1 << 20, _socket.CMSG_SPACE(16 * fd_size), _socket.MSG_CMSG_CLOEXEC
+            )
+            if not msg:
+                os._exit(0)
+            for level, kind, data in anc:
+                if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+                    fds.frombytes(data[: len(data) - (len(data) % fd_size)])
+            req = marshal.loads(msg)
+            op = req.get("op")
+            if op == "exec":
+                try:
+                    pid = os.fork()
+                except OSError as exc:  # the sandbox's own processes used up its limits
+                    send({"id": req["id"], "status": 126, "timed_out": False, "spawn": str(exc)})
+                else:
+                    if pid == 0:
+                        _child(req, list(fds), (fd, wake_r, wake_w))
+                    timeout = req.get("timeout")
+                    running[pid] = {
+                        "id": req["id"],
+                        "deadline": time.monotonic() + timeout if timeout else None,
+                        "timed_out": False,
+                    }
+                    by_id[req["id"]] = pid
+            elif op == "kill":
+                pid = by_id.get(req["id"])
+                if pid is not None:
+                    kill_group(pid)
+            elif op == "killall":
+                _try(os.kill, -1, _signal.SIGKILL)  # everyone in the namespace but ourselves
+                # Reap them before answering: zombies still count against the process limit,
+                # and the next exec (a task's check) must be able to start.
+                give_up = time.monotonic() + 5
+                while reap() and time.monotonic() < give_up:
+                    time.sleep(0.002)
+                send({"op": "killall"})
+            for f in fds:
+                os.close(f)
+        now = time.monotonic()
+        for pid, job in running.items():
+            if job["deadline"] is not None and now >= job["deadline"]:
+                job["timed_out"], job["deadline"] = True, None
+                kill_group(pid)
+
+
+def _listen(port):
+    listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+    return listener
+
+
+def _start_forwarder(unix_path, port, ctrl):
+    listener = _listen(port)  # bound before "ready": the port is open when the host hears it
+    if os.fork() == 0:
+        ctrl.close()
+        os.setsid()
+        forward(listener, unix_path)
+        os._exit(0)
+    listener.close()
+
+
+def forward(listener, unix_path):
+    import threading
+
+    def pump(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock, how in ((dst, _socket.SHUT_WR), (src, _socket.SHUT_RD)):
+                _try(sock.shutdown, how)
+
+    def relay(conn):
+        try:
+            upstream = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            upstream.connect(unix_path)
+        except OSError:
+            conn.close()
+            return
+        back = threading.Thread(target=pump, args=(upstream, conn), daemon=True)
+        back.start()
+        pump(conn, upstream)
+        back.join()
+        conn.close()
+        upstream.close()
+
+    while True:
+        conn_fd, _ = listener._accept()
+        conn = _socket.socket(fileno=conn_fd)
+        threading.Thread(target=relay, args=(conn,), daemon=True).start()
+
+
+def main(argv):
+    if argv[1] == "serve":
+        config = {}
+        for pair in argv[3:]:
+            key, _, value = pair.partition("=")
+            config[key] = value
+        serve(int(argv[2]), config)
+    elif argv[1] == "forward":  # standalone, for the container backends
+        forward(_listen(int(argv[3])), argv[2])
+    else:
+        sys.exit("usage: serve FD [bridge=SOCKET port=PORT] | forward SOCKET PORT")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,297 @@
+"""The sandbox interface: create, exec with a timeout, read/write files, destroy.
+
+Untrusted code (an agent and its tool calls, a generated program, a task's check) runs only
+through this interface. Backends differ in how well they contain it (bubblewrap namespaces, a
+container, a Modal VM, or the plain-subprocess reference that contains nothing), never in how
+they are called, so one contract test suite covers them all.
+
+Errors: :class:`SandboxError` is an infrastructure failure (the backend could not create or reach
+the sandbox) and is an :class:`InfraError`, so the engine counts the rollout as an error, never as
+a 0. What the code inside does (exits non-zero, times out, fills its disk) is a result, not an
+error: it comes back in :class:`ExecResult`.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from evalgate.errors import InfraError
+
+__all__ = [
+    "DEFAULT_ENV",
+    "MAX_OUTPUT",
+    "MODEL_PORT",
+    "WORKDIR",
+    "ExecResult",
+    "ModelRoute",
+    "Mount",
+    "Sandbox",
+    "SandboxBackend",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxFileError",
+]
+
+WORKDIR = "/workspace"  # the task's writable workspace, the default cwd of every exec
+MODEL_PORT = 18080  # inside a "model-only" sandbox, the model bridge listens on 127.0.0.1:18080
+MAX_OUTPUT = 1 << 20  # bytes kept per stream of one exec; the rest is read and dropped
+
+# The whole environment of sandboxed code (plus the per-exec additions): nothing is inherited from
+# the host, so a runner's tokens and credentials never reach it.
+DEFAULT_ENV: Mapping[str, str] = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "USER": "sandbox",
+    "LOGNAME": "sandbox",
+    "SHELL": "/bin/sh",
+    "TERM": "dumb",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+class SandboxError(InfraError):
+    """The sandbox backend failed (could not start, lost its sandbox). Never scored as a 0."""
+
+
+class SandboxFileError(Exception):
+    """A file operation inside the sandbox failed (missing file, not a directory, too large)."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How one command ended. ``exit_code`` follows the shell: 128 + N when killed by signal N."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    duration_s: float = 0.0
+    truncated: bool = False  # an output stream exceeded ``max_output`` and was cut
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """The one network destination of a ``model-only`` sandbox: the model under test."""
+
+    base_url: str  # upstream, up to and including /v1
+    model: str  # forced into every request: the sandbox evaluates the model under test, only
+    api_key: str | None = field(default=None, repr=False)  # added on the host, never inside
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host file or folder made visible read-only inside the sandbox (e.g. an agent binary)."""
+
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """What one sandbox gets: limits, network policy, read-only mounts, base environment."""
+
+    image: str | None = None
+    cpus: float = 1.0
+    memory_mb: int = 1024
+    pids: int = 256
+    disk_mb: int = 512
+    timeout_s: float = 300.0  # the sandbox's whole lifetime (a hard cap where the backend has one)
+    network: Literal["none", "model-only"] = "none"
+    model: ModelRoute | None = None  # required for "model-only"
+    mounts: tuple[Mount, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)  # added to DEFAULT_ENV for every exec
+    labels: Mapping[str, str] = field(default_factory=dict)  # for finding leftovers (docker/modal)
+
+    @classmethod
+    def from_spec(cls, spec: Any, **overrides: Any) -> SandboxConfig:
+        """From an evals.yaml ``SandboxSpec``; ``overrides`` set the runtime-only fields."""
+        return cls(
+            image=spec.image,
+            cpus=spec.cpus,
+            memory_mb=spec.memory_mb,
+            pids=spec.pids,
+            disk_mb=spec.disk_mb,
+            timeout_s=spec.timeout_s,
+            network=overrides.pop("network", spec.network),
+            **overrides,
+        )
+
+    def __post_init__(self) -> None:
+        if self.network == "model-only" and self.model is None:
+            # "model-only" without a model is "none"; keep the two spellings one state.
+            object.__setattr__(self, "network", "none")
+
+
+def _argv(command: str | Sequence[str]) -> list[str]:
+    return ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+
+
+class Sandbox(abc.ABC):
+    """One live sandbox. Use ``async with`` (or call :meth:`destroy`): destroy always runs."""
+
+    backend: ClassVar[str]
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+        self.id = ""
+        self.scratch = "/tmp"  # writable scratch space outside the workspace (HOME, TMPDIR)
+        # What sandboxed code uses to reach the model (OPENAI_BASE_URL, OPENAI_API_KEY); empty
+        # unless the sandbox is "model-only".
+        self.model_env: dict[str, str] = {}
+
+    # -- the one primitive each backend implements ------------------------------------------
+
+    @abc.abstractmethod
+    async def _exec(
+        self,
+        argv: list[str],
+        *,
+        timeout_s: float,
+        stdin: bytes | None,
+        env: dict[str, str],
+        cwd: str,
+        max_output: int,
+    ) -> tuple[int, bytes, bytes, bool, bool]:
+        """Run argv; return (exit_code, stdout, stderr, timed_out, truncated)."""
+
+    @abc.abstractmethod
+    async def destroy(self) -> None:
+        """Stop everything in the sandbox and free it. Idempotent; never raises for a dead one."""
+
+    # -- the public surface, shared --------------------------------------------------------
+
+    async def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout_s: float = 60.0,
+        stdin: bytes | str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str = WORKDIR,
+        max_output: int = MAX_OUTPUT,
+    ) -> ExecResult:
+        """Run ``command`` (a string runs under ``/bin/sh -c``) and wait at most ``timeout_s``.
+
+        On timeout the command's process group is killed and ``timed_out`` is set. The
+        environment is :data:`DEFAULT_ENV` + the config's ``env`` + ``model_env`` + ``env``.
+        """
+        full_env = {**DEFAULT_ENV, **self.config.env, **self.model_env, **(env or {})}
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        t0 = time.perf_counter()
+        code, out, err, timed_out, truncated = await self._exec(
+            _argv(command),
+            timeout_s=timeout_s,
+            stdin=data,
+            env=full_env,
+            cwd=cwd,
+            max_output=max_output,
+        )
+        return ExecResult(
+            exit_code=code,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            timed_out=timed_out,
+            duration_s=time.perf_counter() - t0,
+            truncated=truncated,
+        )
+
+    async def read_file(self, path: str, *, max_bytes: int = 16 << 20, cwd: str = WORKDIR) -> bytes:
+        """A file's bytes, read inside the sandbox (its symlinks resolve in the sandbox's view)."""
+        code, out, err, timed_out, truncated = await self._exec(
+            ["cat", "--", path],
+            timeout_s=30.0,
+            stdin=None,
+            env=dict(DEFAULT_ENV),
+            cwd=cwd,
+            max_output=max_bytes,
+        )
+        if timed_out:
+            raise SandboxFileError(f"{path}: reading timed out (a FIFO or device?)")
+        if code != 0:
+            raise SandboxFileError(err.decode("utf-8", "replace").strip() or f"{path}: exit {code}")
+        if truncated:
+            raise SandboxFileError(f"{path}: larger than {max_bytes} bytes")
+        return out
+
+    async def write_file(
+        self, path: str, data: bytes | str, *, mode: int | None = None, cwd: str = WORKDIR
+    ) -> None:
+        """Write a file inside the sandbox, creating parent folders."""
+        payload = data.encode() if isinstance(data, str) else data
+        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
+        if mode is not None:
+            script += f' && chmod {mode:o} -- "$1"'
+        code, _, err, timed_out, _ = await self._exec(
+            ["/bin/sh", "-c", script, "sh", path],
+            timeout_s=60.0,
+            stdin=payload,
+            env=dict(DEFAULT_ENV),
+            cwd=cwd,
+            max_output=64 << 10,
+        )
+        if code != 0 or timed_out:
+            detail = err.decode("utf-8", "replace").strip() or f"exit {code}"
+            raise SandboxFileError(f"{path}: cannot write ({detail})")
+
+    async def write_files(self, files: Mapping[str, bytes | str], *, cwd: str = WORKDIR) -> None:
+        """Write several files; one exec per file keeps it simple and backend-neutral."""
+        for path, data in files.items():
+            await self.write_file(path, data, cwd=cwd)
+
+    async def kill_all(self) -> None:
+        """Kill every process the sandboxed user runs (left-overs of an agent) except the init.
+
+        ``kill -9 -1`` signals all processes the caller may signal, except itself and the pid
+        namespace's init, which is the backend's own supervisor.
+        """
+        await self._exec(
+            ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"],
+            timeout_s=10.0,
+            stdin=None,
+            env=dict(DEFAULT_ENV),
+            cwd="/",
+            max_output=4096,
+        )
+
+    async def __aenter__(self) -> Sandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.destroy()
+
+    def describe(self) -> str:
+        return f"{self.backend} sandbox {self.id}"
+
+
+class SandboxBackend(abc.ABC):
+    """Creates sandboxes of one kind. One instance may serve many concurrent sandboxes."""
+
+    name: ClassVar[str]
+    isolating: ClassVar[bool] = True  # False only for the subprocess reference
+
+    @classmethod
+    @abc.abstractmethod
+    def unavailable(cls) -> str | None:
+        """Why this backend cannot run on this machine, or None when it can."""
+
+    @abc.abstractmethod
+    async def create(self, config: SandboxConfig) -> Sandbox:
+        """Start a sandbox; raise :class:`SandboxError` when the backend fails."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional: most backends share nothing
+        """Release what the backend shares between sandboxes (clients, apps)."""
+
+    def limits(self, config: SandboxConfig) -> dict[str, str]:
+        """Each limit of ``config`` → how this backend enforces it (for reports and docs)."""
+        return {}

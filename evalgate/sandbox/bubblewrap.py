@@ -1,0 +1,718 @@
+"""The ``local`` sandbox: bubblewrap (bwrap) namespaces on this machine, no daemon, no root.
+
+Each sandbox is one ``bwrap`` process whose pid 1 is evalgate's supervisor (``_sandboxd.py``);
+every exec is forked by the supervisor inside the sandbox's namespaces. What a sandbox sees:
+
+- a fresh root: ``/usr`` (and the ``/bin``, ``/lib*`` links) and a short list of ``/etc`` files
+  read-only; generated ``/etc/passwd``, ``/etc/group``, ``/etc/hosts``; nothing else of the host
+  (no ``/home``, no ``/root``, no ``/run``, no ``/tmp`` of the host, no runner workspace);
+- a writable ``/workspace`` and ``/tmp``, each a size-capped tmpfs (``disk_mb``), and the rest of
+  the tree read-only;
+- an empty environment, rebuilt explicitly for every exec;
+- its own user (uid 1000 inside; when evalgate runs as root, bwrap runs as host uid 65534, so
+  even a file mistakenly exposed is checked against an unprivileged user, unless a mounted host
+  path is not readable by others: then bwrap's privileged mode, still with no capabilities), pid,
+  network, IPC, UTS and cgroup namespaces, no capabilities, ``no_new_privs``, no nested user
+  namespaces (bwrap ≥ 0.8);
+- no network: an empty network namespace (loopback only). ``model-only`` adds the model bridge:
+  a unix socket from the host, reached through a TCP relay on 127.0.0.1:18080 inside.
+
+Limits, and how each is enforced (see :meth:`BubblewrapBackend.limits`):
+
+- wall time: per exec by the supervisor (SIGKILL to the exec's process group at the deadline),
+  and per sandbox by the caller's timeout plus destroy, which kills the whole pid namespace;
+- processes: RLIMIT_NPROC, which the kernel counts per user namespace (Linux ≥ 5.14), so it is a
+  per-sandbox cap; plus ``pids.max`` when a cgroup is available;
+- memory: RLIMIT_DATA (heap and private writable mappings, per process) and RLIMIT_AS at 8×
+  that, at least 4 GiB (address space, per process; generous so that runtimes reserving address
+  space still start); plus a memory limit for the whole sandbox, tmpfs pages included, when a
+  cgroup is available;
+- disk: the tmpfs size of ``/workspace`` and of ``/tmp`` (``disk_mb`` each; ``/dev/shm`` at most
+  64 MiB), and the rest of the tree is read-only: a full disk is ENOSPC inside, never the host's;
+- CPU: RLIMIT_CPU (CPU seconds per process, = the sandbox timeout); a CPU *share* (``cpus``)
+  only with a cgroup (``cpu.max``).
+
+Cgroups are used when this process may create them under its own cgroup (cgroup v1 as root, or
+a delegated cgroup v2 subtree); otherwise the rlimits above are the whole story.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import contextlib
+import functools
+import itertools
+import json
+import marshal
+import math
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from evalgate.sandbox._io import Drain, Feed, read_line, wait_exit
+from evalgate.sandbox.base import (
+    MODEL_PORT,
+    WORKDIR,
+    Sandbox,
+    SandboxBackend,
+    SandboxConfig,
+    SandboxError,
+)
+from evalgate.sandbox.bridge import ModelBridge
+
+__all__ = ["BubblewrapBackend", "BubblewrapSandbox"]
+
+_DAEMON_SOURCE = (Path(__file__).with_name("_sandboxd.py")).read_text(encoding="utf-8")
+_SANDBOX_UID = 1000
+_DROP_UID = 65534  # when evalgate runs as root, bwrap runs as nobody
+_GRACE_S = 5.0  # how late the supervisor's own timeout report may be before we give up on it
+_ETC = (
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "nsswitch.conf",
+    "mime.types",
+)
+_EXEC_IDS = itertools.count(1)
+
+
+# ------------------------------------------------------------------------------------------
+# What this machine offers, probed once per process
+
+
+@functools.cache
+def _bwrap() -> tuple[str, tuple[int, ...]] | None:
+    path = shutil.which("bwrap")
+    if path is None:
+        return None
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out.stdout)
+    version = tuple(int(x) for x in found.groups() if x) if found else (0,)
+    return path, version
+
+
+def _reachable_by_others(path: str) -> bool:
+    """Whether a user with no special relation to ``path`` can reach and read it."""
+    try:
+        parts = os.path.realpath(path).split("/")
+        for i in range(2, len(parts) + 1):
+            mode = os.stat("/".join(parts[:i]) or "/").st_mode
+            last = i == len(parts)
+            need = (0o004 | (0o001 if stat.S_ISDIR(mode) else 0)) if last else 0o001
+            if mode & need != need:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _drop_prefix(sources: list[str]) -> list[str]:
+    """As root, run bwrap as nobody: unprivileged namespaces, no host-root file access.
+
+    Only when every host path bound into the sandbox is reachable by nobody; otherwise bwrap
+    runs as root, whose privileged mode still gives the sandbox no capabilities at all (only
+    its files are checked against uid 0).
+    """
+    if os.geteuid() != 0 or not all(_reachable_by_others(src) for src in sources):
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return []
+    return [setpriv, f"--reuid={_DROP_UID}", f"--regid={_DROP_UID}", "--clear-groups", "--"]
+
+
+@functools.cache
+def _python() -> tuple[str, str | None, tuple[tuple[str, str], ...]]:
+    """The sandbox's python3: (path inside, host folder to mount at /opt/python, extra env).
+
+    The system's /usr/bin/python3 when there is one (it is inside /usr anyway); else the
+    interpreter running evalgate, mounted read-only at /opt/python.
+    """
+    if os.path.exists("/usr/bin/python3"):
+        return "/usr/bin/python3", None, ()
+    exe = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    env = (("LD_LIBRARY_PATH", "/opt/python/lib"),)  # for a shared libpython with a fixed RUNPATH
+    return f"/opt/python/bin/{exe}", sys.base_prefix, env
+
+
+@functools.cache
+def _etc_dir() -> str:
+    """passwd, group and hosts for every sandbox of this process (removed at exit)."""
+    path = tempfile.mkdtemp(prefix="evalgate-etc-")
+    os.chmod(path, 0o755)
+    files = {
+        "passwd": f"root:x:0:0::/:/bin/sh\nsandbox:x:{_SANDBOX_UID}:{_SANDBOX_UID}::/tmp:/bin/sh\n"
+        "nobody:x:65534:65534::/nonexistent:/bin/false\n",
+        "group": f"root:x:0:\nsandbox:x:{_SANDBOX_UID}:\nnogroup:x:65534:\n",
+        "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+    }
+    for name, text in files.items():
+        Path(path, name).write_text(text, encoding="utf-8")
+        os.chmod(Path(path, name), 0o644)
+    import atexit
+
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+# ------------------------------------------------------------------------------------------
+# Cgroups, when this process may create them
+
+
+@functools.cache
+def _sweep(parent: Path) -> None:
+    """Once per process and parent: remove the cgroups of evalgate processes that died."""
+    for path in parent.glob("evalgate-*-*"):
+        pid = path.name.split("-")[1]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            with contextlib.suppress(OSError):
+                path.rmdir()  # empty once its processes are gone
+
+
+class _Cgroup:
+    """One sandbox's cgroup(s): v2 under a delegated subtree, or v1 per controller (as root)."""
+
+    def __init__(self, dirs: list[Path]) -> None:
+        self.dirs = dirs
+
+    @classmethod
+    def create(cls, name: str, config: SandboxConfig) -> _Cgroup | None:
+        """``evalgate-PID-name`` under our own cgroup(s), or None where we may not."""
+        try:
+            found = cls._v2(f"evalgate-{os.getpid()}-{name}", config) or cls._v1(
+                f"evalgate-{os.getpid()}-{name}", config
+            )
+        except OSError:
+            return None
+        for path in found.dirs if found is not None else ():
+            _sweep(path.parent)
+        return found
+
+    @staticmethod
+    def _own(controller: str) -> str | None:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, ctrls, path = line.split(":", 2)
+            if controller in ctrls.split(",") or (controller == "" and ctrls == ""):
+                return path
+        return None
+
+    @classmethod
+    def _v2(cls, name: str, config: SandboxConfig) -> _Cgroup | None:
+        root = Path("/sys/fs/cgroup")
+        own = cls._own("")
+        if own is None or not (root / "cgroup.controllers").exists():
+            return None
+        parent = root / own.lstrip("/")
+        enabled = (parent / "cgroup.subtree_control").read_text().split()
+        if not {"memory", "pids"} <= set(enabled) or not os.access(parent, os.W_OK):
+            return None  # not delegated to us: enabling controllers here is not ours to do
+        path = parent / name
+        path.mkdir()
+        cg = cls([path])
+        limits = {
+            "memory.max": str(config.memory_mb << 20),
+            "memory.swap.max": "0",
+            "pids.max": str(config.pids),
+        }
+        if "cpu" in enabled:
+            limits["cpu.max"] = f"{int(config.cpus * 100_000)} 100000"
+        for key, value in limits.items():
+            with contextlib.suppress(FileNotFoundError):
+                (path / key).write_text(value)
+        return cg
+
+    @classmethod
+    def _v1(cls, name: str, config: SandboxConfig) -> _Cgroup | None:
+        limits = {
+            "memory": {"memory.limit_in_bytes": str(config.memory_mb << 20)},
+            "pids": {"pids.max": str(config.pids)},
+            "cpu": {
+                "cpu.cfs_period_us": "100000",
+                "cpu.cfs_quota_us": str(int(config.cpus * 100_000)),
+            },
+        }
+        dirs = []
+        for controller, values in limits.items():
+            base = Path("/sys/fs/cgroup", controller)
+            own = cls._own(controller)
+            if own is None or not (base / "tasks").exists():
+                continue
+            parent = base / own.lstrip("/")
+            if not os.access(parent, os.W_OK):
+                continue
+            path = parent / name
+            path.mkdir()
+            dirs.append(path)
+            for key, value in values.items():
+                (path / key).write_text(value)
+        return cls(dirs) if dirs else None
+
+    def add(self, pid: int) -> None:
+        for d in self.dirs:
+            (d / "cgroup.procs").write_text(str(pid))
+
+    @property
+    def kinds(self) -> set[str]:
+        out = set()
+        for d in self.dirs:
+            names = os.listdir(d)
+            for prefix in ("memory", "pids", "cpu"):
+                if any(n.startswith(prefix + ".") for n in names):
+                    out.add(prefix)
+        return out
+
+    async def remove(self) -> None:
+        for d in self.dirs:
+            for _ in range(50):  # the namespace's processes exit asynchronously
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    await asyncio.sleep(0.02)
+
+
+# ------------------------------------------------------------------------------------------
+# The sandbox
+
+
+class BubblewrapSandbox(Sandbox):
+    backend = "local"
+
+    def __init__(self, config: SandboxConfig, backend: BubblewrapBackend) -> None:
+        super().__init__(config)
+        self.id = "bwrap-" + secrets.token_hex(4)
+        self._backend = backend
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._stderr: Drain | None = None  # bwrap's (and the supervisor's) error messages
+        self._dir: str | None = None
+        self._bridge: ModelBridge | None = None
+        self._cgroup: _Cgroup | None = None
+        self._status_fd: int | None = None
+        self._child_pid: int | None = None  # host pid of the sandbox's pid 1
+        self._dead: str | None = None  # why the supervisor is gone, once it is
+        self._destroyed = False
+        self._python_env: dict[str, str] = {}  # for a python mounted at /opt/python
+
+    # -- start ---------------------------------------------------------------------------
+
+    def _argv(self, ctrl_fd: int, status_fd: int, block_fd: int | None) -> list[str]:
+        cfg = self.config
+        bwrap, version = self._backend.bwrap
+        py, py_prefix, py_env = _python()
+        binds = [(m.source, m.target) for m in cfg.mounts]
+        if py_prefix is not None:
+            binds.append((py_prefix, "/opt/python"))
+        if self._bridge is not None:
+            binds.append((f"{self._dir}/run", "/run/evalgate"))
+        a = [*_drop_prefix([src for src, _ in binds]), bwrap, "--unshare-all", "--unshare-user"]
+        if version >= (0, 8):
+            a.append("--disable-userns")  # no nested user namespaces: less kernel to attack
+        a += ["--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox"]
+        a += ["--uid", str(_SANDBOX_UID), "--gid", str(_SANDBOX_UID), "--clearenv"]
+        a += ["--ro-bind", "/usr", "/usr"]
+        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            host = f"/{name}"
+            if os.path.islink(host):
+                a += ["--symlink", os.readlink(host), host]
+            elif os.path.isdir(host):
+                a += ["--ro-bind", host, host]
+        for name in _ETC:
+            a += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        etc = _etc_dir()
+        for name in ("passwd", "group", "hosts"):
+            a += ["--ro-bind", f"{etc}/{name}", f"/etc/{name}"]
+        disk = cfg.disk_mb << 20
+        a += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+        for path, mode, size in (("/dev/shm", "1777", min(disk, 64 << 20)),
+                                 ("/tmp", "1777", disk), (WORKDIR, "0755", disk)):  # fmt: skip
+            # --size came with bwrap 0.7: older ones give an uncapped tmpfs (half the RAM).
+            a += ["--perms", mode] if version >= (0, 5) else []
+            a += ["--size", str(size)] if version >= (0, 7) else []
+            a += ["--tmpfs", path]
+        for source, target in binds:
+            a += ["--ro-bind", source, target]
+        a += ["--remount-ro", "/", "--chdir", WORKDIR]
+        for key, value in py_env:
+            a += ["--setenv", key, value]
+        a += ["--json-status-fd", str(status_fd)]
+        if block_fd is not None:
+            a += ["--block-fd", str(block_fd)]
+        a += ["--", py, "-I", "-S", "-c", _DAEMON_SOURCE, "serve", str(ctrl_fd)]
+        if self._bridge is not None:
+            a += ["bridge=/run/evalgate/model.sock", f"port={MODEL_PORT}"]
+        return a
+
+    async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException as exc:
+            # Whatever stopped us (an error, a timeout, a cancelled run), leave no sandbox behind.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.destroy())
+            if not isinstance(exc, Exception) or isinstance(exc, SandboxError):
+                raise
+            raise SandboxError(f"local sandbox did not start: {exc}") from None
+
+    async def _start(self) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        _, _, py_env = _python()
+        self._python_env = dict(py_env)
+        if cfg.network == "model-only" and cfg.model is not None:
+            self._dir = tempfile.mkdtemp(prefix="evalgate-sbx-")
+            os.mkdir(f"{self._dir}/run")
+            self._bridge = ModelBridge(cfg.model, f"{self._dir}/run/model.sock")
+            await self._bridge.start()
+            # Reachable by the sandbox's (possibly dropped) uid; the random path and the
+            # bridge token keep everyone else out.
+            for path, mode in ((self._dir, 0o711), (f"{self._dir}/run", 0o711)):
+                os.chmod(path, mode)
+            os.chmod(f"{self._dir}/run/model.sock", 0o666)
+            self.model_env = self._bridge.sandbox_env
+        self._cgroup = _Cgroup.create(self.id, cfg)
+        host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = host_sock
+        host_sock.setblocking(False)
+        # bwrap reports the host pid of the sandbox's pid 1 on the status pipe: destroy kills
+        # it directly, and a cgroup gets it before it runs anything (bwrap waits on block_fd).
+        status_r, status_w = os.pipe()
+        self._status_fd = status_r
+        block_r = block_w = None
+        if self._cgroup is not None:
+            block_r, block_w = os.pipe()
+        pass_fds = [fd for fd in (child_sock.fileno(), status_w, block_r) if fd is not None]
+        err_r, err_w = os.pipe()
+        try:
+            argv = self._argv(child_sock.fileno(), status_w, block_r)
+            # Popen, not asyncio's subprocess: its wait() also waits for pipes, and a transport
+            # outliving its loop complains; the exit is awaited through a pidfd instead.
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err_w,
+                pass_fds=pass_fds,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+                cwd="/",
+            )
+        except OSError as exc:
+            os.close(err_r)
+            if block_w is not None:
+                os.close(block_w)
+            raise SandboxError(f"local sandbox: cannot start bwrap: {exc}") from None
+        finally:
+            child_sock.close()
+            for fd in (status_w, block_r, err_w):
+                if fd is not None:
+                    os.close(fd)
+        self._stderr = Drain(err_r, 8192)
+        ready = loop.create_future()
+        self._pending["ready"] = ready
+        self._reader = loop.create_task(self._read_loop())
+        try:
+            status = await asyncio.wait_for(read_line(status_r), 30)
+            self._child_pid = int(json.loads(status)["child-pid"])
+            if block_w is not None:
+                assert self._cgroup is not None
+                self._cgroup.add(self._child_pid)
+                os.write(block_w, b"1")
+            await asyncio.wait_for(ready, 30)
+        except (TimeoutError, EOFError, SandboxError, OSError, ValueError, KeyError) as exc:
+            self._pending.pop("ready", None)
+            ready.cancel()  # (a no-op when it already failed; then it is retrieved below)
+            if not ready.cancelled():
+                ready.exception()
+            await self.destroy()
+            detail = self._error_text()
+            hint = ""
+            if "namespace" in detail or "uid map" in detail:
+                hint = (
+                    " (unprivileged user namespaces are disabled here; on Ubuntu ≥ 23.10 run "
+                    "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)"
+                )
+            reason = detail or f"{type(exc).__name__}: {exc}"
+            raise SandboxError(f"local sandbox did not start: {reason}{hint}") from None
+        finally:
+            if block_w is not None:
+                os.close(block_w)
+
+    def _error_text(self) -> str:
+        raw = bytes(self._stderr.buf) if self._stderr is not None else b""
+        return raw.decode("utf-8", "replace").strip()[:500]
+
+    async def _read_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._sock is not None
+        try:
+            while True:
+                msg = await loop.sock_recv(self._sock, 1 << 16)
+                if not msg:
+                    break
+                obj = marshal.loads(msg)
+                key = "ready" if obj.get("ready") else obj.get("id", obj.get("op"))
+                fut = self._pending.pop(key, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(obj)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._dead = self._dead or "the sandbox's supervisor exited"
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(SandboxError(f"{self.describe()}: {self._dead}"))
+            self._pending.clear()
+
+    async def _send(self, obj: dict[str, Any], fds: list[int] = ()) -> None:  # type: ignore[assignment]
+        if self._sock is None or self._dead:
+            raise SandboxError(f"{self.describe()}: {self._dead or 'not started'}")
+        data = marshal.dumps(obj)
+        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                self._sock.sendmsg([data], anc)
+                return
+            except BlockingIOError:
+                ready = loop.create_future()
+                loop.add_writer(self._sock.fileno(), ready.set_result, None)
+                try:
+                    await ready
+                finally:
+                    loop.remove_writer(self._sock.fileno())
+            except OSError as exc:
+                raise SandboxError(f"{self.describe()}: supervisor unreachable: {exc}") from None
+
+    def _with_python(self, env: dict[str, str]) -> dict[str, str]:
+        if not self._python_env:
+            return env
+        path = ":".join(p for p in ("/opt/python/bin", env.get("PATH")) if p)
+        return {**self._python_env, **env, "PATH": path}
+
+    def _limits(self) -> dict[str, int]:
+        cfg = self.config
+        mem = cfg.memory_mb << 20
+        return {
+            "nproc": cfg.pids,
+            "data": mem,
+            "as": max(mem * 8, 4 << 30),
+            "cpu": math.ceil(cfg.timeout_s) + 1,
+            "nofile": 1024,
+            "core": 0,
+        }
+
+    # -- exec ------------------------------------------------------------------------------
+
+    async def _exec(
+        self,
+        argv: list[str],
+        *,
+        timeout_s: float,
+        stdin: bytes | None,
+        env: dict[str, str],
+        cwd: str,
+        max_output: int,
+    ) -> tuple[int, bytes, bytes, bool, bool]:
+        if self._destroyed:
+            raise SandboxError(f"{self.describe()}: already destroyed")
+        loop = asyncio.get_running_loop()
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        exec_id = next(_EXEC_IDS)
+        done = loop.create_future()
+        self._pending[exec_id] = done
+        request = {
+            "op": "exec",
+            "id": exec_id,
+            "argv": argv,
+            "env": self._with_python(env),
+            "cwd": cwd,
+            "timeout": timeout_s,
+            "limits": self._limits(),
+        }
+        out, err = Drain(out_r, max_output), Drain(err_r, max_output)
+        try:
+            await self._send(request, [in_r, out_w, err_w])
+        except BaseException:
+            self._pending.pop(exec_id, None)
+            for d in (out, err):
+                d.close()
+            os.close(in_w)
+            raise
+        finally:
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+        feed = Feed(in_w, stdin or b"")
+        finished = False
+        try:
+            reply = await asyncio.wait_for(asyncio.shield(done), timeout_s + _GRACE_S)
+            finished = True
+        except TimeoutError:
+            raise SandboxError(
+                f"{self.describe()}: no exit report {_GRACE_S:.0f} s after the timeout"
+            ) from None
+        finally:
+            if not finished:
+                self._pending.pop(exec_id, None)
+                with contextlib.suppress(SandboxError):
+                    await self._send({"op": "kill", "id": exec_id})
+            feed.close()
+            # Output written before the exit is in the pipes already; a background process
+            # that keeps them open must not hold us up.
+            await asyncio.wait([out.done, err.done], timeout=0.25 if finished else 0)
+            for d in (out, err):
+                d.close()
+        stderr = bytes(err.buf)
+        if "spawn" in reply:
+            stderr += f"evalgate-sandbox: cannot start {argv[0]!r}: {reply['spawn']}\n".encode()
+        return (
+            int(reply["status"]),
+            bytes(out.buf),
+            stderr,
+            bool(reply["timed_out"]),
+            out.truncated or err.truncated,
+        )
+
+    async def kill_all(self) -> None:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._pending["killall"] = fut
+        await self._send({"op": "killall"})
+        await asyncio.wait_for(fut, 10)
+
+    # -- destroy -----------------------------------------------------------------------------
+
+    async def destroy(self) -> None:
+        if self._destroyed:
+            return
+        self._destroyed = True
+        self._dead = self._dead or "destroyed"
+        # Stop reading before closing: a closed fd still registered with the event loop would
+        # hand its number, and our reader, to the next sandbox's socket.
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+        if self._sock is not None:
+            self._sock.close()  # end of file for the supervisor
+        if self._proc is not None:
+            if self._child_pid is not None and self._proc.poll() is None:
+                # SIGKILL to the namespace's init (deliverable from outside): the kernel kills
+                # every process in the sandbox with it. bwrap has not reaped it yet, so the pid
+                # is still the sandbox's.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._child_pid, signal.SIGKILL)
+            try:
+                await asyncio.wait_for(wait_exit(self._proc.pid), 5)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    self._proc.kill()  # --die-with-parent takes the namespace down with bwrap
+            self._proc.wait()
+        if self._status_fd is not None:
+            os.close(self._status_fd)
+            self._status_fd = None
+        if self._stderr is not None:  # bwrap is gone: its stderr is complete (kept for messages)
+            await asyncio.wait([self._stderr.done], timeout=0.5)
+            self._stderr.close()
+        if self._cgroup is not None:
+            await self._cgroup.remove()
+        if self._bridge is not None:
+            await self._bridge.close()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """Model tokens used through the bridge (empty without one)."""
+        return dict(self._bridge.usage) if self._bridge is not None else {}
+
+
+class BubblewrapBackend(SandboxBackend):
+    """``local``: bubblewrap. Needs the ``bwrap`` binary (Debian/Ubuntu package ``bubblewrap``)."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        found = _bwrap()
+        if found is None:
+            raise SandboxError(f"local sandbox: {self.unavailable()}")
+        self.bwrap = found
+
+    @classmethod
+    @functools.cache
+    def unavailable(cls) -> str | None:
+        found = _bwrap()
+        if found is None:
+            return "bubblewrap is not installed (apt-get install bubblewrap)"
+        py, py_prefix, py_env = _python()
+        sources = [py_prefix] if py_prefix else []
+        probe = [*_drop_prefix(sources), found[0], "--unshare-all", "--unshare-user"]
+        probe += ["--die-with-parent", "--ro-bind", "/usr", "/usr", "--proc", "/proc"]
+        probe += ["--dev", "/dev"]
+        for name in ("bin", "lib", "lib64"):
+            if os.path.islink(f"/{name}"):
+                probe += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
+            elif os.path.isdir(f"/{name}"):
+                probe += ["--ro-bind", f"/{name}", f"/{name}"]
+        if py_prefix is not None:
+            probe += ["--ro-bind", py_prefix, "/opt/python"]
+        for key, value in py_env:
+            probe += ["--setenv", key, value]
+        probe += ["--", py, "-I", "-S", "-c", "pass"]
+        try:
+            out = subprocess.run(probe, capture_output=True, text=True, timeout=30, cwd="/")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap does not run here: {exc}"
+        if out.returncode != 0:
+            return f"bubblewrap cannot create a sandbox here: {out.stderr.strip()[:300]}"
+        return None
+
+    async def create(self, config: SandboxConfig) -> BubblewrapSandbox:
+        sandbox = BubblewrapSandbox(config, self)
+        await sandbox.start()
+        return sandbox
+
+    def limits(self, config: SandboxConfig) -> dict[str, str]:
+        cg = _Cgroup.create(f"probe-{secrets.token_hex(3)}", config)
+        kinds = cg.kinds if cg is not None else set()
+        if cg is not None:
+            for d in cg.dirs:
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+        return {
+            "wall time": "per exec: SIGKILL to its process group (supervisor); per task: destroy "
+            "kills the pid namespace",
+            "processes": f"RLIMIT_NPROC={config.pids} (counted per user namespace)"
+            + (f" + cgroup pids.max={config.pids}" if "pids" in kinds else ""),
+            "memory": f"RLIMIT_DATA={config.memory_mb} MiB per process"
+            + (f" + cgroup memory limit {config.memory_mb} MiB" if "memory" in kinds else ""),
+            "disk": (
+                f"tmpfs /workspace and /tmp of {config.disk_mb} MiB each; the rest read-only"
+                if self.bwrap[1] >= (0, 7)
+                else "tmpfs /workspace and /tmp, NOT size-capped (bwrap < 0.7); the rest read-only"
+            ),
+            "cpu": f"RLIMIT_CPU={math.ceil(config.timeout_s) + 1} s per process"
+            + (f" + cgroup quota of {config.cpus} CPUs" if "cpu" in kinds else ""),
+            "network": "empty network namespace"
+            + (" + model bridge (unix socket)" if config.network == "model-only" else ""),
+        }

