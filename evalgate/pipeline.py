@@ -235,7 +235,37 @@ def run(
     # Load every dataset (and the baseline) before starting any server: a data error should cost
     # no model start-up.
     suites = [(bench, s) for bench in config.benchmarks for s in build_suites(bench)]
-    run_id = new_run_id()
+    summaries, decisions = _evaluate(
+        config,
+        suites,
+        run_id=new_run_id(),
+        output_root=output_root,
+        environ=environ,
+        progress=progress,
+        server_factory=server_factory,
+        log=log,
+        baselines=baselines,
+        cache_dir=cache_dir,
+    )
+    return _gate(config, summaries, decisions, baselines, output_root)
+
+
+def _evaluate(
+    config: Config,
+    suites: list[tuple[Any, Suite]],
+    *,
+    run_id: str,
+    output_root: Path,
+    environ: dict[str, str],
+    progress: Progress,
+    server_factory: Callable[..., Any],
+    log: Callable[[str], None],
+    baselines: dict[tuple[str, str], LoadedRun] | None,
+    cache_dir: Path | None,
+    run_dirs: dict[str, RunDir] | None = None,
+    retry_errors: bool = False,
+) -> tuple[list[RunSummary], dict[tuple[str, str], SequentialResult]]:
+    """Run every suite on every model (with the response cache open); what run and resume share."""
     logs = output_root / "logs" / run_id
     logs.mkdir(parents=True, exist_ok=True)
     summaries: list[RunSummary] = []
@@ -256,11 +286,13 @@ def run(
             log=log,
             baselines=baselines,
             cache=cache,
+            run_dirs=run_dirs,
+            retry_errors=retry_errors,
         )
     finally:
         if cache is not None:
             cache.close()
-    return _gate(config, summaries, decisions, baselines, output_root)
+    return summaries, decisions
 
 
 def _open_cache(cache_dir: Path | None, log: Callable[[str], None]) -> ResponseCache | None:
@@ -456,30 +488,18 @@ def resume(
     for (bench, suite), (_, cfg) in zip(suites, saved, strict=True):
         if dataset_hash(suite.items) != cfg["fingerprint"]["dataset"]["hash"]:
             raise UsageError(f"{bench.name}: the dataset changed since the run; start a new one")
-    logs = output_root / "logs" / dirs[0].name
-    logs.mkdir(parents=True, exist_ok=True)
-    summaries: list[RunSummary] = []
-    decisions: dict[tuple[str, str], SequentialResult] = {}
-    cache = _open_cache(cache_dir, log)
-    try:
-        _run_models(
-            config,
-            suites,
-            summaries,
-            decisions,
-            output_root=output_root,
-            run_id=dirs[0].name,
-            logs=logs,
-            environ=environ,
-            progress=progress,
-            server_factory=server_factory,
-            log=log,
-            baselines=None,
-            cache=cache,
-            run_dirs={s.name: rd for (_, s), (rd, _) in zip(suites, saved, strict=True)},
-            retry_errors=retry_errors,
-        )
-    finally:
-        if cache is not None:
-            cache.close()
+    summaries, decisions = _evaluate(
+        config,
+        suites,
+        run_id=dirs[0].name,
+        output_root=output_root,
+        environ=environ,
+        progress=progress,
+        server_factory=server_factory,
+        log=log,
+        baselines=None,
+        cache_dir=cache_dir,
+        run_dirs={s.name: rd for (_, s), (rd, _) in zip(suites, saved, strict=True)},
+        retry_errors=retry_errors,
+    )
     return _gate(config, summaries, decisions, None, output_root)
