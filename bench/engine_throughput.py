@@ -307,7 +307,7 @@ _PINNED_CLI = (
     "import os, runpy, sys\n"
     f"os.sched_setaffinity(0, {{{CLIENT_CORE}}}) if hasattr(os, 'sched_setaffinity') and "
     f"(os.cpu_count() or 1) > {CLIENT_CORE} else None\n"
-    "sys.argv = ['evalgate', 'local', sys.argv[1], '--output', sys.argv[2]]\n"
+    "sys.argv = ['evalgate', 'local', sys.argv[1], '--output', sys.argv[2], '--no-cache']\n"
     "runpy.run_module('evalgate', run_name='__main__', alter_sys=True)\n"
 )
 

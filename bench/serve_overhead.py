@@ -159,7 +159,10 @@ def compare(
 
 
 def _proxy(model: LiteLLMModel, log_dir: Path) -> tuple[LiteLLMServer, Endpoint, float]:
-    server = LiteLLMServer(model, log_dir=log_dir, environ={"BENCH_UPSTREAM_KEY": "sk-bench"})
+    environ = {"BENCH_UPSTREAM_KEY": "sk-bench"}
+    if os.environ.get("EVALGATE_LITELLM_PYTHON"):  # the proxy's own venv (see README, LiteLLM)
+        environ["EVALGATE_LITELLM_PYTHON"] = os.environ["EVALGATE_LITELLM_PYTHON"]
+    server = LiteLLMServer(model, log_dir=log_dir, environ=environ)
     t0 = time.perf_counter()
     endpoint = server.__enter__()
     return server, endpoint, time.perf_counter() - t0
