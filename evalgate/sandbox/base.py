@@ -149,6 +149,8 @@ class Sandbox(abc.ABC):
         # What sandboxed code uses to reach the model (OPENAI_BASE_URL, OPENAI_API_KEY); empty
         # unless the sandbox is "model-only".
         self.model_env: dict[str, str] = {}
+        self._destroyed = False
+        self._bridge: Any = None  # the host-side model bridge, for backends that run one
 
     # -- the one primitive each backend implements ------------------------------------------
 
@@ -170,6 +172,16 @@ class Sandbox(abc.ABC):
         """Stop everything in the sandbox and free it. Idempotent; never raises for a dead one."""
 
     # -- the public surface, shared --------------------------------------------------------
+
+    def _check_alive(self) -> None:
+        """Backends call this first in ``_exec``: a destroyed sandbox runs nothing."""
+        if self._destroyed:
+            raise SandboxError(f"{self.describe()}: already destroyed")
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """Model tokens used through the bridge (empty without one)."""
+        return dict(self._bridge.usage) if self._bridge is not None else {}
 
     async def exec(
         self,

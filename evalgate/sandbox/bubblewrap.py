@@ -310,7 +310,6 @@ class BubblewrapSandbox(Sandbox):
         self._status_fd: int | None = None
         self._child_pid: int | None = None  # host pid of the sandbox's pid 1
         self._dead: str | None = None  # why the supervisor is gone, once it is
-        self._destroyed = False
         self._python_env: dict[str, str] = {}  # for a python mounted at /opt/python
 
     # -- start ---------------------------------------------------------------------------
@@ -532,8 +531,7 @@ class BubblewrapSandbox(Sandbox):
         cwd: str,
         max_output: int,
     ) -> tuple[int, bytes, bytes, bool, bool]:
-        if self._destroyed:
-            raise SandboxError(f"{self.describe()}: already destroyed")
+        self._check_alive()
         loop = asyncio.get_running_loop()
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -640,11 +638,6 @@ class BubblewrapSandbox(Sandbox):
             await self._bridge.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
-
-    @property
-    def usage(self) -> dict[str, int]:
-        """Model tokens used through the bridge (empty without one)."""
-        return dict(self._bridge.usage) if self._bridge is not None else {}
 
 
 class BubblewrapBackend(SandboxBackend):

@@ -53,7 +53,6 @@ class DockerSandbox(Sandbox):
         self._dir: str | None = None
         self._bridge: ModelBridge | None = None
         self._started = False
-        self._destroyed = False
 
     def run_argv(self) -> list[str]:
         """The ``docker run`` command line (also what the offline tests check)."""
@@ -121,8 +120,7 @@ class DockerSandbox(Sandbox):
         cwd: str,
         max_output: int,
     ) -> tuple[int, bytes, bytes, bool, bool]:
-        if self._destroyed:
-            raise SandboxError(f"{self.describe()}: already destroyed")
+        self._check_alive()
         cmd = [self._docker, "exec", "-i", "--workdir", cwd]
         for key, value in env.items():
             cmd += ["-e", f"{key}={value}"]
@@ -151,11 +149,6 @@ class DockerSandbox(Sandbox):
             await self._bridge.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
-
-    @property
-    def usage(self) -> dict[str, int]:
-        """Model tokens used through the bridge (empty without one)."""
-        return dict(self._bridge.usage) if self._bridge is not None else {}
 
 
 class DockerBackend(SandboxBackend):

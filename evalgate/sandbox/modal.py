@@ -77,7 +77,6 @@ class ModalSandbox(Sandbox):
         self._sb = handle
         self._on_destroy = on_destroy
         self.id = getattr(handle, "object_id", "") or "modal-" + secrets.token_hex(4)
-        self._destroyed = False
         if config.network == "model-only" and config.model is not None:
             self.model_env = {
                 "OPENAI_BASE_URL": config.model.base_url,
@@ -95,8 +94,7 @@ class ModalSandbox(Sandbox):
         cwd: str,
         max_output: int,
     ) -> tuple[int, bytes, bytes, bool, bool]:
-        if self._destroyed:
-            raise SandboxError(f"{self.describe()}: already destroyed")
+        self._check_alive()
         limit = max(1, math.ceil(timeout_s))
         loop = asyncio.get_running_loop()
         t0 = loop.time()

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 
 from evalgate.sandbox._io import Drain, Feed, wait_exit
-from evalgate.sandbox.base import WORKDIR, Sandbox, SandboxBackend, SandboxConfig, SandboxError
+from evalgate.sandbox.base import WORKDIR, Sandbox, SandboxBackend, SandboxConfig
 
 __all__ = ["SubprocessBackend", "SubprocessSandbox", "run_process"]
 
@@ -80,7 +80,6 @@ class SubprocessSandbox(Sandbox):
         self.id = "proc-" + secrets.token_hex(4)
         self.root = tempfile.mkdtemp(prefix="evalgate-proc-")
         self.scratch = tempfile.mkdtemp(prefix="evalgate-proc-tmp-")
-        self._destroyed = False
 
     def _path(self, cwd: str) -> str:
         if cwd == WORKDIR or cwd.startswith(WORKDIR + "/"):
@@ -97,8 +96,7 @@ class SubprocessSandbox(Sandbox):
         cwd: str,
         max_output: int,
     ) -> tuple[int, bytes, bytes, bool, bool]:
-        if self._destroyed:
-            raise SandboxError(f"{self.describe()}: already destroyed")
+        self._check_alive()
         # Path arguments naming the workspace are mapped; text inside scripts is not.
         argv = [self._path(a) if a.startswith(WORKDIR) else a for a in argv]
         return await run_process(
