@@ -26,7 +26,6 @@ import importlib.util
 import json
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from typing import Any
 import yaml
 
 from evalgate.errors import ConfigError, InfraError
+from evalgate.serve._process import stop_group
 from evalgate.serve.base import Endpoint
 from evalgate.tracing import litellm_callback_settings
 
@@ -310,20 +310,7 @@ class LiteLLMServer:
 
     def _stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            # SIGTERM first: uvicorn shuts down cleanly, in 0.3-0.5 s measured here.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5.0)
-        # Always finish with SIGKILL to the group: the leader may be gone while a worker it
-        # forked (--num_workers, multiprocessing helpers) is still winding down.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5.0)
+        stop_group(proc)  # uvicorn shuts down cleanly in 0.3-0.5 s (measured here)
 
 
 class _StartFailed(Exception):

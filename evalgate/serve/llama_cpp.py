@@ -7,10 +7,8 @@ loopback port, so it can always be stopped as a whole: at exit, on errors and on
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import InfraError
+from evalgate.serve._process import stop_group
 from evalgate.serve.base import Endpoint
 
 __all__ = ["LlamaCppServer", "find_gguf"]
@@ -131,16 +130,7 @@ class LlamaCppServer:
 
     def _stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        stop_group(proc)
 
     def __exit__(self, *exc: object) -> None:
         self._stop()

@@ -8,16 +8,13 @@ SIGTERM to the group, a grace period for vLLM's own shutdown, then SIGKILL to wh
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ from typing import Any
 from evalgate.chat_template import ChatTemplate, resolve_chat_template
 from evalgate.errors import InfraError
 from evalgate.serve._health import NotReady, wait_until_ready
+from evalgate.serve._process import stop_group
 from evalgate.serve._vllm_args import serve_command
 from evalgate.serve.base import Endpoint
 
@@ -181,33 +179,7 @@ class VLLMServer:
 
     def _stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=self.stop_grace_s)
-        # Always finish with SIGKILL to the group: the leader may be gone while a worker that
-        # holds GPU memory is not.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5.0)
-        # Let the kernel reap the group before the next server (or test) looks at the GPU/port.
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and _group_alive(proc.pid):
-            time.sleep(0.05)
+        stop_group(proc, grace_s=self.stop_grace_s)
 
     def __exit__(self, *exc: object) -> None:
         self._stop()
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
