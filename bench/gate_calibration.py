@@ -47,7 +47,6 @@ try:
 except ImportError:  # run as `python bench/gate_calibration.py` from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from evalgate import stats
-
 __all__ = ["SCENARIOS", "Scenario", "main", "simulate"]
 
 SIM_RESAMPLES = 2_000

@@ -28,8 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evalgate.agent import load_tasks, run_task  # noqa: E402
 from evalgate.sandbox import SandboxConfig, open_backend  # noqa: E402
+from evalgate.suites.agent import load_tasks, run_task  # noqa: E402
 
 BACKENDS = ("subprocess", "local")
 

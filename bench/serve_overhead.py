@@ -34,10 +34,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evalgate.client import ChatClient  # noqa: E402
+from evalgate.config.spec.models import LiteLLMModel, LocalModel  # noqa: E402
+from evalgate.run.client import ChatClient  # noqa: E402
 from evalgate.serve.base import Endpoint  # noqa: E402
 from evalgate.serve.litellm import LiteLLMServer  # noqa: E402
-from evalgate.spec.models import LiteLLMModel, LocalModel  # noqa: E402
 
 SAMPLING = SimpleNamespace(temperature=0.0, top_p=1.0, max_tokens=8, seed=None)
 MESSAGES = [{"role": "user", "content": "What is 3 + 4?"}]

@@ -30,9 +30,9 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evalgate.client import ChatClient  # noqa: E402
-from evalgate.config import load_config  # noqa: E402
-from evalgate.engine import run_suite  # noqa: E402
+from evalgate.config.load import load_config  # noqa: E402
+from evalgate.run.client import ChatClient  # noqa: E402
+from evalgate.run.engine import run_suite  # noqa: E402
 from evalgate.serve.base import Endpoint  # noqa: E402
 from evalgate.suites import build_suite  # noqa: E402
 

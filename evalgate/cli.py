@@ -155,7 +155,7 @@ def _cache_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cache_dir(args: argparse.Namespace, environ: dict[str, str]) -> Path | None:
-    from evalgate.cache import default_cache_dir
+    from evalgate.run.cache import default_cache_dir
 
     if args.no_cache:
         return None
@@ -164,7 +164,7 @@ def _cache_dir(args: argparse.Namespace, environ: dict[str, str]) -> Path | None
 
 def _cmd_resume(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:
     from evalgate import pipeline
-    from evalgate.progress import make_progress
+    from evalgate.run.progress import make_progress
 
     output = Path(args.output)
     verdict = pipeline.resume(
@@ -185,8 +185,8 @@ def _cmd_local(
     args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
 ) -> int:
     from evalgate import pipeline
-    from evalgate.config import load_config
-    from evalgate.progress import make_progress
+    from evalgate.config.load import load_config
+    from evalgate.run.progress import make_progress
 
     config = load_config(Path(args.config), overrides)
     output = Path(args.output)
@@ -206,9 +206,9 @@ def _cmd_local(
 
 
 def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
-    from evalgate.baseline import find_runs
-    from evalgate.compare import compare_with_baselines, load_run, summary_of
-    from evalgate.config import GateSettings, load_config
+    from evalgate.compare.baseline import find_runs
+    from evalgate.compare.paired import compare_with_baselines, load_run, summary_of
+    from evalgate.config.load import GateSettings, load_config
     from evalgate.gate import decide
     from evalgate.pipeline import write_report
 
@@ -234,8 +234,8 @@ def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:
-    from evalgate import lifecycle
-    from evalgate.config import load_config
+    from evalgate.config.load import load_config
+    from evalgate.serve import lifecycle
 
     need_config = not (args.command == "stop" and args.all and not Path(args.config).exists())
     config = load_config(Path(args.config)) if need_config else None
@@ -256,7 +256,7 @@ def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[st
 
 
 def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) -> int:
-    from evalgate.config import load_config
+    from evalgate.config.load import load_config
 
     config = load_config(Path(args.config), overrides)
     models = ", ".join(f"{m.name} ({m.backend})" for m in config.models)
@@ -273,7 +273,7 @@ def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) 
 
 
 def _cmd_schema(out: IO[str]) -> int:
-    from evalgate.config import EvalsFile
+    from evalgate.config.load import EvalsFile
 
     schema = EvalsFile.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
@@ -283,8 +283,8 @@ def _cmd_schema(out: IO[str]) -> int:
 
 
 def _cmd_benchmarks(out: IO[str]) -> int:
-    from evalgate import benchmarks
-    from evalgate._yamlio import load_yaml
+    from evalgate.config import benchmarks
+    from evalgate.config._yamlio import load_yaml
 
     for name, path in sorted(benchmarks.available().items()):
         data = load_yaml(path).data or {}
@@ -317,7 +317,7 @@ def _dispatch(
 
         return run_action(environ, out=out)
     if args.command == "doctor":
-        from evalgate.doctor import run_doctor
+        from evalgate.commands.doctor import run_doctor
 
         report = run_doctor(
             Path(args.config),
@@ -333,7 +333,7 @@ def _dispatch(
     if args.command in ("deploy", "status", "stop"):
         return _cmd_lifecycle(args, environ, out)
     if args.command in ("runs", "show"):
-        from evalgate import runs
+        from evalgate.commands import runs
 
         if args.command == "runs":
             found = runs.list_runs(Path(args.output), benchmark=args.benchmark, limit=args.limit)

@@ -18,9 +18,9 @@ from typing import Any, Literal
 import numpy as np
 
 from evalgate import stats
-from evalgate.compare import MetricComparison, RunComparison, threshold_test
+from evalgate.compare.paired import MetricComparison, RunComparison, threshold_test
 from evalgate.errors import ExitCode
-from evalgate.score import RunSummary
+from evalgate.run.summary import RunSummary
 
 __all__ = ["Check", "Verdict", "decide"]
 

@@ -14,22 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from evalgate import __version__
-from evalgate.baseline import find_runs
-from evalgate.cache import ResponseCache
-from evalgate.client import ChatClient
-from evalgate.compare import LoadedRun, compare_with_baselines, load_run
-from evalgate.config import Config
-from evalgate.costs import cost_usd
-from evalgate.engine import run_suite
+from evalgate.compare.baseline import find_runs
+from evalgate.compare.paired import LoadedRun, compare_with_baselines, load_run
+from evalgate.config.load import Config
 from evalgate.errors import InfraError, UsageError
-from evalgate.fingerprint import dataset_hash, fingerprint
 from evalgate.gate import Verdict, decide
-from evalgate.journal import order_records, resume_journal
-from evalgate.outputs import RunDir, new_run_id, write_json
-from evalgate.progress import Progress
 from evalgate.report import render_scorecard, verdict_json
-from evalgate.score import RunSummary, item_metrics, summarize
-from evalgate.sequential import SequentialResult, run_sequential
+from evalgate.run.cache import ResponseCache
+from evalgate.run.client import ChatClient
+from evalgate.run.costs import cost_usd
+from evalgate.run.engine import run_suite
+from evalgate.run.fingerprint import dataset_hash, fingerprint
+from evalgate.run.journal import order_records, resume_journal
+from evalgate.run.progress import Progress
+from evalgate.run.rundir import RunDir, new_run_id, write_json
+from evalgate.run.sequential import SequentialResult, run_sequential
+from evalgate.run.summary import RunSummary, item_metrics, summarize
 from evalgate.serve import Endpoint, open_server
 from evalgate.suites import Suite, build_suites
 

@@ -23,7 +23,7 @@ def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     a test must never depend on what an earlier run left in ~/.cache."""
     cache = tmp_path / "evalgate-cache"
     monkeypatch.setenv("EVALGATE_CACHE_DIR", str(cache))
-    monkeypatch.setattr("evalgate.cache.default_cache_dir", lambda environ: cache)
+    monkeypatch.setattr("evalgate.run.cache.default_cache_dir", lambda environ: cache)
 
 
 @pytest.fixture(autouse=True)

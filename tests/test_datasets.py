@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.config import load_config
+from evalgate.config.load import load_config
 from evalgate.errors import ConfigError
 from evalgate.suites.datasets import arith_items, load_items
 from evalgate.suites.qa import QASuite

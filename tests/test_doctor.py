@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from evalgate.doctor import PHASES, run_doctor
+from evalgate.commands.doctor import PHASES, run_doctor
 from evalgate.errors import InfraError
 from tests.test_vllm_local import FAKE_VLLM
 

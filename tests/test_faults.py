@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from evalgate.client import (
+from evalgate.run.client import (
     AdaptiveLimit,
     ChatClient,
     ClientStats,
@@ -26,11 +26,11 @@ from evalgate.client import (
     _std_dumps,
     dumps,
 )
-from evalgate.engine import run_suite
-from evalgate.scorers import make_scorer
+from evalgate.run.engine import run_suite
 from evalgate.serve.base import Endpoint
 from evalgate.suites.base import Item
 from evalgate.suites.qa import QASuite
+from evalgate.suites.scorers import make_scorer
 from tests.fault_server import FAULTS, Action, Answer, Fault, FaultServer, expected_outcome
 
 ANSWER = "ANSWER"

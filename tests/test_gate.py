@@ -7,10 +7,10 @@ import pytest
 from scipy.stats import binom
 
 from evalgate import stats
-from evalgate.compare import MetricComparison, RunComparison, threshold_test
-from evalgate.config import GateSettings
+from evalgate.compare.paired import MetricComparison, RunComparison, threshold_test
+from evalgate.config.load import GateSettings
 from evalgate.gate import decide
-from evalgate.score import RunSummary
+from evalgate.run.summary import RunSummary
 
 
 def _run(benchmark: str, scores: list[float] | None = None, errors: int = 0) -> RunSummary:

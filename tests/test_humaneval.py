@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from evalgate.client import ChatClient
-from evalgate.engine import run_suite
+from evalgate.config.spec._base import Sampling
+from evalgate.config.spec.benchmarks import HumanEvalBenchmark
+from evalgate.run.client import ChatClient
+from evalgate.run.engine import run_suite
+from evalgate.run.summary import summarize
 from evalgate.sandbox import BACKENDS, backend_class
-from evalgate.score import summarize
 from evalgate.serve.base import Endpoint
-from evalgate.spec._base import Sampling
-from evalgate.spec.benchmarks import HumanEvalBenchmark
 from evalgate.suites import build_suite
 from evalgate.suites.humaneval import build_program, data_path, extract_code, load_problems
 
@@ -135,7 +135,7 @@ def test_infinite_loop_times_out_in_the_sandbox(scripted_server) -> None:
 
 
 def test_registry_entry(tmp_path: Path) -> None:
-    from evalgate.config import load_config
+    from evalgate.config.load import load_config
 
     path = tmp_path / "evals.yaml"
     path.write_text(

@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalgate.client import ChatClient
-from evalgate.config import load_config
-from evalgate.engine import run_suite
-from evalgate.fingerprint import item_hash
-from evalgate.journal import (
+from evalgate.config.load import load_config
+from evalgate.run.client import ChatClient
+from evalgate.run.engine import run_suite
+from evalgate.run.fingerprint import item_hash
+from evalgate.run.journal import (
     RECORD_KEYS,
     is_complete,
     order_records,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from evalgate import lifecycle
-from evalgate.config import load_config
+from evalgate.config.load import load_config
 from evalgate.errors import ConfigError, UsageError
+from evalgate.serve import lifecycle
 from tests.test_modal_vllm import FakeOps, _ColdEndpoint
 
 CONFIG = """

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
-from evalgate import tracing
+from evalgate.config.spec.models import LiteLLMModel
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve import litellm as lt
+from evalgate.serve import tracing
 from evalgate.serve.registry import open_server
-from evalgate.spec.models import LiteLLMModel
 
 PROVIDER_KEY = "sk-provider-value-that-must-not-leak"
 

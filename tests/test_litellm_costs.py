@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from evalgate import costs
+from evalgate.run import costs
 from evalgate.serve.litellm import litellm_python
 
 PRICES: dict[str, dict[str, Any]] = {

@@ -32,10 +32,10 @@ import pytest
 from aiohttp import web
 
 from evalgate.cli import main
+from evalgate.config.spec.models import LiteLLMModel, LocalModel
 from evalgate.serve.litellm import LiteLLMServer, litellm_python
 from evalgate.serve.llama_cpp import LlamaCppServer
-from evalgate.spec.models import LiteLLMModel, LocalModel
-from evalgate.tracing import LANGFUSE_ENV
+from evalgate.serve.tracing import LANGFUSE_ENV
 from tests.conftest import answer_arith, read_jsonl, write_config
 
 pytestmark = pytest.mark.skipif(

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from evalgate.client import ChatClient, RequestFailed
+from evalgate.config.spec import Sampling
+from evalgate.run.client import ChatClient, RequestFailed
 from evalgate.serve.base import Endpoint
-from evalgate.spec import Sampling
 
 
 class ModalLikeServer:

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from evalgate.chat_template import ChatTemplate
+from evalgate.config.spec import ModalVLLMModel
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve import modal_vllm
+from evalgate.serve.chat_template import ChatTemplate
 from evalgate.serve.modal_vllm import (
     ModalVLLMServer,
     app_name_for,
@@ -28,7 +29,6 @@ from evalgate.serve.modal_vllm import (
     secret_values,
 )
 from evalgate.serve.registry import open_server
-from evalgate.spec import ModalVLLMModel
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 

@@ -247,7 +247,7 @@ benchmarks:
 
 
 def test_cost_is_priced_from_litellm_price_list(tmp_path: Path, scripted_server: Any) -> None:
-    from evalgate.costs import price_per_token
+    from evalgate.run.costs import price_per_token
 
     if price_per_token("gpt-4o-mini") is None:
         pytest.skip("needs LiteLLM's price list (the litellm extra or EVALGATE_LITELLM_PYTHON)")

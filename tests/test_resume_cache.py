@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.cli import main
-from evalgate.journal import read_journal
+from evalgate.run.journal import read_journal
 from tests.conftest import ROOT, answer_arith, read_jsonl, write_config
 
 

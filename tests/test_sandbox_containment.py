@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-from evalgate.client import ChatClient
-from evalgate.engine import run_suite
+from evalgate.config.spec._base import Sampling
+from evalgate.config.spec.benchmarks import AgentBenchmark
+from evalgate.run.client import ChatClient
+from evalgate.run.engine import run_suite
 from evalgate.sandbox import ModelRoute, SandboxConfig, backend_class, open_backend
 from evalgate.serve.base import Endpoint
-from evalgate.spec._base import Sampling
-from evalgate.spec.benchmarks import AgentBenchmark
-from evalgate.suites.agent import AgentSuite
+from evalgate.suites.agent.suite import AgentSuite
 
 pytestmark = pytest.mark.skipif(
     backend_class("local").unavailable() is not None,

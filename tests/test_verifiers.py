@@ -103,7 +103,7 @@ def _results(out: Path, bench: str = "vfa") -> list[dict[str, Any]]:
 
 
 def _spec(tmp_path: Path, bench: str) -> Any:
-    from evalgate.config import load_config
+    from evalgate.config.load import load_config
 
     config = write_config(
         tmp_path,

@@ -6,8 +6,8 @@ import io
 from pathlib import Path
 
 from evalgate.cli import main
-from evalgate.config import load_config
-from evalgate.scorers import make_scorer
+from evalgate.config.load import load_config
+from evalgate.suites.scorers import make_scorer
 
 NAMES = ["math500", "aime2025", "ifeval", "livecodebench"]
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from evalgate.config.spec import VLLMModel
 from evalgate.errors import InfraError
 from evalgate.serve.registry import open_server
 from evalgate.serve.vllm_local import VLLMServer
-from evalgate.spec import VLLMModel
 
 FAKE_VLLM = r'''#!{python}
 """A stand-in for `vllm serve`: the OpenAI routes evalgate uses, a cold start, a child process."""

@@ -21,21 +21,21 @@ from pathlib import Path
 from typing import IO, Any
 
 from evalgate import pipeline
-from evalgate._yamlio import load_yaml
 from evalgate.action import git as gitops
 from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
 from evalgate.action.trend import trend_section
-from evalgate.compare import LoadedRun, load_run
-from evalgate.config import Config, load_config
+from evalgate.compare.paired import LoadedRun, load_run
+from evalgate.config._yamlio import load_yaml
+from evalgate.config.load import Config, load_config
+from evalgate.config.spec import BaselineSettings, GateSettings
 from evalgate.errors import EvalgateError, ExitCode
 from evalgate.gate import Verdict
-from evalgate.progress import make_progress
 from evalgate.publish import actions
 from evalgate.publish.github import GitHubClient, GitHubError
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
+from evalgate.run.progress import make_progress
 from evalgate.serve import open_server
-from evalgate.spec import BaselineSettings, GateSettings
 from evalgate.store import ResultStore, RunKey, StoreError, open_store
 
 __all__ = ["run_action", "store_name"]

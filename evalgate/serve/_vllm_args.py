@@ -1,4 +1,4 @@
-"""The ``vllm serve`` command line, built from :class:`~evalgate.spec.VLLMOptions`.
+"""The ``vllm serve`` command line, built from :class:`~evalgate.config.spec.VLLMOptions`.
 
 One builder for both backends (a subprocess here, a container on Modal), so the server a run
 measured is the same whichever machine ran it; tests assert on the exact list. Flags are always

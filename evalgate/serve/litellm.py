@@ -41,7 +41,7 @@ import yaml
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve._process import stop_group
 from evalgate.serve.base import Endpoint
-from evalgate.tracing import litellm_callback_settings
+from evalgate.serve.tracing import litellm_callback_settings
 
 __all__ = [
     "INSTALL_HINT",

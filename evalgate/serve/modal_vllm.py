@@ -35,11 +35,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.chat_template import ChatTemplate, resolve_chat_template
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve._health import NotReady, wait_until_ready
 from evalgate.serve._vllm_args import gpus_needed, serve_command
 from evalgate.serve.base import Endpoint
+from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
 
 __all__ = [
     "API_KEY_ENV",

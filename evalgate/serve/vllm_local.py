@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evalgate.chat_template import ChatTemplate, resolve_chat_template
 from evalgate.errors import InfraError
 from evalgate.serve._health import NotReady, wait_until_ready
 from evalgate.serve._process import stop_group
 from evalgate.serve._vllm_args import serve_command
 from evalgate.serve.base import Endpoint
+from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
 
 __all__ = ["VLLMServer"]
 

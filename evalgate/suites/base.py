@@ -51,7 +51,7 @@ SUITES: dict[str, str] = {
     "jsonl": "evalgate.suites.qa:QASuite",
     "hf": "evalgate.suites.qa:QASuite",
     "humaneval": "evalgate.suites.humaneval:HumanEvalSuite",
-    "agent": "evalgate.suites.agent:AgentSuite",
+    "agent": "evalgate.suites.agent.suite:AgentSuite",
     "verifiers": "evalgate.suites.verifiers:VerifiersSuite",
 }
 
@@ -76,7 +76,7 @@ def build_suites(spec: Any) -> list[Suite]:
     """One suite per agent variant (named ``{benchmark}.{variant}``, same item ids, so variants
     compare item by item); one suite otherwise."""
     if spec.kind == "agent" and getattr(spec, "variants", None):
-        from evalgate.suites.agent import AgentSuite
+        from evalgate.suites.agent.suite import AgentSuite
 
         return list(AgentSuite.for_variants(spec))
     return [build_suite(spec)]

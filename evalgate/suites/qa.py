@@ -8,9 +8,9 @@ from typing import Any
 import jinja2
 
 from evalgate.errors import ConfigError
-from evalgate.scorers import Scorer, make_scorer
 from evalgate.suites.base import Item, Outcome
 from evalgate.suites.datasets import load_items
+from evalgate.suites.scorers import Scorer, make_scorer
 
 __all__ = ["QASuite"]
 

@@ -33,8 +33,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.client import RequestFailed
 from evalgate.errors import ConfigError, InfraError
+from evalgate.run.client import RequestFailed
 from evalgate.suites.base import Item, Outcome
 
 __all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "VerifiersSuite", "module_name"]
@@ -172,7 +172,7 @@ def _chat_harness_module() -> types.ModuleType:
     from pydantic import Field
     from verifiers.v1.dialects.chat import message_to_wire
 
-    from evalgate.client import ChatClient
+    from evalgate.run.client import ChatClient
     from evalgate.serve.base import Endpoint
 
     class ChatHarnessConfig(vf.HarnessConfig):

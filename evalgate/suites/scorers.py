@@ -57,7 +57,7 @@ def extract_choice(text: str, letters: str = "ABCD") -> str | None:
 
 
 def make_scorer(spec: Any) -> Scorer:
-    """Build the scoring function for a scorer config (see :mod:`evalgate.config`)."""
+    """Build the scoring function for a scorer config (see :mod:`evalgate.config.load`)."""
     kind = spec.type
     if kind == "exact":
 

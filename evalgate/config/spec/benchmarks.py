@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from evalgate.spec._base import EvalSettings, Sampling, Strict
+from evalgate.config.spec._base import EvalSettings, Sampling, Strict
 
 __all__ = [
     "AgentBenchmark",

@@ -13,7 +13,7 @@ Under load and faults:
 - a request that fails for good raises :class:`RequestFailed` with a short ``kind``; the engine
   records the rollout as an error, never as a 0. ``ChatClient.stats`` counts every error by kind,
   retried or final, for the scorecard;
-- with a :class:`~evalgate.cache.ResponseCache`, a request already answered is not sent again.
+- with a :class:`~evalgate.run.cache.ResponseCache`, a request already answered is not sent again.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from yarl import URL
 from evalgate.serve.base import Endpoint
 
 if TYPE_CHECKING:
-    from evalgate.cache import ResponseCache
+    from evalgate.run.cache import ResponseCache
 
 __all__ = ["AdaptiveLimit", "ChatClient", "ClientStats", "Reply", "RequestFailed", "dumps", "loads"]
 
@@ -199,7 +199,7 @@ def _retry_after(headers: Any) -> float | None:
 class ChatClient:
     """Send chat requests to one endpoint with fixed sampling; use as ``async with``.
 
-    ``cache``: a :class:`~evalgate.cache.ResponseCache`, or None for none (``--no-cache``).
+    ``cache``: a :class:`~evalgate.run.cache.ResponseCache`, or None for none (``--no-cache``).
     ``cache_identity``: what identifies the endpoint in cache keys; default base_url + model.
     Backends whose base_url changes from run to run (an embedded server on a random port) should
     pass something stable that changes with the model, e.g. a digest of the model config.

@@ -1,9 +1,15 @@
-"""The evals.yaml schema, as pydantic models (loading and layering live in evalgate.config)."""
+"""The evals.yaml schema, as pydantic models (loading and layering live in evalgate.config.load)."""
 
 from __future__ import annotations
 
-from evalgate.spec._base import BaselineSettings, EvalSettings, GateSettings, Sampling, Strict
-from evalgate.spec.benchmarks import (
+from evalgate.config.spec._base import (
+    BaselineSettings,
+    EvalSettings,
+    GateSettings,
+    Sampling,
+    Strict,
+)
+from evalgate.config.spec.benchmarks import (
     AgentBenchmark,
     AgentSpec,
     AgentVariant,
@@ -23,7 +29,7 @@ from evalgate.spec.benchmarks import (
     Scorer,
     VerifiersBenchmark,
 )
-from evalgate.spec.models import (
+from evalgate.config.spec.models import (
     EMBEDDED_MODEL_ID,
     LiteLLMModel,
     LocalModel,

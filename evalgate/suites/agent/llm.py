@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from evalgate.client import RequestFailed
+from evalgate.run.client import RequestFailed
 
 __all__ = ["ToolCall", "ToolChat", "ToolReply"]
 

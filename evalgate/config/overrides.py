@@ -2,7 +2,7 @@
 
 Values are parsed as YAML scalars/flow collections, so ``0.5`` is a float, ``true`` a bool and
 ``[a, b]`` a list. ``benchmarks.NAME.…`` and ``models.NAME.…`` address one entry by name.
-Paths are checked against the schema in :mod:`evalgate.config`.
+Paths are checked against the schema in :mod:`evalgate.config.load`.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from evalgate.benchmarks import builtin_dir
+from evalgate.config.benchmarks import builtin_dir
 from evalgate.errors import ConfigError
 
 __all__ = [

@@ -15,11 +15,10 @@ from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origi
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from evalgate import benchmarks as registry
-from evalgate._yamlio import Layer, Path_, format_path, load_yaml, merge_layers
-from evalgate.errors import ConfigError
-from evalgate.overrides import Overrides, parse_overrides
-from evalgate.spec import (
+from evalgate.config import benchmarks as registry
+from evalgate.config._yamlio import Layer, Path_, format_path, load_yaml, merge_layers
+from evalgate.config.overrides import Overrides, parse_overrides
+from evalgate.config.spec import (
     AgentBenchmark,
     ArithBenchmark,
     BaselineSettings,
@@ -37,6 +36,7 @@ from evalgate.spec import (
     Strict,
     VerifiersBenchmark,
 )
+from evalgate.errors import ConfigError
 
 __all__ = [
     "ArithBenchmark",

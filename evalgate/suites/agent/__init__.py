@@ -7,10 +7,10 @@ tool-calling agent and ``command.CommandAgent`` runs a headless agent binary.
 
 from __future__ import annotations
 
-from evalgate.agent.builtin import BuiltinAgent
-from evalgate.agent.command import CommandAgent
-from evalgate.agent.runner import Agent, AgentRun, TaskResult, run_task
-from evalgate.agent.tasks import Check, Task, load_tasks
+from evalgate.suites.agent.builtin import BuiltinAgent
+from evalgate.suites.agent.command import CommandAgent
+from evalgate.suites.agent.runner import Agent, AgentRun, TaskResult, run_task
+from evalgate.suites.agent.tasks import Check, Task, load_tasks
 
 __all__ = [
     "Agent",

@@ -16,11 +16,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalgate.agent.runner import AgentRun
-from evalgate.agent.tasks import Task
 from evalgate.errors import InfraError
 from evalgate.sandbox import Sandbox
 from evalgate.sandbox.base import WORKDIR
+from evalgate.suites.agent.runner import AgentRun
+from evalgate.suites.agent.tasks import Task
 
 __all__ = ["MCP_CONFIG_PATH", "SKILLS_PATH", "CommandAgent", "parse_turn_meta"]
 

@@ -20,10 +20,10 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from evalgate.agent.tasks import Task, tar_files
 from evalgate.errors import InfraError
 from evalgate.sandbox import Sandbox, SandboxBackend, SandboxConfig, SandboxFileError
 from evalgate.sandbox.base import WORKDIR
+from evalgate.suites.agent.tasks import Task, tar_files
 
 __all__ = ["Agent", "AgentRun", "TaskResult", "install_files", "run_check", "run_task"]
 

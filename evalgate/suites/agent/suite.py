@@ -21,12 +21,12 @@ import shutil
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evalgate.agent.builtin import SKILLS_DIR, BuiltinAgent, find_skills
-from evalgate.agent.command import MCP_CONFIG_PATH, CommandAgent
-from evalgate.agent.runner import run_task
-from evalgate.agent.tasks import Task, load_tasks
 from evalgate.errors import ConfigError
 from evalgate.sandbox import ModelRoute, Mount, SandboxBackend, SandboxConfig, open_backend
+from evalgate.suites.agent.builtin import SKILLS_DIR, BuiltinAgent, find_skills
+from evalgate.suites.agent.command import MCP_CONFIG_PATH, CommandAgent
+from evalgate.suites.agent.runner import run_task
+from evalgate.suites.agent.tasks import Task, load_tasks
 from evalgate.suites.base import Item, Outcome
 
 __all__ = ["AGENT_BIN_DIR", "AgentSuite"]

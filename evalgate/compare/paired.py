@@ -16,7 +16,7 @@ import numpy as np
 
 from evalgate import stats
 from evalgate.errors import UsageError
-from evalgate.score import RunSummary, item_metrics, summarize
+from evalgate.run.summary import RunSummary, item_metrics, summarize
 
 __all__ = [
     "Flip",

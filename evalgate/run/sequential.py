@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from evalgate import stats
-from evalgate.fingerprint import item_hash
-from evalgate.score import item_metrics
+from evalgate.run.fingerprint import item_hash
+from evalgate.run.summary import item_metrics
 from evalgate.suites.base import Item, Outcome
 
 __all__ = ["SequentialResult", "Subset", "plan_order", "run_sequential"]

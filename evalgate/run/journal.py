@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.fingerprint import item_hash
+from evalgate.run.fingerprint import item_hash
 
 try:  # a journal of 100k rollouts parses 5x faster; both raise ValueError on a bad line
     from orjson import loads as _loads
@@ -38,7 +38,7 @@ __all__ = [
     "rewrite_journal",
 ]
 
-# Every results.jsonl line has exactly these keys (see evalgate.engine).
+# Every results.jsonl line has exactly these keys (see evalgate.run.engine).
 RECORD_KEYS = frozenset(
     {
         "example_id",

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from evalgate.spec._base import Strict
+from evalgate.config.spec._base import Strict
 
 __all__ = [
     "EMBEDDED_MODEL_ID",

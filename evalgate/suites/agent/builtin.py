@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalgate.agent.llm import ToolChat
-from evalgate.agent.runner import AgentRun
-from evalgate.agent.tasks import Task
-from evalgate.agent.tools import TOOLS, run_tool
 from evalgate.sandbox import Sandbox
+from evalgate.suites.agent.llm import ToolChat
+from evalgate.suites.agent.runner import AgentRun
+from evalgate.suites.agent.tasks import Task
+from evalgate.suites.agent.tools import TOOLS, run_tool
 
 __all__ = ["SKILLS_DIR", "SYSTEM_PROMPT", "BuiltinAgent", "Skill", "find_skills"]
 

@@ -8,7 +8,7 @@ batches — every ``flush_every`` records, and at most ``flush_interval_s`` afte
 — because a flush per record costs more than the rest of a fast rollout's bookkeeping. The batch
 is always written on the way out, errors, Ctrl-C and cancellation included, so a clean exit loses
 nothing; kill -9 loses at most the last batch, which a resumed run computes again
-(:mod:`evalgate.journal`, ``skip=``).
+(:mod:`evalgate.run.journal`, ``skip=``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from typing import IO, Any
 
-from evalgate.client import RequestFailed, dumps
 from evalgate.errors import InfraError
+from evalgate.run.client import RequestFailed, dumps
 from evalgate.suites.base import Item, Suite
 
 __all__ = ["run_suite"]
@@ -86,7 +86,7 @@ async def run_suite(
     """Run every (item, rollout) pair not in ``skip``; records in (item order, rollout) order.
 
     ``skip``: (example_id, rollout) pairs already done — from
-    :func:`evalgate.journal.resume_journal` — which are neither run nor returned.
+    :func:`evalgate.run.journal.resume_journal` — which are neither run nor returned.
     ``journal``: a text file each finished record is appended to (see the module docstring for
     when lines are flushed). ``on_result``: called with each record as it finishes.
     """

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalgate._yamlio import Layer, load_yaml
+from evalgate.config._yamlio import Layer, load_yaml
 from evalgate.errors import ConfigError
 
 __all__ = ["available", "builtin_dir", "load"]
 
 
 def builtin_dir() -> Path:
-    here = Path(__file__).resolve().parent
-    shipped = here / "_builtin_benchmarks"
-    return shipped if shipped.is_dir() else here.parent / "benchmarks"
+    package = Path(__file__).resolve().parents[1]  # evalgate/
+    shipped = package / "_builtin_benchmarks"  # inside the wheel (pyproject's force-include)
+    return shipped if shipped.is_dir() else package.parent / "benchmarks"  # a source checkout
 
 
 def available(dirs: tuple[Path, ...] = ()) -> dict[str, Path]:

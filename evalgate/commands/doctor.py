@@ -322,8 +322,8 @@ def _deploy(
 
 
 def _smoke(doc: _Doctor, config: Any, endpoints: dict[str, Any]) -> None:
-    from evalgate.client import ChatClient, RequestFailed
-    from evalgate.spec import Sampling
+    from evalgate.config.spec import Sampling
+    from evalgate.run.client import ChatClient, RequestFailed
 
     async def ask(endpoint: Any) -> Any:
         sampling = Sampling(temperature=0.0, max_tokens=16)
@@ -350,8 +350,8 @@ def _smoke(doc: _Doctor, config: Any, endpoints: dict[str, Any]) -> None:
 
 
 def _tiny_eval(doc: _Doctor, config: Any, endpoints: dict[str, Any], n_items: int) -> None:
-    from evalgate.client import ChatClient
-    from evalgate.engine import run_suite
+    from evalgate.run.client import ChatClient
+    from evalgate.run.engine import run_suite
     from evalgate.suites import build_suite
 
     suites: dict[str, Any] = {}
@@ -455,7 +455,7 @@ def run_doctor(
     log: Callable[[str], None] = lambda line: None,
 ) -> DoctorReport:
     """Run every phase against ``config_path``; never raises for a failed check."""
-    from evalgate.config import load_config
+    from evalgate.config.load import load_config
 
     report = DoctorReport(str(config_path))
     doc = _Doctor(report, environ)

@@ -1,0 +1,1 @@
+"""Subcommands that are more than a call into the pipeline: ``doctor``, ``runs``/``show``."""

@@ -1,0 +1,31 @@
+"""Stage 5, compare: a PR run against its baseline, paired per item.
+
+``paired`` joins items and runs the tests of :mod:`evalgate.stats`; ``baseline`` finds the runs to
+compare with.
+"""
+
+from __future__ import annotations
+
+from evalgate.compare.paired import (
+    Flip,
+    LoadedRun,
+    MetricComparison,
+    RunComparison,
+    compare_runs,
+    compare_with_baselines,
+    load_run,
+    summary_of,
+    threshold_test,
+)
+
+__all__ = [
+    "Flip",
+    "LoadedRun",
+    "MetricComparison",
+    "RunComparison",
+    "compare_runs",
+    "compare_with_baselines",
+    "load_run",
+    "summary_of",
+    "threshold_test",
+]
