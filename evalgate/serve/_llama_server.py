@@ -1,0 +1,53 @@
+"""``python -m evalgate.serve._llama_server``: llama.cpp's own C++ server, from a prebuilt wheel.
+
+``xllamacpp`` ships llama.cpp's native server (continuous batching, parallel slots, the
+OpenAI-compatible ``/v1/chat/completions``) as a manylinux wheel, so nothing compiles on install.
+It serves from inside the Python process that creates ``xllamacpp.Server``; evalgate runs it in
+this small child process instead, so the server lives in its own process group and is stopped as
+a whole, like every other backend (:func:`evalgate.serve._process.stop_group`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evalgate.serve._llama_server")
+    parser.add_argument("--model", required=True, help="GGUF file")
+    parser.add_argument("--alias", required=True, help="the model name clients send")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--n-ctx", type=int, required=True, help="context per slot")
+    parser.add_argument("--parallel", type=int, default=4, help="parallel slots")
+    parser.add_argument("--threads", type=int, default=0, help="0: llama.cpp's default")
+    args = parser.parse_args(argv)
+
+    import xllamacpp  # late: argparse errors should not pay for loading the native library
+
+    params = xllamacpp.CommonParams()
+    params.model.path = args.model
+    params.model_alias = {args.alias}
+    params.hostnames = [args.host]
+    params.port = args.port
+    params.n_parallel = args.parallel
+    # llama.cpp splits n_ctx across the slots: give every slot the context asked for.
+    params.n_ctx = args.n_ctx * args.parallel
+    if args.threads:
+        params.cpuparams.n_threads = args.threads
+        params.cpuparams_batch.n_threads = args.threads
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server = xllamacpp.Server(params)  # serves on its own threads from here on
+    print(f"evalgate: llama.cpp server listening on {server.listening_address}", flush=True)
+    stop.wait()
+    del server  # joins the server's threads
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
