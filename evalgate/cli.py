@@ -206,28 +206,20 @@ def _cmd_local(
 
 
 def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
-    from evalgate.compare.baseline import find_runs
-    from evalgate.compare.paired import compare_with_baselines, load_run, summary_of
+    from evalgate import pipeline
+    from evalgate.compare.paired import load_run
     from evalgate.config.load import GateSettings, load_config
-    from evalgate.gate import decide
-    from evalgate.pipeline import write_report
+    from evalgate.run.rundir import find_runs
 
-    base = {
-        k: load_run(p, origin={"run_id": p.name}) for k, p in find_runs(Path(args.base)).items()
-    }
+    base = pipeline.load_baselines(Path(args.base))
     heads = [load_run(p) for p in find_runs(Path(args.head)).values()]
     if args.config:
         gate = load_config(Path(args.config)).gate
     else:  # the policy the baseline was gated with: a PR can't loosen its own gate
         recorded = next(iter(base.values())).config.get("gate", {})
         gate = GateSettings.model_validate(recorded)
-    budgets = {h.benchmark: h.config["benchmark"]["eval"]["max_error_rate"] for h in heads}
-    comparisons = compare_with_baselines(heads, base, gate)
-    verdict = decide(
-        [summary_of(h) for h in heads], gate, error_budgets=budgets, comparisons=comparisons
-    )
     output = Path(args.output) if args.output else Path(args.head) / "compare"
-    write_report(verdict, output)
+    verdict = pipeline.gate_runs(heads, base, gate, output_root=output)
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
     print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
     return int(verdict.exit_code)

@@ -10,13 +10,14 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalgate import __version__
-from evalgate.compare.baseline import find_runs
-from evalgate.compare.paired import LoadedRun, compare_with_baselines, load_run
+from evalgate.compare.paired import LoadedRun, compare_with_baselines, load_run, summary_of
 from evalgate.config.load import Config
+from evalgate.config.spec import EvalSettings
 from evalgate.errors import InfraError, UsageError
 from evalgate.gate import Verdict, decide
 from evalgate.report import render_scorecard, verdict_json
@@ -27,13 +28,13 @@ from evalgate.run.engine import run_suite
 from evalgate.run.fingerprint import dataset_hash, fingerprint
 from evalgate.run.journal import order_records, resume_journal
 from evalgate.run.progress import Progress
-from evalgate.run.rundir import RunDir, new_run_id, write_json
+from evalgate.run.rundir import RunDir, find_run_dirs, find_runs, new_run_id, write_json
 from evalgate.run.sequential import SequentialResult, run_sequential
 from evalgate.run.summary import RunSummary, item_metrics, summarize
 from evalgate.serve import Endpoint, open_server
 from evalgate.suites import Suite, build_suites
 
-__all__ = ["load_baselines", "resume", "run", "write_report"]
+__all__ = ["gate_runs", "load_baselines", "resume", "run", "write_report"]
 
 
 def load_baselines(path: Path) -> dict[tuple[str, str], LoadedRun]:
@@ -217,6 +218,38 @@ def write_report(verdict: Verdict, output_root: Path) -> None:
     write_json(output_root / "verdict.json", verdict_json(verdict))
 
 
+def gate_runs(
+    heads: list[LoadedRun],
+    baselines: dict[tuple[str, str], LoadedRun],
+    gate: Any,
+    *,
+    summaries: list[RunSummary] | None = None,
+    decisions: dict[tuple[str, str], SequentialResult] | None = None,
+    output_root: Path,
+) -> Verdict:
+    """Compare finished runs with their baselines, decide, and write scorecard.md/verdict.json.
+
+    What ``run``, ``resume`` and ``evalgate compare`` share. ``summaries`` defaults to the runs'
+    own summaries; a live run passes its own (they carry infrastructure failures, which left no
+    run directory).
+    """
+    comparisons = _apply_sequential(compare_with_baselines(heads, baselines, gate), decisions or {})
+    if summaries is None:
+        summaries = [summary_of(h) for h in heads]
+    # Each run's error budget is the one it ran with (its run_config), so a run gated later
+    # (compare, resume) is held to the same budget as when it ran.
+    budgets = {h.benchmark: _error_budget(h) for h in heads}
+    verdict = decide(summaries, gate, error_budgets=budgets, comparisons=comparisons)
+    write_report(verdict, output_root)
+    return verdict
+
+
+def _error_budget(run: LoadedRun) -> float:
+    bench = run.config.get("benchmark") or {}
+    budget = (bench.get("eval") or {}).get("max_error_rate")
+    return float(budget) if budget is not None else EvalSettings().max_error_rate
+
+
 def run(
     config: Config,
     *,
@@ -235,63 +268,56 @@ def run(
     # Load every dataset (and the baseline) before starting any server: a data error should cost
     # no model start-up.
     suites = [(bench, s) for bench in config.benchmarks for s in build_suites(bench)]
-    summaries, decisions = _evaluate(
-        config,
-        suites,
+    ctx = _RunContext(
+        config=config,
         run_id=new_run_id(),
         output_root=output_root,
         environ=environ,
         progress=progress,
         server_factory=server_factory,
         log=log,
-        baselines=baselines,
-        cache_dir=cache_dir,
+        baselines=baselines or {},
     )
-    return _gate(config, summaries, decisions, baselines, output_root)
+    summaries, decisions = _evaluate(ctx, suites, cache_dir)
+    return _gate(ctx, summaries, decisions)
+
+
+@dataclass
+class _RunContext:
+    """What every (model, benchmark) run of one invocation shares."""
+
+    config: Config
+    run_id: str
+    output_root: Path
+    environ: dict[str, str]
+    progress: Progress
+    server_factory: Callable[..., Any]
+    log: Callable[[str], None]
+    baselines: dict[tuple[str, str], LoadedRun]
+    cache: ResponseCache | None = None
+    # resume: suite name → the existing run directory to finish (None: new runs)
+    run_dirs: dict[str, RunDir] | None = None
+    retry_errors: bool = False
+
+    @property
+    def logs(self) -> Path:
+        return self.output_root / "logs" / self.run_id
 
 
 def _evaluate(
-    config: Config,
-    suites: list[tuple[Any, Suite]],
-    *,
-    run_id: str,
-    output_root: Path,
-    environ: dict[str, str],
-    progress: Progress,
-    server_factory: Callable[..., Any],
-    log: Callable[[str], None],
-    baselines: dict[tuple[str, str], LoadedRun] | None,
-    cache_dir: Path | None,
-    run_dirs: dict[str, RunDir] | None = None,
-    retry_errors: bool = False,
+    ctx: _RunContext, suites: list[tuple[Any, Suite]], cache_dir: Path | None
 ) -> tuple[list[RunSummary], dict[tuple[str, str], SequentialResult]]:
     """Run every suite on every model (with the response cache open); what run and resume share."""
-    logs = output_root / "logs" / run_id
-    logs.mkdir(parents=True, exist_ok=True)
+    ctx.logs.mkdir(parents=True, exist_ok=True)
     summaries: list[RunSummary] = []
     decisions: dict[tuple[str, str], SequentialResult] = {}
-    cache = _open_cache(cache_dir, log)
+    ctx.cache = _open_cache(cache_dir, ctx.log)
     try:
-        _run_models(
-            config,
-            suites,
-            summaries,
-            decisions,
-            output_root=output_root,
-            run_id=run_id,
-            logs=logs,
-            environ=environ,
-            progress=progress,
-            server_factory=server_factory,
-            log=log,
-            baselines=baselines,
-            cache=cache,
-            run_dirs=run_dirs,
-            retry_errors=retry_errors,
-        )
+        for model in ctx.config.models:
+            _run_model(ctx, model, suites, summaries, decisions)
     finally:
-        if cache is not None:
-            cache.close()
+        if ctx.cache is not None:
+            ctx.cache.close()
     return summaries, decisions
 
 
@@ -302,141 +328,139 @@ def _open_cache(cache_dir: Path | None, log: Callable[[str], None]) -> ResponseC
 
 
 def _gate(
-    config: Config,
+    ctx: _RunContext,
     summaries: list[RunSummary],
     decisions: dict[tuple[str, str], SequentialResult],
-    baselines: dict[tuple[str, str], LoadedRun] | None,
-    output_root: Path,
 ) -> Verdict:
     heads = [load_run(Path(s.run_dir)) for s in summaries if s.run_dir]
-    comparisons = _apply_sequential(
-        compare_with_baselines(heads, baselines or {}, config.gate), decisions
+    return gate_runs(
+        heads,
+        ctx.baselines,
+        ctx.config.gate,
+        summaries=summaries,
+        decisions=decisions,
+        output_root=ctx.output_root,
     )
-    by_name = {b.name: b for b in config.benchmarks}
-    budgets = {
-        s.benchmark: by_name[s.extra.get("benchmark", s.benchmark)].eval.max_error_rate
-        for s in summaries
-        if s.extra.get("benchmark", s.benchmark) in by_name
-    }
-    verdict = decide(summaries, config.gate, error_budgets=budgets, comparisons=comparisons)
-    write_report(verdict, output_root)
-    return verdict
 
 
-def _run_models(
-    config: Config,
+def _run_model(
+    ctx: _RunContext,
+    model: Any,
     suites: list[tuple[Any, Suite]],
     summaries: list[RunSummary],
     decisions: dict[tuple[str, str], SequentialResult],
-    *,
-    output_root: Path,
-    run_id: str,
-    logs: Path,
-    environ: dict[str, str],
-    progress: Progress,
-    server_factory: Callable[..., Any],
-    log: Callable[[str], None],
-    baselines: dict[tuple[str, str], LoadedRun] | None,
-    cache: ResponseCache | None,
-    run_dirs: dict[str, RunDir] | None = None,
-    retry_errors: bool = False,
 ) -> None:
-    """Serve each model and run its benchmarks; ``run_dirs`` (bench name → existing run dir)
-    resumes those runs instead of starting new ones."""
-    for model in config.models:
-        server = server_factory(
-            model,
-            log_dir=logs,
-            environ=environ,
-            config_dir=config.path.parent,
-            benchmarks=[b.name for b in config.benchmarks],
-        )
-        try:
-            log(f"[evalgate] starting model {model.name!r} ({model.backend})")
-            t_serve = time.perf_counter()
-            with server as endpoint:
-                serve_s = time.perf_counter() - t_serve
-                log(f"[evalgate] model {model.name!r} ready in {serve_s:.1f} s")
-                for bench, suite in suites:
-                    kept: list[dict[str, Any]] = []
-                    skip: frozenset[tuple[str, int]] = frozenset()
-                    run_cfg = _run_config(config, model, bench, endpoint, suite, server)
-                    if run_dirs is not None:  # resume: keep the journal's records, run the rest
-                        run_dir = run_dirs[suite.name]
-                        state = resume_journal(
-                            run_dir.results_path,
-                            suite.items,
-                            bench.eval.rollouts,
-                            retry_errors=retry_errors,
-                        )
-                        kept, skip = state.records, frozenset(state.done)
-                        log(
-                            f"[evalgate] {suite.name}: {len(kept)} rollouts kept, "
-                            f"{len(suite.items) * bench.eval.rollouts - len(skip)} to run "
-                            f"({state.dropped} journal lines dropped)"
-                        )
-                    else:
-                        run_dir = RunDir.create(output_root, suite.name, endpoint.model_id, run_id)
-                        run_dir.write_config(run_cfg)
-                    t0 = time.perf_counter()
-                    baseline = (baselines or {}).get((model.name, suite.name))
-                    stats: dict[str, Any] = {}
-                    records, seq = asyncio.run(
-                        _execute(
-                            suite,
-                            bench,
-                            endpoint,
-                            run_dir,
-                            progress,
-                            baseline=baseline,
-                            gate=config.gate,
-                            cache=cache,
-                            cache_identity=_cache_identity(model, run_cfg),
-                            skip=skip,
-                            stats=stats,
-                        )
-                    )
-                    if kept:
-                        records = order_records(kept + records, suite.items)
-                    elapsed = time.perf_counter() - t0
-                    if seq is not None:
-                        decisions[(model.name, suite.name)] = seq
-                    summary = summarize(
-                        records,
-                        benchmark=suite.name,
-                        model=model.name,
-                        model_id=endpoint.model_id,
-                        run_dir=str(run_dir.path),
-                        n_items=len({r["example_id"] for r in records}),
-                        rollouts=bench.eval.rollouts,
-                        time_s=elapsed,
-                    )
-                    summary.extra["benchmark"] = bench.name  # a variant's suite → its benchmark
-                    if seq is not None:
-                        summary.extra["sequential"] = dataclasses.asdict(seq)
-                    # Priced from LiteLLM's bundled price list; None for unknown/self-hosted models.
-                    summary.extra["cost_usd"] = cost_usd(
-                        endpoint.model_id,
-                        summary.usage.get("prompt_tokens", 0),
-                        summary.usage.get("completion_tokens", 0),
-                        params=getattr(model, "params", None),
-                    )
-                    meta = _metadata(summary, bench, elapsed)
-                    meta["cost_usd"] = summary.extra["cost_usd"]
-                    meta["sequential"] = summary.extra.get("sequential")
-                    meta["server_startup_ms"] = round(serve_s * 1000, 1)
-                    meta["requests"] = stats
-                    if run_dirs is not None:
-                        meta["resumed"] = {"kept": len(kept), "ran": len(records) - len(kept)}
-                    run_dir.write_metadata(meta)
-                    run_dir.attach_log(server.log_path)
-                    summaries.append(summary)
-        except InfraError as exc:
-            # Keep what finished; mark the rest of this model's benchmarks as not run.
-            done = {(s.model, s.benchmark) for s in summaries}
+    """Serve one model and run every suite on it. An infrastructure failure keeps what finished
+    and marks the rest of this model's benchmarks as not run."""
+    config = ctx.config
+    server = ctx.server_factory(
+        model,
+        log_dir=ctx.logs,
+        environ=ctx.environ,
+        config_dir=config.path.parent,
+        benchmarks=[b.name for b in config.benchmarks],
+    )
+    try:
+        ctx.log(f"[evalgate] starting model {model.name!r} ({model.backend})")
+        t_serve = time.perf_counter()
+        with server as endpoint:
+            serve_s = time.perf_counter() - t_serve
+            ctx.log(f"[evalgate] model {model.name!r} ready in {serve_s:.1f} s")
             for bench, suite in suites:
-                if (model.name, suite.name) not in done:
-                    summaries.append(_failed_run(model, bench, suite.name, str(exc)))
+                summary, seq = _run_one(ctx, model, server, endpoint, bench, suite, serve_s)
+                if seq is not None:
+                    decisions[(model.name, suite.name)] = seq
+                summaries.append(summary)
+    except InfraError as exc:
+        done = {(s.model, s.benchmark) for s in summaries}
+        for bench, suite in suites:
+            if (model.name, suite.name) not in done:
+                summaries.append(_failed_run(model, bench, suite.name, str(exc)))
+
+
+def _open_run_dir(
+    ctx: _RunContext, bench: Any, suite: Suite, endpoint: Endpoint, run_cfg: dict[str, Any]
+) -> tuple[RunDir, list[dict[str, Any]], frozenset[tuple[str, int]]]:
+    """A new run directory, or (resume) the existing one with the journal's kept records and the
+    (item, rollout) pairs they cover."""
+    if ctx.run_dirs is None:
+        run_dir = RunDir.create(ctx.output_root, suite.name, endpoint.model_id, ctx.run_id)
+        run_dir.write_config(run_cfg)
+        return run_dir, [], frozenset()
+    run_dir = ctx.run_dirs[suite.name]
+    state = resume_journal(
+        run_dir.results_path, suite.items, bench.eval.rollouts, retry_errors=ctx.retry_errors
+    )
+    ctx.log(
+        f"[evalgate] {suite.name}: {len(state.records)} rollouts kept, "
+        f"{len(suite.items) * bench.eval.rollouts - len(state.done)} to run "
+        f"({state.dropped} journal lines dropped)"
+    )
+    return run_dir, state.records, frozenset(state.done)
+
+
+def _run_one(
+    ctx: _RunContext,
+    model: Any,
+    server: Any,
+    endpoint: Endpoint,
+    bench: Any,
+    suite: Suite,
+    serve_s: float,
+) -> tuple[RunSummary, SequentialResult | None]:
+    """One benchmark suite on one served model: run, journal, summarise, write metadata."""
+    run_cfg = _run_config(ctx.config, model, bench, endpoint, suite, server)
+    run_dir, kept, skip = _open_run_dir(ctx, bench, suite, endpoint, run_cfg)
+    t0 = time.perf_counter()
+    stats: dict[str, Any] = {}
+    records, seq = asyncio.run(
+        _execute(
+            suite,
+            bench,
+            endpoint,
+            run_dir,
+            ctx.progress,
+            baseline=ctx.baselines.get((model.name, suite.name)),
+            gate=ctx.config.gate,
+            cache=ctx.cache,
+            cache_identity=_cache_identity(model, run_cfg),
+            skip=skip,
+            stats=stats,
+        )
+    )
+    if kept:
+        records = order_records(kept + records, suite.items)
+    elapsed = time.perf_counter() - t0
+    summary = summarize(
+        records,
+        benchmark=suite.name,
+        model=model.name,
+        model_id=endpoint.model_id,
+        run_dir=str(run_dir.path),
+        n_items=len({r["example_id"] for r in records}),
+        rollouts=bench.eval.rollouts,
+        time_s=elapsed,
+    )
+    summary.extra["benchmark"] = bench.name  # a variant's suite → its benchmark
+    if seq is not None:
+        summary.extra["sequential"] = dataclasses.asdict(seq)
+    # Priced from LiteLLM's bundled price list; None for unknown/self-hosted models.
+    summary.extra["cost_usd"] = cost_usd(
+        endpoint.model_id,
+        summary.usage.get("prompt_tokens", 0),
+        summary.usage.get("completion_tokens", 0),
+        params=getattr(model, "params", None),
+    )
+    meta = _metadata(summary, bench, elapsed)
+    meta["cost_usd"] = summary.extra["cost_usd"]
+    meta["sequential"] = summary.extra.get("sequential")
+    meta["server_startup_ms"] = round(serve_s * 1000, 1)
+    meta["requests"] = stats
+    if ctx.run_dirs is not None:
+        meta["resumed"] = {"kept": len(kept), "ran": len(records) - len(kept)}
+    run_dir.write_metadata(meta)
+    run_dir.attach_log(server.log_path)
+    return summary, seq
 
 
 def resume(
@@ -456,16 +480,7 @@ def resume(
     original run hold. The journal is repaired (torn tail, duplicates), its records kept, and
     only the missing (item, rollout) pairs are run, appended to the same results.jsonl.
     """
-    path = Path(run)
-    dirs = (
-        [path]
-        if (path / "run_config.json").is_file()
-        else sorted(
-            p for p in output_root.glob(f"evals/*/{run}") if (p / "run_config.json").is_file()
-        )
-    )
-    if not dirs:
-        raise UsageError(f"no run {run!r} under {output_root / 'evals'}")
+    dirs = find_run_dirs(output_root, run)
     saved = [(RunDir(p), json.loads((p / "run_config.json").read_text("utf-8"))) for p in dirs]
     first = saved[0][1]
     config = Config.model_validate(
@@ -488,18 +503,17 @@ def resume(
     for (bench, suite), (_, cfg) in zip(suites, saved, strict=True):
         if dataset_hash(suite.items) != cfg["fingerprint"]["dataset"]["hash"]:
             raise UsageError(f"{bench.name}: the dataset changed since the run; start a new one")
-    summaries, decisions = _evaluate(
-        config,
-        suites,
+    ctx = _RunContext(
+        config=config,
         run_id=dirs[0].name,
         output_root=output_root,
         environ=environ,
         progress=progress,
         server_factory=server_factory,
         log=log,
-        baselines=None,
-        cache_dir=cache_dir,
+        baselines={},
         run_dirs={s.name: rd for (_, s), (rd, _) in zip(suites, saved, strict=True)},
         retry_errors=retry_errors,
     )
-    return _gate(config, summaries, decisions, None, output_root)
+    summaries, decisions = _evaluate(ctx, suites, cache_dir)
+    return _gate(ctx, summaries, decisions)

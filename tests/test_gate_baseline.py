@@ -129,6 +129,57 @@ def test_compare_command_matches_local_baseline(tmp_path: Path, scripted_server:
     assert verdict["policy"]["margin"] == 0.05  # the baseline's recorded policy
 
 
+def test_compare_gates_exactly_as_local_does(tmp_path: Path, scripted_server: Any) -> None:
+    """`evalgate compare` on saved runs and `local --baseline` are one decision: same verdict
+    file, check for check (they share pipeline.gate_runs)."""
+    base = scripted_server(_answers(BASE))
+    head = scripted_server(_answers(set(range(100)) | set(range(140, 145))))
+    _local(tmp_path, base, "base")
+    _, live = _local(tmp_path, head, "head", "--baseline", str(tmp_path / "base"))
+    assert main(
+        [
+            "compare",
+            str(tmp_path / "base"),
+            str(tmp_path / "head"),
+            "--output",
+            str(tmp_path / "cmp"),
+        ]
+    ) == live_code(live)
+    saved = json.loads((tmp_path / "cmp" / "verdict.json").read_text())
+    assert [(c["kind"], c["status"]) for c in saved["checks"]] == [
+        (c["kind"], c["status"]) for c in live["checks"]
+    ]
+
+
+def live_code(verdict: dict) -> int:
+    return {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 0, "ERROR": 3}[verdict["status"]]
+
+
+def test_compare_reads_a_run_config_without_eval_settings(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """A run_config.json written without `benchmark.eval` (older or hand-made runs) is compared
+    with the default error budget instead of crashing with a KeyError."""
+    server = scripted_server(_answers(BASE))
+    _local(tmp_path, server, "base")
+    _local(tmp_path, server, "head")
+    for cfg in (tmp_path / "head").glob("evals/*/*/run_config.json"):
+        data = json.loads(cfg.read_text())
+        del data["benchmark"]["eval"]
+        cfg.write_text(json.dumps(data))
+    code = main(
+        [
+            "compare",
+            str(tmp_path / "base"),
+            str(tmp_path / "head"),
+            "--output",
+            str(tmp_path / "cmp"),
+        ]
+    )
+    verdict = json.loads((tmp_path / "cmp" / "verdict.json").read_text())
+    assert (verdict["status"], code) == ("PASS", 0)
+
+
 def test_changed_scorer_is_not_comparable(tmp_path: Path, scripted_server: Any) -> None:
     server = scripted_server(_answers(BASE))
     _local(tmp_path, server, "base")

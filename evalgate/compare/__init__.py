@@ -1,7 +1,7 @@
 """Stage 5, compare: a PR run against its baseline, paired per item.
 
-``paired`` joins items and runs the tests of :mod:`evalgate.stats`; ``baseline`` finds the runs to
-compare with.
+``paired`` joins items and runs the tests of :mod:`evalgate.stats`. Finding the runs to compare
+is the run directory's job (:mod:`evalgate.run.rundir`).
 """
 
 from __future__ import annotations

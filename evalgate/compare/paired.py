@@ -55,7 +55,14 @@ class LoadedRun:
 
     @property
     def rollouts(self) -> int:
-        return int(self.config["benchmark"]["eval"]["rollouts"])
+        """k: from the run's config, else its metadata, else the journal itself (a run_config
+        without ``benchmark.eval`` is an older or hand-made run, not an error)."""
+        configured = (self.config["benchmark"].get("eval") or {}).get("rollouts")
+        if configured is None:
+            configured = self.metadata.get("rollouts_per_example")
+        if configured is None:
+            configured = 1 + max((int(r.get("rollout", 0)) for r in self.records), default=0)
+        return int(configured)
 
 
 def load_run(path: Path, *, origin: dict[str, Any] | None = None) -> LoadedRun:

@@ -4,6 +4,9 @@
 ``results.jsonl`` (one line per rollout, appended and flushed as rollouts finish, so a crash loses
 nothing already computed), ``metadata.json`` and ``logs/``. Per invocation, ``{root}`` gets
 ``scorecard.md`` and ``verdict.json``.
+
+This module owns that layout: creating a run directory, and finding runs again (baselines for
+``--baseline``/``compare``, a run id for ``resume``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["RunDir", "new_run_id", "write_json"]
+from evalgate.errors import UsageError
+
+__all__ = ["RunDir", "find_run_dirs", "find_runs", "new_run_id", "write_json"]
 
 
 def new_run_id() -> str:
@@ -64,3 +69,49 @@ class RunDir:
     def attach_log(self, log: Path | None) -> None:
         if log is not None and log.is_file():
             shutil.copyfile(log, self.path / "logs" / log.name)
+
+
+def _key(run_dir: Path) -> tuple[str, str] | None:
+    try:
+        cfg = json.loads((run_dir / "run_config.json").read_text(encoding="utf-8"))
+        return str(cfg["model"]["name"]), str(cfg["benchmark"]["name"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def find_runs(path: Path) -> dict[tuple[str, str], Path]:
+    """(model label, benchmark) → run directory, from a run directory or an output root.
+
+    An output root may hold several invocations; the newest run of each pair wins (run ids start
+    with a UTC timestamp, so they sort by time).
+    """
+    path = Path(path)
+    if (path / "run_config.json").is_file():
+        key = _key(path)
+        if key is None:
+            raise UsageError(f"{path}: unreadable run_config.json")
+        return {key: path}
+    if not path.is_dir():
+        raise UsageError(f"{path}: no such directory (give a run directory or an output root)")
+    found: dict[tuple[str, str], Path] = {}
+    for cfg in sorted((path / "evals").glob("*/*/run_config.json"), key=lambda p: p.parent.name):
+        key = _key(cfg.parent)
+        if key is not None and (cfg.parent / "results.jsonl").is_file():
+            found[key] = cfg.parent
+    if not found:
+        raise UsageError(f"{path}: no evalgate runs found (expected {path}/evals/*/*/)")
+    return found
+
+
+def find_run_dirs(output_root: Path, run: str) -> list[Path]:
+    """The run directories of one invocation: ``run`` is a run directory, or a run id whose
+    benchmarks' directories are ``{output_root}/evals/*/{run}``."""
+    path = Path(run)
+    if (path / "run_config.json").is_file():
+        return [path]
+    dirs = sorted(
+        p for p in output_root.glob(f"evals/*/{run}") if (p / "run_config.json").is_file()
+    )
+    if not dirs:
+        raise UsageError(f"no run {run!r} under {output_root / 'evals'}")
+    return dirs
