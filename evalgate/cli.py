@@ -19,6 +19,8 @@ from evalgate.errors import EvalgateError, ExitCode, UsageError
 __all__ = ["main"]
 
 DEFAULT_CONFIG = "evals.yaml"
+# Commands that accept dotted config overrides (--section.field=value) after their arguments.
+TAKES_OVERRIDES = ("local", "validate", "doctor")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,7 +82,8 @@ def _parser() -> _Parser:
 
     compare = sub.add_parser(
         "compare",
-        help="gate HEAD's saved runs against BASE's, paired per item (runs no model)",
+        help="gate HEAD's saved runs against BASE's, paired per item (runs no model); the "
+        "policy is BASE's unless --config is given",
     )
     compare.add_argument("base", help="baseline: an output root or a run directory")
     compare.add_argument("head", help="PR: an output root or a run directory")
@@ -344,7 +347,7 @@ def main(
     out = out or sys.stdout
     try:
         args, extra = _parser().parse_known_args(argv)
-        takes_overrides = args.command in ("local", "validate", "doctor")
+        takes_overrides = args.command in TAKES_OVERRIDES
         overrides = _split_overrides(extra) if takes_overrides else []
         if extra and not takes_overrides:
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
