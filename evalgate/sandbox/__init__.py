@@ -7,8 +7,7 @@ benchmarks compare against.
 
 from __future__ import annotations
 
-import importlib
-
+from evalgate._lazy import load_entry
 from evalgate.sandbox.base import (
     ExecResult,
     ModelRoute,
@@ -47,8 +46,7 @@ def backend_class(name: str) -> type[SandboxBackend]:
     target = BACKENDS.get(name)
     if target is None:
         raise SandboxError(f"unknown sandbox backend {name!r}; known: {', '.join(BACKENDS)}")
-    module_name, _, cls_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), cls_name)
+    return load_entry(target, what=f"sandbox backend {name!r}", error=SandboxError)
 
 
 def open_backend(name: str) -> SandboxBackend:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from pathlib import Path
 from typing import Any
 
+from evalgate._lazy import load_entry
 from evalgate.errors import ConfigError
 from evalgate.serve.base import ModelServer
 
@@ -32,15 +32,9 @@ def open_server(
     target = BACKENDS.get(model.backend)
     if target is None:
         raise ConfigError(f"unknown model backend {model.backend!r}; known: {', '.join(BACKENDS)}")
-    module_name, _, cls_name = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ConfigError(
-            f"model {model.name!r}: backend {model.backend!r} needs {exc.name!r}, which is not "
-            "installed (see the README for the extra that provides it)"
-        ) from None
-    cls = getattr(module, cls_name)
+    cls = load_entry(
+        target, what=f"model {model.name!r}: backend {model.backend!r}", error=ConfigError
+    )
     accepted = inspect.signature(cls).parameters
     extra = {k: v for k, v in context.items() if k in accepted}
     return cls(model, log_dir=log_dir, environ=environ, **extra)

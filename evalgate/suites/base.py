@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from evalgate._lazy import load_entry
 from evalgate.errors import ConfigError
 
 __all__ = ["SUITES", "Item", "Outcome", "Suite", "build_suite", "build_suites"]
@@ -61,15 +61,8 @@ def build_suite(spec: Any) -> Suite:
     target = SUITES.get(spec.kind)
     if target is None:
         raise ConfigError(f"benchmark {spec.name!r}: unknown kind {spec.kind!r}")
-    module_name, _, cls_name = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ConfigError(
-            f"benchmark {spec.name!r}: kind {spec.kind!r} needs {exc.name!r}, which is not "
-            "installed (see the README for the extra that provides it)"
-        ) from None
-    return getattr(module, cls_name).from_spec(spec)
+    cls = load_entry(target, what=f"benchmark {spec.name!r}: kind {spec.kind!r}", error=ConfigError)
+    return cls.from_spec(spec)
 
 
 def build_suites(spec: Any) -> list[Suite]:
