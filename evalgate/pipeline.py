@@ -55,7 +55,7 @@ def _run_config(
             endpoint.model_id,
             suite.items,
             chat_template=template["sha256"] if template else None,
-            variant=getattr(suite, "variant", None),
+            variant=suite.variant,
         ),
         "chat_template": template,
         "suite": suite.name,

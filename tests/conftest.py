@@ -61,6 +61,7 @@ class ScriptedServer:
         payload = {
             "id": f"cmpl-{n}",
             "object": "chat.completion",
+            "created": 0,  # every real server sends it; strict clients (verifiers v1) require it
             "model": body.get("model"),
             "choices": [
                 {

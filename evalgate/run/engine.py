@@ -120,7 +120,7 @@ async def run_suite(
             else:
                 prompt, completion, reward = out.prompt, out.completion, out.reward
                 metrics, usage, error = out.metrics, out.usage, None
-                stages = getattr(out, "timing", None)  # a suite's own per-stage timings
+                stages = out.timing  # a suite's own per-stage timings
             rec = {
                 "example_id": item.id,
                 "item_hash": ihash,

@@ -31,13 +31,15 @@ class Outcome:
     reward: float
     metrics: dict[str, float]
     usage: dict[str, int]
+    timing: dict[str, float] = field(default_factory=dict)  # the suite's own stages, seconds
 
 
 class Suite(Protocol):
     """A runnable benchmark. Implementations must be safe to call concurrently."""
 
-    name: str  # the benchmark's name, as in evals.yaml
+    name: str  # the benchmark's name, as in evals.yaml ("{benchmark}.{variant}" for a variant)
     items: list[Item]  # the items to run, in order (num_examples already applied)
+    variant: Any  # the agent variant (AgentVariant) this suite runs, else None; fingerprinted
 
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         """Run rollout ``index`` of ``item`` against ``client``; raise on infrastructure failure."""

@@ -116,6 +116,7 @@ class HumanEvalSuite:
     problems: dict[str, dict[str, Any]]
     backend: SandboxBackend
     sandbox: SandboxConfig
+    variant: Any = None  # the Suite interface: only agent suites have variants
 
     @classmethod
     def from_spec(cls, spec: Any) -> HumanEvalSuite:

@@ -26,6 +26,7 @@ class QASuite:
     items: list[Item]
     scorer: Scorer
     messages: dict[str, list[dict[str, str]]]  # item id → chat messages, rendered up front
+    variant: Any = None  # the Suite interface: only agent suites have variants
 
     @classmethod
     def from_spec(cls, spec: Any) -> QASuite:

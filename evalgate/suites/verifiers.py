@@ -649,6 +649,7 @@ class VerifiersSuite:
     items: list[Item]
     api: str
     runner: Any
+    variant: Any = None  # the Suite interface: only agent suites have variants
 
     @classmethod
     def from_spec(cls, spec: Any) -> VerifiersSuite:
