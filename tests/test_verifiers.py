@@ -158,7 +158,13 @@ def test_v1_failed_rollouts_are_errors_never_zero(tmp_path: Path, scripted_serve
 
 @needs_v1
 def test_v1_malformed_response_is_an_error(tmp_path: Path, scripted_server: Any) -> None:
-    server = scripted_server(answer_arith)  # a reply without `created`
+    def without_created(body: dict[str, Any], n: int) -> tuple[int, str, dict[str, str]]:
+        status, text, headers = _answer(body, n)
+        reply = json.loads(text)
+        del reply["created"]  # schema-invalid for verifiers v1's OpenAI client
+        return status, json.dumps(reply), headers
+
+    server = scripted_server(without_created)
     code, out = _run(tmp_path, _config(tmp_path, server.base_url, V1_BENCH))
     assert code == 3
     assert all(r["error"].startswith("http_502") for r in _results(out))  # never a 0
