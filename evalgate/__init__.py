@@ -1,4 +1,12 @@
-"""evalgate: gate pull requests on LLM evaluation results."""
+"""evalgate: gate pull requests on LLM evaluation results.
+
+The package reads as the pipeline, one sub-package per stage (README, "Development"):
+``config`` (evals.yaml → Config) → ``serve`` (a model → an Endpoint) → ``suites`` (+ ``sandbox``)
+→ ``run`` (items × rollouts, journaled) → ``compare`` + ``stats`` (paired with the baseline) →
+``gate`` (→ Verdict) → ``report`` → ``publish`` / ``store``; ``pipeline`` wires them, ``cli``,
+``commands`` and ``action`` sit on top. Public entry points: ``python -m evalgate`` /
+``evalgate.cli.main(argv)`` and the Action (``python -m evalgate action``).
+"""
 
 from __future__ import annotations
 
