@@ -22,9 +22,10 @@ from evalgate.run.client import (
     ChatClient,
     ClientStats,
     RequestFailed,
-    _retry_after,
     _std_dumps,
     dumps,
+    parse_retry_after,
+    retry_after,
 )
 from evalgate.run.engine import run_suite
 from evalgate.serve.base import Endpoint
@@ -227,11 +228,14 @@ def test_retry_after_is_honoured() -> None:
 
 
 def test_retry_after_forms() -> None:
-    assert _retry_after({"Retry-After": "3"}) == 3.0
-    assert _retry_after({"Retry-After": "-1"}) == 0.0
-    assert _retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # in the past
-    assert _retry_after({"Retry-After": "soon"}) is None
-    assert _retry_after({}) is None
+    assert retry_after({"Retry-After": "3"}) == 3.0
+    assert retry_after({"Retry-After": "-1"}) == 0.0
+    assert retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # in the past
+    assert retry_after({"Retry-After": "soon"}) is None
+    assert retry_after({}) is None
+    assert retry_after({"llm_provider-retry-after": "2"}) == 2.0  # LiteLLM's proxy
+    # An HTTP date in the future: the one parser every client shares (chat, agent, GitHub).
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == 10.0
     client = ChatClient(Endpoint(base_url="http://x/v1", model="m"), SAMPLING)
     assert client._delay(0, 3600.0) == 60.0  # a server asking for an hour gets a minute
 

@@ -1,31 +1,11 @@
 """Stage 5, compare: a PR run against its baseline, paired per item.
 
 ``paired`` joins items and runs the tests of :mod:`evalgate.stats`. Finding the runs to compare
-is the run directory's job (:mod:`evalgate.run.rundir`).
+is the run directory's job (:mod:`evalgate.run.rundir`); deciding is the gate's.
 """
 
 from __future__ import annotations
 
-from evalgate.compare.paired import (
-    Flip,
-    LoadedRun,
-    MetricComparison,
-    RunComparison,
-    compare_runs,
-    compare_with_baselines,
-    load_run,
-    summary_of,
-    threshold_test,
-)
+from evalgate.compare.paired import LoadedRun, compare_with_baselines, load_run
 
-__all__ = [
-    "Flip",
-    "LoadedRun",
-    "MetricComparison",
-    "RunComparison",
-    "compare_runs",
-    "compare_with_baselines",
-    "load_run",
-    "summary_of",
-    "threshold_test",
-]
+__all__ = ["LoadedRun", "compare_with_baselines", "load_run"]

@@ -17,7 +17,6 @@ and the fix, and never contains the token.
 
 from __future__ import annotations
 
-import email.utils
 import random
 import re
 import time
@@ -29,6 +28,7 @@ import httpx
 
 from evalgate import __version__
 from evalgate.errors import InfraError
+from evalgate.run.client import parse_retry_after
 
 __all__ = [
     "API_VERSION",
@@ -131,19 +131,6 @@ class PullRequest:
                 f"GitHub answered with a pull request evalgate cannot read ({type(exc).__name__})",
                 hint="re-run the job; if it persists, report it with the GITHUB_API_URL in use",
             ) from None
-
-
-def _parse_retry_after(value: str | None, now: float) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - now)
 
 
 def _message(resp: httpx.Response) -> str:
@@ -312,7 +299,7 @@ class GitHubClient:
         if resp.status_code not in (403, 429):
             return None
         headers = resp.headers
-        retry_after = _parse_retry_after(headers.get("retry-after"), self._clock())
+        retry_after = parse_retry_after(headers.get("retry-after"), self._clock())
         if retry_after is not None:
             return retry_after
         if headers.get("x-ratelimit-remaining") == "0":
@@ -380,7 +367,7 @@ class GitHubClient:
                 raise self._error(method, path, resp, attempt, rate_limit_hint=hint)
             if resp.status_code >= 500 and idempotent and not last:
                 # A 503 may say when to come back; otherwise back off with jitter.
-                hint = _parse_retry_after(resp.headers.get("retry-after"), self._clock())
+                hint = parse_retry_after(resp.headers.get("retry-after"), self._clock())
                 delay = self._jitter(attempt) if hint is None else min(hint, self.backoff_cap_s)
                 self._pause(delay)
                 continue

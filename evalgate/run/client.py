@@ -35,7 +35,17 @@ from evalgate.serve.base import Endpoint
 if TYPE_CHECKING:
     from evalgate.run.cache import ResponseCache
 
-__all__ = ["AdaptiveLimit", "ChatClient", "ClientStats", "Reply", "RequestFailed", "dumps", "loads"]
+__all__ = [
+    "AdaptiveLimit",
+    "ChatClient",
+    "ClientStats",
+    "Reply",
+    "RequestFailed",
+    "dumps",
+    "loads",
+    "parse_retry_after",
+    "retry_after",
+]
 
 # One encoder, built once: json.dumps with non-default arguments builds a new one per call.
 _STD_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -179,11 +189,9 @@ class AdaptiveLimit:
                 fut.set_result(None)
 
 
-def _retry_after(headers: Any) -> float | None:
-    # A LiteLLM proxy passes an upstream 429's header on as llm_provider-retry-after.
-    value = (
-        (headers.get("Retry-After") or headers.get("llm_provider-retry-after")) if headers else None
-    )
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP date (RFC 9110).
+    None when absent or unparseable (the caller falls back to its own backoff)."""
     if not value:
         return None
     try:
@@ -192,8 +200,16 @@ def _retry_after(headers: Any) -> float | None:
         try:
             parsed = email.utils.parsedate_to_datetime(value)
         except (TypeError, ValueError):
-            return None  # unparseable: fall back to our own backoff
-        return max(0.0, parsed.timestamp() - time.time())
+            return None
+        return max(0.0, parsed.timestamp() - (time.time() if now is None else now))
+
+
+def retry_after(headers: Any) -> float | None:
+    """The server's wait hint from response headers (chat servers and LiteLLM's proxy)."""
+    if not headers:
+        return None
+    # A LiteLLM proxy passes an upstream 429's header on as llm_provider-retry-after.
+    return parse_retry_after(headers.get("Retry-After") or headers.get("llm_provider-retry-after"))
 
 
 class ChatClient:
@@ -313,7 +329,7 @@ class ChatClient:
                         return reply
                     error = RequestFailed(f"http_{status}", raw[:200].decode("utf-8", "replace"))
                     retryable = status in _RETRY_STATUS
-                    hint = _retry_after(resp.headers)
+                    hint = retry_after(resp.headers)
                     if status == 429 and limit is not None:
                         limit.throttled(epoch)
                         self.stats.throttle_decreases = limit.decreases

@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from evalgate.run.client import RequestFailed
+from evalgate.run.client import RequestFailed, retry_after
 
 __all__ = ["ToolCall", "ToolChat", "ToolReply"]
 
@@ -76,13 +76,6 @@ def _parse(raw: bytes) -> ToolReply:
     )
 
 
-def _retry_after(headers: Any) -> float | None:
-    try:
-        return max(0.0, float(headers.get("Retry-After")))
-    except (TypeError, ValueError):
-        return None
-
-
 class ToolChat:
     """Tool-calling requests for one agent run; use as ``async with ToolChat(client):``."""
 
@@ -129,7 +122,7 @@ class ToolChat:
                         f"http_{resp.status}", raw[:200].decode("utf-8", "replace")
                     )
                     retryable = resp.status in _RETRY_STATUS
-                    hint = _retry_after(resp.headers)
+                    hint = retry_after(resp.headers)
             except RequestFailed as exc:
                 error = exc
             except TimeoutError:
