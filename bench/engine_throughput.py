@@ -184,9 +184,9 @@ def ceiling(url: str, n: int, concurrency: int) -> None:
 def engine(config: Path, n: int) -> None:
     _pin(CLIENT_CORE)
     from evalgate.config.load import load_config
-    from evalgate.run.client import ChatClient
     from evalgate.run.engine import run_suite
     from evalgate.serve.base import Endpoint
+    from evalgate.serve.client import ChatClient
     from evalgate.suites import build_suite
 
     cfg = load_config(config, [])

@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from evalgate.config.spec.models import LiteLLMModel, LocalModel  # noqa: E402
-from evalgate.run.client import ChatClient  # noqa: E402
 from evalgate.serve.base import Endpoint  # noqa: E402
+from evalgate.serve.client import ChatClient  # noqa: E402
 from evalgate.serve.litellm import LiteLLMServer  # noqa: E402
 
 SAMPLING = SimpleNamespace(temperature=0.0, top_p=1.0, max_tokens=8, seed=None)

@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from evalgate.config.load import load_config  # noqa: E402
-from evalgate.run.client import ChatClient  # noqa: E402
 from evalgate.run.engine import run_suite  # noqa: E402
 from evalgate.serve.base import Endpoint  # noqa: E402
+from evalgate.serve.client import ChatClient  # noqa: E402
 from evalgate.suites import build_suite  # noqa: E402
 
 

@@ -22,7 +22,6 @@ from evalgate.errors import InfraError, UsageError
 from evalgate.gate import Verdict, decide
 from evalgate.report import render_scorecard, verdict_json
 from evalgate.run.cache import ResponseCache
-from evalgate.run.client import ChatClient
 from evalgate.run.costs import cost_usd
 from evalgate.run.engine import run_suite
 from evalgate.run.fingerprint import dataset_hash, fingerprint
@@ -32,6 +31,7 @@ from evalgate.run.rundir import RunDir, find_run_dirs, find_runs, new_run_id, wr
 from evalgate.run.sequential import SequentialResult, run_sequential
 from evalgate.run.summary import RunSummary, item_metrics, summarize
 from evalgate.serve import Endpoint, open_server
+from evalgate.serve.client import ChatClient
 from evalgate.suites import Suite, build_suites
 
 __all__ = ["gate_runs", "load_baselines", "resume", "run", "write_report"]

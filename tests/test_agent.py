@@ -16,10 +16,10 @@ import pytest
 
 from evalgate.config.spec.benchmarks import AgentBenchmark
 from evalgate.errors import ConfigError, InfraError
-from evalgate.run.client import ChatClient
 from evalgate.run.engine import run_suite
 from evalgate.sandbox import BACKENDS, SandboxConfig, backend_class, open_backend
 from evalgate.serve.base import Endpoint
+from evalgate.serve.client import ChatClient
 from evalgate.suites import build_suite
 from evalgate.suites.agent import CommandAgent, load_tasks, run_task
 from evalgate.suites.agent.command import parse_turn_meta

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from evalgate.run.cache import CACHE_FILE, ResponseCache, default_cache_dir
-from evalgate.run.client import ChatClient
 from evalgate.run.engine import run_suite
 from evalgate.serve.base import Endpoint
+from evalgate.serve.client import ChatClient
 from tests.conftest import ScriptedServer
 from tests.test_faults import _suite
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from evalgate.run.client import ChatClient, RequestFailed
 from evalgate.run.engine import _item_hash, run_suite
 from evalgate.run.fingerprint import item_hash
 from evalgate.run.journal import RECORD_KEYS
 from evalgate.serve.base import Endpoint
+from evalgate.serve.client import ChatClient, RequestFailed
 from evalgate.suites.base import Item, Outcome
 from tests.test_faults import SAMPLING, _suite
 

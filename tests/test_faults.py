@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from evalgate.run.client import (
+from evalgate.run.engine import run_suite
+from evalgate.serve.base import Endpoint
+from evalgate.serve.client import (
     AdaptiveLimit,
     ChatClient,
     ClientStats,
@@ -27,8 +29,6 @@ from evalgate.run.client import (
     parse_retry_after,
     retry_after,
 )
-from evalgate.run.engine import run_suite
-from evalgate.serve.base import Endpoint
 from evalgate.suites.base import Item
 from evalgate.suites.qa import QASuite
 from evalgate.suites.scorers import make_scorer

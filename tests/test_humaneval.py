@@ -12,11 +12,11 @@ import pytest
 
 from evalgate.config.spec._base import Sampling
 from evalgate.config.spec.benchmarks import HumanEvalBenchmark
-from evalgate.run.client import ChatClient
 from evalgate.run.engine import run_suite
 from evalgate.run.summary import summarize
 from evalgate.sandbox import BACKENDS, backend_class
 from evalgate.serve.base import Endpoint
+from evalgate.serve.client import ChatClient
 from evalgate.suites import build_suite
 from evalgate.suites.humaneval import build_program, data_path, extract_code, load_problems
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.config.load import load_config
-from evalgate.run.client import ChatClient
 from evalgate.run.engine import run_suite
 from evalgate.run.fingerprint import item_hash
 from evalgate.run.journal import (
@@ -25,6 +24,7 @@ from evalgate.run.journal import (
     rewrite_journal,
 )
 from evalgate.serve.base import Endpoint
+from evalgate.serve.client import ChatClient
 from evalgate.suites import build_suite
 from evalgate.suites.base import Item
 from tests.conftest import ROOT, write_config

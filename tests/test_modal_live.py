@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from evalgate.config.spec import ModalVLLMModel, Sampling
-from evalgate.run.client import ChatClient
+from evalgate.serve.client import ChatClient
 
 # Read at import: the autouse fixture in conftest.py removes *_SECRET variables from os.environ
 # before each test (no test may see a real token by accident); this one asks for it explicitly.

@@ -19,8 +19,8 @@ import pytest
 from aiohttp import web
 
 from evalgate.config.spec import Sampling
-from evalgate.run.client import ChatClient, RequestFailed
 from evalgate.serve.base import Endpoint
+from evalgate.serve.client import ChatClient, RequestFailed
 
 
 class ModalLikeServer:

@@ -24,10 +24,10 @@ import pytest
 
 from evalgate.config.spec._base import Sampling
 from evalgate.config.spec.benchmarks import AgentBenchmark
-from evalgate.run.client import ChatClient
 from evalgate.run.engine import run_suite
 from evalgate.sandbox import ModelRoute, SandboxConfig, backend_class, open_backend
 from evalgate.serve.base import Endpoint
+from evalgate.serve.client import ChatClient
 from evalgate.suites.agent.suite import AgentSuite
 
 pytestmark = pytest.mark.skipif(

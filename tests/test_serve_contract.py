@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from evalgate.config.spec import LiteLLMModel, LocalModel, OpenAIModel, Sampling, VLLMModel
-from evalgate.run.client import ChatClient
 from evalgate.serve import open_server
+from evalgate.serve.client import ChatClient
 from evalgate.serve.litellm import litellm_python
 from tests.test_vllm_local import FAKE_VLLM
 

@@ -21,10 +21,10 @@ import pytest
 
 from evalgate.config.load import load_config
 from evalgate.config.spec._base import Sampling
-from evalgate.run.client import ChatClient
 from evalgate.run.engine import run_suite
 from evalgate.sandbox import BACKENDS, backend_class
 from evalgate.serve.base import Endpoint
+from evalgate.serve.client import ChatClient
 from evalgate.suites import build_suites
 from evalgate.suites.base import SUITES, Outcome
 

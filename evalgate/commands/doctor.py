@@ -326,7 +326,7 @@ def _deploy(
 
 def _smoke(doc: _Doctor, config: Any, endpoints: dict[str, Any]) -> None:
     from evalgate.config.spec import Sampling
-    from evalgate.run.client import ChatClient, RequestFailed
+    from evalgate.serve.client import ChatClient, RequestFailed
 
     async def ask(endpoint: Any) -> Any:
         sampling = Sampling(temperature=0.0, max_tokens=16)
@@ -353,8 +353,8 @@ def _smoke(doc: _Doctor, config: Any, endpoints: dict[str, Any]) -> None:
 
 
 def _tiny_eval(doc: _Doctor, config: Any, endpoints: dict[str, Any], n_items: int) -> None:
-    from evalgate.run.client import ChatClient
     from evalgate.run.engine import run_suite
+    from evalgate.serve.client import ChatClient
     from evalgate.suites import build_suite
 
     suites: dict[str, Any] = {}

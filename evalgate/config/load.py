@@ -102,10 +102,6 @@ class Config(BaseModel):
     gate: GateSettings
     baseline: BaselineSettings = BaselineSettings()
 
-    def dump(self) -> dict[str, Any]:
-        """The merged config as saved to run_config.json."""
-        return self.model_dump(mode="json")
-
 
 # --------------------------------------------------------------------------------------------
 # Loading

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Iterator
 from typing import IO, Any
 
 from evalgate.errors import InfraError
-from evalgate.run.client import RequestFailed, dumps
+from evalgate.serve.client import RequestFailed, dumps
 from evalgate.suites.base import Item, Suite
 
 __all__ = ["run_suite"]

@@ -256,11 +256,6 @@ class Sandbox(abc.ABC):
             detail = err.decode("utf-8", "replace").strip() or f"exit {code}"
             raise SandboxFileError(f"{path}: cannot write ({detail})")
 
-    async def write_files(self, files: Mapping[str, bytes | str], *, cwd: str = WORKDIR) -> None:
-        """Write several files; one exec per file keeps it simple and backend-neutral."""
-        for path, data in files.items():
-            await self.write_file(path, data, cwd=cwd)
-
     async def kill_all(self) -> None:
         """Kill every process the sandboxed user runs (left-overs of an agent) except the init.
 

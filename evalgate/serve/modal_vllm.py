@@ -350,11 +350,6 @@ class ModalVLLMServer:
         self._ops = ops
         self._stack = contextlib.ExitStack()
 
-    @property
-    def cache_identity(self) -> str | None:
-        """The app's digest once described: stable across runs, for response-cache keys."""
-        return self.spec.digest() if self.spec else None
-
     def _log(self, line: str) -> None:
         assert self.log_path is not None
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,8 +8,6 @@ SIGTERM to the group, a grace period for vLLM's own shutdown, then SIGKILL to wh
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import secrets
 import shutil
@@ -83,14 +81,6 @@ class VLLMServer:
         # The port is on loopback, but other users of a shared GPU box can reach it too: a
         # per-run key keeps them off (vLLM reads VLLM_API_KEY; /health stays open).
         self._api_key = secrets.token_urlsafe(24)
-
-    @property
-    def cache_identity(self) -> str:
-        """Stable across runs (the port is not in it): the server's settings and template, for
-        response-cache keys (``ChatClient(cache_identity=…)``)."""
-        template = self.chat_template.sha256 if self.chat_template else None
-        args = serve_command(self.model, served_model_name=self.model.name, host=HOST, port=0)
-        return hashlib.sha256(json.dumps([args, template]).encode()).hexdigest()[:16]
 
     def executable(self) -> str:
         found = shutil.which("vllm", path=self.environ.get("PATH", os.defpath))

@@ -58,20 +58,24 @@ SUITES: dict[str, str] = {
 }
 
 
-def build_suite(spec: Any) -> Suite:
-    """The suite for a resolved benchmark config."""
+def _suite_class(spec: Any) -> Any:
     target = SUITES.get(spec.kind)
     if target is None:
         raise ConfigError(f"benchmark {spec.name!r}: unknown kind {spec.kind!r}")
-    cls = load_entry(target, what=f"benchmark {spec.name!r}: kind {spec.kind!r}", error=ConfigError)
-    return cls.from_spec(spec)
+    return load_entry(
+        target, what=f"benchmark {spec.name!r}: kind {spec.kind!r}", error=ConfigError
+    )
+
+
+def build_suite(spec: Any) -> Suite:
+    """The suite for a resolved benchmark config."""
+    return _suite_class(spec).from_spec(spec)
 
 
 def build_suites(spec: Any) -> list[Suite]:
     """One suite per agent variant (named ``{benchmark}.{variant}``, same item ids, so variants
-    compare item by item); one suite otherwise."""
+    compare item by item); one suite otherwise. Through the registry, like every kind: this
+    module never imports a suite implementation (they import it)."""
     if spec.kind == "agent" and getattr(spec, "variants", None):
-        from evalgate.suites.agent.suite import AgentSuite
-
-        return list(AgentSuite.for_variants(spec))
+        return list(_suite_class(spec).for_variants(spec))
     return [build_suite(spec)]

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.errors import ConfigError, InfraError
-from evalgate.run.client import RequestFailed
+from evalgate.serve.client import RequestFailed
 from evalgate.suites.base import Item, Outcome
 
 __all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "VerifiersSuite", "module_name"]
@@ -172,8 +172,8 @@ def _chat_harness_module() -> types.ModuleType:
     from pydantic import Field
     from verifiers.v1.dialects.chat import message_to_wire
 
-    from evalgate.run.client import ChatClient
     from evalgate.serve.base import Endpoint
+    from evalgate.serve.client import ChatClient
 
     class ChatHarnessConfig(vf.HarnessConfig):
         max_retries: int = Field(4, ge=0)

@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from evalgate.run.client import RequestFailed, retry_after
+from evalgate.serve.client import RequestFailed, retry_after
 
 __all__ = ["ToolCall", "ToolChat", "ToolReply"]
 

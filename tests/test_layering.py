@@ -1,0 +1,91 @@
+"""The tree reads as the pipeline, and the imports say so: a module imports (at module level)
+only from its own stage or an earlier one, and there are no import cycles. Imports inside
+functions are allowed to reach later stages lazily (the CLI does), so they are not checked."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "evalgate"
+
+# Stage ranks, in data-flow order (README, "Development").
+STAGE = {
+    "errors": 0, "_lazy": 0, "evalgate": 0, "stats": 0,
+    "config": 1,
+    "serve": 2,
+    "sandbox": 3,
+    "suites": 4,
+    "run": 5,
+    "compare": 6,
+    "gate": 7,
+    "report": 8,
+    "store": 9, "publish": 9,
+    "pipeline": 10,
+    "action": 11, "commands": 11, "cli": 11, "__main__": 12,
+}  # fmt: skip
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    deps = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:  # module level only
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("evalgate"):
+            deps.add(node.module)
+            deps |= {f"{node.module}.{a.name}" for a in node.names} & modules.keys()
+        elif isinstance(node, ast.Import):
+            deps |= {a.name for a in node.names if a.name.startswith("evalgate")}
+    return deps & modules.keys()
+
+
+def _stage(module: str) -> int:
+    parts = module.split(".")
+    return STAGE[parts[1] if len(parts) > 1 else parts[0]]
+
+
+def test_every_package_has_a_stage() -> None:
+    assert {m.split(".")[1] for m in _modules() if "." in m} <= STAGE.keys()
+
+
+def test_modules_import_only_from_their_stage_or_earlier() -> None:
+    modules = _modules()
+    wrong = [
+        f"{name} (stage {_stage(name)}) imports {dep} (stage {_stage(dep)})"
+        for name, path in modules.items()
+        for dep in _imports(path, modules)
+        if _stage(dep) > _stage(name)
+    ]
+    assert wrong == []
+
+
+def test_no_import_cycles() -> None:
+    modules = _modules()
+    graph = {
+        # a package importing its own submodules (re-exports) is not a cycle
+        name: {d for d in _imports(path, modules) if not d.startswith(name + ".")}
+        for name, path in modules.items()
+    }
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+    cycles: list[list[str]] = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                cycles.append([*trail[trail.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep, [*trail, dep])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
