@@ -460,6 +460,7 @@ def _run_one(
         meta["resumed"] = {"kept": len(kept), "ran": len(records) - len(kept)}
     run_dir.write_metadata(meta)
     run_dir.attach_log(server.log_path)
+    run_dir.keep_artifacts(suite.name, suite.artifacts())
     return summary, seq
 
 

@@ -35,6 +35,15 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+def _inspect_ok() -> bool:
+    import os
+    import subprocess
+
+    python = os.environ.get("EVALGATE_INSPECT_PYTHON")
+    probe = "import inspect_ai, openai; assert int(openai.__version__.split('.')[0]) >= 3"
+    return bool(python) and subprocess.run([python, "-c", probe]).returncode == 0
+
+
 def _entries(tmp_path: Path) -> dict[str, tuple[str, str | None]]:
     """kind → (benchmark YAML entry, why it cannot run here or None)."""
     data = tmp_path / "qa.jsonl"
@@ -59,6 +68,11 @@ def _entries(tmp_path: Path) -> dict[str, tuple[str, str | None]]:
             f"{{name: b, kind: agent, tasks: '{tasks}', eval: {{num_examples: 2}}, "
             "sandbox: {timeout_s: 60}}",
             None,
+        ),
+        "inspect": (
+            f"{{name: b, kind: inspect, task: '{ROOT}/examples/inspect/arith_task.py@arith', "
+            "task_args: {size: 3}}",
+            None if _inspect_ok() else "needs EVALGATE_INSPECT_PYTHON with inspect-ai",
         ),
         "verifiers": (
             "{name: b, kind: verifiers, env_id: evalgate-arith, env_args: {num_tasks: 3}}",

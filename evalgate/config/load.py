@@ -28,6 +28,7 @@ from evalgate.config.spec import (
     GateSettings,
     HFBenchmark,
     HumanEvalBenchmark,
+    InspectBenchmark,
     LocalModel,
     Model,
     OpenAIModel,
@@ -65,7 +66,9 @@ class BenchmarkEntry(Strict):
     model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
     name: str
     """Registry name (see `evalgate benchmarks`) or, with `kind`, your own label."""
-    kind: Literal["arith", "jsonl", "hf", "agent", "humaneval", "verifiers"] | None = None
+    kind: Literal["arith", "jsonl", "hf", "agent", "humaneval", "verifiers", "inspect"] | None = (
+        None
+    )
     """Set for an inline benchmark; omit to use the registry's definition."""
     sampling: dict[str, Any] | None = None
     """Sampling overrides for this benchmark."""
@@ -114,6 +117,7 @@ _BENCHMARK_KINDS = {
     "agent": AgentBenchmark,
     "humaneval": HumanEvalBenchmark,
     "verifiers": VerifiersBenchmark,
+    "inspect": InspectBenchmark,
 }
 # Fields holding file paths: resolved against the file that set them (cwd for the command line).
 _PATH_FIELDS = {"jsonl": ("path",), "agent": ("tasks",)}
@@ -367,6 +371,11 @@ def _resolve_benchmark(
     for key in _PATH_FIELDS.get(str(data.get("kind")), ()):
         if isinstance(data.get(key), str):
             data[key] = anchored((key,), data[key])
+    task = data.get("task") if data.get("kind") == "inspect" else None
+    if isinstance(task, str) and task.partition("@")[0].endswith(".py"):
+        # A task file is the user's (relative to evals.yaml); a registered name is not a path.
+        file, at_sign, func = task.partition("@")
+        data["task"] = anchored(("task",), file) + at_sign + func
     if data.get("kind") == "agent":
         for i, variant in enumerate(data.get("variants") or []):
             for key in ("skills_dir", "mcp_config"):

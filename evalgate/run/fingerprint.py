@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 __all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "item_hash"]
@@ -52,6 +53,14 @@ def _kind_measurement(bench: Any) -> dict[str, Any]:
                 "verifiers": vf_version,
             }
         }
+    if bench.kind == "inspect":
+        # The task and its arguments define what is measured; the task file's own code (solver
+        # and scorer) is the PR's to change, like an agent's, and the dataset hash pairs items.
+        # A task file is recorded by name, not by absolute path: the base branch's run happens in
+        # another checkout.
+        file, at_sign, func = bench.task.partition("@")
+        task = Path(file).name + at_sign + func if file.endswith(".py") else bench.task
+        return {"task": {"task": task, "task_args": bench.task_args}}
     if bench.kind in ("agent", "humaneval"):
         return {"sandbox": bench.sandbox.model_dump(mode="json")}
     return {}

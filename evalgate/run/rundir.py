@@ -70,6 +70,13 @@ class RunDir:
         if log is not None and log.is_file():
             shutil.copyfile(log, self.path / "logs" / log.name)
 
+    def keep_artifacts(self, suite: str, files: list[Path]) -> None:
+        """A suite's own outputs (inspect's logs) under ``artifacts/``, beside the journal."""
+        for file in files:
+            target = self.path / "artifacts"
+            target.mkdir(exist_ok=True)
+            shutil.copy2(file, target / file.name)
+
 
 def _key(run_dir: Path) -> tuple[str, str] | None:
     try:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from evalgate._lazy import load_entry
 from evalgate.errors import ConfigError
 
-__all__ = ["SUITES", "Item", "Outcome", "Suite", "build_suite", "build_suites"]
+__all__ = ["SUITES", "Item", "Outcome", "Suite", "SuiteDefaults", "build_suite", "build_suites"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,19 @@ class Suite(Protocol):
         """Run rollout ``index`` of ``item`` against ``client``; raise on infrastructure failure."""
         ...
 
+    def artifacts(self) -> list[Path]:
+        """Files the suite produced that belong in the run directory (e.g. inspect's log)."""
+        ...
+
+
+class SuiteDefaults:
+    """What most suites share: no variant, no artifacts. Suites inherit it and override."""
+
+    variant: Any = None
+
+    def artifacts(self) -> list[Path]:
+        return []
+
 
 # kind → "module:Class"; each class has ``from_spec(spec) -> Suite``. Imported lazily: a kind's
 # heavy dependencies (datasets, verifiers, sandboxes) load only when a benchmark uses it.
@@ -55,6 +69,7 @@ SUITES: dict[str, str] = {
     "humaneval": "evalgate.suites.humaneval:HumanEvalSuite",
     "agent": "evalgate.suites.agent.suite:AgentSuite",
     "verifiers": "evalgate.suites.verifiers:VerifiersSuite",
+    "inspect": "evalgate.suites.inspect_task:InspectSuite",
 }
 
 

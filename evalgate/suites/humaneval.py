@@ -31,7 +31,7 @@ import jinja2
 
 from evalgate.errors import ConfigError
 from evalgate.sandbox import SandboxBackend, SandboxConfig, open_backend
-from evalgate.suites.base import Item, Outcome
+from evalgate.suites.base import Item, Outcome, SuiteDefaults
 
 __all__ = ["HumanEvalSuite", "build_program", "data_path", "extract_code", "load_problems"]
 
@@ -109,14 +109,13 @@ def build_program(problem: dict[str, Any], completion: str) -> str:
 
 
 @dataclass
-class HumanEvalSuite:
+class HumanEvalSuite(SuiteDefaults):
     name: str
     items: list[Item]
     messages: dict[str, list[dict[str, str]]]
     problems: dict[str, dict[str, Any]]
     backend: SandboxBackend
     sandbox: SandboxConfig
-    variant: Any = None  # the Suite interface: only agent suites have variants
 
     @classmethod
     def from_spec(cls, spec: Any) -> HumanEvalSuite:

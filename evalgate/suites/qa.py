@@ -8,7 +8,7 @@ from typing import Any
 import jinja2
 
 from evalgate.errors import ConfigError
-from evalgate.suites.base import Item, Outcome
+from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.datasets import load_items
 from evalgate.suites.scorers import Scorer, make_scorer
 
@@ -21,12 +21,11 @@ _JINJA = jinja2.Environment(
 
 
 @dataclass
-class QASuite:
+class QASuite(SuiteDefaults):
     name: str
     items: list[Item]
     scorer: Scorer
     messages: dict[str, list[dict[str, str]]]  # item id → chat messages, rendered up front
-    variant: Any = None  # the Suite interface: only agent suites have variants
 
     @classmethod
     def from_spec(cls, spec: Any) -> QASuite:

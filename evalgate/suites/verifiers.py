@@ -35,7 +35,7 @@ from typing import Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
-from evalgate.suites.base import Item, Outcome
+from evalgate.suites.base import Item, Outcome, SuiteDefaults
 
 __all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "VerifiersSuite", "module_name"]
 
@@ -642,14 +642,13 @@ def _output_outcome(out: dict[str, Any]) -> VerifiersOutcome:
 
 
 @dataclass
-class VerifiersSuite:
+class VerifiersSuite(SuiteDefaults):
     """A verifiers environment as an evalgate suite (see the module docstring)."""
 
     name: str
     items: list[Item]
     api: str
     runner: Any
-    variant: Any = None  # the Suite interface: only agent suites have variants
 
     @classmethod
     def from_spec(cls, spec: Any) -> VerifiersSuite:

@@ -23,6 +23,7 @@ __all__ = [
     "FileBenchmark",
     "HFBenchmark",
     "HumanEvalBenchmark",
+    "InspectBenchmark",
     "NumericScorer",
     "RegexScorer",
     "SandboxSpec",
@@ -259,12 +260,26 @@ class VerifiersBenchmark(CommonBenchmark):
     """Where v1 rollouts execute; never a remote service unless chosen here."""
 
 
+class InspectBenchmark(CommonBenchmark):
+    """An inspect_ai task, scored by the task's own scorer (each sample an item, each epoch a
+    rollout). inspect runs in its own process, with `EVALGATE_INSPECT_PYTHON` if set."""
+
+    kind: Literal["inspect"]
+    """`inspect`: an inspect_ai task run against the served model."""
+    task: str = Field(min_length=1)
+    """A task file and name (`evals/my_task.py@my_task`, relative to evals.yaml) or a registered
+    task (`inspect_evals/gsm8k`, with that package installed for inspect's interpreter)."""
+    task_args: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the task function (`-T` in `inspect eval`)."""
+
+
 Benchmark = Annotated[
     ArithBenchmark
     | FileBenchmark
     | HFBenchmark
     | AgentBenchmark
     | HumanEvalBenchmark
-    | VerifiersBenchmark,
+    | VerifiersBenchmark
+    | InspectBenchmark,
     Field(discriminator="kind"),
 ]

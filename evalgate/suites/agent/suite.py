@@ -27,7 +27,7 @@ from evalgate.suites.agent.builtin import SKILLS_DIR, BuiltinAgent, find_skills
 from evalgate.suites.agent.command import MCP_CONFIG_PATH, CommandAgent
 from evalgate.suites.agent.runner import run_task
 from evalgate.suites.agent.tasks import Task, load_tasks
-from evalgate.suites.base import Item, Outcome
+from evalgate.suites.base import Item, Outcome, SuiteDefaults
 
 __all__ = ["AGENT_BIN_DIR", "AgentSuite"]
 
@@ -68,7 +68,7 @@ def _agent_binary(command: list[str]) -> tuple[list[str], tuple[Mount, ...]]:
 
 
 @dataclass
-class AgentSuite:
+class AgentSuite(SuiteDefaults):
     name: str
     items: list[Item]
     tasks: dict[str, Task]

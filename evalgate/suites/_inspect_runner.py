@@ -1,0 +1,159 @@
+"""Runs an inspect_ai task for evalgate, in inspect's own interpreter (run by file path).
+
+A separate process, for two reasons. The task file is the PR's code, and no PR code runs in the
+process that decides the verdict (README, "Threat model"). And inspect_ai needs an ``openai``
+newer than verifiers allows, so it usually lives in its own venv (``EVALGATE_INSPECT_PYTHON``).
+This file therefore imports nothing from evalgate: it is run by path, with only the stdlib and
+inspect_ai. It speaks JSON lines on stdout (``list``) or into a file (``run``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _text(value: Any) -> str:
+    """A sample's input or target as plain text (messages are joined by role)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for v in value:
+            if isinstance(v, str):
+                parts.append(v)
+            else:  # a ChatMessage
+                parts.append(f"{getattr(v, 'role', '?')}: {getattr(v, 'text', '') or ''}")
+        return "\n".join(parts)
+    return "" if value is None else str(value)
+
+
+def _load_task(spec: str, task_args: dict[str, Any]) -> Any:
+    from inspect_ai._eval.loader import load_tasks  # the loader `inspect eval` itself uses
+
+    tasks = load_tasks([spec], task_args=task_args)
+    if len(tasks) != 1:
+        raise SystemExit(f"{spec}: expected exactly one task, found {len(tasks)}")
+    return tasks[0]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    task = _load_task(args.task, json.loads(args.task_args))
+    for n, sample in enumerate(task.dataset, 1):
+        sid = sample.id if sample.id is not None else n  # inspect numbers id-less samples 1..n
+        meta = sample.metadata or {}
+        row = {"id": str(sid), "input": _text(sample.input), "target": _text(sample.target)}
+        if "group" in meta:
+            row["group"] = str(meta["group"])
+        print(json.dumps(row), flush=True)
+    return 0
+
+
+def _reward(sample: Any) -> tuple[float | None, dict[str, Any]]:
+    """The first scorer's value as a float in [0, 1] (inspect's own value_to_float: C/I, yes/no,
+    numbers), plus every score for the record."""
+    from inspect_ai.scorer import value_to_float
+
+    to_float = value_to_float()
+    scores = {name: s.value for name, s in (sample.scores or {}).items()}
+    if not sample.scores:
+        return None, scores
+    first = next(iter(sample.scores.values()))
+    try:
+        value = float(to_float(first.value))
+    except (TypeError, ValueError):
+        return None, scores
+    return min(1.0, max(0.0, value)), scores
+
+
+def _record(sample: Any) -> dict[str, Any]:
+    reward, scores = _reward(sample)
+    usage = {"prompt_tokens": 0, "completion_tokens": 0}
+    for u in (sample.model_usage or {}).values():
+        usage["prompt_tokens"] += int(getattr(u, "input_tokens", 0) or 0)
+        usage["completion_tokens"] += int(getattr(u, "output_tokens", 0) or 0)
+    error = None
+    if sample.error is not None:
+        error = str(getattr(sample.error, "message", sample.error)).splitlines()[0][:300]
+    elif reward is None:
+        error = f"unscorable: the task's scorer gave {scores!r}"
+    messages = [{"role": m.role, "content": _text(getattr(m, "text", ""))} for m in sample.messages]
+    return {
+        "id": str(sample.id),
+        "epoch": int(sample.epoch),
+        "reward": reward,
+        "scores": {
+            k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in scores.items()
+        },
+        "completion": sample.output.completion if sample.output else "",
+        "messages": messages,
+        "usage": usage,
+        "error": error,
+    }
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.log import read_eval_log
+
+    log_dir = Path(args.log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    common = {
+        "log_dir": str(log_dir),
+        "display": "none",
+        "max_connections": args.max_connections,
+        "fail_on_error": False,  # a sample's error is that rollout's error, counted by evalgate
+    }
+    generate = {k: v for k, v in json.loads(args.generate).items() if v is not None}
+    logs = inspect_eval(
+        _load_task(args.task, json.loads(args.task_args)),
+        model=f"openai-api/evalgate/{args.model}",
+        model_base_url=args.base_url,
+        epochs=args.epochs,
+        sample_id=args.sample_id or None,
+        **common,
+        **generate,
+    )
+    log = read_eval_log(logs[0].location)
+    with open(args.out, "w", encoding="utf-8") as fh:
+        for sample in log.samples or []:
+            fh.write(json.dumps(_record(sample)) + "\n")
+    print(json.dumps({"status": log.status, "log": str(logs[0].location)}), flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="_inspect_runner")
+    sub = parser.add_subparsers(dest="command", required=True)
+    lst = sub.add_parser("list")
+    run = sub.add_parser("run")
+    for p in (lst, run):
+        p.add_argument("--task", required=True)
+        p.add_argument("--task-args", default="{}")
+    run.add_argument("--model", required=True)
+    run.add_argument("--base-url", required=True)
+    run.add_argument("--epochs", type=int, default=1)
+    run.add_argument("--log-dir", required=True)
+    run.add_argument("--out", required=True)
+    run.add_argument("--max-connections", type=int, default=8)
+    run.add_argument("--generate", default="{}", help="GenerateConfig fields as JSON")
+    run.add_argument("--sample-id", action="append", default=[])
+    args = parser.parse_args(argv)
+    os.environ.setdefault("EVALGATE_API_KEY", "none")  # the served endpoint's key, if any
+    return cmd_list(args) if args.command == "list" else cmd_run(args)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Exception as exc:  # inspect's display "none" prints nothing: say why, in one line
+        print(
+            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(1) from None

@@ -1,0 +1,158 @@
+"""``kind: inspect``: an inspect_ai task as a gate benchmark, scored by the task's own scorer.
+
+The task is a file (``evals/my_task.py@my_task``) or a registered name (``inspect_evals/gsm8k``
+with the inspect-evals package). Each inspect sample is an item (its id is inspect's sample id,
+so base and PR pair per sample); each epoch is a rollout. The reward is the task's first scorer's
+value as inspect itself converts it to a number (C/I, yes/no, 0–1).
+
+inspect runs in its own process (:mod:`evalgate.suites._inspect_runner`), with the interpreter
+``EVALGATE_INSPECT_PYTHON`` names (a venv with inspect_ai: it needs an openai newer than verifiers
+allows), else this one. It reaches the served model through inspect's OpenAI-compatible provider
+(``openai-api/evalgate/<model>`` at the endpoint's base URL). The whole task runs once, all
+samples × epochs, on the first rollout the engine asks for; the engine then collects each
+(sample, epoch) as its own rollout, so the journal, the comparison and the scorecard treat it
+like any other kind. inspect's own log (``inspect view --log-dir RUN/artifacts`` reads it) is kept
+in the run directory under ``artifacts/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import ConfigError, InfraError
+from evalgate.suites.base import Item, Outcome, SuiteDefaults
+
+__all__ = ["InspectSuite", "inspect_python"]
+
+RUNNER = Path(__file__).with_name("_inspect_runner.py")
+INSTALL = (
+    "inspect_ai is not installed for EVALGATE_INSPECT_PYTHON (or this interpreter): "
+    "python -m venv .venv-inspect && .venv-inspect/bin/pip install 'inspect-ai==0.3.285' "
+    "'openai>=3.4,<4' and set EVALGATE_INSPECT_PYTHON=.venv-inspect/bin/python"
+)
+
+
+def inspect_python(environ: dict[str, str] | None = None) -> str:
+    """The interpreter that runs inspect: ``EVALGATE_INSPECT_PYTHON``, else this one."""
+    env = os.environ if environ is None else environ
+    return env.get("EVALGATE_INSPECT_PYTHON") or sys.executable
+
+
+def _runner_env(api_key: str | None) -> dict[str, str]:
+    # inspect's openai-api provider reads <SERVICE>_API_KEY; the service is "evalgate".
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INSPECT_EVAL_")}
+    env["EVALGATE_API_KEY"] = api_key or "none"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+async def _call(argv: list[str], *, cwd: Path, api_key: str | None) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=_runner_env(api_key),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:400] if lines else "no output"
+
+
+@dataclass
+class InspectSuite(SuiteDefaults):
+    name: str
+    items: list[Item]
+    spec: Any
+    cwd: Path  # the task file's paths are relative to evals.yaml's folder
+    log_dir: Path = field(
+        default_factory=lambda: Path(tempfile.mkdtemp(prefix="evalgate-inspect-"))
+    )
+    _batch: asyncio.Task[dict[tuple[str, int], dict[str, Any]]] | None = None
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> InspectSuite:
+        # A task file's path is absolute by now (anchored at evals.yaml's folder); inspect runs
+        # beside it, so the task's own relative paths (data files) work as under `inspect eval`.
+        file = spec.task.partition("@")[0]
+        cwd = Path(file).parent if file.endswith(".py") else Path.cwd()
+        argv = [inspect_python(), str(RUNNER), "list", "--task", spec.task]
+        argv += ["--task-args", json.dumps(spec.task_args)]
+        code, out, err = asyncio.run(_call(argv, cwd=cwd, api_key=None))
+        if code != 0:
+            if "No module named 'inspect_ai'" in err:
+                raise ConfigError(f"benchmark {spec.name!r}: {INSTALL}")
+            raise ConfigError(
+                f"benchmark {spec.name!r}: inspect could not load task {spec.task!r}: "
+                f"{_last_line(err)}"
+            )
+        rows = [json.loads(line) for line in out.splitlines() if line.strip()]
+        items = [
+            Item(id=r["id"], prompt=r["input"], answer=r["target"], group=r.get("group"))
+            for r in rows
+        ]
+        if spec.eval.num_examples is not None:
+            items = items[: spec.eval.num_examples]
+        if not items:
+            raise ConfigError(f"benchmark {spec.name!r}: task {spec.task!r} has no samples")
+        return cls(name=spec.name, items=items, spec=spec, cwd=cwd)
+
+    def artifacts(self) -> list[Path]:
+        """inspect's own logs, for the run directory."""
+        return sorted(self.log_dir.glob("*")) if self.log_dir.is_dir() else []
+
+    async def _run_task(self, client: Any) -> dict[tuple[str, int], dict[str, Any]]:
+        ep, spec = client.endpoint, self.spec
+        out_file = self.log_dir / "evalgate-samples.jsonl"
+        generate = {
+            "temperature": spec.sampling.temperature,
+            "max_tokens": spec.sampling.max_tokens,
+            "top_p": spec.sampling.top_p,
+            "seed": spec.sampling.seed,
+        }
+        argv = [inspect_python(), str(RUNNER), "run", "--task", spec.task]
+        argv += ["--task-args", json.dumps(spec.task_args), "--model", ep.model]
+        argv += ["--base-url", ep.base_url, "--epochs", str(spec.eval.rollouts)]
+        argv += ["--log-dir", str(self.log_dir), "--out", str(out_file)]
+        argv += ["--max-connections", str(spec.eval.max_concurrent)]
+        argv += ["--generate", json.dumps(generate)]
+        for item in self.items:
+            argv += ["--sample-id", item.id]
+        code, _, err = await _call(argv, cwd=self.cwd, api_key=ep.api_key)
+        if code != 0 or not out_file.is_file():
+            raise InfraError(f"inspect: task {spec.task!r} failed: {_last_line(err)}")
+        results = {}
+        for line in out_file.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            results[(rec["id"], rec["epoch"] - 1)] = rec
+        out_file.unlink()
+        return results
+
+    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+        if self._batch is None:  # the first rollout starts the whole task; the rest wait on it
+            self._batch = asyncio.ensure_future(self._run_task(client))
+        results = await asyncio.shield(self._batch)
+        rec = results.get((item.id, index))
+        if rec is None:
+            raise InfraError(f"inspect: no result for sample {item.id!r} epoch {index + 1}")
+        if rec["error"] is not None:
+            raise InfraError(f"inspect: {rec['error']}")
+        return Outcome(
+            prompt=rec["messages"][:-1] or [{"role": "user", "content": item.prompt}],
+            completion=rec["completion"],
+            reward=rec["reward"],
+            metrics={"accuracy": rec["reward"]},
+            usage=rec["usage"],
+        )

@@ -1,0 +1,130 @@
+"""kind: inspect — an inspect_ai task as a gate benchmark, paired per sample with a baseline.
+
+inspect runs in its own interpreter (EVALGATE_INSPECT_PYTHON: it needs an openai newer than
+verifiers allows); these tests skip without one. The scripted server answers over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK = ROOT / "examples" / "inspect" / "arith_task.py"
+INSPECT_PY = os.environ.get("EVALGATE_INSPECT_PYTHON", "")
+
+
+def _has_inspect() -> bool:
+    if not INSPECT_PY:
+        return False
+    probe = "import inspect_ai, openai; assert int(openai.__version__.split('.')[0]) >= 3"
+    return subprocess.run([INSPECT_PY, "-c", probe], capture_output=True).returncode == 0
+
+
+needs_inspect = pytest.mark.skipif(
+    not _has_inspect(), reason="needs EVALGATE_INSPECT_PYTHON with inspect-ai (see README)"
+)
+
+
+def _config(tmp_path: Path, base_url: str, extra: str = "") -> Path:
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        f"""
+models: [{{name: m, backend: openai, base_url: "{base_url}", model: org/m}}]
+benchmarks:
+  - name: ia
+    kind: inspect
+    task: {TASK}@arith
+    eval: {{rollouts: 2, max_retries: 0}}
+{extra}
+"""
+    )
+    return config
+
+
+def _adder(wrong: set[str]) -> Any:
+    def script(body: dict[str, Any], n: int) -> str:
+        a, b = map(int, re.findall(r"\d+", body["messages"][-1]["content"])[:2])
+        return "0" if f"add-{a}-{b}" in wrong else str(a + b)
+
+    return script
+
+
+def _run(tmp_path: Path, config: Path, out: str, *args: str) -> tuple[int, dict[str, Any]]:
+    code = main(["local", str(config), "--output", str(tmp_path / out), *args], environ={"CI": "1"})
+    return code, json.loads((tmp_path / out / "verdict.json").read_text())
+
+
+@needs_inspect
+def test_samples_are_items_and_epochs_are_rollouts(tmp_path: Path, scripted_server: Any) -> None:
+    server = scripted_server(_adder({"add-2-3", "add-7-5"}))
+    code, verdict = _run(tmp_path, _config(tmp_path, server.base_url), "out")
+    assert code == 0, verdict
+    (run_dir,) = (tmp_path / "out" / "evals").glob("*/*")
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 20  # 10 samples × 2 epochs, one journal line each
+    by_item = {(r["example_id"], r["rollout"]): r["reward"] for r in records}
+    assert by_item[("add-2-3", 0)] == by_item[("add-2-3", 1)] == 0.0
+    assert by_item[("add-4-4", 0)] == 1.0
+    assert len(server.requests) == 20  # inspect called the served endpoint itself
+    assert list((run_dir / "artifacts").glob("*.eval")), "inspect's own log is kept"
+
+
+@needs_inspect
+def test_a_regression_is_paired_per_sample_against_the_baseline(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    base = scripted_server(_adder(set()))
+    _run(tmp_path, _config(tmp_path, base.base_url), "base")
+    broken = {f"add-{a}-{b}" for a, b in [(2, 3), (7, 5), (4, 4), (9, 1), (6, 2), (3, 8)]}
+    head = scripted_server(_adder(broken))
+    code, verdict = _run(
+        tmp_path, _config(tmp_path, head.base_url), "head", "--baseline", str(tmp_path / "base")
+    )
+    (comparison,) = verdict["comparisons"]
+    assert comparison["comparable"]
+    assert {f["item_id"] for f in comparison["flips"]} == broken
+    assert verdict["status"] in ("FAIL", "INCONCLUSIVE") and code in (0, 1)
+
+
+def test_missing_inspect_is_a_config_error_naming_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if subprocess.run([sys.executable, "-c", "import inspect_ai"]).returncode == 0:
+        pytest.skip("this interpreter has inspect_ai")
+    monkeypatch.setenv("EVALGATE_INSPECT_PYTHON", sys.executable)
+    code = main(["validate", str(_config(tmp_path, "http://127.0.0.1:9/v1"))])
+    assert code == 0  # validate does not run inspect
+    code = main(
+        ["local", str(_config(tmp_path, "http://127.0.0.1:9/v1")), "--output", str(tmp_path / "o")]
+    )
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2
+    assert "inspect-ai==0.3.285" in err and "EVALGATE_INSPECT_PYTHON" in err
+
+
+@needs_inspect
+def test_a_broken_task_file_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = tmp_path / "broken.py"
+    task.write_text(
+        "from inspect_ai import task\n@task\ndef t():\n    raise ValueError('no data')\n"
+    )
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        "models: [{name: m, backend: openai, base_url: 'http://127.0.0.1:9/v1'}]\n"
+        "benchmarks: [{name: b, kind: inspect, task: broken.py@t}]\n"
+    )
+    code = main(["local", str(config), "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2
+    assert "inspect could not load task" in err and "no data" in err
