@@ -1,41 +1,25 @@
-"""The few git questions the Action asks of the checked-out repository."""
+"""The few git questions the Action asks of the checked-out repository.
+
+Git runs through :class:`evalgate._git.Git`, as the result store's does: the same environment,
+the same ``safe.directory`` for a checkout owned by the runner's user, the same masking.
+"""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+from evalgate._git import Git, GitFailed
+from evalgate.errors import InfraError
 
 __all__ = ["GitFailed", "ancestors", "git", "merge_base", "show_file"]
 
 
-class GitFailed(Exception):
-    pass
-
-
 def git(repo: Path, *args: str, timeout: float = 120.0) -> str:
-    """Run git in ``repo``; GitFailed carries git's first stderr line."""
+    """Run git in ``repo``; GitFailed carries git's first error line."""
     try:
-        proc = subprocess.run(
-            ["git", "-C", str(repo), *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env={
-                "GIT_TERMINAL_PROMPT": "0",
-                "PATH": "/usr/local/bin:/usr/bin:/bin",
-                # In a container action the workspace belongs to the runner's user, not ours:
-                # without this git refuses it as "dubious ownership".
-                "GIT_CONFIG_COUNT": "1",
-                "GIT_CONFIG_KEY_0": "safe.directory",
-                "GIT_CONFIG_VALUE_0": "*",
-            },
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GitFailed(f"git {args[0]}: {exc}") from None
-    if proc.returncode != 0:
-        first = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0]
-        raise GitFailed(f"git {args[0]}: {first}")
-    return proc.stdout
+        return Git(repo, timeout=timeout).run(*args)
+    except InfraError as exc:  # git missing or too slow: callers fall back as on any failure
+        raise GitFailed(args, -1, "", str(exc)) from None
 
 
 def _have(repo: Path, sha: str) -> bool:
