@@ -25,6 +25,7 @@ from evalgate.action import git as gitops
 from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
 from evalgate.action.trend import trend_section
+from evalgate.action.workspace import leaves_workspace_as_found
 from evalgate.compare.paired import LoadedRun, load_run
 from evalgate.config._yamlio import load_yaml
 from evalgate.config.load import Config, load_config
@@ -310,6 +311,7 @@ def _publish(ctx: CIContext, inputs: ActionInputs, pub: _Publisher) -> int:
     return int(verdict.get("exit_code", ExitCode.INFRA))
 
 
+@leaves_workspace_as_found
 def run_action(
     environ: Mapping[str, str],
     *,

@@ -9,8 +9,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +269,73 @@ def test_entrypoint_runs_as_the_container_would(
     assert proc.returncode == 0, proc.stderr
     assert "evalgate: PASS" in github.bodies(REPO, PR)[0]
     assert "Traceback" not in proc.stderr
+
+
+def _pr_env(ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], head: str,
+            **inputs: str) -> dict[str, str]:  # fmt: skip
+    return ws.environ("pull_request", _pr_event(pr_event, ws, head), head, "refs/pull/42/merge",
+                      github.url, **inputs)  # fmt: skip
+
+
+# -- as GitHub runs a docker action: root, on a checkout owned by the runner's user ------------
+
+RUNNER = 1001  # the uid of GitHub's hosted runner user
+
+
+def _as_runner(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ["PATH"], "HOME": str(cwd), "LC_ALL": "C"}
+    cmd = ["setpriv", f"--reuid={RUNNER}", f"--regid={RUNNER}", "--clear-groups", *argv]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def _root_owned(tree: Path) -> list[str]:
+    found = [tree] if tree.lstat().st_uid == 0 else []
+    for root, dirs, files in os.walk(tree):
+        for name in dirs + files:
+            if (Path(root) / name).lstat().st_uid == 0:
+                found.append(Path(root) / name)
+    return [str(p.relative_to(tree)) for p in found]
+
+
+@pytest.fixture
+def runner_tmp() -> Iterator[Path]:
+    """A folder the runner's uid can reach (pytest's tmp_path is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="evalgate-runner-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and setpriv to act as the runner's user",
+)
+def test_leaves_no_root_owned_file_in_the_runners_checkout(
+    runner_tmp: Path, scripted_server: Any, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    ws = Workspace(runner_tmp, scripted_server(_script).base_url)
+
+    def chown(uid: int) -> None:
+        subprocess.run(["chown", "-R", f"{uid}:{uid}", str(runner_tmp)], check=True)
+
+    def checkout() -> None:  # what actions/checkout, running as the runner's user, leaves
+        chown(RUNNER)
+
+    checkout()
+    env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url)
+    code, log = _run(env)  # the default git-branch store: fetch, write objects, push
+    assert code == 0, log
+    assert _root_owned(ws.ws) == []
+
+    chown(0)  # a developer pushes a PR (the test's own git runs as root)
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    checkout()
+    for baseline in ("stored", "rerun"):  # the store's cache; a worktree of the base commit
+        code, log = _run(_pr_env(ws, github, pr_event, head, baseline=baseline))
+        assert code == 0, log
+        assert _root_owned(ws.ws) == []
+
+    for argv in (["git", "fetch", "origin"], ["git", "clean", "-ffdx"]):
+        proc = _as_runner(ws.ws, *argv)
+        assert proc.returncode == 0, f"{argv}: {proc.stderr}"
+    assert not (ws.ws / "evalgate-outputs").exists()
