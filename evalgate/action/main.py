@@ -24,6 +24,7 @@ from evalgate import pipeline
 from evalgate.action import git as gitops
 from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
+from evalgate.action.publisher import Publisher as _Publisher
 from evalgate.action.trend import trend_section
 from evalgate.action.workspace import leaves_workspace_as_found
 from evalgate.compare.paired import LoadedRun, load_run
@@ -33,8 +34,8 @@ from evalgate.config.spec import BaselineSettings, GateSettings
 from evalgate.errors import EvalgateError, ExitCode
 from evalgate.gate import Verdict
 from evalgate.publish import actions
-from evalgate.publish.github import GitHubClient, GitHubError
-from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
+from evalgate.publish.github import GitHubClient
+from evalgate.publish.sticky import in_progress_body
 from evalgate.run.progress import make_progress
 from evalgate.serve import open_server
 from evalgate.store import ResultStore, RunKey, StoreError, open_store
@@ -46,56 +47,6 @@ def store_name(benchmark: str, model_label: str) -> str:
     """A run's name in the result store: by model *label*, so a PR that swaps the model behind a
     label is still compared with the label's baseline."""
     return f"{benchmark}--{model_label}"
-
-
-class _Publisher:
-    """Everything the Action writes to GitHub, each channel failing soft and visibly."""
-
-    def __init__(
-        self, ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], out: IO[str]
-    ):
-        self.ctx, self.inputs, self.out = ctx, inputs, out
-        self.env = actions.ActionsEnv.from_environ(environ)
-        self.notices: list[str] = []
-        self.client: GitHubClient | None = None
-        if ctx.is_pr and inputs.comment and inputs.github_token:
-            self.client = GitHubClient(inputs.github_token, api_url=ctx.api_url)
-        self.key = sticky_key(ctx.workflow, inputs.comment_key)
-
-    def log(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
-
-    def comment(self, body: str) -> None:
-        if self.client is None or self.ctx.pr_number is None:
-            return
-        try:
-            result = upsert_sticky_comment(
-                self.client,
-                self.ctx.repository,
-                self.ctx.pr_number,
-                body,
-                key=self.key,
-                artifact_hint=f"the `{self.inputs.output_dir}` artifact of {self.ctx.run_url}",
-            )
-        except GitHubError as exc:  # a comment is a courtesy: it never changes the verdict
-            self.notices.append(f"could not post the PR comment: {exc}")
-            self.log(actions.annotation("warning", f"evalgate: could not comment: {exc}"))
-            return
-        if result.degraded and result.notice:
-            self.notices.append(result.notice)
-            self.log(actions.annotation("notice", result.notice))
-
-    def finish(self, markdown: str, outputs: dict[str, Any]) -> None:
-        if self.notices:
-            markdown += "\n\n" + "\n".join(f"> **Note:** {n}" for n in self.notices) + "\n"
-        if self.env.summary_path is not None:
-            actions.append_summary(self.env.summary_path, markdown)
-        if self.env.output_path is not None:
-            actions.set_outputs(self.env.output_path, outputs)
-
-    def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
 
 
 def _base_policy(workdir: Path, ctx: CIContext, inputs: ActionInputs, config: Config):
@@ -188,8 +139,8 @@ def _outputs(verdict: Verdict, out_root: Path) -> dict[str, Any]:
     return {
         "verdict": verdict.status,
         "exit_code": int(verdict.exit_code),
-        "scorecard": str(out_root / "scorecard.md"),
-        "results_dir": str(out_root),
+        "scorecard": out_root / "scorecard.md",  # paths: made workspace-relative on output
+        "results_dir": out_root,
         "summary": json.dumps(summary, sort_keys=True),
     }
 
@@ -269,9 +220,8 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
                 key = RunKey(commit=ctx.sha, name=store_name(run.benchmark, run.model))
                 where = store.save(key, Path(run.run_dir))
                 pub.log(f"[evalgate] stored baseline {key.name} @ {ctx.sha[:12]}: {where}")
-    (out_root / "scorecard.md").write_text(markdown, encoding="utf-8")
     _annotate(verdict, pub)
-    pub.comment(markdown)
+    pub.scorecard(markdown, out_root / "scorecard.md")  # the comment, then the file: with notices
     pub.finish(markdown, _outputs(verdict, out_root))
     return int(verdict.exit_code)
 
@@ -307,7 +257,7 @@ def _publish(ctx: CIContext, inputs: ActionInputs, pub: _Publisher) -> int:
     verdict = json.loads(verdict_file.read_text(encoding="utf-8"))
     markdown = scorecard.read_text(encoding="utf-8")
     pub.comment(markdown)
-    pub.finish(markdown, {"verdict": verdict.get("status", ""), "scorecard": str(scorecard)})
+    pub.finish(markdown, {"verdict": verdict.get("status", ""), "scorecard": scorecard})
     return int(verdict.get("exit_code", ExitCode.INFRA))
 
 

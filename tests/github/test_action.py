@@ -277,6 +277,95 @@ def _pr_env(ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], head: s
                       github.url, **inputs)  # fmt: skip
 
 
+def test_notices_reach_the_comment_the_scorecard_and_the_summary_once(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    # The PR changes its gate policy, and nothing is stored for its merge-base.
+    head = ws.pr(_evals(ws.url, gate="margin: 0.2"))
+    code, log = _run(_pr_env(ws, github, pr_event, head, baseline="stored"))
+    assert code == 0, log
+    policy = "the base branch's policy was applied"
+    missing = f"no stored baseline at {ws.base[:12]}"
+    (body,) = github.bodies(REPO, PR)
+    scorecard = (ws.ws / "evalgate-outputs" / "scorecard.md").read_text()
+    summary = (ws.tmp / "summary").read_text()
+    for text in (body, scorecard, summary):
+        assert text.count(policy) == 1 and text.count(missing) == 1, text
+
+
+def test_a_degraded_comment_is_tried_once_and_noticed_once(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    forbidden = {"message": "Resource not accessible by integration"}
+    github.faults.append(Fault("POST", 403, body=forbidden, times=10))
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 0, log
+    assert len(github.requests("POST")) == 1  # the final scorecard is not tried again
+    notice = "could not comment on pull request #42"
+    assert (ws.tmp / "summary").read_text().count(notice) == 1
+    assert (ws.ws / "evalgate-outputs" / "scorecard.md").read_text().count(notice) == 1
+    assert log.count(f"::notice::evalgate {notice}") == 1
+
+
+@pytest.mark.parametrize("mode", ["run", "publish"])
+def test_an_empty_token_skips_the_comment_with_a_notice(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], mode: str
+) -> None:
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    if mode == "run":  # a fork's PR: `github_token: ${{ secrets.BOT_TOKEN }}` arrives empty
+        env = _pr_env(ws, github, pr_event, head, results_store="none", github_token="")
+        scorecard = ws.ws / "evalgate-outputs" / "scorecard.md"
+    else:
+        scorecard = _downloaded_artifact(ws)
+        env = ws.environ("workflow_run", _workflow_run_event(ws), ws.base, "refs/heads/main",
+                         github.url, mode="publish", results_dir="downloaded",
+                         github_token="")  # fmt: skip
+    code, log = _run(env)
+    assert code == (0 if mode == "run" else 1), log
+    assert github.requests() == []
+    notice = "the github_token input is empty"
+    assert (ws.tmp / "summary").read_text().count(notice) == 1
+    assert log.count(notice) == 1
+    if mode == "run":
+        assert scorecard.read_text().count(notice) == 1
+
+
+def _downloaded_artifact(ws: Workspace) -> Path:
+    results = ws.ws / "downloaded"
+    results.mkdir()
+    (results / "scorecard.md").write_text("## ❌ evalgate: FAIL\n\nfrom the artifact\n")
+    (results / "verdict.json").write_text(json.dumps({"status": "FAIL", "exit_code": 1}))
+    return results / "scorecard.md"
+
+
+def _workflow_run_event(ws: Workspace) -> dict[str, Any]:
+    return {"workflow_run": {"head_sha": "a" * 40, "event": "pull_request",
+                             "pull_requests": [{"number": PR, "head": {"sha": "a" * 40},
+                                                "base": {"sha": ws.base, "ref": "main"}}]},
+            "repository": {"full_name": REPO, "default_branch": "main"}}  # fmt: skip
+
+
+def test_output_paths_are_relative_to_the_workspace(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    """In a container the workspace is /github/workspace, a path no later host step can open:
+    outputs name files relative to the workspace, as the steps after see it."""
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none", comment="false"))
+    assert code == 0, log
+    outputs = ws.outputs()
+    assert outputs["scorecard"] == "evalgate-outputs/scorecard.md"
+    assert outputs["results_dir"] == "evalgate-outputs"
+    assert (ws.ws / outputs["scorecard"]).is_file()
+
+    _downloaded_artifact(ws)
+    env = ws.environ("workflow_run", _workflow_run_event(ws), ws.base, "refs/heads/main",
+                     github.url, mode="publish", results_dir="downloaded")  # fmt: skip
+    _run(env)
+    assert ws.outputs()["scorecard"] == "downloaded/scorecard.md"
+
+
 # -- as GitHub runs a docker action: root, on a checkout owned by the runner's user ------------
 
 RUNNER = 1001  # the uid of GitHub's hosted runner user
