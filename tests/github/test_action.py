@@ -423,6 +423,10 @@ def test_leaves_no_root_owned_file_in_the_runners_checkout(
         code, log = _run(_pr_env(ws, github, pr_event, head, baseline=baseline))
         assert code == 0, log
         assert _root_owned(ws.ws) == []
+        # The Action's own git read the checkout too: the base branch's policy, the baseline.
+        summary = (ws.tmp / "summary").read_text()
+        assert "the base branch has no" not in summary
+        assert f"baseline commit `{ws.base[:12]}`" in summary, summary
 
     for argv in (["git", "fetch", "origin"], ["git", "clean", "-ffdx"]):
         proc = _as_runner(ws.ws, *argv)
