@@ -63,7 +63,8 @@ def with_notices(markdown: str, notices: Notices) -> str:
     near the top, where a long scorecard cut to fit a comment cannot lose them."""
     if not notices:
         return markdown
-    block = "\n".join(f"> **Note:** {n}" for n in notices) + "\n"
+    # A blank line between notes: consecutive quoted lines would render as one paragraph.
+    block = "\n\n".join(f"> **Note:** {n}" for n in notices) + "\n"
     title, newline, rest = markdown.partition("\n")
     if title.startswith("#") and newline:
         return f"{title}\n\n{block}\n{rest.lstrip(chr(10))}"
@@ -100,6 +101,9 @@ class Publisher:
     def comment(self, body: str) -> None:
         if self.client is None or self.ctx.pr_number is None or self._degraded:
             return
+        # An earlier failure to comment is moot once this one posts: not in its body, and gone
+        # afterwards; a new failure puts it back.
+        self.notices.discard("comment")
         try:
             result = upsert_sticky_comment(
                 self.client,
@@ -115,8 +119,6 @@ class Publisher:
         if result.degraded:
             self._degraded = True
             self.notice(result.notice or "evalgate could not comment on the pull request")
-        else:
-            self.notices.discard("comment")  # an earlier failure was overcome
 
     def scorecard(self, markdown: str, path: Path) -> None:
         """Post the final comment, then write scorecard.md with every notice, that one's too."""

@@ -432,3 +432,36 @@ def test_leaves_no_root_owned_file_in_the_runners_checkout(
         proc = _as_runner(ws.ws, *argv)
         assert proc.returncode == 0, f"{argv}: {proc.stderr}"
     assert not (ws.ws / "evalgate-outputs").exists()
+
+
+def test_a_comment_failure_overcome_later_leaves_no_notice(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    """The "in progress" comment is refused once; the scorecard then posts: nothing to notice."""
+    invalid = {"message": "Validation Failed", "documentation_url": "https://docs.github.com"}
+    github.faults.append(Fault("POST", 422, body=invalid, times=1))
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 0, log
+    assert "::warning::evalgate: could not post the PR comment" in log  # said when it happened
+    (body,) = github.bodies(REPO, PR)
+    for text in (body, (ws.tmp / "summary").read_text(),
+                 (ws.ws / "evalgate-outputs" / "scorecard.md").read_text()):  # fmt: skip
+        assert "evalgate: PASS" in text and "**Note:**" not in text
+
+
+def test_notices_go_under_the_title_once_each() -> None:
+    from evalgate.action.publisher import Notices, with_notices
+
+    notices = Notices()
+    assert (
+        with_notices("## ✅ evalgate: PASS\n\nbody\n", notices) == "## ✅ evalgate: PASS\n\nbody\n"
+    )
+    assert notices.append("first") and notices.append("failed", key="comment")
+    assert not notices.append("first") and not notices.append("again", key="comment")
+    text = with_notices("## ✅ evalgate: PASS\n\nbody\n", notices)
+    assert text == (
+        "## ✅ evalgate: PASS\n\n> **Note:** first\n\n> **Note:** failed\n\nbody\n"
+    )  # near the top: a scorecard cut to fit a comment keeps them
+    notices.discard("comment")
+    assert with_notices("untitled\n", notices) == "> **Note:** first\n\nuntitled\n"
