@@ -51,30 +51,39 @@ def _root_owned(root: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def restoring_ownership(workspace: str | os.PathLike[str] | None) -> Iterator[None]:
-    """Give what the body creates as root under ``workspace`` to the workspace's owner."""
-    root = Path(workspace) if workspace else None
-    owner = _foreign_owner(root) if root is not None else None
-    if root is None or owner is None:
-        yield
-        return
-    before = set(_root_owned(root))  # not ours to change: it was root's before we started
+def restoring_ownership(*folders: str | os.PathLike[str] | None) -> Iterator[None]:
+    """Give what the body creates as root under each folder to that folder's owner."""
+    roots = {}
+    for folder in folders:
+        if folder:
+            root = Path(os.path.realpath(folder))
+            owner = _foreign_owner(root)
+            if owner is not None:
+                roots[root] = owner
+    # Not ours to change: what root owned before we started.
+    before = {path for root in roots for path in _root_owned(root)}
     try:
         yield
     finally:
-        uid, gid = owner
-        for path in _root_owned(root):
-            if path not in before:
-                with contextlib.suppress(OSError):
-                    os.chown(path, uid, gid, follow_symlinks=False)
+        for root, (uid, gid) in roots.items():
+            for path in _root_owned(root):
+                if path not in before:
+                    with contextlib.suppress(OSError):
+                        os.chown(path, uid, gid, follow_symlinks=False)
 
 
 def leaves_workspace_as_found(func: _F) -> _F:
-    """Decorate an entry point whose first argument is the environment (``GITHUB_WORKSPACE``)."""
+    """Decorate an entry point whose first argument is the environment.
+
+    Besides the workspace, the runner mounts the job's home (``HOME``, ``/github/home``) and
+    temporary folder (``RUNNER_TEMP``) into a container action, and removes them as its own user
+    when the job ends: they get the same treatment when another user owns them.
+    """
 
     @functools.wraps(func)
     def wrapper(environ: Mapping[str, str], *args: Any, **kwargs: Any) -> Any:
-        with restoring_ownership(environ.get("GITHUB_WORKSPACE")):
+        folders = [environ.get(name) for name in ("GITHUB_WORKSPACE", "HOME", "RUNNER_TEMP")]
+        with restoring_ownership(*folders):
             return func(environ, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

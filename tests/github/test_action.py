@@ -465,3 +465,26 @@ def test_notices_go_under_the_title_once_each() -> None:
     )  # near the top: a scorecard cut to fit a comment keeps them
     notices.discard("comment")
     assert with_notices("untitled\n", notices) == "> **Note:** first\n\nuntitled\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create files another uid owns")
+def test_ownership_goes_back_to_each_folders_owner_and_only_what_the_run_made(
+    runner_tmp: Path,
+) -> None:
+    from evalgate.action.workspace import restoring_ownership
+
+    ws, home, mine = runner_tmp / "ws", runner_tmp / "home", runner_tmp / "root-owned"
+    for folder in (ws, home, mine):
+        folder.mkdir()
+    subprocess.run(["chown", f"{RUNNER}:{RUNNER}", str(ws), str(home)], check=True)
+    (ws / "before").write_text("root's before the run\n")
+    with restoring_ownership(ws, home, mine, None):
+        (ws / "out" / "deep").mkdir(parents=True)
+        (ws / "out" / "deep" / "file").write_text("x\n")
+        (ws / "link").symlink_to("/etc/hostname")
+        (home / ".cache").mkdir()
+        (mine / "new").write_text("in a folder root owns: left alone\n")
+    owners = {p: p.lstat().st_uid for p in [*ws.rglob("*"), *home.rglob("*"), *mine.rglob("*")]}
+    assert owners.pop(ws / "before") == 0 and owners.pop(mine / "new") == 0
+    assert set(owners.values()) == {RUNNER}, owners
+    assert Path("/etc/hostname").stat().st_uid == 0  # a link is changed, never its target
