@@ -110,6 +110,20 @@ class Git:
         self.trust(self.repo, enclosing=True)
         self._local_remote: str | None = None
 
+    def use_remote(self, remote: str) -> str:
+        """Get ready to fetch from and push to ``remote`` (a remote's name, a URL or a path):
+        the token as a header for its host, and trust when it is a folder on this machine.
+        Returns its URL."""
+        try:
+            url = self.run("remote", "get-url", "--", remote).strip()
+        except GitFailed:
+            url = remote  # not a configured remote: git takes it as a URL or path
+        self.use_token_for(url)
+        local = _local_path(url, self.repo)
+        if local is not None:  # git checks a local remote's owner too (its upload-pack does)
+            self.trust_local_remote(local)
+        return url
+
     def trust(self, path: os.PathLike[str] | str, *, enclosing: bool = False) -> None:
         """Let git use the repository at ``path`` whoever owns it (``safe.directory``).
 
@@ -202,6 +216,15 @@ class Git:
                 self.mask(proc.stderr.decode("utf-8", errors="replace")),
             )
         return proc.stdout
+
+
+def _local_path(url: str, repo: str) -> str | None:
+    """The folder a remote URL names on this machine, or None for a network remote."""
+    if url.startswith("file://"):
+        return urlsplit(url).path
+    if "://" in url or re.match(r"[^/]+:", url):  # a URL, or scp-like ``host:path`` (ssh)
+        return None
+    return os.path.join(repo, url)  # relative to the repository; an absolute path wins
 
 
 def _basic(token: str | None) -> str | None:

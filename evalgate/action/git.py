@@ -30,17 +30,26 @@ def _have(repo: Path, sha: str) -> bool:
         return False
 
 
-def _ensure(repo: Path, sha: str) -> None:
-    """actions/checkout fetches one commit by default: fetch the one we need, shallowly."""
-    if not _have(repo, sha):
-        git(repo, "fetch", "--no-tags", "--depth=50", "origin", sha)
+def _ensure(repo: Path, sha: str, token: str | None) -> None:
+    """actions/checkout fetches one commit by default: fetch the one we need, shallowly.
+
+    As the store fetches: with ``token`` as a header when given (else the credentials
+    actions/checkout persisted), and from a local remote whoever owns it."""
+    if _have(repo, sha):
+        return
+    fetcher = Git(repo, token=token)
+    try:
+        fetcher.use_remote("origin")
+        fetcher.run("fetch", *fetcher.pack_args("fetch"), "--no-tags", "--depth=50", "origin", sha)
+    except InfraError as exc:
+        raise GitFailed(("fetch",), -1, "", str(exc)) from None
 
 
-def merge_base(repo: Path, base: str, head: str) -> str:
+def merge_base(repo: Path, base: str, head: str, *, token: str | None = None) -> str:
     """The PR's merge-base (where its branch left the base); the base tip when unknowable."""
     try:
-        _ensure(repo, base)
-        _ensure(repo, head)
+        _ensure(repo, base, token)
+        _ensure(repo, head, token)
         return git(repo, "merge-base", base, head).strip() or base
     except GitFailed:
         return base
@@ -55,10 +64,10 @@ def ancestors(repo: Path, sha: str, count: int = 20) -> list[str]:
     return out.split() or [sha]
 
 
-def show_file(repo: Path, sha: str, path: str) -> str | None:
+def show_file(repo: Path, sha: str, path: str, *, token: str | None = None) -> str | None:
     """A file's text at a commit (path relative to ``repo``), or None if absent there."""
     try:
-        _ensure(repo, sha)
+        _ensure(repo, sha, token)
         return git(repo, "show", f"{sha}:./{path}")
     except GitFailed:
         return None

@@ -32,7 +32,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from evalgate._git import Git, GitFailed
 from evalgate.errors import ConfigError, UsageError
@@ -222,14 +221,7 @@ class GitBranchStore:
             ) from None
         if self._cache_dir is None:
             self._cache_dir = Path(git_dir) / "evalgate-cache"
-        try:
-            url = self._git.run("remote", "get-url", "--", self.remote).strip()
-        except GitFailed:
-            url = self.remote  # not a configured remote: git takes it as a URL or path
-        self._git.use_token_for(url)
-        local = _local_path(url, self.repo)
-        if local is not None:  # git checks a local remote's owner too (its upload-pack does)
-            self._git.trust_local_remote(local)
+        self._git.use_remote(self.remote)
         self._ready = True
 
     def _fetch(self) -> str | None:
@@ -484,15 +476,6 @@ def _check_branch(branch: str) -> None:
         raise ConfigError(
             f"invalid results branch {branch!r}: use letters, digits, '.', '_', '-' and '/'"
         )
-
-
-def _local_path(url: str, repo: Path) -> Path | None:
-    """The folder a remote URL names on this machine, or None for a network remote."""
-    if url.startswith("file://"):
-        return Path(urlsplit(url).path)
-    if "://" in url or re.match(r"[^/]+:", url):  # a URL, or scp-like ``host:path`` (ssh)
-        return None
-    return repo / url  # relative paths are relative to the repository (absolute ones win)
 
 
 def _push_reason(err: GitFailed) -> str:

@@ -488,3 +488,28 @@ def test_ownership_goes_back_to_each_folders_owner_and_only_what_the_run_made(
     assert owners.pop(ws / "before") == 0 and owners.pop(mine / "new") == 0
     assert set(owners.values()) == {RUNNER}, owners
     assert Path("/etc/hostname").stat().st_uid == 0  # a link is changed, never its target
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown a checkout to another uid")
+def test_the_actions_git_fetches_a_missing_base_commit_as_root(runner_tmp: Path) -> None:
+    """actions/checkout's default depth-1 checkout lacks the base commit: the Action fetches it,
+    as root, from a remote (a local folder here) that belongs to the runner's user."""
+    from evalgate.action import git as gitops
+
+    origin, seed = runner_tmp / "origin.git", runner_tmp / "seed"
+    _git(runner_tmp, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(runner_tmp, "clone", "-q", str(origin), str(seed))
+    shas = []
+    for text in ("gate: {margin: 0.05}\n", "gate: {margin: 0.5}\n"):
+        (seed / "evals.yaml").write_text(text)
+        _git(seed, "add", "-A")
+        _git(seed, "commit", "-q", "-m", text)
+        shas.append(_git(seed, "rev-parse", "HEAD"))
+    _git(seed, "push", "-q", "origin", "main")
+    ws = runner_tmp / "ws"
+    _git(runner_tmp, "clone", "-q", "--depth=1", origin.as_uri(), str(ws))
+    subprocess.run(["chown", "-R", f"{RUNNER}:{RUNNER}", str(runner_tmp)], check=True)
+
+    base, head = shas
+    assert gitops.show_file(ws, base, "evals.yaml") == "gate: {margin: 0.05}\n"
+    assert gitops.merge_base(ws, base, head) == base
