@@ -24,7 +24,7 @@ from evalgate import pipeline
 from evalgate.action import git as gitops
 from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
-from evalgate.action.publisher import Publisher as _Publisher
+from evalgate.action.publisher import Notices, missing_token_notice, portable, with_notices
 from evalgate.action.trend import trend_section
 from evalgate.action.workspace import leaves_workspace_as_found
 from evalgate.compare.paired import LoadedRun, load_run
@@ -34,8 +34,8 @@ from evalgate.config.spec import BaselineSettings, GateSettings
 from evalgate.errors import EvalgateError, ExitCode
 from evalgate.gate import Verdict
 from evalgate.publish import actions
-from evalgate.publish.github import GitHubClient
-from evalgate.publish.sticky import in_progress_body
+from evalgate.publish.github import GitHubClient, GitHubError
+from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
 from evalgate.run.progress import make_progress
 from evalgate.serve import open_server
 from evalgate.store import ResultStore, RunKey, StoreError, open_store
@@ -47,6 +47,61 @@ def store_name(benchmark: str, model_label: str) -> str:
     """A run's name in the result store: by model *label*, so a PR that swaps the model behind a
     label is still compared with the label's baseline."""
     return f"{benchmark}--{model_label}"
+
+
+class _Publisher:
+    """Everything the Action writes to GitHub, each channel failing soft and visibly."""
+
+    def __init__(
+        self, ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], out: IO[str]
+    ):
+        self.ctx, self.inputs, self.out = ctx, inputs, out
+        self.env = actions.ActionsEnv.from_environ(environ)
+        self.notices = Notices()  # each once; shown in the comment, scorecard.md and summary
+        self.client: GitHubClient | None = None
+        if ctx.is_pr and inputs.comment and inputs.github_token:
+            self.client = GitHubClient(inputs.github_token, api_url=ctx.api_url)
+        self.key = sticky_key(ctx.workflow, inputs.comment_key)
+        self.degraded = False  # the token may not comment here: not tried again this run
+        if notice := missing_token_notice(ctx, inputs):
+            self.notices.append(notice)
+            self.log(actions.annotation("notice", f"evalgate: {notice}"))
+
+    def log(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def comment(self, body: str) -> None:
+        if self.client is None or self.ctx.pr_number is None or self.degraded:
+            return
+        self.notices.discard("comment")  # an earlier failure is moot if this one posts
+        try:
+            result = upsert_sticky_comment(
+                self.client,
+                self.ctx.repository,
+                self.ctx.pr_number,
+                with_notices(body, self.notices),
+                key=self.key,
+                artifact_hint=f"the `{self.inputs.output_dir}` artifact of {self.ctx.run_url}",
+            )
+        except GitHubError as exc:  # a comment is a courtesy: it never changes the verdict
+            self.notices.append(f"could not post the PR comment: {exc}", key="comment")
+            self.log(actions.annotation("warning", f"evalgate: could not comment: {exc}"))
+            return
+        if result.degraded and result.notice:
+            self.degraded = True
+            self.notices.append(result.notice)
+            self.log(actions.annotation("notice", result.notice))
+
+    def finish(self, markdown: str, outputs: dict[str, Any]) -> None:
+        markdown = with_notices(markdown, self.notices)
+        if self.env.summary_path is not None:
+            actions.append_summary(self.env.summary_path, markdown)
+        if self.env.output_path is not None:
+            actions.set_outputs(self.env.output_path, portable(outputs, self.ctx.workspace))
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
 
 
 def _base_policy(workdir: Path, ctx: CIContext, inputs: ActionInputs, config: Config):
@@ -139,8 +194,8 @@ def _outputs(verdict: Verdict, out_root: Path) -> dict[str, Any]:
     return {
         "verdict": verdict.status,
         "exit_code": int(verdict.exit_code),
-        "scorecard": out_root / "scorecard.md",  # paths: made workspace-relative on output
-        "results_dir": out_root,
+        "scorecard": str(out_root / "scorecard.md"),
+        "results_dir": str(out_root),
         "summary": json.dumps(summary, sort_keys=True),
     }
 
@@ -221,7 +276,9 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
                 where = store.save(key, Path(run.run_dir))
                 pub.log(f"[evalgate] stored baseline {key.name} @ {ctx.sha[:12]}: {where}")
     _annotate(verdict, pub)
-    pub.scorecard(markdown, out_root / "scorecard.md")  # the comment, then the file: with notices
+    pub.comment(markdown)
+    # After the comment, so that a failure to post it is noted in the file too.
+    (out_root / "scorecard.md").write_text(with_notices(markdown, pub.notices), encoding="utf-8")
     pub.finish(markdown, _outputs(verdict, out_root))
     return int(verdict.exit_code)
 
@@ -257,7 +314,7 @@ def _publish(ctx: CIContext, inputs: ActionInputs, pub: _Publisher) -> int:
     verdict = json.loads(verdict_file.read_text(encoding="utf-8"))
     markdown = scorecard.read_text(encoding="utf-8")
     pub.comment(markdown)
-    pub.finish(markdown, {"verdict": verdict.get("status", ""), "scorecard": scorecard})
+    pub.finish(markdown, {"verdict": verdict.get("status", ""), "scorecard": str(scorecard)})
     return int(verdict.get("exit_code", ExitCode.INFRA))
 
 
