@@ -31,7 +31,7 @@ def _have(repo: Path, sha: str) -> bool:
 
 
 def _ensure(repo: Path, sha: str, token: str | None) -> None:
-    """actions/checkout fetches one commit by default: fetch the one we need, shallowly.
+    """actions/checkout fetches one commit by default: fetch the one we need.
 
     As the store fetches: with ``token`` as a header when given (else the credentials
     actions/checkout persisted), and from a local remote whoever owns it."""
@@ -39,8 +39,11 @@ def _ensure(repo: Path, sha: str, token: str | None) -> None:
         return
     fetcher = Git(repo, token=token)
     try:
+        # Shallowly only into a shallow clone: --depth would make a full clone shallow.
+        shallow = fetcher.run("rev-parse", "--is-shallow-repository").strip() == "true"
+        depth = ["--depth=50"] if shallow else []
         fetcher.use_remote("origin")
-        fetcher.run("fetch", *fetcher.pack_args("fetch"), "--no-tags", "--depth=50", "origin", sha)
+        fetcher.run("fetch", *fetcher.pack_args("fetch"), "--no-tags", *depth, "origin", sha)
     except InfraError as exc:
         raise GitFailed(("fetch",), -1, "", str(exc)) from None
 

@@ -533,3 +533,25 @@ def test_path_outputs_become_workspace_relative_others_stay() -> None:
         "summary": "/github/workspace/x",
         "verdict": "PASS",
     }
+
+
+def test_fetching_a_missing_commit_keeps_a_full_clone_full(tmp_path: Path) -> None:
+    """The base moved on after the checkout: the Action fetches it, and the clone stays whole
+    (a --depth fetch would have made it shallow for every later step of the job)."""
+    from evalgate.action import git as gitops
+
+    origin, seed, ws = tmp_path / "origin.git", tmp_path / "seed", tmp_path / "ws"
+    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(tmp_path, "clone", "-q", str(origin), str(seed))
+    (seed / "evals.yaml").write_text("v0\n")
+    _git(seed, "add", "-A")
+    for i in range(60):  # more history than the Action's fetch depth of 50
+        _git(seed, "commit", "-q", "--allow-empty", "-m", f"v{i}")
+    _git(seed, "push", "-q", "origin", "main")
+    _git(tmp_path, "clone", "-q", origin.as_uri(), str(ws))
+    (seed / "evals.yaml").write_text("later\n")
+    _git(seed, "commit", "-q", "-am", "later")
+    _git(seed, "push", "-q", "origin", "main")
+
+    assert gitops.show_file(ws, _git(seed, "rev-parse", "HEAD"), "evals.yaml") == "later\n"
+    assert _git(ws, "rev-parse", "--is-shallow-repository") == "false"
