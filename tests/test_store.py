@@ -573,7 +573,7 @@ def test_git_token_is_a_header_never_an_argument(
         argv_seen.append(list(argv))
         return real_run(argv, *args, **kwargs)  # type: ignore[call-overload]
 
-    monkeypatch.setattr("evalgate.store._git.subprocess.run", spy)
+    monkeypatch.setattr("evalgate._git.subprocess.run", spy)
     with pytest.raises(StoreError) as err:
         GitBranchStore(user, environ=env, token=token).load(RunKey(sha(1), NAME))
 
@@ -607,3 +607,46 @@ def test_open_store_picks_the_backend(tmp_path: Path) -> None:
         assert isinstance(err.value, EvalgateError) and "\n" not in str(err.value)
     with pytest.raises(ConfigError, match=r"known: local:PATH, git-branch\[:BRANCH\]"):
         open_store("s3:bucket", repo=tmp_path)
+
+
+# -- as a container action runs: root, on a checkout that belongs to the runner's user ----------
+
+RUNNER_UID = 1001  # the uid GitHub's hosted runners check out as; a docker action runs as root
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown a checkout to another uid")
+@pytest.mark.parametrize("where", [".", "evals/sub"])
+def test_git_store_works_as_root_on_a_checkout_owned_by_another_user(
+    origin: Path, env: dict[str, str], tmp_path: Path, where: str
+) -> None:
+    user = clone(env, origin, tmp_path / "user")
+    (user / where).mkdir(parents=True, exist_ok=True)  # the Action's working_directory
+    for repo in (user, origin):  # the remote (a local path here) belongs to that user too
+        subprocess.run(["chown", "-R", f"{RUNNER_UID}:{RUNNER_UID}", str(repo)], check=True)
+    key = RunKey(sha(1), NAME)
+
+    store = open_store("git-branch", repo=user / where, environ=env)
+    assert "evalgate-results" in store.save(key, make_run(tmp_path / "run", "mine"))
+    stored = open_store("git-branch", repo=user / where, environ=env).load(key)
+    assert stored is not None and tag_of(stored.path) == "mine"
+    assert f"runs/{key.relpath}/results.jsonl" in branch_paths(
+        {**env, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
+         "GIT_CONFIG_VALUE_0": str(origin)}, origin
+    )  # fmt: skip
+
+
+def test_git_trusts_only_the_repository_it_was_given(tmp_path: Path) -> None:
+    """safe.directory names the checkout (any folder may be its top level) and nothing else."""
+    from evalgate._git import Git
+
+    repo = tmp_path / "ws" / "sub"
+    git = Git(repo, environ={})
+    git.trust_local_remote(tmp_path / "origin.git")
+    count = int(git.env["GIT_CONFIG_COUNT"])
+    safe = [git.env[f"GIT_CONFIG_VALUE_{i}"] for i in range(count)
+            if git.env[f"GIT_CONFIG_KEY_{i}"] == "safe.directory"]  # fmt: skip
+    real = Path(os.path.realpath(repo))
+    assert safe == [str(p) for p in (real, *real.parents)] and "*" not in safe
+    origin = os.path.realpath(tmp_path / "origin.git")
+    assert git.pack_args("fetch") == [f"--upload-pack=git -c safe.directory={origin} upload-pack"]
+    assert Git(repo, environ={}).pack_args("push") == []

@@ -1,41 +1,25 @@
-"""The few git questions the Action asks of the checked-out repository."""
+"""The few git questions the Action asks of the checked-out repository.
+
+Git runs through :class:`evalgate._git.Git`, as the result store's does: the same environment,
+the same ``safe.directory`` for a checkout owned by the runner's user, the same masking.
+"""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+from evalgate._git import Git, GitFailed
+from evalgate.errors import InfraError
 
 __all__ = ["GitFailed", "ancestors", "git", "merge_base", "show_file"]
 
 
-class GitFailed(Exception):
-    pass
-
-
 def git(repo: Path, *args: str, timeout: float = 120.0) -> str:
-    """Run git in ``repo``; GitFailed carries git's first stderr line."""
+    """Run git in ``repo``; GitFailed carries git's first error line."""
     try:
-        proc = subprocess.run(
-            ["git", "-C", str(repo), *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env={
-                "GIT_TERMINAL_PROMPT": "0",
-                "PATH": "/usr/local/bin:/usr/bin:/bin",
-                # In a container action the workspace belongs to the runner's user, not ours:
-                # without this git refuses it as "dubious ownership".
-                "GIT_CONFIG_COUNT": "1",
-                "GIT_CONFIG_KEY_0": "safe.directory",
-                "GIT_CONFIG_VALUE_0": "*",
-            },
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GitFailed(f"git {args[0]}: {exc}") from None
-    if proc.returncode != 0:
-        first = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0]
-        raise GitFailed(f"git {args[0]}: {first}")
-    return proc.stdout
+        return Git(repo, timeout=timeout).run(*args)
+    except InfraError as exc:  # git missing or too slow: callers fall back as on any failure
+        raise GitFailed(args, -1, "", str(exc)) from None
 
 
 def _have(repo: Path, sha: str) -> bool:
@@ -46,17 +30,29 @@ def _have(repo: Path, sha: str) -> bool:
         return False
 
 
-def _ensure(repo: Path, sha: str) -> None:
-    """actions/checkout fetches one commit by default: fetch the one we need, shallowly."""
-    if not _have(repo, sha):
-        git(repo, "fetch", "--no-tags", "--depth=50", "origin", sha)
+def _ensure(repo: Path, sha: str, token: str | None) -> None:
+    """actions/checkout fetches one commit by default: fetch the one we need.
+
+    As the store fetches: with ``token`` as a header when given (else the credentials
+    actions/checkout persisted), and from a local remote whoever owns it."""
+    if _have(repo, sha):
+        return
+    fetcher = Git(repo, token=token)
+    try:
+        # Shallowly only into a shallow clone: --depth would make a full clone shallow.
+        shallow = fetcher.run("rev-parse", "--is-shallow-repository").strip() == "true"
+        depth = ["--depth=50"] if shallow else []
+        fetcher.use_remote("origin")
+        fetcher.run("fetch", *fetcher.pack_args("fetch"), "--no-tags", *depth, "origin", sha)
+    except InfraError as exc:
+        raise GitFailed(("fetch",), -1, "", str(exc)) from None
 
 
-def merge_base(repo: Path, base: str, head: str) -> str:
+def merge_base(repo: Path, base: str, head: str, *, token: str | None = None) -> str:
     """The PR's merge-base (where its branch left the base); the base tip when unknowable."""
     try:
-        _ensure(repo, base)
-        _ensure(repo, head)
+        _ensure(repo, base, token)
+        _ensure(repo, head, token)
         return git(repo, "merge-base", base, head).strip() or base
     except GitFailed:
         return base
@@ -71,10 +67,10 @@ def ancestors(repo: Path, sha: str, count: int = 20) -> list[str]:
     return out.split() or [sha]
 
 
-def show_file(repo: Path, sha: str, path: str) -> str | None:
+def show_file(repo: Path, sha: str, path: str, *, token: str | None = None) -> str | None:
     """A file's text at a commit (path relative to ``repo``), or None if absent there."""
     try:
-        _ensure(repo, sha)
+        _ensure(repo, sha, token)
         return git(repo, "show", f"{sha}:./{path}")
     except GitFailed:
         return None

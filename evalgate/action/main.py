@@ -24,7 +24,9 @@ from evalgate import pipeline
 from evalgate.action import git as gitops
 from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
+from evalgate.action.publisher import Notices, missing_token_notice, portable, with_notices
 from evalgate.action.trend import trend_section
+from evalgate.action.workspace import leaves_workspace_as_found
 from evalgate.compare.paired import LoadedRun, load_run
 from evalgate.config._yamlio import load_yaml
 from evalgate.config.load import Config, load_config
@@ -55,42 +57,47 @@ class _Publisher:
     ):
         self.ctx, self.inputs, self.out = ctx, inputs, out
         self.env = actions.ActionsEnv.from_environ(environ)
-        self.notices: list[str] = []
+        self.notices = Notices()  # each once; shown in the comment, scorecard.md and summary
         self.client: GitHubClient | None = None
         if ctx.is_pr and inputs.comment and inputs.github_token:
             self.client = GitHubClient(inputs.github_token, api_url=ctx.api_url)
         self.key = sticky_key(ctx.workflow, inputs.comment_key)
+        self.degraded = False  # the token may not comment here: not tried again this run
+        if notice := missing_token_notice(ctx, inputs):
+            self.notices.append(notice)
+            self.log(actions.annotation("notice", f"evalgate: {notice}"))
 
     def log(self, line: str) -> None:
         print(line, file=self.out, flush=True)
 
     def comment(self, body: str) -> None:
-        if self.client is None or self.ctx.pr_number is None:
+        if self.client is None or self.ctx.pr_number is None or self.degraded:
             return
+        self.notices.discard("comment")  # an earlier failure is moot if this one posts
         try:
             result = upsert_sticky_comment(
                 self.client,
                 self.ctx.repository,
                 self.ctx.pr_number,
-                body,
+                with_notices(body, self.notices),
                 key=self.key,
                 artifact_hint=f"the `{self.inputs.output_dir}` artifact of {self.ctx.run_url}",
             )
         except GitHubError as exc:  # a comment is a courtesy: it never changes the verdict
-            self.notices.append(f"could not post the PR comment: {exc}")
+            self.notices.append(f"could not post the PR comment: {exc}", key="comment")
             self.log(actions.annotation("warning", f"evalgate: could not comment: {exc}"))
             return
         if result.degraded and result.notice:
+            self.degraded = True
             self.notices.append(result.notice)
             self.log(actions.annotation("notice", result.notice))
 
     def finish(self, markdown: str, outputs: dict[str, Any]) -> None:
-        if self.notices:
-            markdown += "\n\n" + "\n".join(f"> **Note:** {n}" for n in self.notices) + "\n"
+        markdown = with_notices(markdown, self.notices)
         if self.env.summary_path is not None:
             actions.append_summary(self.env.summary_path, markdown)
         if self.env.output_path is not None:
-            actions.set_outputs(self.env.output_path, outputs)
+            actions.set_outputs(self.env.output_path, portable(outputs, self.ctx.workspace))
 
     def close(self) -> None:
         if self.client is not None:
@@ -268,9 +275,10 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
                 key = RunKey(commit=ctx.sha, name=store_name(run.benchmark, run.model))
                 where = store.save(key, Path(run.run_dir))
                 pub.log(f"[evalgate] stored baseline {key.name} @ {ctx.sha[:12]}: {where}")
-    (out_root / "scorecard.md").write_text(markdown, encoding="utf-8")
     _annotate(verdict, pub)
     pub.comment(markdown)
+    # After the comment, so that a failure to post it is noted in the file too.
+    (out_root / "scorecard.md").write_text(with_notices(markdown, pub.notices), encoding="utf-8")
     pub.finish(markdown, _outputs(verdict, out_root))
     return int(verdict.exit_code)
 
@@ -310,6 +318,7 @@ def _publish(ctx: CIContext, inputs: ActionInputs, pub: _Publisher) -> int:
     return int(verdict.get("exit_code", ExitCode.INFRA))
 
 
+@leaves_workspace_as_found
 def run_action(
     environ: Mapping[str, str],
     *,

@@ -11,7 +11,7 @@ run exactly (``Evalgate-Run: runs/{commit}/{name}``) and when it was stored
 (``Evalgate-Stored-At:``, microseconds). History is the branch's commit order, newest first.
 
 It needs nothing but git and push access: in GitHub Actions, actions/checkout persists the job's
-token, or pass ``token=`` (sent as an HTTP header, see :mod:`evalgate.store._git`). Only plumbing
+token, or pass ``token=`` (sent as an HTTP header, see :mod:`evalgate._git`). Only plumbing
 is used — blobs and trees are written straight into the object database and the commit is pushed
 by its id — so the user's HEAD, index, working tree and branches are never touched. The fetched
 tip is kept under a private ref, ``refs/evalgate/{remote}/{branch}``.
@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalgate._git import Git, GitFailed
 from evalgate.errors import ConfigError, UsageError
-from evalgate.store._git import Git, GitFailed
 from evalgate.store.base import (
     RUN_FILES,
     RunKey,
@@ -101,7 +101,7 @@ class GitBranchStore:
         self.branch = branch
         self.remote = remote
         self.max_attempts = max(1, max_attempts)
-        self._git = Git(self.repo, environ=environ, token=token, timeout=timeout)
+        self._git = Git(self.repo, environ=environ, token=token, timeout=timeout, error=StoreError)
         self._cache_dir = Path(cache_dir) if cache_dir is not None else None
         # A remote given as a URL or path still needs a ref-safe, stable name.
         slug = remote
@@ -221,11 +221,7 @@ class GitBranchStore:
             ) from None
         if self._cache_dir is None:
             self._cache_dir = Path(git_dir) / "evalgate-cache"
-        try:
-            url = self._git.run("remote", "get-url", "--", self.remote).strip()
-        except GitFailed:
-            url = self.remote  # not a configured remote: git takes it as a URL or path
-        self._git.use_token_for(url)
+        self._git.use_remote(self.remote)
         self._ready = True
 
     def _fetch(self) -> str | None:
@@ -234,6 +230,7 @@ class GitBranchStore:
         try:
             self._git.run(
                 "fetch",
+                *self._git.pack_args("fetch"),
                 "--quiet",
                 "--no-tags",
                 "--no-write-fetch-head",
@@ -272,6 +269,7 @@ class GitBranchStore:
         try:
             self._git.run(
                 "push",
+                *self._git.pack_args("push"),
                 "--porcelain",
                 "--no-verify",
                 "--",

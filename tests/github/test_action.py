@@ -9,8 +9,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +269,289 @@ def test_entrypoint_runs_as_the_container_would(
     assert proc.returncode == 0, proc.stderr
     assert "evalgate: PASS" in github.bodies(REPO, PR)[0]
     assert "Traceback" not in proc.stderr
+
+
+def _pr_env(ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], head: str,
+            **inputs: str) -> dict[str, str]:  # fmt: skip
+    return ws.environ("pull_request", _pr_event(pr_event, ws, head), head, "refs/pull/42/merge",
+                      github.url, **inputs)  # fmt: skip
+
+
+def test_notices_reach_the_comment_the_scorecard_and_the_summary_once(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    # The PR changes its gate policy, and nothing is stored for its merge-base.
+    head = ws.pr(_evals(ws.url, gate="margin: 0.2"))
+    code, log = _run(_pr_env(ws, github, pr_event, head, baseline="stored"))
+    assert code == 0, log
+    policy = "the base branch's policy was applied"
+    missing = f"no stored baseline at {ws.base[:12]}"
+    (body,) = github.bodies(REPO, PR)
+    scorecard = (ws.ws / "evalgate-outputs" / "scorecard.md").read_text()
+    summary = (ws.tmp / "summary").read_text()
+    for text in (body, scorecard, summary):
+        assert text.count(policy) == 1 and text.count(missing) == 1, text
+
+
+def test_a_degraded_comment_is_tried_once_and_noticed_once(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    forbidden = {"message": "Resource not accessible by integration"}
+    github.faults.append(Fault("POST", 403, body=forbidden, times=10))
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 0, log
+    assert len(github.requests("POST")) == 1  # the final scorecard is not tried again
+    notice = "could not comment on pull request #42"
+    assert (ws.tmp / "summary").read_text().count(notice) == 1
+    assert (ws.ws / "evalgate-outputs" / "scorecard.md").read_text().count(notice) == 1
+    assert log.count(f"::notice::evalgate {notice}") == 1
+
+
+@pytest.mark.parametrize("mode", ["run", "publish"])
+def test_an_empty_token_skips_the_comment_with_a_notice(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], mode: str
+) -> None:
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    if mode == "run":  # a fork's PR: `github_token: ${{ secrets.BOT_TOKEN }}` arrives empty
+        env = _pr_env(ws, github, pr_event, head, results_store="none", github_token="")
+        scorecard = ws.ws / "evalgate-outputs" / "scorecard.md"
+    else:
+        scorecard = _downloaded_artifact(ws)
+        env = ws.environ("workflow_run", _workflow_run_event(ws), ws.base, "refs/heads/main",
+                         github.url, mode="publish", results_dir="downloaded",
+                         github_token="")  # fmt: skip
+    code, log = _run(env)
+    assert code == (0 if mode == "run" else 1), log
+    assert github.requests() == []
+    notice = "the github_token input is empty"
+    assert (ws.tmp / "summary").read_text().count(notice) == 1
+    assert log.count(notice) == 1
+    if mode == "run":
+        assert scorecard.read_text().count(notice) == 1
+
+
+def _downloaded_artifact(ws: Workspace) -> Path:
+    results = ws.ws / "downloaded"
+    results.mkdir()
+    (results / "scorecard.md").write_text("## ❌ evalgate: FAIL\n\nfrom the artifact\n")
+    (results / "verdict.json").write_text(json.dumps({"status": "FAIL", "exit_code": 1}))
+    return results / "scorecard.md"
+
+
+def _workflow_run_event(ws: Workspace) -> dict[str, Any]:
+    return {"workflow_run": {"head_sha": "a" * 40, "event": "pull_request",
+                             "pull_requests": [{"number": PR, "head": {"sha": "a" * 40},
+                                                "base": {"sha": ws.base, "ref": "main"}}]},
+            "repository": {"full_name": REPO, "default_branch": "main"}}  # fmt: skip
+
+
+def test_output_paths_are_relative_to_the_workspace(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    """In a container the workspace is /github/workspace, a path no later host step can open:
+    outputs name files relative to the workspace, as the steps after see it."""
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none", comment="false"))
+    assert code == 0, log
+    outputs = ws.outputs()
+    assert outputs["scorecard"] == "evalgate-outputs/scorecard.md"
+    assert outputs["results_dir"] == "evalgate-outputs"
+    assert (ws.ws / outputs["scorecard"]).is_file()
+
+    _downloaded_artifact(ws)
+    env = ws.environ("workflow_run", _workflow_run_event(ws), ws.base, "refs/heads/main",
+                     github.url, mode="publish", results_dir="downloaded")  # fmt: skip
+    _run(env)
+    assert ws.outputs()["scorecard"] == "downloaded/scorecard.md"
+
+
+# -- as GitHub runs a docker action: root, on a checkout owned by the runner's user ------------
+
+RUNNER = 1001  # the uid of GitHub's hosted runner user
+
+
+def _as_runner(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ["PATH"], "HOME": str(cwd), "LC_ALL": "C"}
+    cmd = ["setpriv", f"--reuid={RUNNER}", f"--regid={RUNNER}", "--clear-groups", *argv]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def _root_owned(tree: Path) -> list[str]:
+    found = [tree] if tree.lstat().st_uid == 0 else []
+    for root, dirs, files in os.walk(tree):
+        for name in dirs + files:
+            if (Path(root) / name).lstat().st_uid == 0:
+                found.append(Path(root) / name)
+    return [str(p.relative_to(tree)) for p in found]
+
+
+@pytest.fixture
+def runner_tmp() -> Iterator[Path]:
+    """A folder the runner's uid can reach (pytest's tmp_path is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="evalgate-runner-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and setpriv to act as the runner's user",
+)
+def test_leaves_no_root_owned_file_in_the_runners_checkout(
+    runner_tmp: Path, scripted_server: Any, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    ws = Workspace(runner_tmp, scripted_server(_script).base_url)
+
+    def chown(uid: int) -> None:
+        subprocess.run(["chown", "-R", f"{uid}:{uid}", str(runner_tmp)], check=True)
+
+    def checkout() -> None:  # what actions/checkout, running as the runner's user, leaves
+        chown(RUNNER)
+
+    checkout()
+    env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url)
+    code, log = _run(env)  # the default git-branch store: fetch, write objects, push
+    assert code == 0, log
+    assert _root_owned(ws.ws) == []
+
+    chown(0)  # a developer pushes a PR (the test's own git runs as root)
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    checkout()
+    for baseline in ("stored", "rerun"):  # the store's cache; a worktree of the base commit
+        code, log = _run(_pr_env(ws, github, pr_event, head, baseline=baseline))
+        assert code == 0, log
+        assert _root_owned(ws.ws) == []
+        # The Action's own git read the checkout too: the base branch's policy, the baseline.
+        summary = (ws.tmp / "summary").read_text()
+        assert "the base branch has no" not in summary
+        assert f"baseline commit `{ws.base[:12]}`" in summary, summary
+
+    for argv in (["git", "fetch", "origin"], ["git", "clean", "-ffdx"]):
+        proc = _as_runner(ws.ws, *argv)
+        assert proc.returncode == 0, f"{argv}: {proc.stderr}"
+    assert not (ws.ws / "evalgate-outputs").exists()
+
+
+def test_a_comment_failure_overcome_later_leaves_no_notice(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    """The "in progress" comment is refused once; the scorecard then posts: nothing to notice."""
+    invalid = {"message": "Validation Failed", "documentation_url": "https://docs.github.com"}
+    github.faults.append(Fault("POST", 422, body=invalid, times=1))
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 0, log
+    assert "::warning::evalgate: could not comment: " in log  # said when it happened
+    (body,) = github.bodies(REPO, PR)
+    for text in (body, (ws.tmp / "summary").read_text(),
+                 (ws.ws / "evalgate-outputs" / "scorecard.md").read_text()):  # fmt: skip
+        assert "evalgate: PASS" in text and "**Note:**" not in text
+
+
+def test_notices_go_under_the_title_once_each() -> None:
+    from evalgate.action.publisher import Notices, with_notices
+
+    notices = Notices()
+    assert (
+        with_notices("## ✅ evalgate: PASS\n\nbody\n", notices) == "## ✅ evalgate: PASS\n\nbody\n"
+    )
+    assert notices.append("first") and notices.append("failed", key="comment")
+    assert not notices.append("first") and not notices.append("again", key="comment")
+    text = with_notices("## ✅ evalgate: PASS\n\nbody\n", notices)
+    assert text == (
+        "## ✅ evalgate: PASS\n\n> **Note:** first\n\n> **Note:** failed\n\nbody\n"
+    )  # near the top: a scorecard cut to fit a comment keeps them
+    notices.discard("comment")
+    assert with_notices("untitled\n", notices) == "> **Note:** first\n\nuntitled\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create files another uid owns")
+def test_ownership_goes_back_to_each_folders_owner_and_only_what_the_run_made(
+    runner_tmp: Path,
+) -> None:
+    from evalgate.action.workspace import restoring_ownership
+
+    ws, home, mine = runner_tmp / "ws", runner_tmp / "home", runner_tmp / "root-owned"
+    for folder in (ws, home, mine):
+        folder.mkdir()
+    subprocess.run(["chown", f"{RUNNER}:{RUNNER}", str(ws), str(home)], check=True)
+    (ws / "before").write_text("root's before the run\n")
+    with restoring_ownership(ws, home, mine, None):
+        (ws / "out" / "deep").mkdir(parents=True)
+        (ws / "out" / "deep" / "file").write_text("x\n")
+        (ws / "link").symlink_to("/etc/hostname")
+        (home / ".cache").mkdir()
+        (mine / "new").write_text("in a folder root owns: left alone\n")
+    owners = {p: p.lstat().st_uid for p in [*ws.rglob("*"), *home.rglob("*"), *mine.rglob("*")]}
+    assert owners.pop(ws / "before") == 0 and owners.pop(mine / "new") == 0
+    assert set(owners.values()) == {RUNNER}, owners
+    assert Path("/etc/hostname").stat().st_uid == 0  # a link is changed, never its target
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown a checkout to another uid")
+def test_the_actions_git_fetches_a_missing_base_commit_as_root(runner_tmp: Path) -> None:
+    """actions/checkout's default depth-1 checkout lacks the base commit: the Action fetches it,
+    as root, from a remote (a local folder here) that belongs to the runner's user."""
+    from evalgate.action import git as gitops
+
+    origin, seed = runner_tmp / "origin.git", runner_tmp / "seed"
+    _git(runner_tmp, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(runner_tmp, "clone", "-q", str(origin), str(seed))
+    shas = []
+    for text in ("gate: {margin: 0.05}\n", "gate: {margin: 0.5}\n"):
+        (seed / "evals.yaml").write_text(text)
+        _git(seed, "add", "-A")
+        _git(seed, "commit", "-q", "-m", text)
+        shas.append(_git(seed, "rev-parse", "HEAD"))
+    _git(seed, "push", "-q", "origin", "main")
+    ws = runner_tmp / "ws"
+    _git(runner_tmp, "clone", "-q", "--depth=1", origin.as_uri(), str(ws))
+    subprocess.run(["chown", "-R", f"{RUNNER}:{RUNNER}", str(runner_tmp)], check=True)
+
+    base, head = shas
+    assert gitops.show_file(ws, base, "evals.yaml") == "gate: {margin: 0.05}\n"
+    assert gitops.merge_base(ws, base, head) == base
+
+
+def test_path_outputs_become_workspace_relative_others_stay() -> None:
+    from evalgate.action.publisher import portable
+
+    ws = Path("/github/workspace")
+    outputs = {
+        "scorecard": "/github/workspace/sub/out/scorecard.md",
+        "results_dir": ws / "out",
+        "crash_log": "/tmp/elsewhere/crash.log",  # outside the workspace: stays absolute
+        "summary": "/github/workspace/x",  # not a path output
+        "verdict": "PASS",
+    }
+    assert portable(outputs, ws) == {
+        "scorecard": "sub/out/scorecard.md",
+        "results_dir": "out",
+        "crash_log": "/tmp/elsewhere/crash.log",
+        "summary": "/github/workspace/x",
+        "verdict": "PASS",
+    }
+
+
+def test_fetching_a_missing_commit_keeps_a_full_clone_full(tmp_path: Path) -> None:
+    """The base moved on after the checkout: the Action fetches it, and the clone stays whole
+    (a --depth fetch would have made it shallow for every later step of the job)."""
+    from evalgate.action import git as gitops
+
+    origin, seed, ws = tmp_path / "origin.git", tmp_path / "seed", tmp_path / "ws"
+    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(tmp_path, "clone", "-q", str(origin), str(seed))
+    (seed / "evals.yaml").write_text("v0\n")
+    _git(seed, "add", "-A")
+    for i in range(60):  # more history than the Action's fetch depth of 50
+        _git(seed, "commit", "-q", "--allow-empty", "-m", f"v{i}")
+    _git(seed, "push", "-q", "origin", "main")
+    _git(tmp_path, "clone", "-q", origin.as_uri(), str(ws))
+    (seed / "evals.yaml").write_text("later\n")
+    _git(seed, "commit", "-q", "-am", "later")
+    _git(seed, "push", "-q", "origin", "main")
+
+    assert gitops.show_file(ws, _git(seed, "rev-parse", "HEAD"), "evals.yaml") == "later\n"
+    assert _git(ws, "rev-parse", "--is-shallow-repository") == "false"

@@ -1,10 +1,22 @@
-"""Running git for the stores: a clean environment, a timeout, a token kept out of sight.
+"""The one way evalgate runs git: a clean environment, a timeout, a token kept out of sight.
 
-Every call is ``subprocess.run([...], check=False, capture_output=True)``; a failure becomes a
-:class:`~evalgate.store.base.StoreError` whose one-line message quotes git's first error line,
-with the token (and any password in a URL) masked. The token reaches git as an HTTP header
-through ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` — the environment form of
+Used by the result store (:mod:`evalgate.store.git_branch`) and by the Action's questions about
+the checkout (:mod:`evalgate.action.git`), so both behave the same. It lives at the top of the
+package, beside :mod:`evalgate.errors`, because it belongs to no stage: ``store/`` and ``action/``
+both import it and it imports nothing of evalgate but the errors.
+
+Every call is ``subprocess.run([...], check=False, capture_output=True)``. A non-zero exit raises
+:class:`GitFailed`, whose one-line message quotes git's first error line with the token (and any
+password in a URL) masked; git missing or too slow raises the caller's ``error`` class (an
+:class:`~evalgate.errors.InfraError` by default). The token reaches git as an HTTP header through
+``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` — the environment form of
 ``git -c`` — so it is never in an argument list, where other processes could read it in ``ps``.
+
+``safe.directory``: GitHub runs a docker action as root on a checkout that belongs to the
+runner's user (uid 1001), and git refuses such a repository ("detected dubious ownership").
+Each :class:`Git` marks as safe the repository it was pointed at — the folder and its ancestors,
+since ``repo`` may be a subfolder of the checkout — and :meth:`Git.trust` a local remote; nothing
+else (not ``*``), so a repository git merely comes across is still checked.
 """
 
 from __future__ import annotations
@@ -12,13 +24,15 @@ from __future__ import annotations
 import base64
 import os
 import re
+import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from urllib.parse import urlsplit
 
-from evalgate.store.base import StoreError
+from evalgate.errors import EvalgateError, InfraError
 
-__all__ = ["Git", "GitFailed"]
+__all__ = ["IDENTITY", "Git", "GitFailed", "first_error_line"]
 
 # Inherited variables that would point git somewhere else than the repository we name with -C
 # (they are set, for example, while a git hook runs).
@@ -74,9 +88,11 @@ class Git:
         environ: Mapping[str, str] | None = None,
         token: str | None = None,
         timeout: float = 120.0,
+        error: type[EvalgateError] = InfraError,
     ) -> None:
         self.repo = os.fspath(repo)
         self.timeout = timeout
+        self._error = error
         self._token = token or None
         self._secrets = [s for s in (self._token, _basic(self._token)) if s]
         env = dict(os.environ if environ is None else environ)
@@ -91,6 +107,50 @@ class Git:
         # Our fetches should not start housekeeping (gc, commit-graph) in the user's repository.
         _add_config(env, [("gc.auto", "0"), ("maintenance.auto", "false")])
         self.env = env
+        self.trust(self.repo, enclosing=True)
+        self._local_remote: str | None = None
+
+    def use_remote(self, remote: str) -> str:
+        """Get ready to fetch from and push to ``remote`` (a remote's name, a URL or a path):
+        the token as a header for its host, and trust when it is a folder on this machine.
+        Returns its URL."""
+        try:
+            url = self.run("remote", "get-url", "--", remote).strip()
+        except GitFailed:
+            url = remote  # not a configured remote: git takes it as a URL or path
+        self.use_token_for(url)
+        local = _local_path(url, self.repo)
+        if local is not None:  # git checks a local remote's owner too (its upload-pack does)
+            self.trust_local_remote(local)
+        return url
+
+    def trust(self, path: os.PathLike[str] | str, *, enclosing: bool = False) -> None:
+        """Let git use the repository at ``path`` whoever owns it (``safe.directory``).
+
+        git compares the value with the repository's real top-level folder, so ``enclosing``
+        also names every ancestor of ``path``: one of them is the top level when ``path`` is a
+        folder inside the checkout.
+        """
+        real = Path(os.path.realpath(path))
+        folders = [real, *real.parents] if enclosing else [real]
+        _add_config(self.env, [("safe.directory", str(folder)) for folder in folders])
+
+    def trust_local_remote(self, path: os.PathLike[str] | str) -> None:
+        """Let fetch and push use a remote at ``path`` on this machine whoever owns it.
+
+        git runs a local remote's upload-pack/receive-pack with the ``git -c`` settings of the
+        environment removed, so ``safe.directory`` must be on their own command line:
+        :meth:`pack_args` gives the options that put it there.
+        """
+        self._local_remote = os.path.realpath(path)
+
+    def pack_args(self, command: str) -> list[str]:
+        """Options for ``fetch``/``push`` that carry :meth:`trust_local_remote` to the remote."""
+        if self._local_remote is None:
+            return []
+        program = {"fetch": "upload-pack", "push": "receive-pack"}[command]
+        safe = shlex.quote(f"safe.directory={self._local_remote}")
+        return [f"--{program}=git -c {safe} {program}"]
 
     def mask(self, text: str) -> str:
         for secret in self._secrets:
@@ -143,9 +203,9 @@ class Git:
                 env={**self.env, **env} if env else self.env,
             )
         except FileNotFoundError as exc:
-            raise StoreError("git is not installed or not on PATH; install git") from exc
+            raise self._error("git is not installed or not on PATH; install git") from exc
         except subprocess.TimeoutExpired as exc:
-            raise StoreError(
+            raise self._error(
                 f"git {args[0]} timed out after {limit:.0f} s; check the network and the remote"
             ) from exc
         if proc.returncode != 0:
@@ -156,6 +216,15 @@ class Git:
                 self.mask(proc.stderr.decode("utf-8", errors="replace")),
             )
         return proc.stdout
+
+
+def _local_path(url: str, repo: str) -> str | None:
+    """The folder a remote URL names on this machine, or None for a network remote."""
+    if url.startswith("file://"):
+        return urlsplit(url).path
+    if "://" in url or re.match(r"[^/]+:", url):  # a URL, or scp-like ``host:path`` (ssh)
+        return None
+    return os.path.join(repo, url)  # relative to the repository; an absolute path wins
 
 
 def _basic(token: str | None) -> str | None:
