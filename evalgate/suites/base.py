@@ -31,6 +31,7 @@ class Outcome:
     reward: float
     metrics: dict[str, float]
     usage: dict[str, int]
+    reason: str | None = None  # why this reward (a sandboxed check's verdict), for the journal
 
 
 class Suite(Protocol):
