@@ -256,6 +256,28 @@ class Sandbox(abc.ABC):
             detail = err.decode("utf-8", "replace").strip() or f"exit {code}"
             raise SandboxFileError(f"{path}: cannot write ({detail})")
 
+    async def read_tree(self, path: str = WORKDIR, *, max_bytes: int = 256 << 20) -> bytes:
+        """An uncompressed tar of folder ``path``, made inside the sandbox (links stay links).
+
+        Modes are first made readable to their owner (the sandboxed user owns everything it
+        wrote), so a file the agent locked with ``chmod 000`` is copied, not an error.
+        """
+        script = 'chmod -R u+rwX -- "$1" 2>/dev/null; exec tar -C "$1" -cf - .'
+        code, out, err, timed_out, truncated = await self._exec(
+            ["/bin/sh", "-c", script, "sh", path],
+            timeout_s=120.0,
+            stdin=None,
+            env=dict(DEFAULT_ENV),
+            cwd="/",
+            max_output=max_bytes,
+        )
+        if timed_out or code != 0 or truncated:
+            detail = err.decode("utf-8", "replace").strip()[-300:] or f"exit {code}"
+            if truncated:
+                detail = f"larger than {max_bytes} bytes"
+            raise SandboxFileError(f"{path}: cannot be copied out ({detail})")
+        return out
+
     async def write_files(self, files: Mapping[str, bytes | str], *, cwd: str = WORKDIR) -> None:
         """Write several files; one exec per file keeps it simple and backend-neutral."""
         for path, data in files.items():
