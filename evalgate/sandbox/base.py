@@ -87,6 +87,9 @@ class ModelRoute:
     base_url: str  # upstream, up to and including /v1
     model: str  # forced into every request: the sandbox evaluates the model under test, only
     api_key: str | None = field(default=None, repr=False)  # added on the host, never inside
+    # Per sandbox: past these the bridge answers 429 (a runaway agent cannot spend without end).
+    max_requests: int = 1000
+    max_tokens: int = 5_000_000  # prompt + completion tokens, as the upstream reported them
 
 
 @dataclass(frozen=True)
