@@ -23,17 +23,18 @@ Limits, and how each is enforced (see :meth:`BubblewrapBackend.limits`):
   and per sandbox by the caller's timeout plus destroy, which kills the whole pid namespace;
 - processes: RLIMIT_NPROC, which the kernel counts per user namespace (Linux ≥ 5.14), so it is a
   per-sandbox cap; plus ``pids.max`` when a cgroup is available;
-- memory: RLIMIT_DATA (heap and private writable mappings, per process) and RLIMIT_AS at 8×
-  that, at least 4 GiB (address space, per process; generous so that runtimes reserving address
-  space still start); plus a memory limit for the whole sandbox, tmpfs pages included, when a
-  cgroup is available;
+- memory: a limit for the whole sandbox, tmpfs pages included: the cgroup's when one is
+  available, else the supervisor's own accounting of every process's memory plus the tmpfs
+  files (see ``_sandboxd.py``); and per process RLIMIT_DATA (heap and private writable mappings)
+  and RLIMIT_AS at 8× that, at least 4 GiB (generous, so that runtimes reserving address space
+  still start);
 - disk: the tmpfs size of ``/workspace`` and of ``/tmp`` (``disk_mb`` each; ``/dev/shm`` at most
   64 MiB), and the rest of the tree is read-only: a full disk is ENOSPC inside, never the host's;
 - CPU: RLIMIT_CPU (CPU seconds per process, = the sandbox timeout); a CPU *share* (``cpus``)
-  only with a cgroup (``cpu.max``).
+  only with a cgroup (``cpu.max``): without one, :meth:`BubblewrapBackend.limits` says so.
 
 Cgroups are used when this process may create them under its own cgroup (cgroup v1 as root, or
-a delegated cgroup v2 subtree); otherwise the rlimits above are the whole story.
+a delegated cgroup v2 subtree); otherwise the rlimits and the supervisor's accounting above.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from evalgate.sandbox._cgroup import Cgroup as _Cgroup
 from evalgate.sandbox._io import Drain, Feed, read_line, wait_exit
 from evalgate.sandbox.base import (
     MODEL_PORT,
@@ -171,124 +173,6 @@ def _etc_dir() -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# Cgroups, when this process may create them
-
-
-@functools.cache
-def _sweep(parent: Path) -> None:
-    """Once per process and parent: remove the cgroups of evalgate processes that died."""
-    for path in parent.glob("evalgate-*-*"):
-        pid = path.name.split("-")[1]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            with contextlib.suppress(OSError):
-                path.rmdir()  # empty once its processes are gone
-
-
-class _Cgroup:
-    """One sandbox's cgroup(s): v2 under a delegated subtree, or v1 per controller (as root)."""
-
-    def __init__(self, dirs: list[Path]) -> None:
-        self.dirs = dirs
-
-    @classmethod
-    def create(cls, name: str, config: SandboxConfig) -> _Cgroup | None:
-        """``evalgate-PID-name`` under our own cgroup(s), or None where we may not."""
-        try:
-            found = cls._v2(f"evalgate-{os.getpid()}-{name}", config) or cls._v1(
-                f"evalgate-{os.getpid()}-{name}", config
-            )
-        except OSError:
-            return None
-        for path in found.dirs if found is not None else ():
-            _sweep(path.parent)
-        return found
-
-    @staticmethod
-    def _own(controller: str) -> str | None:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, ctrls, path = line.split(":", 2)
-            if controller in ctrls.split(",") or (controller == "" and ctrls == ""):
-                return path
-        return None
-
-    @classmethod
-    def _v2(cls, name: str, config: SandboxConfig) -> _Cgroup | None:
-        root = Path("/sys/fs/cgroup")
-        own = cls._own("")
-        if own is None or not (root / "cgroup.controllers").exists():
-            return None
-        parent = root / own.lstrip("/")
-        enabled = (parent / "cgroup.subtree_control").read_text().split()
-        if not {"memory", "pids"} <= set(enabled) or not os.access(parent, os.W_OK):
-            return None  # not delegated to us: enabling controllers here is not ours to do
-        path = parent / name
-        path.mkdir()
-        cg = cls([path])
-        limits = {
-            "memory.max": str(config.memory_mb << 20),
-            "memory.swap.max": "0",
-            "pids.max": str(config.pids),
-        }
-        if "cpu" in enabled:
-            limits["cpu.max"] = f"{int(config.cpus * 100_000)} 100000"
-        for key, value in limits.items():
-            with contextlib.suppress(FileNotFoundError):
-                (path / key).write_text(value)
-        return cg
-
-    @classmethod
-    def _v1(cls, name: str, config: SandboxConfig) -> _Cgroup | None:
-        limits = {
-            "memory": {"memory.limit_in_bytes": str(config.memory_mb << 20)},
-            "pids": {"pids.max": str(config.pids)},
-            "cpu": {
-                "cpu.cfs_period_us": "100000",
-                "cpu.cfs_quota_us": str(int(config.cpus * 100_000)),
-            },
-        }
-        dirs = []
-        for controller, values in limits.items():
-            base = Path("/sys/fs/cgroup", controller)
-            own = cls._own(controller)
-            if own is None or not (base / "tasks").exists():
-                continue
-            parent = base / own.lstrip("/")
-            if not os.access(parent, os.W_OK):
-                continue
-            path = parent / name
-            path.mkdir()
-            dirs.append(path)
-            for key, value in values.items():
-                (path / key).write_text(value)
-        return cls(dirs) if dirs else None
-
-    def add(self, pid: int) -> None:
-        for d in self.dirs:
-            (d / "cgroup.procs").write_text(str(pid))
-
-    @property
-    def kinds(self) -> set[str]:
-        out = set()
-        for d in self.dirs:
-            names = os.listdir(d)
-            for prefix in ("memory", "pids", "cpu"):
-                if any(n.startswith(prefix + ".") for n in names):
-                    out.add(prefix)
-        return out
-
-    async def remove(self) -> None:
-        for d in self.dirs:
-            for _ in range(50):  # the namespace's processes exit asynchronously
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    await asyncio.sleep(0.02)
-
-
-# ------------------------------------------------------------------------------------------
 # The sandbox
 
 
@@ -359,6 +243,12 @@ class BubblewrapSandbox(Sandbox):
         a += ["--", py, "-I", "-S", "-c", _DAEMON_SOURCE, "serve", str(ctrl_fd)]
         if self._bridge is not None:
             a += ["bridge=/run/evalgate/model.sock", f"port={MODEL_PORT}"]
+        # What no cgroup keeps, the supervisor accounts for itself (see _sandboxd.py).
+        kinds = self._cgroup.kinds if self._cgroup is not None else set()
+        if "memory" not in kinds:
+            a += [f"mem={cfg.memory_mb << 20}", f"tmpfs=/tmp:{WORKDIR}:/dev/shm"]
+        if "pids" not in kinds:
+            a.append(f"pids={cfg.pids}")
         return a
 
     async def start(self) -> None:
@@ -583,6 +473,8 @@ class BubblewrapSandbox(Sandbox):
         stderr = bytes(err.buf)
         if "spawn" in reply:
             stderr += f"evalgate-sandbox: cannot start {argv[0]!r}: {reply['spawn']}\n".encode()
+        if "limit" in reply:
+            stderr += f"evalgate-sandbox: killed: {reply['limit']}\n".encode()
         return (
             int(reply["status"]),
             bytes(out.buf),
@@ -696,16 +588,30 @@ class BubblewrapBackend(SandboxBackend):
             "wall time": "per exec: SIGKILL to its process group (supervisor); per task: destroy "
             "kills the pid namespace",
             "processes": f"RLIMIT_NPROC={config.pids} (counted per user namespace)"
-            + (f" + cgroup pids.max={config.pids}" if "pids" in kinds else ""),
-            "memory": f"RLIMIT_DATA={config.memory_mb} MiB per process"
-            + (f" + cgroup memory limit {config.memory_mb} MiB" if "memory" in kinds else ""),
+            + (
+                f" + cgroup pids.max={config.pids}"
+                if "pids" in kinds
+                else " + the supervisor's count every 25 ms (no cgroup)"
+            ),
+            "memory": (
+                f"cgroup memory limit {config.memory_mb} MiB (tmpfs pages included)"
+                if "memory" in kinds
+                else f"{config.memory_mb} MiB for the whole sandbox (processes' memory + tmpfs "
+                "files), accounted by the supervisor every 25 ms (no cgroup: an allocation can "
+                "overshoot within one tick)"
+            )
+            + f"; per process RLIMIT_DATA={config.memory_mb} MiB",
             "disk": (
                 f"tmpfs /workspace and /tmp of {config.disk_mb} MiB each; the rest read-only"
                 if self.bwrap[1] >= (0, 7)
                 else "tmpfs /workspace and /tmp, NOT size-capped (bwrap < 0.7); the rest read-only"
             ),
             "cpu": f"RLIMIT_CPU={math.ceil(config.timeout_s) + 1} s per process"
-            + (f" + cgroup quota of {config.cpus} CPUs" if "cpu" in kinds else ""),
+            + (
+                f" + cgroup quota of {config.cpus} CPUs"
+                if "cpu" in kinds
+                else f"; the share of {config.cpus:g} CPUs is NOT enforced (no cgroup)"
+            ),
             "network": "empty network namespace"
             + (" + model bridge (unix socket)" if config.network == "model-only" else ""),
         }
