@@ -412,6 +412,9 @@ def _run_models(
                         time_s=elapsed,
                     )
                     summary.extra["benchmark"] = bench.name  # a variant's suite → its benchmark
+                    unenforced = getattr(suite, "unenforced_limits", None)
+                    if unenforced:  # a sandbox limit this runner cannot keep: said, not hidden
+                        summary.extra["unenforced_limits"] = unenforced
                     if seq is not None:
                         summary.extra["sequential"] = dataclasses.asdict(seq)
                     # Priced from LiteLLM's bundled price list; None for unknown/self-hosted models.

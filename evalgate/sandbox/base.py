@@ -332,3 +332,7 @@ class SandboxBackend(abc.ABC):
     def limits(self, config: SandboxConfig) -> dict[str, str]:
         """Each limit of ``config`` → how this backend enforces it (for reports and docs)."""
         return {}
+
+    def unenforced(self, config: SandboxConfig) -> list[str]:
+        """The limits of ``config`` this backend cannot enforce here, said in the scorecard."""
+        return []

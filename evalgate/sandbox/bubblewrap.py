@@ -577,13 +577,26 @@ class BubblewrapBackend(SandboxBackend):
         await sandbox.start()
         return sandbox
 
-    def limits(self, config: SandboxConfig) -> dict[str, str]:
+    @staticmethod
+    def _cgroup_kinds(config: SandboxConfig) -> set[str]:
         cg = _Cgroup.create(f"probe-{secrets.token_hex(3)}", config)
         kinds = cg.kinds if cg is not None else set()
-        if cg is not None:
-            for d in cg.dirs:
-                with contextlib.suppress(OSError):
-                    d.rmdir()
+        for d in cg.dirs if cg is not None else ():
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        return kinds
+
+    def unenforced(self, config: SandboxConfig) -> list[str]:
+        # Memory and processes are kept without a cgroup too (the supervisor's accounting).
+        out = []
+        if "cpu" not in self._cgroup_kinds(config):
+            out.append(f"cpus: the CPU share of {config.cpus:g} (no cgroup)")
+        if self.bwrap[1] < (0, 7):
+            out.append(f"disk_mb: tmpfs not size-capped (bwrap {self.bwrap[1]} < 0.7)")
+        return out
+
+    def limits(self, config: SandboxConfig) -> dict[str, str]:
+        kinds = self._cgroup_kinds(config)
         return {
             "wall time": "per exec: SIGKILL to its process group (supervisor); per task: destroy "
             "kills the pid namespace",

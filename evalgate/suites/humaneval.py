@@ -164,6 +164,11 @@ class HumanEvalSuite:
     backend: SandboxBackend
     sandbox: SandboxConfig
 
+    @property
+    def unenforced_limits(self) -> list[str]:
+        """Sandbox limits this runner cannot enforce (the pipeline puts them in the scorecard)."""
+        return self.backend.unenforced(self.sandbox)
+
     @classmethod
     def from_spec(cls, spec: Any) -> HumanEvalSuite:
         problems = load_problems()
