@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +142,18 @@ def test_builtin_tasks_fail_with_poisoned_modules_and_pass_when_solved() -> None
             assert "gave no result (exit 0)" in result.reason, result.reason
     passed = [r.task_id for r in _run_all(tasks, ScriptAgent("true", solve=True)) if r.passed]
     assert sorted(passed) == sorted(t.id for t in tasks)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the guarded check shell needs evalgate as root")
+def test_agent_code_a_check_runs_cannot_trace_the_check(tmp_path: Path) -> None:
+    """The check's shell is not dumpable: its children cannot read or ptrace it."""
+    spy = (
+        "import ctypes, os; ppid = os.getppid(); "
+        "print('ptrace', ctypes.CDLL(None).ptrace(16, ppid, 0, 0)); "
+        "open('/proc/%d/mem' % ppid, 'rb'); print('mem opened')"
+    )
+    tasks = _tasks(tmp_path, [{"id": "spy", "prompt": "p", "check": f'python3 -c "{spy}"'}])
+    (result,) = _run_all(tasks, ScriptAgent("true"))
+    assert result.reward == 0.0, (result.reason, result.check_output)
+    assert "ptrace -1" in result.check_output and "mem opened" not in result.check_output
+    assert "PermissionError" in result.check_output, result.check_output

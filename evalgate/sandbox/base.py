@@ -149,6 +149,9 @@ class Sandbox(abc.ABC):
         self.config = config
         self.id = ""
         self.scratch = "/tmp"  # writable scratch space outside the workspace (HOME, TMPDIR)
+        # A shell whose processes the sandbox's other processes can neither trace nor read
+        # (/proc/PID/mem): where a backend has one, a task's check runs under it.
+        self.guard_shell = "sh"
         # What sandboxed code uses to reach the model (OPENAI_BASE_URL, OPENAI_API_KEY); empty
         # unless the sandbox is "model-only".
         self.model_env: dict[str, str] = {}

@@ -152,6 +152,32 @@ def _python() -> tuple[str, str | None, tuple[tuple[str, str], ...]]:
     return f"/opt/python/bin/{exe}", sys.base_prefix, env
 
 
+GUARD_SHELL = "/opt/evalgate/guard/sh"
+_GUARD_OWNER = 1  # neither root nor the sandbox's host user (nobody, or root when privileged)
+
+
+@functools.cache
+def _guard_shell() -> str | None:
+    """An execute-only copy of /bin/sh, owned by another user (evalgate as root only).
+
+    A process that runs a binary it cannot read is not dumpable (execve), so other processes of
+    the same user (the agent's code a check runs) can neither ptrace it nor open its
+    /proc/PID/mem to forge its exit status. Not as another user: we cannot chown.
+    """
+    if os.geteuid() != 0:
+        return None
+    folder = tempfile.mkdtemp(prefix="evalgate-guard-")
+    os.chmod(folder, 0o755)
+    path = os.path.join(folder, "sh")
+    shutil.copyfile(os.path.realpath("/bin/sh"), path)
+    os.chown(path, _GUARD_OWNER, _GUARD_OWNER)
+    os.chmod(path, 0o711)
+    import atexit
+
+    atexit.register(shutil.rmtree, folder, True)
+    return path
+
+
 @functools.cache
 def _etc_dir() -> str:
     """passwd, group and hosts for every sandbox of this process (removed at exit)."""
@@ -208,6 +234,10 @@ class BubblewrapSandbox(Sandbox):
         if self._bridge is not None:
             binds.append((f"{self._dir}/run", "/run/evalgate"))
         a = [*_drop_prefix([src for src, _ in binds]), bwrap, "--unshare-all", "--unshare-user"]
+        guard = _guard_shell()
+        if guard is not None:  # not readable by design: bwrap only needs to reach it
+            binds.append((guard, GUARD_SHELL))
+            self.guard_shell = GUARD_SHELL
         if version >= (0, 8):
             a.append("--disable-userns")  # no nested user namespaces: less kernel to attack
         a += ["--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox"]

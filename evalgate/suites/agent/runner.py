@@ -12,7 +12,9 @@ What a check must still not do is run the agent's code inside its own process (i
 the agent wrote): that code could end the process with status 0 before the check has judged
 anything. Checks run the agent's code in a child process and judge its results themselves, as
 the built-in ``agent-basics`` checks do; the check's exit status is then reported by the
-sandbox's supervisor, out of the agent's reach.
+sandbox's supervisor, out of the agent's reach. Where the backend has one (bubblewrap, evalgate
+running as root), the check's shell is an execute-only binary, hence not dumpable: the agent's
+code it runs can neither ptrace it nor write its memory through /proc.
 
 What is whose fault: a task whose set-up fails, a sandbox that fails, an agent binary that is not
 there, a model endpoint that fails after retries: infrastructure (``InfraError`` /
@@ -161,7 +163,7 @@ async def run_check(
         if score_file:  # the agent's copy is not the check's verdict
             await box.exec(["rm", "-rf", "--", score_file], timeout_s=30.0)
         result = await box.exec(
-            ["sh", "-c", task.check.command],
+            [box.guard_shell, "-c", task.check.command],
             env={**_CHECK_ENV, "CHECKS": checks},
             timeout_s=task.check.timeout_s,
             cwd=WORKDIR,
