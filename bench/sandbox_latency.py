@@ -6,12 +6,17 @@ Two measurements per backend, the non-isolating ``subprocess`` backend being the
   phase and of the total (the goal for bubblewrap: a median total under 50 ms);
 - throughput: tasks per minute at concurrency 8, a task being one of the built-in agent-basics
   tasks run end to end with its reference solution as the agent (fresh sandbox, workspace copied
-  in, solution, processes killed, check files copied in, check, destroy).
+  in, solution, processes killed, workspace copied out, sandbox destroyed, a second fresh sandbox
+  for the check with the workspace and check files copied in, check, destroy).
 
 Prints the figures and the bubblewrap/subprocess ratios. The host's load matters: the figures
 are only comparable within one run (both backends are measured in it, interleaved).
 
+``--no-cgroup`` measures bubblewrap as it runs where no cgroup may be created (inside a Docker
+action): the sandbox's supervisor then accounts for memory and processes itself every 25 ms.
+
 Usage: python bench/sandbox_latency.py [--iterations 60] [--tasks 64] [--concurrency 8]
+       [--no-cgroup]
 """
 
 from __future__ import annotations
@@ -94,13 +99,19 @@ async def main() -> None:
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--tasks", type=int, default=64)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--no-cgroup", action="store_true", help="bubblewrap without cgroups")
     args = parser.parse_args()
+    if args.no_cgroup:
+        from evalgate.sandbox import bubblewrap
+
+        bubblewrap._Cgroup.create = classmethod(lambda cls, name, config: None)  # type: ignore[method-assign]
     backends = {name: open_backend(name) for name in BACKENDS}
     print(
         f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
         f"{args.iterations} iterations, {args.tasks} tasks at concurrency {args.concurrency}"
     )
-    print(f"local backend limits: {backends['local'].limits(SandboxConfig())['processes']}")
+    limits = backends["local"].limits(SandboxConfig())
+    print(f"local backend limits: processes: {limits['processes']}; memory: {limits['memory']}")
 
     phases = await latency(backends, args.iterations)
     print("\ncreate + exec(true) + destroy, one at a time (ms)")

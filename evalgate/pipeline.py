@@ -442,6 +442,8 @@ def _run_one(
         time_s=elapsed,
     )
     summary.extra["benchmark"] = bench.name  # a variant's suite → its benchmark
+    if suite.unenforced_limits:  # a sandbox limit this runner cannot keep: said, not hidden
+        summary.extra["unenforced_limits"] = suite.unenforced_limits
     if seq is not None:
         summary.extra["sequential"] = dataclasses.asdict(seq)
     # Priced from LiteLLM's bundled price list; None for unknown/self-hosted models.

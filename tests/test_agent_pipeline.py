@@ -67,3 +67,42 @@ gate: {{thresholds: {{tasks: {{accuracy: 0.5}}}}}}
     assert "| m | tasks.lazy | accuracy | 0.0%" in scorecard
     cfg = json.loads(next((out / "evals").glob("tasks.lazy--*/*/run_config.json")).read_text())
     assert cfg["suite"] == "tasks.lazy" and cfg["fingerprint"]["subject"]["agent"]
+
+
+@pytest.mark.skipif(not BWRAP, reason="agent tasks run in bubblewrap")
+@pytest.mark.parametrize("cgroup", [True, False])
+def test_scorecard_names_limits_this_runner_cannot_enforce(
+    tmp_path: Path, scripted_server: Any, monkeypatch: pytest.MonkeyPatch, cgroup: bool
+) -> None:
+    from evalgate.sandbox import bubblewrap
+
+    if not cgroup:  # as inside a Docker action: no cgroup may be created
+        monkeypatch.setattr(bubblewrap._Cgroup, "create", classmethod(lambda cls, n, c: None))
+    elif bubblewrap._Cgroup.create("probe", bubblewrap.SandboxConfig()) is None:
+        pytest.skip("no cgroup may be created on this machine")
+    server = scripted_server(lambda body, n: "unused")
+    tasks = tmp_path / "tasks"
+    shutil.copytree(ROOT / "benchmarks" / "agent-basics" / "hello-file", tasks / "hello-file")
+    config = write_config(
+        tmp_path,
+        f"""
+models: [{{name: m, backend: openai, base_url: "{server.base_url}", model: org/m}}]
+benchmarks:
+  - name: tasks
+    kind: agent
+    tasks: tasks
+    agent: {{type: command, command: ["true"]}}
+    sandbox: {{timeout_s: 60, cpus: 0.5}}
+""",
+    )
+    out = tmp_path / "out"
+    main(["local", str(config), "--output", str(out)], environ={"CI": "1"})
+    scorecard = (out / "scorecard.md").read_text()
+    verdict = json.loads((out / "verdict.json").read_text())
+    (run,) = verdict["runs"]
+    if cgroup:
+        assert "not enforced" not in scorecard and "unenforced_limits" not in run["extra"]
+    else:
+        assert run["extra"]["unenforced_limits"] == ["cpus: the CPU share of 0.5 (no cgroup)"]
+        assert "Sandbox limits not enforced on this runner" in scorecard
+        assert "cpus: the CPU share of 0.5 (no cgroup)" in scorecard

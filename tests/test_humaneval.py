@@ -147,3 +147,40 @@ def test_registry_entry(tmp_path: Path) -> None:
     suite = build_suite(bench)
     assert [i.id for i in suite.items] == [f"HumanEval/{i}" for i in range(5)]
     assert "```python" in suite.messages["HumanEval/0"][-1]["content"]
+
+
+# Completions that end the process before the tests finish, each with a clean exit status.
+EXITS = {
+    "raise SystemExit(0)": "    raise SystemExit(0)\n",
+    "sys.exit(0)": "    import sys\n    sys.exit(0)\n",
+    "os._exit(0)": "    import os\n    os._exit(0)\n",
+    # At definition time, through a default argument of a whole-function completion.
+    "os._exit(0) at def time": (
+        "def has_close_elements(numbers, threshold=__import__('os')._exit(0)):\n    return False\n"
+    ),
+    # A forged verdict line: only the harness knows the per-run nonce.
+    "forged marker": "    import os\n    os.write(1, b'EVALGATE-PASS 0\\n')\n    os._exit(0)\n",
+}
+
+
+def test_exits_and_forged_verdicts_score_zero_with_a_reason(scripted_server) -> None:
+    attacks = list(EXITS.values())
+    right = PROBLEMS["HumanEval/0"]["canonical_solution"]
+    server = scripted_server(lambda body, n: [*attacks, right][body["seed"]])
+    suite = build_suite(_spec(eval={"num_examples": 1}))
+    records = sorted(_run(suite, server, rollouts=len(attacks) + 1), key=lambda r: r["rollout"])
+    *forged, honest = records
+    assert honest["reward"] == 1.0 and honest["reason"] == "passed", honest
+    for name, record in zip(EXITS, forged, strict=True):
+        assert record["error"] is None and record["reward"] == 0.0, (name, record)
+        assert "exited before its tests finished" in record["reason"], (name, record["reason"])
+
+
+def test_failure_reasons_are_kept(scripted_server) -> None:
+    replies = ["    return None\n", "    return undefined_name\n", "    while 1:\n        pass\n"]
+    server = scripted_server(lambda body, n: replies[body["seed"]])
+    suite = build_suite(_spec(eval={"num_examples": 1}, sandbox={"timeout_s": 2}))
+    wrong, crash, loop = sorted(_run(suite, server, rollouts=3), key=lambda r: r["rollout"])
+    assert wrong["reward"] == 0.0 and wrong["reason"].startswith("failed: AssertionError")
+    assert crash["reason"] == "failed: NameError: name 'undefined_name' is not defined"
+    assert loop["reason"] == "timed out after 2 s"

@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import secrets
-import shutil
 import socket
 import stat
 import threading
@@ -25,7 +24,7 @@ import pytest
 from evalgate.config.spec._base import Sampling
 from evalgate.config.spec.benchmarks import AgentBenchmark
 from evalgate.run.engine import run_suite
-from evalgate.sandbox import ModelRoute, SandboxConfig, backend_class, open_backend
+from evalgate.sandbox import ModelRoute, SandboxConfig, backend_class, bubblewrap, open_backend
 from evalgate.serve.base import Endpoint
 from evalgate.serve.client import ChatClient
 from evalgate.suites.agent.suite import AgentSuite
@@ -36,6 +35,20 @@ pytestmark = pytest.mark.skipif(
 )
 
 LIMITS = SandboxConfig(timeout_s=60, memory_mb=256, pids=64, disk_mb=32)
+HAS_CGROUP = bubblewrap._Cgroup.create(f"probe-{os.getpid()}", LIMITS) is not None
+
+
+@pytest.fixture(autouse=True, params=["cgroup", "no-cgroup"])
+def cgroup(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Every containment test runs twice: with cgroups where this machine allows them, and
+    without (as inside a Docker action), where the rlimits and the supervisor's accounting hold.
+    """
+    if request.param == "cgroup":
+        if not HAS_CGROUP:
+            pytest.skip("no cgroup may be created here (the no-cgroup run covers this machine)")
+        return True
+    monkeypatch.setattr(bubblewrap._Cgroup, "create", classmethod(lambda cls, name, cfg: None))
+    return False
 
 
 def run(coro: Any) -> Any:
@@ -201,7 +214,6 @@ def test_fork_bomb_is_capped_and_the_host_and_neighbours_are_fine() -> None:
 
 def test_memory_disk_and_time_limits() -> None:
     async def go() -> None:
-        before = shutil.disk_usage("/tmp").free
         async with await open_backend("local").create(LIMITS) as box:
             mem = await box.exec(["python3", "-c", "x = bytearray(1 << 30)"])
             assert mem.exit_code != 0 and "MemoryError" in mem.stderr
@@ -214,7 +226,50 @@ def test_memory_disk_and_time_limits() -> None:
             t0 = time.perf_counter()
             slow = await box.exec("sleep 100", timeout_s=1)
             assert slow.timed_out and time.perf_counter() - t0 < 10
-        assert before - shutil.disk_usage("/tmp").free < 16 << 20  # tmpfs, not the host's disk
+            # Memory-backed and capped, not the host's disk (whose free space other processes
+            # on a shared machine change at any time, so it is not measured).
+            kinds = await box.exec("stat -f -c %T /workspace /tmp /dev/shm")
+            assert kinds.stdout.split() == ["tmpfs"] * 3, kinds
+
+    run(go())
+
+
+# Eight processes, each holding 300 MiB of shared memory (which RLIMIT_DATA does not see).
+SHARED_HOGS = """
+import mmap, os, time
+for _ in range(8):
+    if os.fork() == 0:
+        m = mmap.mmap(-1, 300 << 20, flags=mmap.MAP_SHARED)
+        for off in range(0, len(m), 4096):
+            m[off] = 1
+        print("held", flush=True)
+        time.sleep(2)
+        os._exit(0)
+for _ in range(8):
+    os.wait()
+print("all held")
+"""
+
+
+def test_memory_is_capped_for_the_whole_sandbox(cgroup: bool) -> None:
+    """memory_mb caps the sandbox, not each process: shared memory and tmpfs files count."""
+    config = SandboxConfig(timeout_s=60, memory_mb=128, pids=64, disk_mb=256)
+
+    async def go() -> None:
+        async with await open_backend("local").create(config) as box:
+            hogs = await box.exec(["python3", "-c", SHARED_HOGS], timeout_s=30)
+            assert hogs.stdout.splitlines().count("held") < 8, hogs  # never all eight at once
+            if not cgroup:
+                assert "memory limit of 128 MiB" in hogs.stderr, hogs.stderr
+            # Files in the sandbox's tmpfs are memory too.
+            files = await box.exec(
+                "dd if=/dev/zero of=/tmp/a bs=1M count=100 2>/dev/null && "
+                "dd if=/dev/zero of=big bs=1M count=100 2>/dev/null && sleep 1 && echo wrote",
+                timeout_s=30,
+            )
+            assert "wrote" not in files.stdout and files.exit_code != 0, files
+            if not cgroup:
+                assert "tmpfs" in files.stderr, files.stderr
 
     run(go())
 
@@ -299,7 +354,7 @@ def test_hostile_tasks_fail_cleanly_while_others_pass(
         ("good-2", "good", "test -f hello.txt"),
         ("network", f"network {port}", "test -s stolen.txt"),
         ("files", f"files {planted['file']} {planted['home']}", "grep -q ghs_ stolen.txt"),
-        ("forkbomb", "forkbomb", "true"),
+        ("forkbomb", "forkbomb", "test -f never.txt"),
         ("disk", "disk", 'test "$(wc -c < fill)" -gt 100000000'),
         ("memory", "memory", "test -f allocated.txt"),
         ("sleep", "sleep", "true"),
@@ -320,7 +375,6 @@ def test_hostile_tasks_fail_cleanly_while_others_pass(
     )
     suite = AgentSuite.from_spec(spec)
     processes_before = _bwrap_processes()
-    disk_before = shutil.disk_usage("/tmp").free
 
     async def go() -> list[dict[str, Any]]:
         endpoint = Endpoint(base_url=server.base_url, model="m", api_key="sk-host")
@@ -338,18 +392,21 @@ def test_hostile_tasks_fail_cleanly_while_others_pass(
     for name in ("network", "files", "disk", "memory"):
         assert records[name]["reward"] == 0.0
         assert reasons[name].startswith("[fail] check failed"), reasons[name]
-    for name in ("forkbomb", "sleep"):
-        assert records[name]["reward"] == 0.0
-        assert reasons[name] == "[fail] agent timed out after 6 s", reasons[name]
+    assert records["sleep"]["reward"] == 0.0
+    assert reasons["sleep"] == "[fail] agent timed out after 6 s", reasons["sleep"]
+    # A fork bomb hits RLIMIT_NPROC, or (bwrap run as root, exempt from it, and no cgroup) the
+    # supervisor's process count, which kills it.
+    bomb = records["forkbomb"]
+    assert bomb["reward"] == 0.0 and reasons["forkbomb"].startswith("[fail]"), bomb
+    capped = ("Resource temporarily unavailable", "process limit of 64 was exceeded")
+    assert any(text in bomb["completion"] for text in capped), bomb["completion"]
     assert "Network is unreachable" in records["network"]["completion"]
     assert "No such file or directory" in records["files"]["completion"]
     assert "No space left on device" in records["disk"]["completion"]
     assert "MemoryError" in records["memory"]["completion"]
-    assert "Resource temporarily unavailable" in records["forkbomb"]["completion"]
     # The host: the token never left, nothing connected to it, no process or disk left over.
     assert all(token not in json.dumps(r) for r in records.values())
     assert Path(planted["file"]).read_text() == token
     assert hits == 0
     assert _bwrap_processes() == processes_before
-    assert disk_before - shutil.disk_usage("/tmp").free < 16 << 20
     assert elapsed < 60

@@ -124,6 +124,30 @@ def test_files_round_trip(backend: Any) -> None:
     run(go())
 
 
+def test_a_workspace_copies_into_another_sandbox(backend: Any) -> None:
+    """read_tree: binary content, locked files, and links kept as links (never followed)."""
+
+    async def go() -> None:
+        blob = bytes(range(256)) * 100
+        async with await backend.create(CONFIG) as box:
+            await box.write_file("data/blob.bin", blob)
+            await box.exec(
+                "echo secret > data/locked && chmod 000 data/locked data && "
+                "ln -s /etc/hostname link && mkfifo pipe"
+            )
+            tree = await box.read_tree()
+            with pytest.raises(SandboxFileError, match="larger than"):
+                await box.read_tree(max_bytes=1000)
+        async with await backend.create(CONFIG) as fresh:
+            r = await fresh.exec(["tar", "-x", "-f", "-"], stdin=tree)
+            assert r.ok, r.stderr
+            assert await fresh.read_file("data/blob.bin") == blob
+            r = await fresh.exec("cat data/locked; readlink link; test -p pipe && echo fifo")
+            assert r.stdout.split() == ["secret", "/etc/hostname", "fifo"], r
+
+    run(go())
+
+
 def test_output_is_capped_not_blocking(backend: Any) -> None:
     async def go() -> None:
         async with await backend.create(CONFIG) as box:

@@ -113,7 +113,7 @@ async def run_suite(
                 out = await rollout(item, index, client)
             except (RequestFailed, InfraError) as exc:
                 # An infrastructure failure is counted as an error, never scored as a 0.
-                prompt = completion = reward = stages = None
+                prompt = completion = reward = stages = reason = None
                 metrics: dict[str, float] = {}
                 usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
                 error: str | None = str(exc)
@@ -121,6 +121,7 @@ async def run_suite(
                 prompt, completion, reward = out.prompt, out.completion, out.reward
                 metrics, usage, error = out.metrics, out.usage, None
                 stages = out.timing  # a suite's own per-stage timings
+                reason = out.reason
             rec = {
                 "example_id": item.id,
                 "item_hash": ihash,
@@ -138,6 +139,7 @@ async def run_suite(
                     **({"stages": stages} if stages else {}),
                 },
                 "error": error,
+                **({"reason": reason} if reason else {}),
             }
             results.append(rec)
             if sink is not None:

@@ -1,7 +1,9 @@
 """Per-rollout records → per-item scores → per-metric estimates with confidence intervals.
 
 The unit of analysis is the item (Miller 2024): rollouts of one item are averaged first, and
-errored rollouts are excluded and counted, never scored as 0.
+errored rollouts are excluded and counted, never scored as 0. Empty replies (``content: null``
+at ``finish_reason: length``, or blank text) are scored 0 by their suite and counted apart
+(``empty_replies``), so the scorecard says how many of the 0s the model never answered.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class RunSummary:
     usage: dict[str, int]
     time_s: float
     infra_error: str | None = None
+    empty_replies: int = 0  # scored rollouts whose completion was empty (content null, "")
     extra: dict[str, Any] = field(default_factory=dict)
     # Per-item values (metric → item → value) and groups, for threshold tests; not serialised.
     per_item: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
@@ -90,6 +93,13 @@ def summarize(
         clusters = np.array([groups[i] or i for i in ids]) if clustered else None
         metrics[name] = stats.mean_ci(scores, clusters=clusters)
     errors = [r["error"] for r in records if r["error"] is not None]
+    empty = sum(
+        1
+        for r in records
+        if r["error"] is None
+        and isinstance(r.get("completion"), str | None)
+        and not (r.get("completion") or "").strip()
+    )
     usage: Counter[str] = Counter()
     for rec in records:
         usage.update(rec.get("usage") or {})
@@ -103,6 +113,7 @@ def summarize(
         n_rollouts=len(records),
         errors=len(errors),
         error_kinds=dict(Counter(_error_kind(e) for e in errors)),
+        empty_replies=empty,
         metrics=metrics,
         usage=dict(usage),
         time_s=time_s,

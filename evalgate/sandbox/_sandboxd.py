@@ -26,6 +26,21 @@ serialiser that costs no import):
   failed, which is the sandbox's own doing, e.g. its process limit), ``{"op": "killall"}``;
 - end of file from the host: the supervisor exits, taking the whole sandbox with it.
 
+Limits without a cgroup (``mem=BYTES``, ``pids=N`` on the command line): the kernel's
+per-process limits cannot cap a sandbox (eight processes under RLIMIT_DATA, or mapping shared
+memory, which it does not count, add up; tmpfs files are charged to no process; and RLIMIT_NPROC
+does not bind when bwrap had to run as root, whose processes are exempt), so the supervisor
+accounts for the whole sandbox itself, every ``_TICK_S``: the memory of every process in the
+namespace plus the pages held by the sandbox's tmpfs mounts (``tmpfs=/tmp:/workspace:/dev/shm``),
+and its processes and threads. Over a limit, every process but the supervisor is killed (the
+bridge relay is restarted), and each running exec is reported with ``limit``, the reason. Per
+process it reads the kernel's counters (``RssAnon`` + ``RssShmem`` from ``/proc/PID/status``:
+cheap, and an upper bound); only when that sum is over the limit does it read the exact
+proportional figures (``Pss_Anon`` + ``Pss_Shmem`` from ``smaps_rollup``), so pages shared after
+a fork count once. What this cannot do is stop an allocation (or a fork) between two ticks: the
+overshoot is bounded by what the sandbox's processes can fault in (or fork) during ``_TICK_S``,
+and each process's memory by its RLIMIT_AS.
+
 ``forward SOCKET PORT`` is the model bridge's inner half: a TCP listener on 127.0.0.1:PORT in the
 sandbox's empty network namespace that relays each connection to a unix socket bind-mounted
 from the host, where a proxy speaks to the model endpoint and to nothing else.
@@ -51,6 +66,7 @@ _LIMITS = {
     "core": resource.RLIMIT_CORE,
 }
 _PR_SET_DUMPABLE = 4
+_TICK_S = 0.025  # how often a sandbox without a cgroup is accounted for
 _libc = None
 
 
@@ -132,14 +148,101 @@ def _status(code):
     return 255
 
 
+def _kib(path, keys):
+    """Sum of the ``keys`` fields (in kB) of a /proc file; 0 once the process is gone."""
+    total = 0
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                name, _, rest = line.partition(b":")
+                if name in keys:
+                    total += int(rest.split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return total
+
+
+_CHEAP = (b"RssAnon", b"RssShmem")
+_EXACT = (b"Pss_Anon", b"Pss_Shmem")
+
+
+class Accounting:
+    """The whole sandbox against its limits, where no cgroup keeps them: every process's memory
+    plus its tmpfs files (``mem``), and its processes and threads (``pids``)."""
+
+    def __init__(self, mem, pids, mounts, spare):
+        self.mem, self.pids = mem, pids
+        self.mounts = [m for m in mounts if m]
+        self.spare = spare  # pids never counted: ourselves and the bridge relay
+
+    def tmpfs(self):
+        used = 0
+        for path in self.mounts:
+            try:
+                st = os.statvfs(path)
+            except OSError:
+                continue
+            used += (st.f_blocks - st.f_bfree) * st.f_frsize
+        return used
+
+    def over(self):
+        """None, or why the sandbox is over a limit."""
+        spare = self.spare()
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in spare]
+        if self.pids and len(pids) > self.pids:  # more processes than tasks: no need to read
+            return f"the sandbox's process limit of {self.pids} was exceeded ({len(pids)})"
+        cheap = tasks = 0
+        for pid in pids:
+            cheap += _kib(f"/proc/{pid}/status", _CHEAP)
+            tasks += _kib(f"/proc/{pid}/status", (b"Threads",)) if self.pids else 0
+        if self.pids and tasks > self.pids:
+            return f"the sandbox's process limit of {self.pids} was exceeded ({tasks} threads)"
+        if not self.mem:
+            return None
+        files = self.tmpfs()
+        if (cheap << 10) + files <= self.mem:
+            return None
+        used = sum(_kib(f"/proc/{p}/smaps_rollup", _EXACT) for p in pids) << 10
+        if used + files <= self.mem:
+            return None
+        return (
+            f"the sandbox's memory limit of {self.mem >> 20} MiB was exceeded "
+            f"({used >> 20} MiB in {len(pids)} processes + {files >> 20} MiB of tmpfs files)"
+        )
+
+
+class Forwarder:
+    """The model bridge's inner half, in a child of ours; restarted after a kill of everyone."""
+
+    def __init__(self, unix_path, port):
+        self.unix_path = unix_path
+        self.listener = _listen(port)  # bound before "ready": open when the host hears it
+        self.pid = None
+
+    def spawn(self, ctrl):
+        self.pid = os.fork()
+        if self.pid == 0:
+            ctrl.close()
+            os.setsid()
+            forward(self.listener, self.unix_path)
+            os._exit(0)
+
+
 def serve(fd, config):
     # pid 1 without a SIGINT handler: the signal, sent from inside, is simply dropped.
     _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
     _set_dumpable(0)
     ctrl = _socket.socket(fileno=fd)
     os.set_inheritable(fd, False)
+    fwd = None
     if config.get("bridge"):
-        _start_forwarder(config["bridge"], int(config["port"]), ctrl)
+        fwd = Forwarder(config["bridge"], int(config["port"]))
+        fwd.spawn(ctrl)
+    limits = None
+    if config.get("mem") or config.get("pids"):
+        spare = lambda: {1, os.getpid(), fwd.pid if fwd else None}  # noqa: E731
+        mounts = config.get("tmpfs", "").split(":")
+        limits = Accounting(int(config.get("mem", 0)), int(config.get("pids", 0)), mounts, spare)
     wake_r, wake_w = os.pipe()
     for end in (wake_r, wake_w):
         os.set_blocking(end, False)
@@ -165,10 +268,15 @@ def serve(fd, config):
                 return False
             if pid == 0:
                 return True
+            if fwd is not None and pid == fwd.pid:
+                fwd.pid = None  # killed with everyone else: restarted below
             job = running.pop(pid, None)
             if job is not None:  # else an orphan re-parented to us: reaped, nothing to report
                 by_id.pop(job["id"], None)
-                send({"id": job["id"], "status": _status(code), "timed_out": job["timed_out"]})
+                report = {"id": job["id"], "status": _status(code), "timed_out": job["timed_out"]}
+                if job.get("limit"):
+                    report["limit"] = job["limit"]
+                send(report)
 
     def kill_group(pid):
         _try(os.killpg, pid, _signal.SIGKILL)
@@ -178,7 +286,14 @@ def serve(fd, config):
         now = time.monotonic()
         deadlines = [j["deadline"] for j in running.values() if j["deadline"] is not None]
         wait = max(0.0, min(deadlines) - now) if deadlines else None
+        if limits is not None:
+            wait = _TICK_S if wait is None else min(wait, _TICK_S)
         readable, _, _ = select.select([fd, wake_r], [], [], wait)
+        why = limits.over() if limits is not None else None
+        if why is not None:
+            for job in running.values():
+                job["limit"] = why
+            _try(os.kill, -1, _signal.SIGKILL)  # everyone in the namespace but ourselves
         if wake_r in readable:
             try:
                 while os.read(wake_r, 4096):
@@ -186,6 +301,8 @@ def serve(fd, config):
             except BlockingIOError:
                 pass
         reap()
+        if fwd is not None and fwd.pid is None:
+            fwd.spawn(ctrl)
         if fd in readable:
             fds = array.array("i")
             msg, anc, _, _ = ctrl.recvmsg(
@@ -242,16 +359,6 @@ def _listen(port):
     return listener
 
 
-def _start_forwarder(unix_path, port, ctrl):
-    listener = _listen(port)  # bound before "ready": the port is open when the host hears it
-    if os.fork() == 0:
-        ctrl.close()
-        os.setsid()
-        forward(listener, unix_path)
-        os._exit(0)
-    listener.close()
-
-
 def forward(listener, unix_path):
     import threading
 
@@ -298,7 +405,10 @@ def main(argv):
     elif argv[1] == "forward":  # standalone, for the container backends
         forward(_listen(int(argv[3])), argv[2])
     else:
-        sys.exit("usage: serve FD [bridge=SOCKET port=PORT] | forward SOCKET PORT")
+        sys.exit(
+            "usage: serve FD [bridge=SOCKET port=PORT] [mem=BYTES tmpfs=DIR:DIR] [pids=N] "
+            "| forward SOCKET PORT"
+        )
 
 
 if __name__ == "__main__":

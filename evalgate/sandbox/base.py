@@ -87,6 +87,9 @@ class ModelRoute:
     base_url: str  # upstream, up to and including /v1
     model: str  # forced into every request: the sandbox evaluates the model under test, only
     api_key: str | None = field(default=None, repr=False)  # added on the host, never inside
+    # Per sandbox: past these the bridge answers 429 (a runaway agent cannot spend without end).
+    max_requests: int = 1000
+    max_tokens: int = 5_000_000  # prompt + completion tokens, as the upstream reported them
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,9 @@ class Sandbox(abc.ABC):
         self.config = config
         self.id = ""
         self.scratch = "/tmp"  # writable scratch space outside the workspace (HOME, TMPDIR)
+        # A shell whose processes the sandbox's other processes can neither trace nor read
+        # (/proc/PID/mem): where a backend has one, a task's check runs under it.
+        self.guard_shell = "sh"
         # What sandboxed code uses to reach the model (OPENAI_BASE_URL, OPENAI_API_KEY); empty
         # unless the sandbox is "model-only".
         self.model_env: dict[str, str] = {}
@@ -256,6 +262,28 @@ class Sandbox(abc.ABC):
             detail = err.decode("utf-8", "replace").strip() or f"exit {code}"
             raise SandboxFileError(f"{path}: cannot write ({detail})")
 
+    async def read_tree(self, path: str = WORKDIR, *, max_bytes: int = 256 << 20) -> bytes:
+        """An uncompressed tar of folder ``path``, made inside the sandbox (links stay links).
+
+        Modes are first made readable to their owner (the sandboxed user owns everything it
+        wrote), so a file the agent locked with ``chmod 000`` is copied, not an error.
+        """
+        script = 'chmod -R u+rwX -- "$1" 2>/dev/null; exec tar -C "$1" -cf - .'
+        code, out, err, timed_out, truncated = await self._exec(
+            ["/bin/sh", "-c", script, "sh", path],
+            timeout_s=120.0,
+            stdin=None,
+            env=dict(DEFAULT_ENV),
+            cwd="/",
+            max_output=max_bytes,
+        )
+        if timed_out or code != 0 or truncated:
+            detail = err.decode("utf-8", "replace").strip()[-300:] or f"exit {code}"
+            if truncated:
+                detail = f"larger than {max_bytes} bytes"
+            raise SandboxFileError(f"{path}: cannot be copied out ({detail})")
+        return out
+
     async def kill_all(self) -> None:
         """Kill every process the sandboxed user runs (left-overs of an agent) except the init.
 
@@ -302,3 +330,7 @@ class SandboxBackend(abc.ABC):
     def limits(self, config: SandboxConfig) -> dict[str, str]:
         """Each limit of ``config`` → how this backend enforces it (for reports and docs)."""
         return {}
+
+    def unenforced(self, config: SandboxConfig) -> list[str]:
+        """The limits of ``config`` this backend cannot enforce here, said in the scorecard."""
+        return []

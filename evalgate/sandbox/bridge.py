@@ -7,9 +7,15 @@ proxy forwards a fixed set of OpenAI API paths to the model under test and nowhe
 - the upstream URL is fixed, so the sandbox cannot reach any other host through it;
 - the real API key is added here; the sandbox holds a per-sandbox token that is worthless
   outside the bridge;
-- the request's ``model`` is forced to the model under test (an agent cannot swap models);
+- the request's ``model`` is forced to the model under test (an agent cannot swap models):
+  POST bodies must be JSON objects (arrays, other JSON and non-JSON are refused), ``GET`` is
+  allowed for ``/v1/models`` only, other methods are refused;
+- only an allow-list of headers passes (no ``OpenAI-Organization``/``-Project``, no ``api-key``,
+  no cookies), query strings are dropped, and JSON nested deeper than :data:`MAX_JSON_DEPTH` is
+  refused before it is parsed;
 - usage is counted from the responses, so a command agent's token use is measured, not taken
-  from the agent's word.
+  from the agent's word; past the route's ``max_requests`` or ``max_tokens`` the bridge
+  answers 429 (counted as ``refused``).
 
 The inner half (a TCP listener inside the sandbox relaying to this socket) is in
 ``_sandboxd.py``.
@@ -18,6 +24,7 @@ The inner half (a TCP listener inside the sandbox relaying to this socket) is in
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections import Counter
 from typing import Any
@@ -27,13 +34,36 @@ from aiohttp import web
 
 from evalgate.sandbox.base import MODEL_PORT, ModelRoute
 
-__all__ = ["ALLOWED_PATHS", "ModelBridge"]
+__all__ = ["ALLOWED_PATHS", "MAX_JSON_DEPTH", "ModelBridge", "json_depth"]
 
 # Paths under /v1 a sandbox may call; everything else (files, fine-tuning, admin) is refused.
+MAX_JSON_DEPTH = 64
 ALLOWED_PATHS = frozenset({"chat/completions", "completions", "responses", "models"})
 _HOP_HEADERS = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "authorization"}
 )
+# Request headers passed upstream; everything else (organisation, project, other keys, cookies,
+# forwarding headers) stays in the sandbox.
+_PASS_HEADERS = frozenset({"content-type", "accept", "user-agent", "openai-beta"})
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKETS = re.compile(rb"[\[\]{}]")
+
+
+def json_depth(body: bytes, limit: int) -> int:
+    """How deeply ``body``'s arrays and objects nest, counted without parsing, up to ``limit``+1.
+
+    json.loads recurses per level, so a body of a million ``[`` would raise RecursionError
+    inside the bridge; this scan (strings removed first: brackets in text are not depth) is
+    linear and cannot recurse.
+    """
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(_STRINGS.sub(b"", body)):
+        depth += 1 if match.group() in b"[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                break
+    return deepest
 
 
 class ModelBridge:
@@ -58,7 +88,7 @@ class ModelBridge:
         }
 
     async def start(self) -> None:
-        app = web.Application(client_max_size=64 << 20)
+        app = web.Application(client_max_size=16 << 20)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=900)
@@ -75,32 +105,62 @@ class ModelBridge:
             await self._session.close()
             self._session = None
 
+    def _refuse(self, status: int, message: str) -> web.Response:
+        if status == 429:
+            self.usage["refused"] += 1
+        return web.json_response(
+            {"error": {"message": f"evalgate sandbox: {message}"}}, status=status
+        )
+
+    def _over_cap(self) -> str | None:
+        route, used = self.route, self.usage
+        if used["requests"] >= route.max_requests:
+            return f"this sandbox's cap of {route.max_requests} requests is reached"
+        if used["prompt_tokens"] + used["completion_tokens"] >= route.max_tokens:
+            return f"this sandbox's cap of {route.max_tokens} tokens is reached"
+        return None
+
+    async def _body(self, request: web.Request, path: str) -> bytes | web.Response:
+        """The body to send upstream (``model`` forced), or the refusal."""
+        if request.method == "GET":
+            if path != "models":
+                return self._refuse(405, f"GET /v1/{path} is not allowed; POST a JSON object")
+            return b""
+        if request.method != "POST":
+            return self._refuse(405, f"method {request.method} is not allowed")
+        body = await request.read()
+        if json_depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+            return self._refuse(400, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        try:
+            payload = json.loads(body)
+        except (ValueError, RecursionError):
+            payload = None
+        if not isinstance(payload, dict):
+            return self._refuse(400, "the request body must be a JSON object")
+        payload["model"] = self.route.model
+        return json.dumps(payload).encode()
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.match_info["tail"]
         if not path.startswith("v1/") or path[3:] not in ALLOWED_PATHS:
-            return web.json_response(
-                {"error": {"message": f"evalgate sandbox: /{path} is not a model API path"}},
-                status=403,
-            )
+            return self._refuse(403, f"/{path} is not a model API path")
         if request.headers.get("Authorization") != f"Bearer {self.token}":
-            return web.json_response({"error": {"message": "bad sandbox token"}}, status=401)
-        body = await request.read()
-        if body and request.method == "POST":
-            try:
-                payload = json.loads(body)
-                payload["model"] = self.route.model
-                body = json.dumps(payload).encode()
-            except (ValueError, TypeError):
-                pass  # not JSON: let the upstream answer it
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
+            return self._refuse(401, "bad sandbox token")
+        body = await self._body(request, path[3:])
+        if isinstance(body, web.Response):
+            return body
+        over = self._over_cap()
+        if over is not None:
+            return self._refuse(429, over)
+        headers = {k: v for k, v in request.headers.items() if k.lower() in _PASS_HEADERS}
         if self.route.api_key:
             headers["Authorization"] = f"Bearer {self.route.api_key}"
-        url = f"{self.route.base_url.rstrip('/')}/{path[3:]}"
+        url = f"{self.route.base_url.rstrip('/')}/{path[3:]}"  # the query string is dropped
         assert self._session is not None
         self.usage["requests"] += 1
         try:
             async with self._session.request(
-                request.method, url, data=body or None, headers=headers, params=request.query
+                request.method, url, data=body or None, headers=headers
             ) as upstream:
                 response = web.StreamResponse(status=upstream.status)
                 for key, value in upstream.headers.items():
@@ -116,10 +176,7 @@ class ModelBridge:
                 return response
         except aiohttp.ClientError as exc:
             self.usage["errors"] += 1
-            return web.json_response(
-                {"error": {"message": f"evalgate sandbox bridge: upstream failed: {exc}"}},
-                status=502,
-            )
+            return self._refuse(502, f"bridge: upstream failed: {exc}")
 
     def _count(self, tail: bytes) -> None:
         """Add the response's token usage (plain JSON, or the last SSE event that has one)."""

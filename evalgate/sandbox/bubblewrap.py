@@ -23,17 +23,18 @@ Limits, and how each is enforced (see :meth:`BubblewrapBackend.limits`):
   and per sandbox by the caller's timeout plus destroy, which kills the whole pid namespace;
 - processes: RLIMIT_NPROC, which the kernel counts per user namespace (Linux ≥ 5.14), so it is a
   per-sandbox cap; plus ``pids.max`` when a cgroup is available;
-- memory: RLIMIT_DATA (heap and private writable mappings, per process) and RLIMIT_AS at 8×
-  that, at least 4 GiB (address space, per process; generous so that runtimes reserving address
-  space still start); plus a memory limit for the whole sandbox, tmpfs pages included, when a
-  cgroup is available;
+- memory: a limit for the whole sandbox, tmpfs pages included: the cgroup's when one is
+  available, else the supervisor's own accounting of every process's memory plus the tmpfs
+  files (see ``_sandboxd.py``); and per process RLIMIT_DATA (heap and private writable mappings)
+  and RLIMIT_AS at 8× that, at least 4 GiB (generous, so that runtimes reserving address space
+  still start);
 - disk: the tmpfs size of ``/workspace`` and of ``/tmp`` (``disk_mb`` each; ``/dev/shm`` at most
   64 MiB), and the rest of the tree is read-only: a full disk is ENOSPC inside, never the host's;
 - CPU: RLIMIT_CPU (CPU seconds per process, = the sandbox timeout); a CPU *share* (``cpus``)
-  only with a cgroup (``cpu.max``).
+  only with a cgroup (``cpu.max``): without one, :meth:`BubblewrapBackend.limits` says so.
 
 Cgroups are used when this process may create them under its own cgroup (cgroup v1 as root, or
-a delegated cgroup v2 subtree); otherwise the rlimits above are the whole story.
+a delegated cgroup v2 subtree); otherwise the rlimits and the supervisor's accounting above.
 """
 
 from __future__ import annotations
@@ -47,18 +48,25 @@ import json
 import marshal
 import math
 import os
-import re
 import secrets
 import shutil
 import signal
 import socket
-import stat
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from evalgate.sandbox._cgroup import Cgroup as _Cgroup
+from evalgate.sandbox._host import (
+    GUARD_SHELL,
+    SANDBOX_UID,
+    _bwrap,
+    _drop_prefix,
+    _etc_dir,
+    _guard_shell,
+    _python,
+)
 from evalgate.sandbox._io import Drain, Feed, read_line, wait_exit
 from evalgate.sandbox.base import (
     MODEL_PORT,
@@ -73,8 +81,6 @@ from evalgate.sandbox.bridge import ModelBridge
 __all__ = ["BubblewrapBackend", "BubblewrapSandbox"]
 
 _DAEMON_SOURCE = (Path(__file__).with_name("_sandboxd.py")).read_text(encoding="utf-8")
-_SANDBOX_UID = 1000
-_DROP_UID = 65534  # when evalgate runs as root, bwrap runs as nobody
 _GRACE_S = 5.0  # how late the supervisor's own timeout report may be before we give up on it
 _ETC = (
     "alternatives",
@@ -86,206 +92,6 @@ _ETC = (
     "mime.types",
 )
 _EXEC_IDS = itertools.count(1)
-
-
-# ------------------------------------------------------------------------------------------
-# What this machine offers, probed once per process
-
-
-@functools.cache
-def _bwrap() -> tuple[str, tuple[int, ...]] | None:
-    path = shutil.which("bwrap")
-    if path is None:
-        return None
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out.stdout)
-    version = tuple(int(x) for x in found.groups() if x) if found else (0,)
-    return path, version
-
-
-def _reachable_by_others(path: str) -> bool:
-    """Whether a user with no special relation to ``path`` can reach and read it."""
-    try:
-        parts = os.path.realpath(path).split("/")
-        for i in range(2, len(parts) + 1):
-            mode = os.stat("/".join(parts[:i]) or "/").st_mode
-            last = i == len(parts)
-            need = (0o004 | (0o001 if stat.S_ISDIR(mode) else 0)) if last else 0o001
-            if mode & need != need:
-                return False
-    except OSError:
-        return False
-    return True
-
-
-def _drop_prefix(sources: list[str]) -> list[str]:
-    """As root, run bwrap as nobody: unprivileged namespaces, no host-root file access.
-
-    Only when every host path bound into the sandbox is reachable by nobody; otherwise bwrap
-    runs as root, whose privileged mode still gives the sandbox no capabilities at all (only
-    its files are checked against uid 0).
-    """
-    if os.geteuid() != 0 or not all(_reachable_by_others(src) for src in sources):
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        return []
-    return [setpriv, f"--reuid={_DROP_UID}", f"--regid={_DROP_UID}", "--clear-groups", "--"]
-
-
-@functools.cache
-def _python() -> tuple[str, str | None, tuple[tuple[str, str], ...]]:
-    """The sandbox's python3: (path inside, host folder to mount at /opt/python, extra env).
-
-    The system's /usr/bin/python3 when there is one (it is inside /usr anyway); else the
-    interpreter running evalgate, mounted read-only at /opt/python.
-    """
-    if os.path.exists("/usr/bin/python3"):
-        return "/usr/bin/python3", None, ()
-    exe = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    env = (("LD_LIBRARY_PATH", "/opt/python/lib"),)  # for a shared libpython with a fixed RUNPATH
-    return f"/opt/python/bin/{exe}", sys.base_prefix, env
-
-
-@functools.cache
-def _etc_dir() -> str:
-    """passwd, group and hosts for every sandbox of this process (removed at exit)."""
-    path = tempfile.mkdtemp(prefix="evalgate-etc-")
-    os.chmod(path, 0o755)
-    files = {
-        "passwd": f"root:x:0:0::/:/bin/sh\nsandbox:x:{_SANDBOX_UID}:{_SANDBOX_UID}::/tmp:/bin/sh\n"
-        "nobody:x:65534:65534::/nonexistent:/bin/false\n",
-        "group": f"root:x:0:\nsandbox:x:{_SANDBOX_UID}:\nnogroup:x:65534:\n",
-        "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
-    }
-    for name, text in files.items():
-        Path(path, name).write_text(text, encoding="utf-8")
-        os.chmod(Path(path, name), 0o644)
-    import atexit
-
-    atexit.register(shutil.rmtree, path, True)
-    return path
-
-
-# ------------------------------------------------------------------------------------------
-# Cgroups, when this process may create them
-
-
-@functools.cache
-def _sweep(parent: Path) -> None:
-    """Once per process and parent: remove the cgroups of evalgate processes that died."""
-    for path in parent.glob("evalgate-*-*"):
-        pid = path.name.split("-")[1]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            with contextlib.suppress(OSError):
-                path.rmdir()  # empty once its processes are gone
-
-
-class _Cgroup:
-    """One sandbox's cgroup(s): v2 under a delegated subtree, or v1 per controller (as root)."""
-
-    def __init__(self, dirs: list[Path]) -> None:
-        self.dirs = dirs
-
-    @classmethod
-    def create(cls, name: str, config: SandboxConfig) -> _Cgroup | None:
-        """``evalgate-PID-name`` under our own cgroup(s), or None where we may not."""
-        try:
-            found = cls._v2(f"evalgate-{os.getpid()}-{name}", config) or cls._v1(
-                f"evalgate-{os.getpid()}-{name}", config
-            )
-        except OSError:
-            return None
-        for path in found.dirs if found is not None else ():
-            _sweep(path.parent)
-        return found
-
-    @staticmethod
-    def _own(controller: str) -> str | None:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, ctrls, path = line.split(":", 2)
-            if controller in ctrls.split(",") or (controller == "" and ctrls == ""):
-                return path
-        return None
-
-    @classmethod
-    def _v2(cls, name: str, config: SandboxConfig) -> _Cgroup | None:
-        root = Path("/sys/fs/cgroup")
-        own = cls._own("")
-        if own is None or not (root / "cgroup.controllers").exists():
-            return None
-        parent = root / own.lstrip("/")
-        enabled = (parent / "cgroup.subtree_control").read_text().split()
-        if not {"memory", "pids"} <= set(enabled) or not os.access(parent, os.W_OK):
-            return None  # not delegated to us: enabling controllers here is not ours to do
-        path = parent / name
-        path.mkdir()
-        cg = cls([path])
-        limits = {
-            "memory.max": str(config.memory_mb << 20),
-            "memory.swap.max": "0",
-            "pids.max": str(config.pids),
-        }
-        if "cpu" in enabled:
-            limits["cpu.max"] = f"{int(config.cpus * 100_000)} 100000"
-        for key, value in limits.items():
-            with contextlib.suppress(FileNotFoundError):
-                (path / key).write_text(value)
-        return cg
-
-    @classmethod
-    def _v1(cls, name: str, config: SandboxConfig) -> _Cgroup | None:
-        limits = {
-            "memory": {"memory.limit_in_bytes": str(config.memory_mb << 20)},
-            "pids": {"pids.max": str(config.pids)},
-            "cpu": {
-                "cpu.cfs_period_us": "100000",
-                "cpu.cfs_quota_us": str(int(config.cpus * 100_000)),
-            },
-        }
-        dirs = []
-        for controller, values in limits.items():
-            base = Path("/sys/fs/cgroup", controller)
-            own = cls._own(controller)
-            if own is None or not (base / "tasks").exists():
-                continue
-            parent = base / own.lstrip("/")
-            if not os.access(parent, os.W_OK):
-                continue
-            path = parent / name
-            path.mkdir()
-            dirs.append(path)
-            for key, value in values.items():
-                (path / key).write_text(value)
-        return cls(dirs) if dirs else None
-
-    def add(self, pid: int) -> None:
-        for d in self.dirs:
-            (d / "cgroup.procs").write_text(str(pid))
-
-    @property
-    def kinds(self) -> set[str]:
-        out = set()
-        for d in self.dirs:
-            names = os.listdir(d)
-            for prefix in ("memory", "pids", "cpu"):
-                if any(n.startswith(prefix + ".") for n in names):
-                    out.add(prefix)
-        return out
-
-    async def remove(self) -> None:
-        for d in self.dirs:
-            for _ in range(50):  # the namespace's processes exit asynchronously
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    await asyncio.sleep(0.02)
 
 
 # ------------------------------------------------------------------------------------------
@@ -324,10 +130,14 @@ class BubblewrapSandbox(Sandbox):
         if self._bridge is not None:
             binds.append((f"{self._dir}/run", "/run/evalgate"))
         a = [*_drop_prefix([src for src, _ in binds]), bwrap, "--unshare-all", "--unshare-user"]
+        guard = _guard_shell()
+        if guard is not None:  # not readable by design: bwrap only needs to reach it
+            binds.append((guard, GUARD_SHELL))
+            self.guard_shell = GUARD_SHELL
         if version >= (0, 8):
             a.append("--disable-userns")  # no nested user namespaces: less kernel to attack
         a += ["--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox"]
-        a += ["--uid", str(_SANDBOX_UID), "--gid", str(_SANDBOX_UID), "--clearenv"]
+        a += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--clearenv"]
         a += ["--ro-bind", "/usr", "/usr"]
         for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             host = f"/{name}"
@@ -359,6 +169,12 @@ class BubblewrapSandbox(Sandbox):
         a += ["--", py, "-I", "-S", "-c", _DAEMON_SOURCE, "serve", str(ctrl_fd)]
         if self._bridge is not None:
             a += ["bridge=/run/evalgate/model.sock", f"port={MODEL_PORT}"]
+        # What no cgroup keeps, the supervisor accounts for itself (see _sandboxd.py).
+        kinds = self._cgroup.kinds if self._cgroup is not None else set()
+        if "memory" not in kinds:
+            a += [f"mem={cfg.memory_mb << 20}", f"tmpfs=/tmp:{WORKDIR}:/dev/shm"]
+        if "pids" not in kinds:
+            a.append(f"pids={cfg.pids}")
         return a
 
     async def start(self) -> None:
@@ -583,6 +399,8 @@ class BubblewrapSandbox(Sandbox):
         stderr = bytes(err.buf)
         if "spawn" in reply:
             stderr += f"evalgate-sandbox: cannot start {argv[0]!r}: {reply['spawn']}\n".encode()
+        if "limit" in reply:
+            stderr += f"evalgate-sandbox: killed: {reply['limit']}\n".encode()
         return (
             int(reply["status"]),
             bytes(out.buf),
@@ -685,27 +503,54 @@ class BubblewrapBackend(SandboxBackend):
         await sandbox.start()
         return sandbox
 
-    def limits(self, config: SandboxConfig) -> dict[str, str]:
+    @staticmethod
+    def _cgroup_kinds(config: SandboxConfig) -> set[str]:
         cg = _Cgroup.create(f"probe-{secrets.token_hex(3)}", config)
         kinds = cg.kinds if cg is not None else set()
-        if cg is not None:
-            for d in cg.dirs:
-                with contextlib.suppress(OSError):
-                    d.rmdir()
+        for d in cg.dirs if cg is not None else ():
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        return kinds
+
+    def unenforced(self, config: SandboxConfig) -> list[str]:
+        # Memory and processes are kept without a cgroup too (the supervisor's accounting).
+        out = []
+        if "cpu" not in self._cgroup_kinds(config):
+            out.append(f"cpus: the CPU share of {config.cpus:g} (no cgroup)")
+        if self.bwrap[1] < (0, 7):
+            out.append(f"disk_mb: tmpfs not size-capped (bwrap {self.bwrap[1]} < 0.7)")
+        return out
+
+    def limits(self, config: SandboxConfig) -> dict[str, str]:
+        kinds = self._cgroup_kinds(config)
         return {
             "wall time": "per exec: SIGKILL to its process group (supervisor); per task: destroy "
             "kills the pid namespace",
             "processes": f"RLIMIT_NPROC={config.pids} (counted per user namespace)"
-            + (f" + cgroup pids.max={config.pids}" if "pids" in kinds else ""),
-            "memory": f"RLIMIT_DATA={config.memory_mb} MiB per process"
-            + (f" + cgroup memory limit {config.memory_mb} MiB" if "memory" in kinds else ""),
+            + (
+                f" + cgroup pids.max={config.pids}"
+                if "pids" in kinds
+                else " + the supervisor's count every 25 ms (no cgroup)"
+            ),
+            "memory": (
+                f"cgroup memory limit {config.memory_mb} MiB (tmpfs pages included)"
+                if "memory" in kinds
+                else f"{config.memory_mb} MiB for the whole sandbox (processes' memory + tmpfs "
+                "files), accounted by the supervisor every 25 ms (no cgroup: an allocation can "
+                "overshoot within one tick)"
+            )
+            + f"; per process RLIMIT_DATA={config.memory_mb} MiB",
             "disk": (
                 f"tmpfs /workspace and /tmp of {config.disk_mb} MiB each; the rest read-only"
                 if self.bwrap[1] >= (0, 7)
                 else "tmpfs /workspace and /tmp, NOT size-capped (bwrap < 0.7); the rest read-only"
             ),
             "cpu": f"RLIMIT_CPU={math.ceil(config.timeout_s) + 1} s per process"
-            + (f" + cgroup quota of {config.cpus} CPUs" if "cpu" in kinds else ""),
+            + (
+                f" + cgroup quota of {config.cpus} CPUs"
+                if "cpu" in kinds
+                else f"; the share of {config.cpus:g} CPUs is NOT enforced (no cgroup)"
+            ),
             "network": "empty network namespace"
             + (" + model bridge (unix socket)" if config.network == "model-only" else ""),
         }

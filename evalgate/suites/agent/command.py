@@ -125,6 +125,8 @@ class CommandAgent:
         record.cost_usd = cost
         record.log = rest
         measured = getattr(box, "usage", None) or {}
+        if measured.get("refused"):  # the bridge's per-sandbox caps: said, not silent
+            record.log += f"\nevalgate: the model bridge refused {measured['refused']} request(s)"
         if measured.get("prompt_tokens") or measured.get("completion_tokens"):
             usage = {k: int(measured.get(k, 0)) for k in ("prompt_tokens", "completion_tokens")}
         record.usage.update(usage)

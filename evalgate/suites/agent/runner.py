@@ -1,9 +1,20 @@
 """One task, end to end: a fresh sandbox, the workspace, the agent, then the check.
 
-The order is what makes the check trustworthy: after the agent's budget is spent, every process
-it left is killed, ``/tmp`` is emptied, and only then are the check's files copied in, into a
-directory whose name the agent could not know (``$CHECKS``). The check sees the workspace as the
-agent left it and nothing else of the agent.
+The check runs in a second, fresh sandbox: after the agent's budget is spent, every process it
+left is killed, its workspace is copied out (a tar, links kept as links), its sandbox destroyed,
+and only the workspace is copied into the check's sandbox, with the check's files in
+``$CHECKS``. So nothing the agent left outside the workspace reaches the check: not a process,
+not a file in ``/tmp`` or ``HOME`` (a ``.pth`` file in the user site-packages, a shell rc), not
+a score file it planted (the score file is removed before the check runs, and counts only when
+the check exits 0). ``PYTHONNOUSERSITE=1`` is set for the check as well.
+
+What a check must still not do is run the agent's code inside its own process (import a module
+the agent wrote): that code could end the process with status 0 before the check has judged
+anything. Checks run the agent's code in a child process and judge its results themselves, as
+the built-in ``agent-basics`` checks do; the check's exit status is then reported by the
+sandbox's supervisor, out of the agent's reach. Where the backend has one (bubblewrap, evalgate
+running as root), the check's shell is an execute-only binary, hence not dumpable: the agent's
+code it runs can neither ptrace it nor write its memory through /proc.
 
 What is whose fault: a task whose set-up fails, a sandbox that fails, an agent binary that is not
 there, a model endpoint that fails after retries: infrastructure (``InfraError`` /
@@ -28,6 +39,7 @@ from evalgate.suites.agent.tasks import Task, tar_files
 __all__ = ["Agent", "AgentRun", "TaskResult", "install_files", "run_check", "run_task"]
 
 _SETUP_TIMEOUT_S = 300.0
+_CHECK_ENV = {"PYTHONNOUSERSITE": "1"}
 _TAIL = 2000  # characters of agent and check output kept in the report
 
 
@@ -118,47 +130,63 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-async def run_check(box: Sandbox, task: Task) -> tuple[float, str, str]:
-    """(reward, reason, output) of the task's check, run after the agent's processes are gone."""
-    await box.kill_all()
-    checks = f"{box.scratch}/.evalgate-checks-{secrets.token_hex(8)}"
-    # A fresh scratch: what the agent left in /tmp is not part of its answer, and a full /tmp
-    # must not keep the check out.
-    await box.exec(
-        ["sh", "-c", 'find "$1" -mindepth 1 -delete 2>/dev/null; mkdir -p "$2"', "sh", box.scratch,
-         checks],
-        timeout_s=60.0,
-    )  # fmt: skip
-    try:
-        await install_files(box, task.check_files, checks)
-    except SandboxFileError as exc:
-        return 0.0, f"the check could not be installed ({exc})", ""
-    result = await box.exec(
-        ["sh", "-c", task.check.command],
-        env={"CHECKS": checks},
-        timeout_s=task.check.timeout_s,
-        cwd=WORKDIR,
-        max_output=256 << 10,
+async def snapshot(box: Sandbox) -> bytes:
+    """The agent's workspace as a tar, once every process the agent left is gone."""
+    await box.kill_all()  # a consistent copy: nothing rewrites the workspace while it is read
+    return await box.read_tree(WORKDIR, max_bytes=2 * (box.config.disk_mb << 20) + (16 << 20))
+
+
+async def run_check(
+    backend: SandboxBackend, config: SandboxConfig, task: Task, workspace: bytes
+) -> tuple[float, str, str]:
+    """(reward, reason, output) of the task's check, in a fresh sandbox holding ``workspace``."""
+    cfg = replace(
+        config,
+        network="none",
+        model=None,
+        mounts=(),
+        timeout_s=task.check.timeout_s + _SETUP_TIMEOUT_S,
     )
-    output = result.stdout + ("\n" if result.stdout and result.stderr else "") + result.stderr
-    if result.timed_out:
-        return 0.0, f"check timed out after {task.check.timeout_s:g} s", output
-    if task.check.score_file:
+    async with await backend.create(cfg) as box:
+        checks = f"{box.scratch}/.evalgate-checks-{secrets.token_hex(8)}"
+        unpack = await box.exec(
+            ["sh", "-c", 'tar -x -f - -C "$1"', "sh", WORKDIR], stdin=workspace, timeout_s=120.0
+        )
+        if not unpack.ok:  # e.g. a workspace filled to the brim: the agent's doing
+            detail = _last_line(unpack.stderr)
+            return 0.0, f"the agent's workspace could not be restored ({detail})", ""
         try:
-            raw = await box.read_file(task.check.score_file, max_bytes=4096)
+            await install_files(box, task.check_files, checks)
+        except SandboxFileError as exc:
+            return 0.0, f"the check could not be installed ({exc})", ""
+        score_file = task.check.score_file
+        if score_file:  # the agent's copy is not the check's verdict
+            await box.exec(["rm", "-rf", "--", score_file], timeout_s=30.0)
+        result = await box.exec(
+            [box.guard_shell, "-c", task.check.command],
+            env={**_CHECK_ENV, "CHECKS": checks},
+            timeout_s=task.check.timeout_s,
+            cwd=WORKDIR,
+            max_output=256 << 10,
+        )
+        output = result.stdout + ("\n" if result.stdout and result.stderr else "") + result.stderr
+        if result.timed_out:
+            return 0.0, f"check timed out after {task.check.timeout_s:g} s", output
+        if result.exit_code != 0:
+            detail = _last_line(result.stderr) or _last_line(result.stdout)
+            reason = f"check failed (exit {result.exit_code})" + (f": {detail}" if detail else "")
+            return 0.0, reason, output
+        if not score_file:
+            return 1.0, "check passed", output
+        try:
+            raw = await box.read_file(score_file, max_bytes=4096)
             score = float(raw.decode().strip())
         except (SandboxFileError, ValueError, UnicodeDecodeError) as exc:
-            return 0.0, f"check wrote no valid score to {task.check.score_file} ({exc})", output
-        score = min(1.0, max(0.0, score))
-        return score, f"check scored {score:g}", output
-    if result.exit_code == 0:
-        return 1.0, "check passed", output
-    detail = _last_line(result.stderr) or _last_line(result.stdout)
-    return (
-        0.0,
-        f"check failed (exit {result.exit_code})" + (f": {detail}" if detail else ""),
-        output,
-    )
+            return 0.0, f"check wrote no valid score to {score_file} ({exc})", output
+        if score != score:  # NaN
+            return 0.0, f"check wrote no valid score to {score_file} (NaN)", output
+    score = min(1.0, max(0.0, score))
+    return score, f"check scored {score:g}", output
 
 
 async def run_task(
@@ -170,7 +198,7 @@ async def run_task(
     sandbox: SandboxConfig,
     rollout: int = 0,
 ) -> TaskResult:
-    """Run ``task`` with ``agent`` in a fresh sandbox from ``backend``; always destroyed."""
+    """Run ``task`` with ``agent`` in a fresh sandbox, then its check in another; both destroyed."""
     budget = min(task.timeout_s, sandbox.timeout_s) if task.timeout_s else sandbox.timeout_s
     # The sandbox lives through set-up, the agent and the check.
     lifetime = budget + task.check.timeout_s + _SETUP_TIMEOUT_S
@@ -202,5 +230,12 @@ async def run_task(
         if record.timed_out:  # a fail without a check; destroy ends whatever is still running
             reason = f"agent timed out after {budget:g} s"
             return TaskResult(task.id, 0.0, reason, record, agent_s)
-        reward, reason, output = await run_check(box, task)
-        return TaskResult(task.id, reward, reason, record, agent_s, output)
+        try:
+            workspace = await snapshot(box)
+        except (SandboxFileError, TimeoutError) as exc:
+            # The agent's doing (an uncopyable workspace, processes that would not die): a
+            # failed task, never a way to turn a failure into an excluded error.
+            reason = f"the workspace could not be handed to the check: {exc or 'timed out'}"
+            return TaskResult(task.id, 0.0, reason, record, agent_s)
+    reward, reason, output = await run_check(backend, sandbox, task, workspace)
+    return TaskResult(task.id, reward, reason, record, agent_s, output)

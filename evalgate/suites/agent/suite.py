@@ -78,6 +78,11 @@ class AgentSuite(SuiteDefaults):
     network: str  # what the agent's sandbox may reach: "none" or "model-only"
     variant: Any = None  # the AgentVariant this suite runs, if any
 
+    @property
+    def unenforced_limits(self) -> list[str]:
+        """Sandbox limits this runner cannot enforce (the pipeline puts them in the scorecard)."""
+        return self.backend.unenforced(self.sandbox)
+
     @classmethod
     def from_spec(cls, spec: Any, variant: Any = None) -> AgentSuite:
         """The suite for ``spec``; ``variant`` is an ``AgentVariant``, a variant name, or None."""

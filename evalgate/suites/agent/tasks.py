@@ -10,7 +10,7 @@ A task is a folder with ``task.yaml``, or an entry in a YAML file's ``tasks:`` l
       commands: ["python3 gen.py"]  # run in /workspace before the agent starts
     check:
       command: python3 -I "$CHECKS/check_stats.py"   # exit 0 = pass
-      score_file: null            # or a file the check writes: a number in [0, 1] is the reward
+      score_file: null            # or a file the check writes (read only when it exits 0)
       timeout_s: 60
     timeout_s: 180                # the agent's budget, capped by the sandbox.timeout_s
     max_turns: 20                 # capped by the benchmark's agent.max_turns
@@ -18,8 +18,9 @@ A task is a folder with ``task.yaml``, or an entry in a YAML file's ``tasks:`` l
     solution: solution.sh         # a reference solution (tests prove the task is solvable)
 
 In a folder, ``workspace/`` is copied into ``/workspace`` and ``tests/`` becomes the check's
-files: they enter the sandbox only after the agent has finished (its processes killed), in a
-fresh directory named by ``$CHECKS``, so the agent can neither read nor pre-empt them.
+files: they never enter the agent's sandbox; the check runs in a fresh sandbox holding a copy of
+the agent's workspace, with its files in ``$CHECKS``. A check must not import the agent's code
+into its own process (see ``runner``): it runs it in a child and judges the results.
 """
 
 from __future__ import annotations

@@ -1,0 +1,159 @@
+"""A task's check cannot be poisoned by the agent it judges.
+
+The agent's sandbox is gone when the check runs: only the workspace is copied into a fresh
+sandbox (fresh /tmp and HOME, no user site-packages), and the built-in checks run the agent's
+code in child processes and judge its results themselves, so an ``os._exit(0)`` in an agent's
+module, a ``.pth`` file in the agent's user site, or a planted score file cannot pass a task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.sandbox import SandboxConfig, backend_class, open_backend
+from evalgate.suites.agent import load_tasks, run_task
+from tests.conftest import ROOT
+
+TASKS = ROOT / "benchmarks" / "agent-basics"
+BWRAP = backend_class("local").unavailable() is None
+pytestmark = pytest.mark.skipif(not BWRAP, reason="check isolation needs a sandbox: bubblewrap")
+CONFIG = SandboxConfig(timeout_s=120)
+PYVER = "python3.11"  # the sandbox's /usr/bin/python3; the attack globs for any version
+
+# Poison every place a later Python process might pick code up from, and make it undeletable.
+POISON = r"""
+set -e
+for site in /tmp/.local/lib/python3*/site-packages "$HOME"/.local/lib/python3.*/site-packages \
+            /tmp/.local/lib/PYVER/site-packages; do
+    mkdir -p "$site"
+    printf 'import os; os._exit(0)\n' > "$site/evil.pth"
+    printf 'import os; os._exit(0)\n' > "$site/usercustomize.py"
+    chmod 555 "$site"
+done
+chmod 555 /tmp/.local /tmp/.local/lib
+printf 'import os; os._exit(0)\n' > sitecustomize.py
+printf 'import os; os._exit(0)\n' > usercustomize.py
+# Every module of the workspace exits 0 as soon as it is imported.
+find . -name '*.py' ! -name '*customize.py' ! -name 'test_*' | while read -r f; do
+    { printf 'import os; os._exit(0)\n'; cat "$f"; } > "$f.new" && mv "$f.new" "$f"
+done
+# A process left behind to rewrite the answer while the check runs.
+(while :; do echo 1 > score.txt; sleep 0.05; done) >/dev/null 2>&1 &
+""".replace("PYVER", PYVER)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+class ScriptAgent:
+    """Runs a shell script in the workspace (then, optionally, the task's reference solution)."""
+
+    def __init__(self, script: str, solve: bool = False) -> None:
+        self.script, self.solve = script, solve
+
+    async def run(self, box: Any, task: Any, client: Any, **kw: Any) -> None:
+        if self.solve:
+            await box.exec(["sh", "-s"], stdin=task.solution, timeout_s=60)
+        result = await box.exec(["sh", "-s"], stdin=self.script, timeout_s=60)
+        kw["record"].exit_code = result.exit_code
+        kw["record"].log = result.stderr
+
+
+def _tasks(tmp_path: Path, entries: list[dict[str, Any]]) -> list[Any]:
+    path = tmp_path / "tasks.yaml"
+    path.write_text(json.dumps({"tasks": entries}))
+    return load_tasks(path)
+
+
+def _run_all(tasks: list[Any], agent: Any) -> list[Any]:
+    backend = open_backend("local")
+
+    async def go() -> list[Any]:
+        return await asyncio.gather(
+            *(run_task(t, agent, None, backend=backend, sandbox=CONFIG) for t in tasks)
+        )
+
+    return run(go())
+
+
+def test_pth_poisoning_cannot_pass_an_always_failing_check(tmp_path: Path) -> None:
+    tasks = _tasks(
+        tmp_path,
+        [
+            {"id": "plain", "prompt": "p", "check": "python3 -c 'import sys; sys.exit(1)'"},
+            {"id": "isolated", "prompt": "p", "check": "python3 -I -c 'import sys; sys.exit(1)'"},
+            {"id": "module", "prompt": "p", "check": "python3 -m json.tool /dev/null; exit 1"},
+        ],
+    )
+    for result in _run_all(tasks, ScriptAgent(POISON)):
+        assert result.agent.exit_code == 0, result.agent.log  # the poison was laid
+        assert result.reward == 0.0, (result.task_id, result.reason, result.check_output)
+        assert result.reason.startswith("check failed (exit 1)"), result.reason
+
+
+def test_the_check_sees_the_workspace_and_nothing_else_of_the_agent(tmp_path: Path) -> None:
+    leave = (
+        "echo answer > answer.txt; mkdir -p locked; echo x > locked/f; chmod 000 locked/f locked; "
+        "echo left > /tmp/left.txt; mkdir -p $HOME/.config; echo x > $HOME/.config/rc; "
+        "(sleep 600 &) ; echo 1 > score.txt"
+    )
+    tasks = _tasks(
+        tmp_path,
+        [
+            {
+                "id": "fresh",
+                "prompt": "p",
+                "check": 'test "$(cat answer.txt)" = answer && test ! -e /tmp/left.txt && '
+                'test ! -e "$HOME/.config" && test "$(ls locked)" = f && '
+                "test -z \"$(ps -eo comm= | grep -v -e '^ps$' -e '^sh$' -e '^grep$' "
+                "-e '^python3$')\"",
+            },
+            # A score file the agent planted is not the check's: a crashing check scores 0.
+            {"id": "planted", "prompt": "p",
+             "check": {"command": "exit 3", "score_file": "score.txt"}},
+            {"id": "scored", "prompt": "p",
+             "check": {"command": "echo 0.5 > score.txt", "score_file": "score.txt"}},
+        ],
+    )  # fmt: skip
+    fresh, planted, scored = _run_all(tasks, ScriptAgent(leave))
+    assert fresh.reward == 1.0, (fresh.reason, fresh.check_output)
+    assert planted.reward == 0.0 and "exit 3" in planted.reason, planted.reason
+    assert scored.reward == 0.5 and scored.reason == "check scored 0.5"
+
+
+def test_builtin_tasks_fail_with_poisoned_modules_and_pass_when_solved() -> None:
+    """os._exit(0) at the top of every module (after the reference fix, too) fails the task."""
+    tasks = load_tasks(TASKS)
+    python = {t.id for t in tasks if any(p.endswith(".py") for p in t.workspace)}
+    assert python == {"fix-off-by-one", "implement-slugify", "rename-function"}
+    for result in _run_all(tasks, ScriptAgent(POISON)):
+        assert result.reward == 0.0, (result.task_id, result.reason, result.check_output)
+    # A solved task whose modules then exit 0 on import fails; the others keep their pass.
+    for result in _run_all(tasks, ScriptAgent(POISON, solve=True)):
+        assert result.passed == (result.task_id not in python), (result.task_id, result.reason)
+        if result.task_id in python:
+            assert "gave no result (exit 0)" in result.reason, result.reason
+    passed = [r.task_id for r in _run_all(tasks, ScriptAgent("true", solve=True)) if r.passed]
+    assert sorted(passed) == sorted(t.id for t in tasks)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the guarded check shell needs evalgate as root")
+def test_agent_code_a_check_runs_cannot_trace_the_check(tmp_path: Path) -> None:
+    """The check's shell is not dumpable: its children cannot read or ptrace it."""
+    spy = (
+        "import ctypes, os; ppid = os.getppid(); "
+        "print('ptrace', ctypes.CDLL(None).ptrace(16, ppid, 0, 0)); "
+        "open('/proc/%d/mem' % ppid, 'rb'); print('mem opened')"
+    )
+    tasks = _tasks(tmp_path, [{"id": "spy", "prompt": "p", "check": f'python3 -c "{spy}"'}])
+    (result,) = _run_all(tasks, ScriptAgent("true"))
+    assert result.reward == 0.0, (result.reason, result.check_output)
+    assert "ptrace -1" in result.check_output and "mem opened" not in result.check_output
+    assert "PermissionError" in result.check_output, result.check_output

@@ -1,0 +1,172 @@
+"""The model bridge: what a sandbox may send to the model endpoint, and how much.
+
+The bridge runs on the host, in front of the real endpoint; these tests speak to its unix socket
+directly (as the relay inside a sandbox does) and record what reaches a fake upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from evalgate.sandbox import ModelRoute
+from evalgate.sandbox.bridge import MAX_JSON_DEPTH, ModelBridge
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+class Upstream:
+    """A fake OpenAI endpoint that records every request and answers with fixed usage."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        self.seen.append(
+            {
+                "method": request.method,
+                "path": request.path,
+                "query": request.query_string,
+                "headers": {k.lower(): v for k, v in request.headers.items()},
+                "body": json.loads(body) if body else None,
+            }
+        )
+        usage = {"prompt_tokens": 10, "completion_tokens": 5}
+        return web.json_response({"choices": [{"message": {"content": "hi"}}], "usage": usage})
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return f"http://127.0.0.1:{port}/v1"
+
+
+async def _with_bridge(tmp_path: Path, test: Any, **caps: Any) -> Upstream:
+    upstream = Upstream()
+    base = await upstream.start()
+    route = ModelRoute(base_url=base, model="under-test", api_key="sk-real", **caps)
+    bridge = ModelBridge(route, str(tmp_path / "model.sock"))
+    await bridge.start()
+    try:
+        conn = aiohttp.UnixConnector(path=bridge.socket_path)
+        async with aiohttp.ClientSession(connector=conn) as session:
+
+            async def call(method: str, path: str, **kw: Any) -> tuple[int, str]:
+                headers = {"Authorization": f"Bearer {bridge.token}", **kw.pop("headers", {})}
+                url = f"http://sandbox/v1/{path}"
+                async with session.request(method, url, headers=headers, **kw) as resp:
+                    return resp.status, await resp.text()
+
+            await test(call, bridge)
+    finally:
+        await bridge.close()
+        await upstream.runner.cleanup()
+    return upstream
+
+
+CHAT = {"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_model_forced_and_odd_methods_and_bodies_refused(tmp_path: Path) -> None:
+    async def test(call: Any, bridge: ModelBridge) -> None:
+        assert (await call("POST", "chat/completions", json=CHAT))[0] == 200
+        for method in ("PUT", "PATCH", "DELETE"):
+            status, text = await call(method, "chat/completions", json=CHAT)
+            assert status == 405, (method, text)
+        for body in ([CHAT], "not json", 3, None):
+            status, text = await call("POST", "chat/completions", data=json.dumps(body))
+            assert status == 400 and "JSON object" in text, (body, text)
+        status, _ = await call("POST", "completions", data=b"\xff\xfe")
+        assert status == 400
+        assert (await call("GET", "chat/completions"))[0] == 405  # GET only for models
+        assert (await call("GET", "models"))[0] == 200
+
+    upstream = run(_with_bridge(tmp_path, test))
+    assert [(s["method"], s["path"]) for s in upstream.seen] == [
+        ("POST", "/v1/chat/completions"),
+        ("GET", "/v1/models"),
+    ]
+    assert upstream.seen[0]["body"]["model"] == "under-test"
+
+
+def test_headers_allow_listed_and_query_strings_dropped(tmp_path: Path) -> None:
+    sneaky = {
+        "OpenAI-Organization": "org-other",
+        "OpenAI-Project": "proj-other",
+        "api-key": "sk-other",
+        "X-Api-Key": "sk-other",
+        "Cookie": "session=1",
+        "X-Forwarded-For": "1.2.3.4",
+        "Accept": "application/json",
+        "User-Agent": "agent/1.0",
+    }
+
+    async def test(call: Any, bridge: ModelBridge) -> None:
+        status, _ = await call(
+            "POST",
+            "chat/completions?api-version=1&model=other&api_key=x",
+            json=CHAT,
+            headers=sneaky,
+        )
+        assert status == 200
+
+    (seen,) = run(_with_bridge(tmp_path, test)).seen
+    assert seen["query"] == ""
+    headers = seen["headers"]
+    assert headers["authorization"] == "Bearer sk-real"
+    assert headers["user-agent"] == "agent/1.0" and headers["accept"] == "application/json"
+    for name in ("openai-organization", "openai-project", "api-key", "x-api-key", "cookie"):
+        assert name not in headers, name
+    assert "x-forwarded-for" not in headers
+
+
+def test_deep_json_is_refused_not_a_crash(tmp_path: Path) -> None:
+    deep = b'{"model": "m", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    nested_ok = {
+        "model": "m",
+        "x": json.loads("[" * (MAX_JSON_DEPTH - 2) + "]" * (MAX_JSON_DEPTH - 2)),
+    }
+
+    async def test(call: Any, bridge: ModelBridge) -> None:
+        status, text = await call("POST", "chat/completions", data=deep)
+        assert status == 400 and "nested" in text, text
+        # Brackets inside strings are text, not depth.
+        text_body = {"model": "m", "messages": [{"role": "user", "content": "[" * 10_000}]}
+        assert (await call("POST", "chat/completions", json=text_body))[0] == 200
+        assert (await call("POST", "chat/completions", json=nested_ok))[0] == 200
+
+    upstream = run(_with_bridge(tmp_path, test))
+    assert len(upstream.seen) == 2
+
+
+def test_request_and_token_caps_per_sandbox(tmp_path: Path) -> None:
+    async def requests(call: Any, bridge: ModelBridge) -> None:
+        for _ in range(3):
+            assert (await call("POST", "chat/completions", json=CHAT))[0] == 200
+        status, text = await call("POST", "chat/completions", json=CHAT)
+        assert status == 429 and "3 requests" in text, text
+        assert bridge.usage["refused"] == 1
+
+    assert len(run(_with_bridge(tmp_path, requests, max_requests=3)).seen) == 3
+
+    async def tokens(call: Any, bridge: ModelBridge) -> None:
+        # 15 tokens per answer: the cap of 20 is reached by the second, the third is refused.
+        for _ in range(2):
+            assert (await call("POST", "chat/completions", json=CHAT))[0] == 200
+        status, text = await call("POST", "chat/completions", json=CHAT)
+        assert status == 429 and "20 tokens" in text, text
+        assert bridge.usage["prompt_tokens"] + bridge.usage["completion_tokens"] == 30
+
+    assert len(run(_with_bridge(tmp_path, tokens, max_tokens=20)).seen) == 2
