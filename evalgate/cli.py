@@ -68,6 +68,7 @@ def _parser() -> _Parser:
     resume = sub.add_parser(
         "resume",
         help="finish an interrupted `local` run: run only the rollouts its journal lacks",
+        epilog="Budget caps replace the run's own: --budget.tokens=200000 --budget.usd=5",
     )
     resume.add_argument("run", help="a run id (under --output) or a run directory")
     resume.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
@@ -162,7 +163,34 @@ def _cache_dir(args: argparse.Namespace, environ: dict[str, str]) -> Path | None
     return Path(args.cache_dir) if args.cache_dir else default_cache_dir(environ)
 
 
-def _cmd_resume(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:
+def _resume_budget(overrides: list[str]) -> dict[str, object]:
+    """``--budget.FIELD=VALUE`` for resume; the run's own config holds for everything else."""
+    from pydantic import ValidationError
+
+    from evalgate.config.overrides import parse_overrides
+    from evalgate.config.spec import BudgetSettings
+    from evalgate.errors import ConfigError
+
+    cli = parse_overrides(overrides)
+    other = [k for k in cli.paths if k[0] != "budget" or len(k) != 2]
+    if other:
+        raise UsageError(
+            f"resume takes only --budget.FIELD=VALUE overrides, not --{'.'.join(other[0])} "
+            "(the run's recorded config holds; start a new run to change it)"
+        )
+    data = cli.top.get("budget", {})
+    try:
+        BudgetSettings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"command line: --budget.{where}: {err['msg']}") from None
+    return data
+
+
+def _cmd_resume(
+    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
+) -> int:
     from evalgate import pipeline
     from evalgate.run.progress import make_progress
 
@@ -175,6 +203,7 @@ def _cmd_resume(args: argparse.Namespace, environ: dict[str, str], out: IO[str])
         log=lambda line: print(line, file=sys.stderr, flush=True),
         cache_dir=_cache_dir(args, environ),
         retry_errors=args.retry_errors,
+        budget=_resume_budget(overrides),
     )
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
     print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
@@ -269,7 +298,32 @@ def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) 
             f"temperature {b.sampling.temperature}, max_tokens {b.sampling.max_tokens}",
             file=out,
         )
+    _print_estimate(config, out)
     return 0
+
+
+def _print_estimate(config: object, out: IO[str]) -> None:
+    """What the run will ask for, against the budget, before anything is spent."""
+    from evalgate.run.budget import BudgetMeter, estimate
+
+    meter = BudgetMeter(config.budget)  # type: ignore[attr-defined]
+    for model in config.models:  # type: ignore[attr-defined]
+        meter.use_model(model)  # a usd cap on a model without a price fails here, not mid-run
+    lines, totals = estimate(config)
+    for line in lines:
+        print(line, file=out)
+    caps = config.budget.caps()  # type: ignore[attr-defined]
+    if not caps:
+        print("  budget: no caps (set budget.tokens / usd / gpu_seconds / wall_s)", file=out)
+    for name, cap in caps.items():
+        total = totals.get(name)
+        if total is None:
+            note = "not estimated" if name in totals else "measured while running"
+        elif total > cap:
+            note = f"estimate ≤ {total:,.0f} may exceed it: the run stops at the cap"
+        else:
+            note = f"estimate ≤ {total:,.4g} fits"
+        print(f"  budget {name} {cap:,g}: {note}", file=out)
 
 
 def _cmd_schema(out: IO[str]) -> int:
@@ -305,7 +359,7 @@ def _dispatch(
     if args.command == "local":
         return _cmd_local(args, overrides, environ, out)
     if args.command == "resume":
-        return _cmd_resume(args, environ, out)
+        return _cmd_resume(args, overrides, environ, out)
     if args.command == "validate":
         return _cmd_validate(args, overrides, out)
     if args.command == "compare":
@@ -352,7 +406,7 @@ def main(
     out = out or sys.stdout
     try:
         args, extra = _parser().parse_known_args(argv)
-        takes_overrides = args.command in ("local", "validate", "doctor")
+        takes_overrides = args.command in ("local", "resume", "validate", "doctor")
         overrides = _split_overrides(extra) if takes_overrides else []
         if extra and not takes_overrides:
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")

@@ -20,6 +20,7 @@ from evalgate.config.load import Config
 from evalgate.errors import InfraError, UsageError
 from evalgate.gate import Verdict, decide
 from evalgate.report import render_scorecard, verdict_json
+from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
 from evalgate.run.cache import ResponseCache
 from evalgate.run.client import ChatClient
 from evalgate.run.costs import cost_usd
@@ -65,6 +66,7 @@ def _run_config(
         "model_id": endpoint.model_id,
         "benchmark": bench.model_dump(mode="json"),
         "gate": config.gate.model_dump(mode="json"),
+        "budget": config.budget.model_dump(mode="json"),
     }
 
 
@@ -101,6 +103,7 @@ async def _execute(
     cache_identity: str | None = None,
     skip: frozenset[tuple[str, int]] = frozenset(),
     stats: dict[str, Any] | None = None,
+    budget: BudgetMeter | None = None,
 ) -> tuple[list[dict[str, Any]], SequentialResult | None]:
     ev = bench.eval
     progress.start(suite.name, len(suite.items) * ev.rollouts - len(skip))
@@ -127,6 +130,7 @@ async def _execute(
                             journal=journal,
                             on_result=lambda rec: progress.advance(error=rec["error"] is not None),
                             skip=skip,
+                            budget=budget,
                         )
 
                     if not (ev.sequential and baseline is not None):
@@ -246,6 +250,7 @@ def run(
         log=log,
         baselines=baselines,
         cache_dir=cache_dir,
+        budget=BudgetMeter(config.budget),
     )
     return _gate(config, summaries, decisions, baselines, output_root)
 
@@ -264,6 +269,7 @@ def _evaluate(
     cache_dir: Path | None,
     run_dirs: dict[str, RunDir] | None = None,
     retry_errors: bool = False,
+    budget: BudgetMeter | None = None,
 ) -> tuple[list[RunSummary], dict[tuple[str, str], SequentialResult]]:
     """Run every suite on every model (with the response cache open); what run and resume share."""
     logs = output_root / "logs" / run_id
@@ -288,6 +294,7 @@ def _evaluate(
             cache=cache,
             run_dirs=run_dirs,
             retry_errors=retry_errors,
+            budget=budget,
         )
     finally:
         if cache is not None:
@@ -340,10 +347,17 @@ def _run_models(
     cache: ResponseCache | None,
     run_dirs: dict[str, RunDir] | None = None,
     retry_errors: bool = False,
+    budget: BudgetMeter | None = None,
 ) -> None:
     """Serve each model and run its benchmarks; ``run_dirs`` (bench name → existing run dir)
     resumes those runs instead of starting new ones."""
     for model in config.models:
+        if budget is not None:
+            if budget.exhausted():  # don't start (and pay for) a server that may not be used
+                reason = f"budget: {budget.reached} reached before model {model.name!r} started"
+                summaries.extend(_failed_run(model, b, s.name, reason) for b, s in suites)
+                continue
+            budget.use_model(model)
         server = server_factory(
             model,
             log_dir=logs,
@@ -354,6 +368,8 @@ def _run_models(
         try:
             log(f"[evalgate] starting model {model.name!r} ({model.backend})")
             t_serve = time.perf_counter()
+            if budget is not None:
+                budget.gpu_start(gpu_count(model))
             with server as endpoint:
                 serve_s = time.perf_counter() - t_serve
                 log(f"[evalgate] model {model.name!r} ready in {serve_s:.1f} s")
@@ -370,6 +386,8 @@ def _run_models(
                             retry_errors=retry_errors,
                         )
                         kept, skip = state.records, frozenset(state.done)
+                        if budget is not None:  # the cap holds over the whole run
+                            budget.add_records(kept)
                         log(
                             f"[evalgate] {suite.name}: {len(kept)} rollouts kept, "
                             f"{len(suite.items) * bench.eval.rollouts - len(skip)} to run "
@@ -394,6 +412,7 @@ def _run_models(
                             cache_identity=_cache_identity(model, run_cfg),
                             skip=skip,
                             stats=stats,
+                            budget=budget,
                         )
                     )
                     if kept:
@@ -411,6 +430,9 @@ def _run_models(
                         rollouts=bench.eval.rollouts,
                         time_s=elapsed,
                     )
+                    stopped = stop_reason(budget, records, len(suite.items), bench.eval.rollouts)
+                    if stopped:  # results are kept (and resumable); the verdict is ERROR
+                        summary = dataclasses.replace(summary, infra_error=stopped)
                     summary.extra["benchmark"] = bench.name  # a variant's suite → its benchmark
                     if seq is not None:
                         summary.extra["sequential"] = dataclasses.asdict(seq)
@@ -426,6 +448,9 @@ def _run_models(
                     meta["sequential"] = summary.extra.get("sequential")
                     meta["server_startup_ms"] = round(serve_s * 1000, 1)
                     meta["requests"] = stats
+                    if budget is not None and budget.caps:
+                        meta["budget"] = {**budget.as_dict(), "stopped": stopped}
+                        meta["complete"] = not stopped
                     if run_dirs is not None:
                         meta["resumed"] = {"kept": len(kept), "ran": len(records) - len(kept)}
                     run_dir.write_metadata(meta)
@@ -437,6 +462,9 @@ def _run_models(
             for bench, suite in suites:
                 if (model.name, suite.name) not in done:
                     summaries.append(_failed_run(model, bench, suite.name, str(exc)))
+        finally:
+            if budget is not None:
+                budget.gpu_stop()
 
 
 def resume(
@@ -449,12 +477,14 @@ def resume(
     log: Callable[[str], None] = print,
     cache_dir: Path | None = None,
     retry_errors: bool = False,
+    budget: dict[str, Any] | None = None,
 ) -> Verdict:
     """Finish an interrupted run (a run id under ``output_root``, or one run directory).
 
     Each benchmark's configuration comes from its run_config.json, so overrides given to the
     original run hold. The journal is repaired (torn tail, duplicates), its records kept, and
     only the missing (item, rollout) pairs are run, appended to the same results.jsonl.
+    ``budget``: caps replacing the run's recorded ones, field by field (``--budget.tokens=N``).
     """
     path = Path(run)
     dirs = (
@@ -474,6 +504,7 @@ def resume(
             "models": [first["model"]],
             "benchmarks": [cfg["benchmark"] for _, cfg in saved],
             "gate": first["gate"],
+            "budget": {**(first.get("budget") or {}), **(budget or {})},
         }
     )
     if any(cfg["model"] != first["model"] for _, cfg in saved):
@@ -501,5 +532,6 @@ def resume(
         cache_dir=cache_dir,
         run_dirs={s.name: rd for (_, s), (rd, _) in zip(suites, saved, strict=True)},
         retry_errors=retry_errors,
+        budget=BudgetMeter(config.budget),
     )
     return _gate(config, summaries, decisions, None, output_root)

@@ -23,6 +23,7 @@ from evalgate.config.spec import (
     ArithBenchmark,
     BaselineSettings,
     Benchmark,
+    BudgetSettings,
     EvalSettings,
     FileBenchmark,
     GateSettings,
@@ -90,6 +91,8 @@ class EvalsFile(Strict):
     """Gate policy."""
     baseline: BaselineSettings = Field(default_factory=BaselineSettings)
     """Where the baseline comes from (used by the Action)."""
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    """Spending caps for one invocation (tokens, US dollars, GPU seconds, wall-clock seconds)."""
 
 
 class Config(BaseModel):
@@ -101,6 +104,7 @@ class Config(BaseModel):
     benchmarks: tuple[Benchmark, ...]
     gate: GateSettings
     baseline: BaselineSettings = BaselineSettings()
+    budget: BudgetSettings = BudgetSettings()
 
     def dump(self) -> dict[str, Any]:
         """The merged config as saved to run_config.json."""
@@ -325,6 +329,7 @@ def load_config(
         benchmarks=tuple(resolved),
         gate=evals.gate,
         baseline=evals.baseline,
+        budget=evals.budget,
     )
 
 

@@ -29,6 +29,7 @@ from evalgate.config.spec.benchmarks import (
     Scorer,
     VerifiersBenchmark,
 )
+from evalgate.config.spec.budget import BudgetSettings, apply_ceiling
 from evalgate.config.spec.models import (
     EMBEDDED_MODEL_ID,
     LiteLLMModel,
@@ -49,6 +50,7 @@ __all__ = [
     "BaselineSettings",
     "Benchmark",
     "BenchmarkBase",
+    "BudgetSettings",
     "ChoiceScorer",
     "CommonBenchmark",
     "ContainsScorer",
@@ -72,4 +74,5 @@ __all__ = [
     "VLLMModel",
     "VLLMOptions",
     "VerifiersBenchmark",
+    "apply_ceiling",
 ]
