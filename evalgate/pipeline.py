@@ -20,6 +20,7 @@ from evalgate.config.load import Config
 from evalgate.errors import InfraError, UsageError
 from evalgate.gate import Verdict, decide
 from evalgate.report import render_scorecard, verdict_json
+from evalgate.report.junit import render_junit
 from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
 from evalgate.run.cache import ResponseCache
 from evalgate.run.client import ChatClient
@@ -215,10 +216,11 @@ def _failed_run(model: Any, bench: Any, name: str, error: str) -> RunSummary:
 
 
 def write_report(verdict: Verdict, output_root: Path) -> None:
-    """scorecard.md and verdict.json for this invocation."""
+    """scorecard.md, verdict.json and junit.xml for this invocation."""
     output_root.mkdir(parents=True, exist_ok=True)
     (output_root / "scorecard.md").write_text(render_scorecard(verdict), encoding="utf-8")
     write_json(output_root / "verdict.json", verdict_json(verdict))
+    (output_root / "junit.xml").write_text(render_junit(verdict), encoding="utf-8")
 
 
 def run(
