@@ -20,6 +20,7 @@ from evalgate.config.load import Config
 from evalgate.errors import InfraError, UsageError
 from evalgate.gate import Verdict, decide
 from evalgate.report import render_scorecard, verdict_json
+from evalgate.report.html import render_html, report_url
 from evalgate.report.junit import render_junit
 from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
 from evalgate.run.cache import ResponseCache
@@ -215,10 +216,13 @@ def _failed_run(model: Any, bench: Any, name: str, error: str) -> RunSummary:
     )
 
 
-def write_report(verdict: Verdict, output_root: Path) -> None:
-    """scorecard.md, verdict.json and junit.xml for this invocation."""
+def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None = None) -> None:
+    """scorecard.md, verdict.json, junit.xml and report.html for this invocation; the scorecard
+    links the report when ``report_url`` (where the uploaded outputs are) is known."""
     output_root.mkdir(parents=True, exist_ok=True)
-    (output_root / "scorecard.md").write_text(render_scorecard(verdict), encoding="utf-8")
+    scorecard = render_scorecard(verdict, report_url=report_url)
+    (output_root / "scorecard.md").write_text(scorecard, encoding="utf-8")
+    (output_root / "report.html").write_text(render_html(verdict), encoding="utf-8")
     write_json(output_root / "verdict.json", verdict_json(verdict))
     (output_root / "junit.xml").write_text(render_junit(verdict), encoding="utf-8")
 
@@ -254,7 +258,7 @@ def run(
         cache_dir=cache_dir,
         budget=BudgetMeter(config.budget),
     )
-    return _gate(config, summaries, decisions, baselines, output_root)
+    return _gate(config, summaries, decisions, baselines, output_root, report_url(environ))
 
 
 def _evaluate(
@@ -316,6 +320,7 @@ def _gate(
     decisions: dict[tuple[str, str], SequentialResult],
     baselines: dict[tuple[str, str], LoadedRun] | None,
     output_root: Path,
+    link: str | None = None,
 ) -> Verdict:
     heads = [load_run(Path(s.run_dir)) for s in summaries if s.run_dir]
     comparisons = _apply_sequential(
@@ -328,7 +333,7 @@ def _gate(
         if s.extra.get("benchmark", s.benchmark) in by_name
     }
     verdict = decide(summaries, config.gate, error_budgets=budgets, comparisons=comparisons)
-    write_report(verdict, output_root)
+    write_report(verdict, output_root, report_url=link)
     return verdict
 
 
@@ -536,4 +541,4 @@ def resume(
         retry_errors=retry_errors,
         budget=BudgetMeter(config.budget),
     )
-    return _gate(config, summaries, decisions, None, output_root)
+    return _gate(config, summaries, decisions, None, output_root, report_url(environ))

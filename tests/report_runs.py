@@ -80,3 +80,62 @@ def make_runs(tmp: Path, scripted_server: Any) -> ReportRuns:
         environ=env,
     )
     return ReportRuns(base=base, head=head, exit_code=code)
+
+
+def _sentence(i: int, variant: int) -> str:
+    words = ["the", "answer", "is", "clearly", "given", "by", "step", "one", "then", "two"]
+    body = " ".join(words[(i + k) % len(words)] for k in range(24))
+    return f"Item {i}: {body}. Final answer: {i * 7 + variant}."
+
+
+def big_dataset(path: Path, n: int) -> Path:
+    """``n`` items whose prompts and answers read like a QA benchmark's."""
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(n):
+            prompt = f"Question {i}: " + " ".join(f"fact-{(i * 31 + k) % 997}" for k in range(40))
+            fh.write(json.dumps({"id": f"q{i:05d}", "prompt": prompt, "answer": str(i * 7)}) + "\n")
+    return path
+
+
+def big_answer(body: dict[str, Any], *, pr: bool) -> str:
+    """Base answers every item right; the PR gets every 10th wrong and every 25th right
+    differently worded (the table's diff has something to show)."""
+    i = int(body["messages"][-1]["content"].split(":", 1)[0].removeprefix("Question "))
+    variant = 1 if pr and i % 10 == 0 else 0
+    text = _sentence(i, variant)
+    return text.replace("clearly", "plainly") if pr and i % 25 == 3 else text
+
+
+def big_config(tmp: Path, url: str, data: Path) -> Path:
+    return write_config(
+        tmp,
+        f"""
+models:
+  - {{name: scripted, backend: openai, base_url: "{url}", model: org/scripted}}
+benchmarks:
+  - name: qa
+    kind: jsonl
+    path: {data}
+    scorer: {{type: contains}}
+eval: {{max_concurrent: 16, max_retries: 0}}
+""",
+    )
+
+
+def make_big_runs(tmp: Path, start_server: Any, n: int) -> Path:
+    """A baseline and a PR run of ``n`` items through the CLI; returns the PR's output root."""
+    data = big_dataset(tmp / "qa.jsonl", n)
+    base_srv = start_server(lambda body, k: big_answer(body, pr=False))
+    pr_srv = start_server(lambda body, k: big_answer(body, pr=True))
+    (tmp / "b").mkdir()
+    (tmp / "h").mkdir()
+    base_cfg = big_config(tmp / "b", base_srv.base_url, data)
+    head_cfg = big_config(tmp / "h", pr_srv.base_url, data)
+    env = {"CI": "true"}
+    base, head = tmp / "b" / "out", tmp / "h" / "out"
+    main(["local", str(base_cfg), "--output", str(base), "--no-cache"], environ=env)
+    main(
+        ["local", str(head_cfg), "--output", str(head), "--no-cache", "--baseline", str(base)],
+        environ=env,
+    )
+    return head
