@@ -124,6 +124,17 @@ def _parser() -> _Parser:
                 "--all", action="store_true", help="every evalgate-tagged app in the environment"
             )
 
+    push = sub.add_parser(
+        "push",
+        help="upload a run to a Hugging Face dataset repository (one folder per run; HF_TOKEN)",
+    )
+    push.add_argument("run", help="a run id (under --output) or a run directory")
+    push.add_argument("--repo", required=True, metavar="ORG/NAME", help="dataset repository")
+    push.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
+    push.add_argument(
+        "--public", action="store_true", help="create the repository public (default: private)"
+    )
+
     runs = sub.add_parser("runs", help="list recent runs under an output root")
     runs.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
     runs.add_argument("--benchmark", help="only this benchmark")
@@ -386,6 +397,21 @@ def _dispatch(
         return int(report.exit_code)
     if args.command in ("deploy", "status", "stop"):
         return _cmd_lifecycle(args, environ, out)
+    if args.command == "push":
+        from evalgate.publish.hf_hub import push_run
+
+        if args.repo.count("/") != 1 or not all(args.repo.split("/")):
+            raise UsageError(f"--repo {args.repo!r}: give the dataset repository as ORG/NAME")
+        url = push_run(
+            args.run,
+            repo=args.repo,
+            output_root=Path(args.output),
+            environ=environ,
+            private=not args.public,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+        print(url, file=out)
+        return 0
     if args.command in ("runs", "show"):
         from evalgate.commands import runs
 

@@ -245,10 +245,11 @@ def run(
     # Load every dataset (and the baseline) before starting any server: a data error should cost
     # no model start-up.
     suites = [(bench, s) for bench in config.benchmarks for s in build_suites(bench)]
+    run_id = new_run_id()
     summaries, decisions = _evaluate(
         config,
         suites,
-        run_id=new_run_id(),
+        run_id=run_id,
         output_root=output_root,
         environ=environ,
         progress=progress,
@@ -258,7 +259,30 @@ def run(
         cache_dir=cache_dir,
         budget=BudgetMeter(config.budget),
     )
-    return _gate(config, summaries, decisions, baselines, output_root, report_url(environ))
+    verdict = _gate(config, summaries, decisions, baselines, output_root, report_url(environ))
+    if config.publish.hf_hub is not None and any(s.run_dir for s in summaries):
+        _publish_hub(config.publish.hf_hub, run_id, output_root, environ, log)
+    return verdict
+
+
+def _publish_hub(
+    hub: Any, run_id: str, output_root: Path, environ: dict[str, str], log: Callable[[str], None]
+) -> None:
+    """``publish.hf_hub``: push the run; a failed upload is a warning, the verdict stands."""
+    from evalgate.errors import EvalgateError
+    from evalgate.publish.hf_hub import push_run
+
+    try:
+        push_run(
+            run_id,
+            repo=hub.repo,
+            output_root=output_root,
+            environ=environ,
+            private=hub.private,
+            log=log,
+        )
+    except EvalgateError as exc:
+        log(f"[evalgate] warning: publish.hf_hub: not pushed: {exc}")
 
 
 def _evaluate(

@@ -32,6 +32,7 @@ from evalgate.config.spec import (
     LocalModel,
     Model,
     OpenAIModel,
+    PublishSettings,
     Sampling,
     Scorer,
     Strict,
@@ -93,6 +94,8 @@ class EvalsFile(Strict):
     """Where the baseline comes from (used by the Action)."""
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     """Spending caps for one invocation (tokens, US dollars, GPU seconds, wall-clock seconds)."""
+    publish: PublishSettings = Field(default_factory=PublishSettings)
+    """Opt-in publishing of the results (a Hugging Face dataset repository)."""
 
 
 class Config(BaseModel):
@@ -105,6 +108,7 @@ class Config(BaseModel):
     gate: GateSettings
     baseline: BaselineSettings = BaselineSettings()
     budget: BudgetSettings = BudgetSettings()
+    publish: PublishSettings = PublishSettings()
 
     def dump(self) -> dict[str, Any]:
         """The merged config as saved to run_config.json."""
@@ -330,6 +334,7 @@ def load_config(
         gate=evals.gate,
         baseline=evals.baseline,
         budget=evals.budget,
+        publish=evals.publish,
     )
 
 

@@ -40,6 +40,7 @@ from evalgate.config.spec.models import (
     VLLMModel,
     VLLMOptions,
 )
+from evalgate.config.spec.publish import HFHubSettings, PublishSettings
 
 __all__ = [
     "EMBEDDED_MODEL_ID",
@@ -59,6 +60,7 @@ __all__ = [
     "FileBenchmark",
     "GateSettings",
     "HFBenchmark",
+    "HFHubSettings",
     "HumanEvalBenchmark",
     "LiteLLMModel",
     "LocalModel",
@@ -66,6 +68,7 @@ __all__ = [
     "Model",
     "NumericScorer",
     "OpenAIModel",
+    "PublishSettings",
     "RegexScorer",
     "Sampling",
     "SandboxSpec",
