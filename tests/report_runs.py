@@ -139,3 +139,17 @@ def make_big_runs(tmp: Path, start_server: Any, n: int) -> Path:
         environ=env,
     )
     return head
+
+
+def verdict_of(head: Path, base: Path) -> Any:
+    """The verdict of saved runs, as `evalgate compare` gates them (for rendering variants)."""
+    from evalgate.compare.baseline import find_runs
+    from evalgate.compare.paired import compare_with_baselines, load_run, summary_of
+    from evalgate.config.spec import GateSettings
+    from evalgate.gate import decide
+
+    gate = GateSettings()
+    bases = {k: load_run(p) for k, p in find_runs(base).items()}
+    heads = [load_run(p) for p in find_runs(head).values()]
+    comps = compare_with_baselines(heads, bases, gate)
+    return decide([summary_of(h) for h in heads], gate, error_budgets={}, comparisons=comps)

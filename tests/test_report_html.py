@@ -4,6 +4,7 @@ rendered DOM and saves a screenshot next to the test's output."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -11,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from tests.report_runs import make_big_runs, make_runs
+from evalgate.compare.paired import load_run
+from evalgate.report.html import render_html, trend_points
+from evalgate.store.base import RunKey
+from evalgate.store.local_dir import LocalDirStore
+from tests.conftest import read_jsonl
+from tests.report_runs import make_big_runs, make_runs, verdict_of
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (dev extra)")
@@ -122,4 +128,55 @@ def test_large_report_renders_rows_in_batches(
     assert n_regressed > 50 and rows.count() == 50  # every 10th item regressed; one batch shown
     assert run.locator("tbody tr.regressed").count() == 50
     _screenshot(page, tmp_path, "report-2000.png", record_property)
+    assert remote == []
+
+
+def _agent_run(run_dir: Path) -> None:
+    """Turn a saved run into an agent benchmark's: completions as the agent runner reports them
+    (verdict, agent facts, the agent's last message, the check's output)."""
+    cfg = json.loads((run_dir / "run_config.json").read_text())
+    cfg["benchmark"]["kind"] = "agent"
+    (run_dir / "run_config.json").write_text(json.dumps(cfg))
+    recs = read_jsonl(run_dir / "results.jsonl")
+    for rec in recs:
+        rec["completion"] = (
+            f"[fail] check exited 1\nagent: 3.2 s, turns=4, tool_calls=6\n"
+            f"--- agent's last message ---\nI edited {rec['example_id']}.py\n"
+            "--- check output (tail) ---\nAssertionError: expected 42"
+        )
+    (run_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def test_trend_and_agent_transcripts(
+    tmp_path: Path, scripted_server: Any, browser: Any, record_property: Any
+) -> None:
+    (tmp_path / "base").mkdir()
+    (tmp_path / "head").mkdir()
+    runs = make_runs(tmp_path, scripted_server)
+    store = LocalDirStore(tmp_path / "store")
+    (base_arith,) = runs.base.glob("evals/arith--*/*")
+    for commit in ("a" * 40, "b" * 40, "c" * 40):  # three default-branch runs of arith
+        store.save(RunKey(commit=commit, name="arith--scripted"), base_arith)
+    (head_caps,) = runs.head.glob("evals/capitals--org--scripted/*")
+    _agent_run(head_caps)
+    verdict = verdict_of(runs.head, runs.base)
+    page_path = tmp_path / "report-trend.html"
+    page_path.write_text(render_html(verdict, trend=trend_points(store, verdict)))
+    assert load_run(head_caps).config["benchmark"]["kind"] == "agent"
+
+    page, remote = _open(browser(), page_path)
+    trend = page.locator("#bench-arith .trend-row")
+    assert trend.count() == 1 and "scripted · score" in trend.inner_text()
+    assert trend.locator("circle").count() == 3
+    assert "no stored default-branch scores" in page.locator("#bench-capitals").inner_text()
+    agent = page.locator("section.run", has_text="scripted / capitals")
+    assert "agent: transcript and check output" in agent.locator("h3").inner_text()
+    agent.locator("button[data-filter=all]").click()
+    first = agent.locator("tbody tr").first.locator(".pr")
+    assert first.locator(".sec").all_inner_texts() == [
+        "agent's last message",
+        "check output (tail)",
+    ]
+    assert "AssertionError: expected 42" in first.inner_text()
+    _screenshot(page, tmp_path, "report-agent.png", record_property)
     assert remote == []

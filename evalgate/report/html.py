@@ -49,17 +49,16 @@ def report_url(environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def trend_points(
-    store: Any, names: list[str], limit: int = 20
-) -> dict[str, list[tuple[str, float]]]:
-    """A result store's recent default-branch scores per stored run name (oldest first), for
-    :func:`render_html`'s ``trend``; the same reading as :mod:`evalgate.action.trend`."""
+def trend_points(store: Any, verdict: Verdict, limit: int = 20) -> dict[Any, list[Any]]:
+    """The result store's recent default-branch scores of each of the verdict's runs (stored as
+    ``{benchmark}--{model label}``), oldest first, as :func:`render_html`'s ``trend``; the score
+    is the one :mod:`evalgate.action.trend` charts (``avg_reward``, else the first metric)."""
     from evalgate.action.trend import _score
 
-    out: dict[str, list[tuple[str, float]]] = {}
-    for name in dict.fromkeys(names):
+    out: dict[Any, list[Any]] = {}
+    for run in verdict.runs:
         points = []
-        for stored in reversed(store.history(name, limit=limit)):
+        for stored in reversed(store.history(f"{run.benchmark}--{run.model}", limit=limit)):
             try:
                 meta = json.loads((stored.path / "metadata.json").read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -67,7 +66,7 @@ def trend_points(
             score = _score(meta)
             if score is not None:
                 points.append((stored.key.commit[:7], score))
-        out[name] = points
+        out[(run.model, run.benchmark, "score")] = points
     return out
 
 
