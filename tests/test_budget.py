@@ -177,3 +177,60 @@ def test_base_branch_ceiling_cannot_be_raised() -> None:
     assert (got.tokens, got.usd, note) == (1000, 5.0, None)
     got, note = apply_ceiling(BudgetSettings(tokens=10), base)
     assert (got.tokens, got.usd, note) == (10, 5.0, None)
+
+
+class _GPUServer:
+    """A `vllm` model's server stand-in: the scripted endpoint, counted as one GPU while up."""
+
+    def __init__(self, url: str, started: list[str]) -> None:
+        self.url, self.started = url, started
+        self.log_path = None
+
+    def __enter__(self) -> Any:
+        from evalgate.serve import Endpoint
+
+        self.started.append(self.url)
+        return Endpoint(base_url=self.url, model="m", model_id="org/m")
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_gpu_seconds_cap_stops_a_vllm_model_and_skips_the_next(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    from evalgate import pipeline
+    from evalgate.config.load import load_config
+    from evalgate.run.progress import make_progress
+
+    server = scripted_server(answer_arith)
+    cfg = write_config(
+        tmp_path,
+        """
+models:
+  - {name: gpu1, backend: vllm, model: org/m}
+  - {name: gpu2, backend: vllm, model: org/m}
+benchmarks:
+  - name: arith
+    eval: {num_examples: 10}
+budget: {gpu_seconds: 0.000001}
+""",
+    )
+    started: list[str] = []
+    verdict = pipeline.run(
+        load_config(cfg),
+        output_root=tmp_path / "out",
+        environ={},
+        progress=make_progress({"CI": "true"}),
+        server_factory=lambda model, **kw: _GPUServer(server.base_url, started),
+        log=lambda line: None,
+        cache_dir=None,
+    )
+    # A microsecond of one GPU is spent before the first rollout could start: nothing is sent,
+    # and the second model's server is never started.
+    assert server.requests == [] and len(started) == 1
+    assert verdict.status == "ERROR" and int(verdict.exit_code) == 3
+    assert verdict.reasons == (
+        "gpu1 / arith / -: budget: gpu_seconds 1e-06 reached after 0 of 10 items",
+        "gpu2 / arith / -: budget: gpu_seconds 1e-06 reached before model 'gpu2' started",
+    )

@@ -49,7 +49,7 @@ def gpu_count(model: Any) -> int:
 def _amount(name: str, value: float) -> str:
     if name == "usd":
         return f"usd ${value:,.2f}" if value >= 1 else f"usd ${value:.4g}"
-    shown = f"{int(value):,}" if float(value).is_integer() else f"{value:,.1f}"
+    shown = f"{int(value):,}" if float(value).is_integer() else f"{value:,.4g}"
     return f"{name} {shown}"
 
 
