@@ -330,10 +330,10 @@ def _print_estimate(config: object, out: IO[str]) -> None:
         total = totals.get(name)
         if total is None:
             note = "not estimated" if name in totals else "measured while running"
-        elif total > cap:
-            note = f"estimate ≤ {total:,.0f} may exceed it: the run stops at the cap"
         else:
-            note = f"estimate ≤ {total:,.4g} fits"
+            shown = f"${total:,.4f}" if name == "usd" else f"{total:,.0f}"
+            fits = "fits" if total <= cap else "may exceed it: the run stops at the cap"
+            note = f"estimate ≤ {shown} {fits}"
         print(f"  budget {name} {cap:,g}: {note}", file=out)
 
 

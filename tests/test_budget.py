@@ -234,3 +234,30 @@ budget: {gpu_seconds: 0.000001}
         "gpu1 / arith / -: budget: gpu_seconds 1e-06 reached after 0 of 10 items",
         "gpu2 / arith / -: budget: gpu_seconds 1e-06 reached before model 'gpu2' started",
     )
+
+
+def test_validate_estimates_cost_from_the_configured_price(tmp_path: Path) -> None:
+    cfg = write_config(
+        tmp_path,
+        """
+models:
+  - name: priced
+    backend: litellm
+    model: custom/unlisted
+    params: {input_cost_per_token: 0.000001, output_cost_per_token: 0.000002}
+benchmarks:
+  - name: arith
+    eval: {num_examples: 100}
+    sampling: {max_tokens: 50}
+budget: {usd: 0.005}
+""",
+    )
+    buf = io.StringIO()
+    assert main(["validate", str(cfg)], environ={}, out=buf) == 0
+    text = buf.getvalue()
+    # 100 requests × 50 completion tokens × $2e-6 = $0.01 at most, plus the prompts' cost.
+    assert "100 requests" in text and "≤ 5,000 completion tokens" in text, text
+    line = next(x for x in text.splitlines() if x.startswith("  estimate priced × arith"))
+    cost = float(line.rsplit("≤ $", 1)[1])
+    assert 0.01 < cost < 0.011
+    assert "budget usd 0.005: estimate ≤ $0.01" in text and "may exceed it" in text

@@ -194,8 +194,12 @@ def estimate(config: Any) -> tuple[list[str], dict[str, float | None]]:
                 continue
             completion = requests * bench.sampling.max_tokens
             tokens = None if prompt is None else prompt + completion
-            cost = None if price is None or prompt is None else prompt * price[0]
-            cost = None if cost is None else cost + completion * price[1]  # type: ignore[index]
+            if model.backend in SELF_HOSTED:
+                cost: float | None = 0.0
+            elif price is None or prompt is None:
+                cost = None
+            else:
+                cost = prompt * price[0] + completion * price[1]
             shown_prompt = "?" if prompt is None else f"~{prompt:,}"
             shown_cost = "price unknown" if cost is None else f"≤ ${cost:,.4f}"
             if model.backend in SELF_HOSTED:
