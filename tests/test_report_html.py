@@ -180,3 +180,39 @@ def test_trend_and_agent_transcripts(
     assert "AssertionError: expected 42" in first.inner_text()
     _screenshot(page, tmp_path, "report-agent.png", record_property)
     assert remote == []
+
+
+def test_scorecard_links_the_report_when_its_url_is_known(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    from evalgate.cli import main
+    from evalgate.report.html import report_url
+    from tests.conftest import answer_arith, write_config
+
+    server = scripted_server(answer_arith)
+    cfg = write_config(
+        tmp_path,
+        f"""
+models:
+  - {{name: s, backend: openai, base_url: "{server.base_url}", model: org/m}}
+benchmarks:
+  - name: arith
+    eval: {{num_examples: 3}}
+""",
+    )
+    actions = {
+        "GITHUB_SERVER_URL": "https://github.example",
+        "GITHUB_REPOSITORY": "acme/app",
+        "GITHUB_RUN_ID": "77",
+    }
+    url = "https://github.example/acme/app/actions/runs/77#artifacts"
+    assert report_url(actions) == url
+    assert report_url({**actions, "EVALGATE_REPORT_URL": "https://x.example/r.html"}) == (
+        "https://x.example/r.html"
+    )
+    out = tmp_path / "out"
+    assert main(["local", str(cfg), "--output", str(out), "--no-cache"], environ=actions) == 0
+    assert f"]({url})" in (out / "scorecard.md").read_text()
+    assert (out / "report.html").is_file() and (out / "junit.xml").is_file()
+    assert main(["local", str(cfg), "--output", str(tmp_path / "o2")], environ={}) == 0
+    assert "report.html" not in (tmp_path / "o2" / "scorecard.md").read_text()  # no URL, no link

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import escape
 
 from evalgate import __version__
 from evalgate.compare.paired import load_run
@@ -155,7 +156,7 @@ def _svg_scores(rows: list[dict[str, Any]]) -> str:
     parts = []
     for i, r in enumerate(rows):
         y = i * bar_h + 4
-        label = jinja2.filters.escape(f"{r['model']} · {r['metric']}")
+        label = escape(f"{r['model']} · {r['metric']}")
         parts.append(f'<text x="0" y="{y + 14}" class="lbl">{label}</text>')
         if r["mean"] is None:
             continue
@@ -195,7 +196,7 @@ def _svg_delta(comps: list[dict[str, Any]], margin: float) -> str:
     ]
     for i, c in enumerate(comps):
         y = i * row_h + 20  # below the "0" label
-        label = jinja2.filters.escape(f"{c['model']} · {c['metric']}")
+        label = escape(f"{c['model']} · {c['metric']}")
         parts.append(f'<text x="0" y="{y + 4}" class="lbl">{label}</text>')
         if c["delta"] is None:
             continue
@@ -220,7 +221,7 @@ def _svg_trend(points: list[tuple[str, float]]) -> str:
     line = " ".join(f"{a:.1f},{b:.1f}" for a, b in coords)
     dots = "".join(
         f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5">'
-        f"<title>{jinja2.filters.escape(lbl)}: {100 * v:.1f}%</title></circle>"
+        f"<title>{escape(lbl)}: {100 * v:.1f}%</title></circle>"
         for (a, b), (lbl, v) in zip(coords, points, strict=True)
     )
     svg = f'<svg class="trend" width="{width}" height="{height}">'
