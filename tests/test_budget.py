@@ -259,5 +259,7 @@ budget: {usd: 0.005}
     assert "100 requests" in text and "≤ 5,000 completion tokens" in text, text
     line = next(x for x in text.splitlines() if x.startswith("  estimate priced × arith"))
     cost = float(line.rsplit("≤ $", 1)[1])
-    assert 0.01 < cost < 0.011
+    prompt = int(line.split("~", 1)[1].split(" prompt", 1)[0].replace(",", ""))
+    assert prompt > 100 * 5  # the rendered messages, system prompt included
+    assert cost == pytest.approx(prompt * 1e-6 + 0.01, abs=1e-4)
     assert "budget usd 0.005: estimate ≤ $0.01" in text and "may exceed it" in text

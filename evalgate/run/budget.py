@@ -154,6 +154,15 @@ _LOCAL_KINDS = ("arith", "jsonl", "humaneval", "agent")
 _CHARS_PER_TOKEN = 4  # a tokenizer-free estimate of prompt tokens (English text, BPE)
 
 
+def _prompt_chars(suite: Any, item: Any) -> int:
+    """Characters sent as the prompt: the rendered chat messages (system prompt and template
+    included) where the suite keeps them, else the item's own prompt text."""
+    messages = getattr(suite, "messages", None)
+    if isinstance(messages, dict) and item.id in messages:
+        return sum(len(str(m.get("content", ""))) for m in messages[item.id])
+    return len(item.prompt)
+
+
 def _bench_estimate(bench: Any) -> tuple[int | None, int | None, bool]:
     """(requests, prompt tokens, agent) for one benchmark; None where it can't be known offline."""
     from evalgate.suites import build_suites
@@ -167,9 +176,8 @@ def _bench_estimate(bench: Any) -> tuple[int | None, int | None, bool]:
             suites = []
         if suites:
             items = suites[0].items
-            n = len(items)
-            prompt_chars = sum(len(it.prompt) for it in items) * len(suites)
-            n *= len(suites)
+            n = len(items) * len(suites)
+            prompt_chars = sum(_prompt_chars(suites[0], it) for it in items) * len(suites)
     if n is None:
         return None, None, bench.kind == "agent"
     rollouts = bench.eval.rollouts
