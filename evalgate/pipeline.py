@@ -464,6 +464,10 @@ def _run_models(
                     stopped = stop_reason(budget, records, len(suite.items), bench.eval.rollouts)
                     if stopped:  # results are kept (and resumable); the verdict is ERROR
                         summary = dataclasses.replace(summary, infra_error=stopped)
+                        log(
+                            f"[evalgate] {suite.name}: {stopped}; to continue: evalgate resume "
+                            f"{run_dir.path.name} --budget.FIELD=HIGHER"
+                        )
                     summary.extra["benchmark"] = bench.name  # a variant's suite → its benchmark
                     if seq is not None:
                         summary.extra["sequential"] = dataclasses.asdict(seq)
