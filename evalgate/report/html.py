@@ -132,7 +132,8 @@ def _items(head_dir: str, base_dir: str | None) -> tuple[list[dict[str, Any]], b
             {
                 "id": item_id,
                 "status": _status(h, b, bool(errors), bool(base)),
-                "prompt": _text(first.get("prompt") or (base[0].get("prompt") if base else None)),
+                "prompt": _text(first.get("prompt") or (base[0].get("prompt") if base else None))
+                or "(not recorded: the request failed)",
                 "answer": _text(first.get("answer")),
                 "base": _text(base[0].get("completion")) if base else None,
                 "pr": _text(first.get("completion")),
