@@ -20,7 +20,7 @@ __all__ = ["main"]
 
 DEFAULT_CONFIG = "evals.yaml"
 # Commands that accept dotted config overrides (--section.field=value) after their arguments.
-TAKES_OVERRIDES = ("local", "validate", "doctor")
+TAKES_OVERRIDES = ("local", "resume", "validate", "doctor")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,6 +70,7 @@ def _parser() -> _Parser:
     resume = sub.add_parser(
         "resume",
         help="finish an interrupted `local` run: run only the rollouts its journal lacks",
+        epilog="Budget caps replace the run's own: --budget.tokens=200000 --budget.usd=5",
     )
     resume.add_argument("run", help="a run id (under --output) or a run directory")
     resume.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
@@ -126,6 +127,17 @@ def _parser() -> _Parser:
                 "--all", action="store_true", help="every evalgate-tagged app in the environment"
             )
 
+    push = sub.add_parser(
+        "push",
+        help="upload a run to a Hugging Face dataset repository (one folder per run; HF_TOKEN)",
+    )
+    push.add_argument("run", help="a run id (under --output) or a run directory")
+    push.add_argument("--repo", required=True, metavar="ORG/NAME", help="dataset repository")
+    push.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
+    push.add_argument(
+        "--public", action="store_true", help="create the repository public (default: private)"
+    )
+
     runs = sub.add_parser("runs", help="list recent runs under an output root")
     runs.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
     runs.add_argument("--benchmark", help="only this benchmark")
@@ -165,7 +177,34 @@ def _cache_dir(args: argparse.Namespace, environ: dict[str, str]) -> Path | None
     return Path(args.cache_dir) if args.cache_dir else default_cache_dir(environ)
 
 
-def _cmd_resume(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:
+def _resume_budget(overrides: list[str]) -> dict[str, object]:
+    """``--budget.FIELD=VALUE`` for resume; the run's own config holds for everything else."""
+    from pydantic import ValidationError
+
+    from evalgate.config.overrides import parse_overrides
+    from evalgate.config.spec import BudgetSettings
+    from evalgate.errors import ConfigError
+
+    cli = parse_overrides(overrides)
+    other = [k for k in cli.paths if k[0] != "budget" or len(k) != 2]
+    if other:
+        raise UsageError(
+            f"resume takes only --budget.FIELD=VALUE overrides, not --{'.'.join(other[0])} "
+            "(the run's recorded config holds; start a new run to change it)"
+        )
+    data = cli.top.get("budget", {})
+    try:
+        BudgetSettings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"command line: --budget.{where}: {err['msg']}") from None
+    return data
+
+
+def _cmd_resume(
+    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
+) -> int:
     from evalgate import pipeline
     from evalgate.run.progress import make_progress
 
@@ -178,6 +217,7 @@ def _cmd_resume(args: argparse.Namespace, environ: dict[str, str], out: IO[str])
         log=lambda line: print(line, file=sys.stderr, flush=True),
         cache_dir=_cache_dir(args, environ),
         retry_errors=args.retry_errors,
+        budget=_resume_budget(overrides),
     )
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
     print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
@@ -264,7 +304,32 @@ def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) 
             f"temperature {b.sampling.temperature}, max_tokens {b.sampling.max_tokens}",
             file=out,
         )
+    _print_estimate(config, out)
     return 0
+
+
+def _print_estimate(config: object, out: IO[str]) -> None:
+    """What the run will ask for, against the budget, before anything is spent."""
+    from evalgate.run.budget import BudgetMeter, estimate
+
+    meter = BudgetMeter(config.budget)  # type: ignore[attr-defined]
+    for model in config.models:  # type: ignore[attr-defined]
+        meter.use_model(model)  # a usd cap on a model without a price fails here, not mid-run
+    lines, totals = estimate(config)
+    for line in lines:
+        print(line, file=out)
+    caps = config.budget.caps()  # type: ignore[attr-defined]
+    if not caps:
+        print("  budget: no caps (set budget.tokens / usd / gpu_seconds / wall_s)", file=out)
+    for name, cap in caps.items():
+        total = totals.get(name)
+        if total is None:
+            note = "not estimated" if name in totals else "measured while running"
+        else:
+            shown = f"${total:,.4f}" if name == "usd" else f"{total:,.0f}"
+            fits = "fits" if total <= cap else "may exceed it: the run stops at the cap"
+            note = f"estimate ≤ {shown} {fits}"
+        print(f"  budget {name} {cap:,g}: {note}", file=out)
 
 
 def _cmd_schema(out: IO[str]) -> int:
@@ -300,7 +365,7 @@ def _dispatch(
     if args.command == "local":
         return _cmd_local(args, overrides, environ, out)
     if args.command == "resume":
-        return _cmd_resume(args, environ, out)
+        return _cmd_resume(args, overrides, environ, out)
     if args.command == "validate":
         return _cmd_validate(args, overrides, out)
     if args.command == "compare":
@@ -327,6 +392,21 @@ def _dispatch(
         return int(report.exit_code)
     if args.command in ("deploy", "status", "stop"):
         return _cmd_lifecycle(args, environ, out)
+    if args.command == "push":
+        from evalgate.publish.hf_hub import push_run
+
+        if args.repo.count("/") != 1 or not all(args.repo.split("/")):
+            raise UsageError(f"--repo {args.repo!r}: give the dataset repository as ORG/NAME")
+        url = push_run(
+            args.run,
+            repo=args.repo,
+            output_root=Path(args.output),
+            environ=environ,
+            private=not args.public,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+        print(url, file=out)
+        return 0
     if args.command in ("runs", "show"):
         from evalgate.commands import runs
 

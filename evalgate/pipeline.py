@@ -21,6 +21,9 @@ from evalgate.config.spec import EvalSettings
 from evalgate.errors import InfraError, UsageError
 from evalgate.gate import Verdict, decide
 from evalgate.report import render_scorecard, verdict_json
+from evalgate.report.html import render_html, report_url
+from evalgate.report.junit import render_junit
+from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
 from evalgate.run.cache import ResponseCache
 from evalgate.run.costs import cost_usd
 from evalgate.run.engine import run_suite
@@ -66,6 +69,7 @@ def _run_config(
         "model_id": endpoint.model_id,
         "benchmark": bench.model_dump(mode="json"),
         "gate": config.gate.model_dump(mode="json"),
+        "budget": config.budget.model_dump(mode="json"),
     }
 
 
@@ -102,6 +106,7 @@ async def _execute(
     cache_identity: str | None = None,
     skip: frozenset[tuple[str, int]] = frozenset(),
     stats: dict[str, Any] | None = None,
+    budget: BudgetMeter | None = None,
 ) -> tuple[list[dict[str, Any]], SequentialResult | None]:
     ev = bench.eval
     progress.start(suite.name, len(suite.items) * ev.rollouts - len(skip))
@@ -128,6 +133,7 @@ async def _execute(
                             journal=journal,
                             on_result=lambda rec: progress.advance(error=rec["error"] is not None),
                             skip=skip,
+                            budget=budget,
                         )
 
                     if not (ev.sequential and baseline is not None):
@@ -211,11 +217,15 @@ def _failed_run(model: Any, bench: Any, name: str, error: str) -> RunSummary:
     )
 
 
-def write_report(verdict: Verdict, output_root: Path) -> None:
-    """scorecard.md and verdict.json for this invocation."""
+def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None = None) -> None:
+    """scorecard.md, verdict.json, junit.xml and report.html for this invocation; the scorecard
+    links the report when ``report_url`` (where the uploaded outputs are) is known."""
     output_root.mkdir(parents=True, exist_ok=True)
-    (output_root / "scorecard.md").write_text(render_scorecard(verdict), encoding="utf-8")
+    scorecard = render_scorecard(verdict, report_url=report_url)
+    (output_root / "scorecard.md").write_text(scorecard, encoding="utf-8")
+    (output_root / "report.html").write_text(render_html(verdict), encoding="utf-8")
     write_json(output_root / "verdict.json", verdict_json(verdict))
+    (output_root / "junit.xml").write_text(render_junit(verdict), encoding="utf-8")
 
 
 def gate_runs(
@@ -226,6 +236,7 @@ def gate_runs(
     summaries: list[RunSummary] | None = None,
     decisions: dict[tuple[str, str], SequentialResult] | None = None,
     output_root: Path,
+    link: str | None = None,
 ) -> Verdict:
     """Compare finished runs with their baselines, decide, and write scorecard.md/verdict.json.
 
@@ -240,7 +251,7 @@ def gate_runs(
     # (compare, resume) is held to the same budget as when it ran.
     budgets = {h.benchmark: _error_budget(h) for h in heads}
     verdict = decide(summaries, gate, error_budgets=budgets, comparisons=comparisons)
-    write_report(verdict, output_root)
+    write_report(verdict, output_root, report_url=link)
     return verdict
 
 
@@ -277,9 +288,33 @@ def run(
         server_factory=server_factory,
         log=log,
         baselines=baselines or {},
+        budget=BudgetMeter(config.budget),
     )
     summaries, decisions = _evaluate(ctx, suites, cache_dir)
-    return _gate(ctx, summaries, decisions)
+    verdict = _gate(ctx, summaries, decisions)
+    if config.publish.hf_hub is not None and any(s.run_dir for s in summaries):
+        _publish_hub(config.publish.hf_hub, ctx.run_id, output_root, environ, log)
+    return verdict
+
+
+def _publish_hub(
+    hub: Any, run_id: str, output_root: Path, environ: dict[str, str], log: Callable[[str], None]
+) -> None:
+    """``publish.hf_hub``: push the run; a failed upload is a warning, the verdict stands."""
+    from evalgate.errors import EvalgateError
+    from evalgate.publish.hf_hub import push_run
+
+    try:
+        push_run(
+            run_id,
+            repo=hub.repo,
+            output_root=output_root,
+            environ=environ,
+            private=hub.private,
+            log=log,
+        )
+    except EvalgateError as exc:
+        log(f"[evalgate] warning: publish.hf_hub: not pushed: {exc}")
 
 
 @dataclass
@@ -298,6 +333,7 @@ class _RunContext:
     # resume: suite name → the existing run directory to finish (None: new runs)
     run_dirs: dict[str, RunDir] | None = None
     retry_errors: bool = False
+    budget: BudgetMeter | None = None  # the invocation's caps, shared by every model
 
     @property
     def logs(self) -> Path:
@@ -340,6 +376,7 @@ def _gate(
         summaries=summaries,
         decisions=decisions,
         output_root=ctx.output_root,
+        link=report_url(ctx.environ),
     )
 
 
@@ -352,7 +389,13 @@ def _run_model(
 ) -> None:
     """Serve one model and run every suite on it. An infrastructure failure keeps what finished
     and marks the rest of this model's benchmarks as not run."""
-    config = ctx.config
+    config, budget = ctx.config, ctx.budget
+    if budget is not None:
+        if budget.exhausted():  # don't start (and pay for) a server that may not be used
+            reason = f"budget: {budget.reached} reached before model {model.name!r} started"
+            summaries.extend(_failed_run(model, b, s.name, reason) for b, s in suites)
+            return
+        budget.use_model(model)
     server = ctx.server_factory(
         model,
         log_dir=ctx.logs,
@@ -363,6 +406,8 @@ def _run_model(
     try:
         ctx.log(f"[evalgate] starting model {model.name!r} ({model.backend})")
         t_serve = time.perf_counter()
+        if budget is not None:
+            budget.gpu_start(gpu_count(model))
         with server as endpoint:
             serve_s = time.perf_counter() - t_serve
             ctx.log(f"[evalgate] model {model.name!r} ready in {serve_s:.1f} s")
@@ -376,6 +421,9 @@ def _run_model(
         for bench, suite in suites:
             if (model.name, suite.name) not in done:
                 summaries.append(_failed_run(model, bench, suite.name, str(exc)))
+    finally:
+        if budget is not None:
+            budget.gpu_stop()
 
 
 def _open_run_dir(
@@ -391,6 +439,8 @@ def _open_run_dir(
     state = resume_journal(
         run_dir.results_path, suite.items, bench.eval.rollouts, retry_errors=ctx.retry_errors
     )
+    if ctx.budget is not None:  # the cap holds over the whole run, kept records included
+        ctx.budget.add_records(state.records)
     ctx.log(
         f"[evalgate] {suite.name}: {len(state.records)} rollouts kept, "
         f"{len(suite.items) * bench.eval.rollouts - len(state.done)} to run "
@@ -426,6 +476,7 @@ def _run_one(
             cache_identity=_cache_identity(model, run_cfg),
             skip=skip,
             stats=stats,
+            budget=ctx.budget,
         )
     )
     if kept:
@@ -441,6 +492,13 @@ def _run_one(
         rollouts=bench.eval.rollouts,
         time_s=elapsed,
     )
+    stopped = stop_reason(ctx.budget, records, len(suite.items), bench.eval.rollouts)
+    if stopped:  # results are kept (and resumable); the verdict is ERROR
+        summary = dataclasses.replace(summary, infra_error=stopped)
+        ctx.log(
+            f"[evalgate] {suite.name}: {stopped}; to continue: evalgate resume "
+            f"{run_dir.path.name} --budget.FIELD=HIGHER"
+        )
     summary.extra["benchmark"] = bench.name  # a variant's suite → its benchmark
     if suite.unenforced_limits:  # a sandbox limit this runner cannot keep: said, not hidden
         summary.extra["unenforced_limits"] = suite.unenforced_limits
@@ -458,6 +516,9 @@ def _run_one(
     meta["sequential"] = summary.extra.get("sequential")
     meta["server_startup_ms"] = round(serve_s * 1000, 1)
     meta["requests"] = stats
+    if ctx.budget is not None and ctx.budget.caps:
+        meta["budget"] = {**ctx.budget.as_dict(), "stopped": stopped}
+        meta["complete"] = not stopped
     if ctx.run_dirs is not None:
         meta["resumed"] = {"kept": len(kept), "ran": len(records) - len(kept)}
     run_dir.write_metadata(meta)
@@ -476,12 +537,14 @@ def resume(
     log: Callable[[str], None] = print,
     cache_dir: Path | None = None,
     retry_errors: bool = False,
+    budget: dict[str, Any] | None = None,
 ) -> Verdict:
     """Finish an interrupted run (a run id under ``output_root``, or one run directory).
 
     Each benchmark's configuration comes from its run_config.json, so overrides given to the
     original run hold. The journal is repaired (torn tail, duplicates), its records kept, and
     only the missing (item, rollout) pairs are run, appended to the same results.jsonl.
+    ``budget``: caps replacing the run's recorded ones, field by field (``--budget.tokens=N``).
     """
     dirs = find_run_dirs(output_root, run)
     saved = [(RunDir(p), json.loads((p / "run_config.json").read_text("utf-8"))) for p in dirs]
@@ -492,6 +555,7 @@ def resume(
             "models": [first["model"]],
             "benchmarks": [cfg["benchmark"] for _, cfg in saved],
             "gate": first["gate"],
+            "budget": {**(first.get("budget") or {}), **(budget or {})},
         }
     )
     if any(cfg["model"] != first["model"] for _, cfg in saved):
@@ -517,6 +581,7 @@ def resume(
         baselines={},
         run_dirs={s.name: rd for (_, s), (rd, _) in zip(suites, saved, strict=True)},
         retry_errors=retry_errors,
+        budget=BudgetMeter(config.budget),
     )
     summaries, decisions = _evaluate(ctx, suites, cache_dir)
     return _gate(ctx, summaries, decisions)

@@ -81,6 +81,13 @@ class ScriptedServer:
 @pytest.fixture
 def scripted_server() -> Iterator[Callable[[Callable[[dict[str, Any], int], Any]], ScriptedServer]]:
     """Start scripted servers on loopback in a background event loop; stopped after the test."""
+    yield from scripted_servers()
+
+
+def scripted_servers() -> Iterator[
+    Callable[[Callable[[dict[str, Any], int], Any]], ScriptedServer]
+]:
+    """The fixture's body, usable outside pytest (bench scripts): ``contextlib.contextmanager``."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()

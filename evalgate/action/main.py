@@ -36,6 +36,7 @@ from evalgate.gate import Verdict
 from evalgate.publish import actions
 from evalgate.publish.github import GitHubClient, GitHubError
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
+from evalgate.report.html import render_html, trend_points
 from evalgate.run.progress import make_progress
 from evalgate.serve import open_server
 from evalgate.store import ResultStore, RunKey, StoreError, open_store
@@ -267,6 +268,8 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
         names = [store_name(r.benchmark, r.model) for r in verdict.runs]
         try:
             markdown += trend_section(store, names)
+            html = render_html(verdict, trend=trend_points(store, verdict))  # with the trend
+            (out_root / "report.html").write_text(html, encoding="utf-8")
         except StoreError as exc:
             pub.notices.append(f"trend unavailable: {exc}")
     if ctx.on_default_branch and store is not None:

@@ -23,6 +23,7 @@ from evalgate.config.spec import (
     ArithBenchmark,
     BaselineSettings,
     Benchmark,
+    BudgetSettings,
     EvalSettings,
     FileBenchmark,
     GateSettings,
@@ -32,6 +33,7 @@ from evalgate.config.spec import (
     LocalModel,
     Model,
     OpenAIModel,
+    PublishSettings,
     Sampling,
     Scorer,
     Strict,
@@ -93,6 +95,10 @@ class EvalsFile(Strict):
     """Gate policy."""
     baseline: BaselineSettings = Field(default_factory=BaselineSettings)
     """Where the baseline comes from (used by the Action)."""
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    """Spending caps for one invocation (tokens, US dollars, GPU seconds, wall-clock seconds)."""
+    publish: PublishSettings = Field(default_factory=PublishSettings)
+    """Opt-in publishing of the results (a Hugging Face dataset repository)."""
 
 
 class Config(BaseModel):
@@ -104,6 +110,8 @@ class Config(BaseModel):
     benchmarks: tuple[Benchmark, ...]
     gate: GateSettings
     baseline: BaselineSettings = BaselineSettings()
+    budget: BudgetSettings = BudgetSettings()
+    publish: PublishSettings = PublishSettings()
 
 
 # --------------------------------------------------------------------------------------------
@@ -325,6 +333,8 @@ def load_config(
         benchmarks=tuple(resolved),
         gate=evals.gate,
         baseline=evals.baseline,
+        budget=evals.budget,
+        publish=evals.publish,
     )
 
 

@@ -105,9 +105,15 @@ def _matrix(verdict: Verdict) -> dict[str, Any]:
 
 
 def render_scorecard(
-    verdict: Verdict, *, show_details: bool = True, max_flips: int = 20, max_reasons: int = 20
+    verdict: Verdict,
+    *,
+    show_details: bool = True,
+    max_flips: int = 20,
+    max_reasons: int = 20,
+    report_url: str | None = None,
 ) -> str:
-    """The Markdown scorecard. ``show_details=False`` drops the collapsed sections (for size)."""
+    """The Markdown scorecard. ``show_details=False`` drops the collapsed sections (for size);
+    ``report_url``: where report.html can be opened (a link line when known)."""
     template = _ENV.get_template("scorecard.md.j2")
     runs = {(r.model, r.benchmark): r for r in verdict.runs}
     baseline_checks = {
@@ -134,6 +140,7 @@ def render_scorecard(
         max_flips=max_flips,
         max_reasons=max_reasons,
         version=__version__,
+        report_url=report_url,
     )
 
 

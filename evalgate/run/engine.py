@@ -9,6 +9,10 @@ batches — every ``flush_every`` records, and at most ``flush_interval_s`` afte
 is always written on the way out, errors, Ctrl-C and cancellation included, so a clean exit loses
 nothing; kill -9 loses at most the last batch, which a resumed run computes again
 (:mod:`evalgate.run.journal`, ``skip=``).
+
+With a budget meter (:mod:`evalgate.run.budget`), each worker checks it before starting a rollout:
+once a cap is reached no new rollout starts, the ones in flight finish and are journaled, and the
+pairs never started are left for ``evalgate resume``.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ async def run_suite(
     skip: Collection[tuple[str, int]] = (),
     flush_every: int = 256,
     flush_interval_s: float = 0.5,
+    budget: Any = None,
 ) -> list[dict[str, Any]]:
     """Run every (item, rollout) pair not in ``skip``; records in (item order, rollout) order.
 
@@ -89,6 +94,8 @@ async def run_suite(
     :func:`evalgate.run.journal.resume_journal` — which are neither run nor returned.
     ``journal``: a text file each finished record is appended to (see the module docstring for
     when lines are flushed). ``on_result``: called with each record as it finishes.
+    ``budget``: a :class:`evalgate.run.budget.BudgetMeter`; rollouts stop starting once it is
+    exhausted, and the returned records are then a prefix of the work, not all of it.
     """
     items = suite.items
     order = {item.id: i for i, item in enumerate(items)}
@@ -104,6 +111,8 @@ async def run_suite(
 
     async def worker() -> None:
         for item, index in work:  # a shared iterator: each pair is taken by exactly one worker
+            if budget is not None and budget.exhausted():
+                return  # this pair was not started: a resume runs it
             ihash = hashes.get(item.id)
             if ihash is None:
                 ihash = hashes[item.id] = _item_hash(item.prompt, item.answer)
@@ -142,6 +151,8 @@ async def run_suite(
                 **({"reason": reason} if reason else {}),
             }
             results.append(rec)
+            if budget is not None:
+                budget.add(usage)
             if sink is not None:
                 sink.add(rec)
             if on_result is not None:

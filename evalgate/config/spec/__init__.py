@@ -30,6 +30,7 @@ from evalgate.config.spec.benchmarks import (
     Scorer,
     VerifiersBenchmark,
 )
+from evalgate.config.spec.budget import BudgetSettings, apply_ceiling
 from evalgate.config.spec.models import (
     EMBEDDED_MODEL_ID,
     LiteLLMModel,
@@ -40,6 +41,7 @@ from evalgate.config.spec.models import (
     VLLMModel,
     VLLMOptions,
 )
+from evalgate.config.spec.publish import HFHubSettings, PublishSettings
 
 __all__ = [
     "EMBEDDED_MODEL_ID",
@@ -50,6 +52,7 @@ __all__ = [
     "BaselineSettings",
     "Benchmark",
     "BenchmarkBase",
+    "BudgetSettings",
     "ChoiceScorer",
     "CommonBenchmark",
     "ContainsScorer",
@@ -58,6 +61,7 @@ __all__ = [
     "FileBenchmark",
     "GateSettings",
     "HFBenchmark",
+    "HFHubSettings",
     "HumanEvalBenchmark",
     "InspectBenchmark",
     "LiteLLMModel",
@@ -66,6 +70,7 @@ __all__ = [
     "Model",
     "NumericScorer",
     "OpenAIModel",
+    "PublishSettings",
     "RegexScorer",
     "Sampling",
     "SandboxSpec",
@@ -74,4 +79,5 @@ __all__ = [
     "VLLMModel",
     "VLLMOptions",
     "VerifiersBenchmark",
+    "apply_ceiling",
 ]

@@ -1,0 +1,325 @@
+"""report.html: the verdict as one self-contained page (no network, no CDN, no server).
+
+The summary — scores with their CIs, Δ against the baseline drawn against the margin −δ, the
+default branch's trend — is rendered here as static HTML and inline SVG, so it paints before any
+script runs. The per-item tables (prompt, reference, base and PR completions, reward, error kind)
+travel as one JSON block that a small inline script renders in batches as they scroll into view:
+a 2,000-item run paints its first screen without building 2,000 rows (bench/report_paint.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import escape
+
+from evalgate import __version__
+from evalgate.compare.paired import load_run
+from evalgate.errors import UsageError
+from evalgate.gate import Verdict
+
+__all__ = ["render_html", "report_url", "trend_points"]
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("evalgate", "report"),
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
+_MAX_TEXT = 4000  # characters of one prompt/completion kept in the page (the rest: results.jsonl)
+# (model, benchmark, metric) → [(label, score)], oldest first: the default branch's stored runs.
+Trend = Mapping[tuple[str, str, str], list[tuple[str, float]]]
+
+
+def report_url(environ: Mapping[str, str]) -> str | None:
+    """Where readers find report.html: ``EVALGATE_REPORT_URL``, else the Actions run's artifacts
+    (the example workflows upload the outputs there); None outside Actions."""
+    if environ.get("EVALGATE_REPORT_URL"):
+        return environ["EVALGATE_REPORT_URL"]
+    server, repo, run = (
+        environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")
+    )
+    if server and repo and run:
+        return f"{server}/{repo}/actions/runs/{run}#artifacts"
+    return None
+
+
+def trend_points(store: Any, verdict: Verdict, limit: int = 20) -> dict[Any, list[Any]]:
+    """The result store's recent default-branch scores of each of the verdict's runs (stored as
+    ``{benchmark}--{model label}``), oldest first, as :func:`render_html`'s ``trend``; the score
+    is the one :mod:`evalgate.action.trend` charts (``avg_reward``, else the first metric)."""
+    from evalgate.action.trend import _score
+
+    out: dict[Any, list[Any]] = {}
+    for run in verdict.runs:
+        points = []
+        for stored in reversed(store.history(f"{run.benchmark}--{run.model}", limit=limit)):
+            try:
+                meta = json.loads((stored.path / "metadata.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            score = _score(meta)
+            if score is not None:
+                points.append((stored.key.commit[:7], score))
+        out[(run.model, run.benchmark, "score")] = points
+    return out
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _text(value: Any) -> str:
+    """A prompt (chat messages) or completion as plain text, capped."""
+    if value is None:
+        return ""
+    if isinstance(value, list):  # chat messages: the last user turn is the question
+        users = [
+            m.get("content", "") for m in value if isinstance(m, dict) and m.get("role") == "user"
+        ]
+        value = users[-1] if users else json.dumps(value, ensure_ascii=False)
+    text = str(value)
+    return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + f"\n… ({len(text):,} characters)"
+
+
+def _reward(recs: list[dict[str, Any]]) -> float | None:
+    vals = [
+        r["reward"] for r in recs if r.get("error") is None and _finite(r.get("reward")) is not None
+    ]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _by_item(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        out.setdefault(rec["example_id"], []).append(rec)
+    return out
+
+
+def _status(head: float | None, base: float | None, errored: bool, has_base: bool) -> str:
+    if errored:
+        return "errored"
+    if not has_base or head is None or base is None:
+        return "same"
+    return "regressed" if head < base - 1e-9 else "improved" if head > base + 1e-9 else "same"
+
+
+def _items(head_dir: str, base_dir: str | None) -> tuple[list[dict[str, Any]], bool]:
+    """One row per item of a run (and its baseline): texts, rewards, error kind, status."""
+    try:
+        head = load_run(Path(head_dir))
+    except UsageError:
+        return [], False
+    base_recs: dict[str, list[dict[str, Any]]] = {}
+    if base_dir:
+        try:
+            base_recs = _by_item(load_run(Path(base_dir)).records)
+        except UsageError:
+            base_recs = {}
+    agent = (head.config.get("benchmark") or {}).get("kind") == "agent"
+    rows = []
+    for item_id, recs in _by_item(head.records).items():
+        first, base = recs[0], base_recs.get(item_id, [])
+        errors = [r["error"] for r in recs if r.get("error")]
+        h, b = _reward(recs), _reward(base)
+        rows.append(
+            {
+                "id": item_id,
+                "status": _status(h, b, bool(errors), bool(base)),
+                "prompt": _text(first.get("prompt") or (base[0].get("prompt") if base else None))
+                or "(not recorded: the request failed)",
+                "answer": _text(first.get("answer")),
+                "base": _text(base[0].get("completion")) if base else None,
+                "pr": _text(first.get("completion")),
+                "reward_pr": h,
+                "reward_base": b,
+                "error": errors[0].split(":", 1)[0] if errors else None,
+                "error_text": _text(errors[0]) if errors else None,
+            }
+        )
+    return rows, agent
+
+
+def _line(x1: float, x2: float, y1: float, y2: float, cls: str) -> str:
+    return f'<line x1="{x1:.1f}" x2="{x2:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" class="{cls}"/>'
+
+
+def _svg_scores(rows: list[dict[str, Any]]) -> str:
+    """Horizontal bars 0–100 % with the CI as a whisker, one per model × metric."""
+    width, bar_h, left = 520, 22, 170
+    scale = width - left - 60
+    parts = []
+    for i, r in enumerate(rows):
+        y = i * bar_h + 4
+        label = escape(f"{r['model']} · {r['metric']}")
+        parts.append(f'<text x="0" y="{y + 14}" class="lbl">{label}</text>')
+        if r["mean"] is None:
+            continue
+        w = max(0.0, min(1.0, r["mean"])) * scale
+        parts.append(f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="14" class="bar"/>')
+        if r["lo"] is not None and r["hi"] is not None:
+            x1, x2 = left + max(0.0, r["lo"]) * scale, left + min(1.0, r["hi"]) * scale
+            parts.append(
+                f'<line x1="{x1:.1f}" x2="{x2:.1f}" y1="{y + 10}" y2="{y + 10}" class="ci"/>'
+            )
+        parts.append(
+            f'<text x="{left + scale + 6}" y="{y + 14}" class="val">{100 * r["mean"]:.1f}%</text>'
+        )
+    height = len(rows) * bar_h + 8
+    body = "".join(parts)
+    return f'<svg class="chart" width="{width}" height="{height}" role="img">{body}</svg>'
+
+
+def _svg_delta(comps: list[dict[str, Any]], margin: float) -> str:
+    """Δ with its bounds per model × metric, against 0 and the margin −δ (dashed)."""
+    vals = [v for c in comps for v in (c["lo"], c["hi"], c["delta"]) if v is not None]
+    lo = min([*vals, -2 * margin, -0.05])
+    hi = max([*vals, margin, 0.05])
+    width, row_h, left = 520, 24, 170
+    scale = (width - left - 70) / (hi - lo)
+
+    def x(v: float) -> float:
+        return left + (v - lo) * scale
+
+    height = len(comps) * row_h + 30
+    parts = [
+        f'<line x1="{x(0):.1f}" x2="{x(0):.1f}" y1="0" y2="{height - 16}" class="zero"/>',
+        _line(x(-margin), x(-margin), 0, height - 16, "margin"),
+        f'<text x="{x(-margin):.1f}" y="{height - 4}" class="axis" text-anchor="middle">'
+        f"−δ ({-100 * margin:.1f} pp)</text>",
+        f'<text x="{x(0) + 3:.1f}" y="9" class="axis">0</text>',
+    ]
+    for i, c in enumerate(comps):
+        y = i * row_h + 20  # below the "0" label
+        label = escape(f"{c['model']} · {c['metric']}")
+        parts.append(f'<text x="0" y="{y + 4}" class="lbl">{label}</text>')
+        if c["delta"] is None:
+            continue
+        cls = c["status"].lower()
+        if c["lo"] is not None and c["hi"] is not None:
+            parts.append(_line(x(c["lo"]), x(c["hi"]), y, y, f"iv {cls}"))
+        parts.append(f'<circle cx="{x(c["delta"]):.1f}" cy="{y}" r="4" class="pt {cls}"/>')
+        parts.append(
+            f'<text x="{width - 64}" y="{y + 4}" class="val">{100 * c["delta"]:+.1f} pp</text>'
+        )
+    body = "".join(parts)
+    return f'<svg class="chart" width="{width}" height="{height}" role="img">{body}</svg>'
+
+
+def _svg_trend(points: list[tuple[str, float]]) -> str:
+    width, height, pad = 260, 60, 6
+    n = len(points)
+    coords = [
+        (pad + i * (width - 2 * pad) / max(1, n - 1), height - pad - v * (height - 2 * pad))
+        for i, (_, v) in enumerate(points)
+    ]
+    line = " ".join(f"{a:.1f},{b:.1f}" for a, b in coords)
+    dots = "".join(
+        f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5">'
+        f"<title>{escape(lbl)}: {100 * v:.1f}%</title></circle>"
+        for (a, b), (lbl, v) in zip(coords, points, strict=True)
+    )
+    svg = f'<svg class="trend" width="{width}" height="{height}">'
+    return f'{svg}<polyline points="{line}"/>{dots}</svg>'
+
+
+def _benchmarks(verdict: Verdict, trend: Trend) -> list[dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    margin = float(verdict.policy.get("margin", 0.0))
+    for run in verdict.runs:
+        entry = out.setdefault(
+            run.benchmark, {"name": run.benchmark, "scores": [], "deltas": [], "trends": []}
+        )
+        for metric, est in run.metrics.items():
+            entry["scores"].append(
+                {
+                    "model": run.model,
+                    "metric": metric,
+                    "mean": _finite(est.mean),
+                    "lo": _finite(est.lo),
+                    "hi": _finite(est.hi),
+                    "n": est.n,
+                }
+            )
+        if run.infra_error:
+            entry.setdefault("errors", []).append(f"{run.model}: {run.infra_error}")
+    status = {
+        (c.model, c.benchmark, c.metric): c.status for c in verdict.checks if c.kind == "baseline"
+    }
+    for comp in verdict.comparisons:
+        entry = out.setdefault(
+            comp.benchmark, {"name": comp.benchmark, "scores": [], "deltas": [], "trends": []}
+        )
+        for mc in comp.metrics:
+            r = mc.result
+            entry["deltas"].append(
+                {
+                    "model": comp.model,
+                    "metric": mc.metric,
+                    "delta": _finite(r.delta) if r else None,
+                    "lo": _finite(r.lo) if r else None,
+                    "hi": _finite(r.hi) if r else None,
+                    "status": status.get((comp.model, comp.benchmark, mc.metric), mc.status),
+                }
+            )
+    for (model, bench, metric), points in trend.items():
+        if bench in out and len(points) >= 2:
+            out[bench]["trends"].append(
+                {"label": f"{model} · {metric}", "svg": _svg_trend(points), "last": points[-1]}
+            )
+    for entry in out.values():
+        entry["score_svg"] = _svg_scores(entry["scores"]) if entry["scores"] else ""
+        entry["delta_svg"] = _svg_delta(entry["deltas"], margin) if entry["deltas"] else ""
+    return list(out.values())
+
+
+def _runs_data(verdict: Verdict) -> list[dict[str, Any]]:
+    base_paths = {(c.model, c.benchmark): c.base_path for c in verdict.comparisons}
+    out = []
+    for run in verdict.runs:
+        if not run.run_dir:
+            continue
+        rows, agent = _items(run.run_dir, base_paths.get((run.model, run.benchmark)))
+        counts = {
+            k: sum(r["status"] == k for r in rows) for k in ("regressed", "improved", "errored")
+        }
+        out.append(
+            {
+                "key": f"{run.model} / {run.benchmark}",
+                "agent": agent,
+                "has_base": (run.model, run.benchmark) in base_paths,
+                "counts": {**counts, "all": len(rows)},
+                "rows": rows,
+            }
+        )
+    return out
+
+
+def _json_for_script(data: Any) -> str:
+    # Inside <script> only "</" can end the element early; escaping it keeps any text inert.
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def render_html(
+    verdict: Verdict, *, trend: Trend | None = None, scorecard_url: str | None = None
+) -> str:
+    """The report page. ``trend``: stored default-branch scores per (model, benchmark, metric)."""
+    runs = _runs_data(verdict)
+    template = _ENV.get_template("report.html.j2")
+    return template.render(
+        verdict=verdict,
+        benchmarks=_benchmarks(verdict, trend or {}),
+        runs=runs,
+        data=_json_for_script(runs),
+        version=__version__,
+        margin=float(verdict.policy.get("margin", 0.0)),
+        alpha=float(verdict.policy.get("alpha", 0.05)),
+        scorecard_url=scorecard_url,
+    )

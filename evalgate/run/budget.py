@@ -1,0 +1,221 @@
+"""The budget meter: what this invocation has spent, checked before every rollout starts.
+
+Tokens and US dollars are counted from finished rollouts' ``usage`` (a resumed run's kept
+results are added first, so the cap holds over the whole run); GPU seconds run while a `vllm` or
+`modal-vllm` server is up (seconds × GPUs); wall-clock seconds from the meter's creation. A cap is
+*reached* when the count is at or over it: from then on no rollout starts, and the ones in
+flight finish (so tokens may end above the cap by at most what the in-flight rollouts used).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from evalgate.config.spec.budget import BudgetSettings
+from evalgate.errors import ConfigError
+from evalgate.run.costs import cost_usd
+
+__all__ = ["SELF_HOSTED", "BudgetMeter", "gpu_count", "model_price"]
+
+# Backends whose tokens cost no money per token (the cost is the GPU's time: gpu_seconds).
+SELF_HOSTED = ("local", "vllm", "modal-vllm")
+
+
+def model_price(model: Any) -> tuple[float, float] | None:
+    """(input, output) USD per token: 0 for self-hosted backends, the configured or listed price,
+    or None when unknown."""
+    if model.backend in SELF_HOSTED:
+        return (0.0, 0.0)
+    params = getattr(model, "params", None)
+    one_in = cost_usd(model.model_id, 1, 0, params=params)
+    one_out = cost_usd(model.model_id, 0, 1, params=params)
+    if one_in is None or one_out is None:
+        return None
+    return (one_in, one_out)
+
+
+def gpu_count(model: Any) -> int:
+    """GPUs a server holds while up: 0 for backends that are not GPU servers evalgate starts."""
+    if model.backend == "vllm":
+        return int(model.tensor_parallel_size) * int(model.data_parallel_size)
+    if model.backend == "modal-vllm":
+        _, _, count = str(model.gpu).partition(":")
+        return int(count or 1)  # the container's GPUs (Modal's TYPE:COUNT)
+    return 0
+
+
+def _amount(name: str, value: float) -> str:
+    if name == "usd":
+        return f"usd ${value:,.2f}" if value >= 1 else f"usd ${value:.4g}"
+    shown = f"{int(value):,}" if float(value).is_integer() else f"{value:,.4g}"
+    return f"{name} {shown}"
+
+
+class BudgetMeter:
+    """Spending so far against ``settings``' caps. Not thread-safe: one event loop uses it."""
+
+    def __init__(
+        self, settings: BudgetSettings, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.settings = settings
+        self.caps = settings.caps()
+        self.clock = clock
+        self.started = clock()
+        self.tokens = 0
+        self.usd = 0.0
+        self.price: tuple[float, float] = (0.0, 0.0)
+        self._gpu_done = 0.0
+        self._gpu_since: float | None = None
+        self._gpus = 0
+        self.reached: str | None = None  # e.g. "tokens 100,000", set once a cap is reached
+
+    def use_model(self, model: Any) -> None:
+        """Price the following tokens for ``model``; a ``usd`` cap needs a known price."""
+        price = model_price(model)
+        if price is None and "usd" in self.caps:
+            raise ConfigError(
+                f"budget.usd: no price is known for model {model.name!r} ({model.model_id}); "
+                "give a litellm model params.input_cost_per_token / output_cost_per_token, "
+                "or cap budget.tokens instead"
+            )
+        self.price = price or (0.0, 0.0)
+
+    def add(self, usage: dict[str, Any] | None) -> None:
+        """Count one finished rollout's tokens (and their cost at the current model's price)."""
+        prompt = int((usage or {}).get("prompt_tokens") or 0)
+        completion = int((usage or {}).get("completion_tokens") or 0)
+        self.tokens += prompt + completion
+        self.usd += prompt * self.price[0] + completion * self.price[1]
+
+    def add_records(self, records: Iterable[dict[str, Any]]) -> None:
+        for rec in records:
+            self.add(rec.get("usage"))
+
+    def gpu_start(self, gpus: int) -> None:
+        if gpus > 0:
+            self._gpus, self._gpu_since = gpus, self.clock()
+
+    def gpu_stop(self) -> None:
+        if self._gpu_since is not None:
+            self._gpu_done += (self.clock() - self._gpu_since) * self._gpus
+            self._gpu_since = None
+
+    def spent(self) -> dict[str, float]:
+        running = 0.0 if self._gpu_since is None else (self.clock() - self._gpu_since) * self._gpus
+        return {
+            "usd": self.usd,
+            "tokens": float(self.tokens),
+            "gpu_seconds": self._gpu_done + running,
+            "wall_s": self.clock() - self.started,
+        }
+
+    def exhausted(self) -> bool:
+        """True once any cap is reached (and from then on): no new rollout may start."""
+        if self.reached is not None:
+            return True
+        if not self.caps:
+            return False
+        spent = self.spent()
+        for name, cap in self.caps.items():
+            if spent[name] >= cap:
+                self.reached = _amount(name, cap)
+                return True
+        return False
+
+    def as_dict(self) -> dict[str, Any]:
+        """For metadata.json: the caps, what was spent, and which cap was reached."""
+        spent = self.spent()
+        return {
+            "caps": self.caps,
+            "spent": {k: round(v, 6) for k, v in spent.items()},
+            "reached": self.reached,
+        }
+
+
+def stop_reason(
+    meter: BudgetMeter | None, records: list[dict[str, Any]], n_items: int, rollouts: int
+) -> str | None:
+    """ "budget: tokens 100,000 reached after 812 of 2,000 items" when the meter stopped this
+    benchmark before every (item, rollout) ran; None when it ran to the end."""
+    if meter is None or meter.reached is None or len(records) >= n_items * rollouts:
+        return None
+    per_item: dict[str, int] = {}
+    for rec in records:
+        per_item[rec["example_id"]] = per_item.get(rec["example_id"], 0) + 1
+    done = sum(1 for n in per_item.values() if n >= rollouts)
+    return f"budget: {meter.reached} reached after {done:,} of {n_items:,} items"
+
+
+# Kinds whose items are read without a download (an HF or verifiers dataset is not fetched just
+# to print an estimate).
+_LOCAL_KINDS = ("arith", "jsonl", "humaneval", "agent")
+_CHARS_PER_TOKEN = 4  # a tokenizer-free estimate of prompt tokens (English text, BPE)
+
+
+def _prompt_chars(suite: Any, item: Any) -> int:
+    """Characters sent as the prompt: the rendered chat messages (system prompt and template
+    included) where the suite keeps them, else the item's own prompt text."""
+    messages = getattr(suite, "messages", None)
+    if isinstance(messages, dict) and item.id in messages:
+        return sum(len(str(m.get("content", ""))) for m in messages[item.id])
+    return len(item.prompt)
+
+
+def _bench_estimate(bench: Any) -> tuple[int | None, int | None, bool]:
+    """(requests, prompt tokens, agent) for one benchmark; None where it can't be known offline."""
+    from evalgate.suites import build_suites
+
+    n = bench.eval.num_examples
+    prompt_chars = None
+    if bench.kind in _LOCAL_KINDS:
+        try:
+            suites = build_suites(bench)
+        except Exception:  # an estimate must never fail validate; the run reports the real error
+            suites = []
+        if suites:
+            items = suites[0].items
+            n = len(items) * len(suites)
+            prompt_chars = sum(_prompt_chars(suites[0], it) for it in items) * len(suites)
+    if n is None:
+        return None, None, bench.kind == "agent"
+    rollouts = bench.eval.rollouts
+    prompt = None if prompt_chars is None else prompt_chars * rollouts // _CHARS_PER_TOKEN
+    return n * rollouts, prompt, bench.kind == "agent"
+
+
+def estimate(config: Any) -> tuple[list[str], dict[str, float | None]]:
+    """Lines describing what a run will ask for before anything is spent, and the totals
+    (``tokens`` is an upper bound: prompts + max_tokens per request; ``usd`` None if unknown)."""
+    lines: list[str] = []
+    total_tokens: float | None = 0.0
+    total_usd: float | None = 0.0
+    per_bench = [(b, *_bench_estimate(b)) for b in config.benchmarks]
+    for model in config.models:
+        price = model_price(model)
+        for bench, requests, prompt, agent in per_bench:
+            more = "≥ " if agent else ""  # an agent makes one request per turn
+            if requests is None:
+                lines.append(f"  estimate {model.name} × {bench.name}: unknown (set num_examples)")
+                total_tokens = total_usd = None
+                continue
+            completion = requests * bench.sampling.max_tokens
+            tokens = None if prompt is None else prompt + completion
+            if model.backend in SELF_HOSTED:
+                cost: float | None = 0.0
+            elif price is None or prompt is None:
+                cost = None
+            else:
+                cost = prompt * price[0] + completion * price[1]
+            shown_prompt = "?" if prompt is None else f"~{prompt:,}"
+            shown_cost = "price unknown" if cost is None else f"≤ ${cost:,.4f}"
+            if model.backend in SELF_HOSTED:
+                shown_cost = "self-hosted (no per-token price; see gpu_seconds)"
+            lines.append(
+                f"  estimate {model.name} × {bench.name}: {more}{requests:,} requests, "
+                f"{shown_prompt} prompt + ≤ {completion:,} completion tokens, {shown_cost}"
+            )
+            total_tokens = None if tokens is None or total_tokens is None else total_tokens + tokens
+            total_usd = None if cost is None or total_usd is None else total_usd + cost
+    return lines, {"tokens": total_tokens, "usd": total_usd}
