@@ -141,6 +141,9 @@ def _prerequisites(doc: _Doctor, config: Any) -> None:
         fix="use Python 3.11 or newer",
     )
     for model in config.models:
+        if model.backend == "litellm":
+            _litellm_check(doc, model)
+            continue
         for module, dist in _EXTRAS.get(model.backend, []):
             if importlib.util.find_spec(module) is None:
                 extra = _EXTRA_NAME[model.backend]
@@ -216,6 +219,43 @@ def _prerequisites(doc: _Doctor, config: Any) -> None:
         out if code == 0 else "not found",
         fix="install git (baselines and the GitHub Action read the repository)",
     )
+
+
+def _litellm_check(doc: _Doctor, model: Any) -> None:
+    """The interpreter the run would start the proxy with (EVALGATE_LITELLM_PYTHON, else this
+    one), and the LiteLLM it imports: the same lookup as the backend's."""
+    from evalgate.serve.litellm import PYTHON_ENV, litellm_python
+
+    name = f"litellm (model {model.name})"
+    if model.proxy_url:
+        doc.add("prerequisites", name, "pass", f"existing proxy at {model.proxy_url}")
+        return
+    python = litellm_python(doc.environ)
+    named = doc.environ.get(PYTHON_ENV)
+    if python is None:
+        detail = f"{PYTHON_ENV}={named} is not an executable" if named else "not installed"
+        fix = (
+            f"point {PYTHON_ENV} at the python of a venv with litellm[proxy]"
+            if named
+            else f"pip install 'evalgate-action[litellm]', or a side venv named by {PYTHON_ENV} "
+            "(the README's way when verifiers is installed too)"
+        )
+        doc.add("prerequisites", name, "fail", detail, fix=fix)
+        doc.block(model.name, "LiteLLM is not installed")
+        return
+    probe = "import importlib.metadata as m, litellm.proxy.proxy_cli; print(m.version('litellm'))"
+    code, out = _run([python, "-c", probe], doc.environ, timeout=120.0)
+    if code != 0:
+        doc.add(
+            "prerequisites",
+            name,
+            "fail",
+            f"{python} cannot import litellm.proxy: {(out.splitlines() or ['?'])[-1][:160]}",
+            fix=f"{python} -m pip install 'litellm[proxy]'",
+        )
+        doc.block(model.name, "LiteLLM's proxy cannot be imported")
+        return
+    doc.add("prerequisites", name, "pass", f"{out.splitlines()[-1]} ({python})")
 
 
 def _modal_token(environ: dict[str, str]) -> str | None:

@@ -77,7 +77,8 @@ class VLLMServer:
         self.environ = environ
         self.config_dir = config_dir if config_dir is not None else Path.cwd()
         self.benchmarks = tuple(benchmarks)
-        self.log_path: Path | None = log_dir / f"model_server-{model.name}.log"
+        # Absolute: nothing the server is told may depend on the directory it runs in.
+        self.log_path: Path | None = log_dir.absolute() / f"model_server-{model.name}.log"
         self.chat_template: ChatTemplate | None = None  # set by __enter__, for run_config.json
         self._proc: subprocess.Popen[bytes] | None = None
         # The port is on loopback, but other users of a shared GPU box can reach it too: a
