@@ -105,5 +105,6 @@ def test_stop_by_config_or_all(config, environ) -> None:
     ops = FakeOps("u")
     (old,) = lifecycle.stop(None, environ=environ, all_apps=True, ops=ops)
     assert (old.app_name, old.model, old.state) == ("evalgate-old", "old", "stopped")
+    assert "stop ap-old" in ops.calls  # by app id: an ephemeral app has no name to look up
     with pytest.raises(UsageError, match="--all"):
         lifecycle.stop(None, environ=environ, ops=FakeOps("u"))

@@ -62,7 +62,7 @@ def test_ephemeral_server_answers_and_is_torn_down(tmp_path: Path) -> None:
     ops = ModalOps(environ)
     try:
         deadline = time.monotonic() + 120  # stopping takes a moment
-        while "evalgate-live-test" in [name for name, _ in ops.managed_apps()]:
+        while "evalgate-live-test" in [label for _, label, _ in ops.managed_apps()]:
             assert time.monotonic() < deadline, "the ephemeral app is still live"
             time.sleep(5)
     finally:

@@ -276,8 +276,8 @@ class FakeOps:
         self.calls.append(f"stop {app_name}")
         return True
 
-    def managed_apps(self) -> list[tuple[str, dict[str, str]]]:
-        return [("evalgate-old", {"managed-by": "evalgate", "evalgate-model": "old"})]
+    def managed_apps(self) -> list[tuple[str, str, dict[str, str]]]:
+        return [("ap-old", "evalgate-old", {"managed-by": "evalgate", "evalgate-model": "old"})]
 
     def close(self) -> None:
         self.calls.append("close")

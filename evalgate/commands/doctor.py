@@ -258,18 +258,8 @@ def _litellm_check(doc: _Doctor, model: Any) -> None:
     doc.add("prerequisites", name, "pass", f"{out.splitlines()[-1]} ({python})")
 
 
-def _modal_token(environ: dict[str, str]) -> str | None:
-    if environ.get("MODAL_TOKEN_ID") and environ.get("MODAL_TOKEN_SECRET"):
-        return "MODAL_TOKEN_ID / MODAL_TOKEN_SECRET"
-    path = Path(environ.get("MODAL_CONFIG_PATH") or Path(environ.get("HOME", "~")) / ".modal.toml")
-    try:
-        text = path.expanduser().read_text(encoding="utf-8")
-    except OSError:
-        return None
-    return str(path) if "token_id" in text and "token_secret" in text else None
-
-
 def _credentials(doc: _Doctor, config: Any) -> None:
+    from evalgate.serve._modal_ops import modal_token_source
     from evalgate.serve.modal_vllm import API_KEY_ENV
 
     for model in config.models:
@@ -281,7 +271,7 @@ def _credentials(doc: _Doctor, config: Any) -> None:
             env_name = getattr(model, "api_key_env", None) or API_KEY_ENV
             needed.append((env_name, "the key protecting the persistent deployment"))
         if model.backend == "modal-vllm":
-            source = _modal_token(doc.environ)
+            source = modal_token_source(doc.environ)
             doc.add(
                 "credentials",
                 f"Modal token ({label})",

@@ -37,6 +37,7 @@ from typing import Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve._health import NotReady, wait_until_ready
+from evalgate.serve._modal_ops import FUNCTION_NAME, MANAGED_TAG, ModalOps, first_line
 from evalgate.serve._vllm_args import gpus_needed, serve_command
 from evalgate.serve.base import Endpoint
 from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
@@ -57,7 +58,6 @@ __all__ = [
 
 MODAL_PIN = "1.6.4"
 INSTALL_HINT = f"pip install 'evalgate-action[modal]' (modal=={MODAL_PIN})"
-FUNCTION_NAME = "serve"
 PORT = 8000
 HF_CACHE_PATH = "/root/.cache/huggingface"  # huggingface_hub's default cache: weights persist
 VLLM_CACHE_PATH = "/root/.cache/vllm"  # VLLM_CACHE_ROOT default: torch.compile artefacts
@@ -69,7 +69,6 @@ REQUEST_TIMEOUT_S = 3600
 MAX_INPUTS = 1000
 # A persistent deployment outlives this process, so its key must come from the environment.
 API_KEY_ENV = "EVALGATE_VLLM_API_KEY"
-MANAGED_TAG = ("managed-by", "evalgate")
 
 
 def import_modal() -> Any:
@@ -240,89 +239,6 @@ def build_app(
     return app, function
 
 
-class ModalOps:
-    """Every call that reaches Modal. Credentials come from ``environ`` (MODAL_TOKEN_ID and
-    MODAL_TOKEN_SECRET, MODAL_ENVIRONMENT), else from modal's own configuration."""
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self.modal = import_modal()
-        self.environment: str | None = environ.get("MODAL_ENVIRONMENT") or None
-        self._token = (environ.get("MODAL_TOKEN_ID"), environ.get("MODAL_TOKEN_SECRET"))
-        self._client: Any = None
-
-    @property
-    def client(self) -> Any:
-        if self._client is None and all(self._token):
-            try:
-                self._client = self.modal.Client.from_credentials(*self._token)
-            except Exception as exc:
-                raise InfraError(f"Modal rejected the credentials: {_first_line(exc)}") from None
-        return self._client
-
-    def run_ephemeral(self, app: Any, function: Any, stack: contextlib.ExitStack) -> str:
-        """Start ``app`` until ``stack`` closes; its web URL."""
-        stack.enter_context(app.run(client=self.client, environment_name=self.environment))
-        return function.get_web_url()
-
-    def deploy(self, app: Any, function: Any) -> str:
-        app.deploy(environment_name=self.environment, client=self.client)
-        return function.get_web_url() or self.web_url(app.name)  # type: ignore[return-value]
-
-    def web_url(self, app_name: str) -> str | None:
-        """The deployed app's URL, or None when no such app is deployed."""
-        fn = self.modal.Function.from_name(
-            app_name, FUNCTION_NAME, environment_name=self.environment, client=self.client
-        )
-        try:
-            return fn.get_web_url()
-        except self.modal.exception.NotFoundError:
-            return None
-
-    def tags(self, app_name: str) -> dict[str, str] | None:
-        try:
-            app = self.modal.App.lookup(
-                app_name, environment_name=self.environment, client=self.client
-            )
-            return app.get_tags(client=self.client)
-        except self.modal.exception.NotFoundError:
-            return None
-
-    def stop(self, app_name: str) -> bool:
-        try:
-            app = self.modal.App.lookup(
-                app_name, environment_name=self.environment, client=self.client
-            )
-        except self.modal.exception.NotFoundError:
-            return False
-        app.stop(client=self.client)
-        return True
-
-    def managed_apps(self) -> list[tuple[str, dict[str, str]]]:
-        """(name, tags) of every live app evalgate created in the environment."""
-        env = (
-            self.modal.Environment.from_name(self.environment, client=self.client)
-            if self.environment
-            else self.modal.Environment.from_context(client=self.client)
-        )
-        found = []
-        for app in env.apps.list():
-            tags = app.get_tags(client=self.client)
-            if tags.get(MANAGED_TAG[0]) == MANAGED_TAG[1] and app.name:
-                found.append((app.name, tags))
-        return found
-
-    def close(self) -> None:
-        if self._client is not None:
-            with contextlib.suppress(Exception):
-                self._client.close()
-            self._client = None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 class ModalVLLMServer:
     """Serve a ``modal-vllm`` model: ephemeral (this run only) or an existing deployment."""
 
@@ -423,7 +339,7 @@ class ModalVLLMServer:
         except BaseException as exc:
             self._stack.close()
             if isinstance(exc, Exception) and type(exc).__module__.startswith("modal"):
-                raise InfraError(f"model {self.model.name!r}: Modal: {_first_line(exc)}") from None
+                raise InfraError(f"model {self.model.name!r}: Modal: {first_line(exc)}") from None
             raise
         return Endpoint(
             base_url=f"{url.rstrip('/')}/v1",
