@@ -17,8 +17,9 @@ matches this interpreter's minor version, as cloudpickle requires.
 
 Modal's web endpoints answer a request that runs past 150 s with ``303 See Other`` to a result
 URL (the same URL plus ``__modal_function_call_id``); a GET there blocks until the original
-request's result is ready. aiohttp follows a 303 with a GET without the body, which is what that
-URL wants; see ``ChatClient`` for the redirect budget.
+request's result is ready. A GET without the body is what that
+URL wants. ``ChatClient`` follows the chain itself: each hop gets at least 150 s + a margin
+(``Endpoint.redirect_after_s``), and a retry polls the result URL instead of POSTing again.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ TEMPLATE_PATH = "/root/evalgate/chat_template.jinja"
 # Per HTTP request (one Modal input). Long generations outlive Modal's 150 s HTTP limit through
 # the 303 chain; the function itself may run this long.
 REQUEST_TIMEOUT_S = 3600
+# Modal answers a web request still running after this long with 303 to its result URL.
+MODAL_HTTP_LIMIT_S = 150.0
 # vLLM batches internally: one container takes the whole run's concurrency.
 MAX_INPUTS = 1000
 # A persistent deployment outlives this process, so its key must come from the environment.
@@ -346,6 +349,7 @@ class ModalVLLMServer:
             model=self.model.name,
             api_key=key,
             model_id=self.model.model_id,
+            redirect_after_s=MODAL_HTTP_LIMIT_S,
         )
 
     def _connect(self, ops: ModalOps, spec: ModalAppSpec) -> str:
