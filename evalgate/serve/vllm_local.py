@@ -111,10 +111,12 @@ class VLLMServer:
         )
 
     def __enter__(self) -> Endpoint:
+        exe = self.executable()
+        # Before the server starts: a model without a usable template fails here, not with a
+        # 400 on every request after the weights are loaded.
         self.chat_template = resolve_chat_template(
             self.model, config_dir=self.config_dir, benchmarks=self.benchmarks, environ=self.environ
         )
-        exe = self.executable()
         assert self.log_path is not None
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # A free port can be taken before vLLM binds it. Only that is retried (on another
