@@ -211,3 +211,39 @@ def test_stop_all_stops_ephemeral_apps_by_id(
     stopped = sorted(r.app_id for name, r in fake.calls if name == "AppStop")
     assert stopped == ["ap-deployed1", "ap-ephemeral1"]  # never the app evalgate did not make
     assert "evalgate-scratch: stopped" in out.out and "evalgate-big: stopped" in out.out
+
+
+def test_modal_output_streams_while_the_app_starts_and_runs() -> None:
+    """A cold start (image build, weights, compile) takes minutes: Modal's own output (build
+    logs, container logs) is enabled while the ephemeral app runs, and off again after."""
+    import contextlib
+
+    from modal._output.manager import DisabledOutputManager, OutputManager
+
+    def streaming(manager: Any) -> bool:
+        return not isinstance(manager, DisabledOutputManager)
+
+    from evalgate.serve._modal_ops import ModalOps
+
+    seen: list[Any] = []
+
+    class App:
+        name = "evalgate-scratch"
+
+        @contextlib.contextmanager
+        def run(self, **kw: Any) -> Iterator[None]:
+            seen.append(OutputManager.get())
+            yield
+
+    class Function:
+        def get_web_url(self) -> str:
+            seen.append(OutputManager.get())
+            return "https://example.invalid"
+
+    ops = ModalOps(TOKEN)
+    ops._client = object()  # no connection: the app above never calls Modal
+    with contextlib.ExitStack() as stack:
+        assert ops.run_ephemeral(App(), Function(), stack) == "https://example.invalid"
+        assert len(seen) == 2 and all(streaming(manager) for manager in seen)
+        assert streaming(OutputManager.get())  # still streaming container logs
+    assert not streaming(OutputManager.get())

@@ -366,3 +366,37 @@ def test_persistent_needs_its_key_and_a_matching_deployment(
 def test_registry_constructs_the_modal_backend(tmp_path: Path) -> None:
     server = open_server(_model(), log_dir=tmp_path, environ={})
     assert isinstance(server, ModalVLLMServer)
+
+
+def test_image_follows_modals_vllm_guide_with_pinned_tools(
+    no_network: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CUDA's devel image with Modal-added Python (Modal's vLLM example), uv pinned rather than
+    `:latest`; both are in the digest, since they decide what runs."""
+    modal = pytest.importorskip("modal")
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+    real_registry, real_uv = modal.Image.from_registry, modal.Image.uv_pip_install
+
+    def from_registry(tag: str, *args: Any, **kw: Any) -> Any:
+        calls.append(("from_registry", (tag, *args), kw))
+        return real_registry(tag, *args, **kw)
+
+    def uv_pip_install(self: Any, *packages: Any, **kw: Any) -> Any:
+        calls.append(("uv_pip_install", packages, kw))
+        return real_uv(self, *packages, **kw)
+
+    monkeypatch.setattr(modal.Image, "from_registry", staticmethod(from_registry))
+    monkeypatch.setattr(modal.Image, "uv_pip_install", uv_pip_install)
+    spec = describe(_model(secrets=["huggingface", "team-s3"]), chat_template=DEFERRED)
+    _, function = build_app(spec, secret_values={"VLLM_API_KEY": "k"}, template_text=None)
+    (registry,) = [c for c in calls if c[0] == "from_registry"]
+    assert registry[1][0] == modal_vllm.CUDA_IMAGE and registry[1][0].startswith("nvidia/cuda:")
+    assert "-devel-" in registry[1][0] and registry[2]["add_python"] == PY
+    (uv,) = [c for c in calls if c[0] == "uv_pip_install"]
+    assert uv[1] == ("vllm==0.33.0",) and uv[2]["uv_version"] == modal_vllm.UV_VERSION
+    assert modal_vllm.UV_VERSION[0].isdigit()  # a version, never "latest"
+    # The named Modal Secrets, plus the one evalgate makes from this environment.
+    assert spec.named_secrets == ("huggingface", "team-s3")
+    assert len(function._spec_.secrets) == 3
+    bumped = modal_vllm.ModalAppSpec(**{**spec.__dict__, "uv_version": "0.0.1"})
+    assert bumped.digest() != spec.digest()

@@ -70,6 +70,12 @@ REQUEST_TIMEOUT_S = 3600
 MODAL_HTTP_LIMIT_S = 150.0
 # vLLM batches internally: one container takes the whole run's concurrency.
 MAX_INPUTS = 1000
+# The image Modal's vLLM guide builds on: CUDA's devel image (nvcc and headers for the kernels
+# vLLM and FlashInfer compile at start-up), Python added by Modal at this interpreter's minor
+# version (cloudpickle), vLLM installed by a pinned uv. Pinned: an image that changes under a
+# tag would change what a baseline measured.
+CUDA_IMAGE = "nvidia/cuda:12.8.1-devel-ubuntu22.04"
+UV_VERSION = "0.9.5"
 # A persistent deployment outlives this process, so its key must come from the environment.
 API_KEY_ENV = "EVALGATE_VLLM_API_KEY"
 
@@ -104,10 +110,13 @@ class ModalAppSpec:
     mode: str
     gpu: str
     python_version: str
+    base_image: str
+    uv_version: str
     packages: tuple[str, ...]
     image_env: dict[str, str]
     volumes: dict[str, str]  # mount path → Volume name (created if missing)
     secret_env: tuple[str, ...]  # environment variables the container gets from a Secret
+    named_secrets: tuple[str, ...]  # existing Modal Secrets (by name) the container also gets
     command: tuple[str, ...]
     chat_template_path: str | None  # where the template is written in the container
     chat_template_sha256: str | None
@@ -122,7 +131,15 @@ class ModalAppSpec:
     def digest(self) -> str:
         """What decides the measurement (image, GPU, command, template), hashed. A persistent
         deployment carries it as a tag, so a run can refuse a server deployed differently."""
-        keys = ("packages", "image_env", "gpu", "command", "chat_template_sha256")
+        keys = (
+            "base_image",
+            "uv_version",
+            "packages",
+            "image_env",
+            "gpu",
+            "command",
+            "chat_template_sha256",
+        )
         data = {k: v for k, v in asdict(self).items() if k in keys}
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -152,11 +169,14 @@ def describe(
         mode=model.mode,
         gpu=model.gpu,
         python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
+        base_image=CUDA_IMAGE,
+        uv_version=UV_VERSION,
         packages=(f"vllm=={model.vllm_version}",),
         # Faster hub downloads through the Xet backend (a no-op for older huggingface_hub).
         image_env={"HF_XET_HIGH_PERFORMANCE": "1"},
         volumes={HF_CACHE_PATH: model.hf_cache_volume, VLLM_CACHE_PATH: model.vllm_cache_volume},
         secret_env=tuple(sorted(set(secret_env))),
+        named_secrets=tuple(getattr(model, "secrets", ()) or ()),
         command=tuple(command),
         chat_template_path=template_arg,
         chat_template_sha256=chat_template.sha256 if template_arg else None,
@@ -214,8 +234,9 @@ def build_app(
     if missing:
         raise ConfigError(f"no value for the secret(s) {', '.join(sorted(missing))}")
     image = (
-        modal.Image.debian_slim(python_version=spec.python_version)
-        .uv_pip_install(*spec.packages)
+        modal.Image.from_registry(spec.base_image, add_python=spec.python_version)
+        .entrypoint([])  # the CUDA image's entrypoint prints a banner before every command
+        .uv_pip_install(*spec.packages, uv_version=spec.uv_version)
         .env(spec.image_env)
     )
     volumes = {
@@ -223,6 +244,8 @@ def build_app(
         for path, name in spec.volumes.items()
     }
     secret = modal.Secret.from_dict({k: secret_values[k] for k in spec.secret_env})
+    # Named secrets are looked up when the app starts: a missing one fails there, before a GPU.
+    named = [modal.Secret.from_name(name) for name in spec.named_secrets]
     # include_source=False: the function is serialized, nothing from this checkout is mounted.
     app = modal.App(spec.app_name, tags=spec.tags, include_source=False)
     body = _serve_function(spec.command, template_text, spec.chat_template_path)
@@ -232,7 +255,7 @@ def build_app(
         image=image,
         gpu=spec.gpu,
         volumes=volumes,
-        secrets=[secret],
+        secrets=[*named, secret],
         timeout=spec.timeout_s,
         startup_timeout=spec.startup_timeout_s,
         scaledown_window=spec.scaledown_window_s,
