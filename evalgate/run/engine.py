@@ -117,10 +117,12 @@ async def run_suite(
                 metrics: dict[str, float] = {}
                 usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
                 error: str | None = str(exc)
+                cost = None
             else:
                 prompt, completion, reward = out.prompt, out.completion, out.reward
                 metrics, usage, error = out.metrics, out.usage, None
                 stages = getattr(out, "timing", None)  # a suite's own per-stage timings
+                cost = getattr(out, "cost_usd", None)
             rec = {
                 "example_id": item.id,
                 "item_hash": ihash,
@@ -139,6 +141,8 @@ async def run_suite(
                 },
                 "error": error,
             }
+            if cost is not None:  # only where a suite reports one: other records keep their keys
+                rec["cost_usd"] = cost
             results.append(rec)
             if sink is not None:
                 sink.add(rec)

@@ -31,6 +31,7 @@ class Outcome:
     reward: float
     metrics: dict[str, float]
     usage: dict[str, int]
+    cost_usd: float | None = None  # by the rollout's own account (a command agent's report)
 
 
 class Suite(Protocol):
