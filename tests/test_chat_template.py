@@ -296,3 +296,11 @@ def test_builtin_templates_render_like_transformers(name: str) -> None:
     # Without special tokens (undefined, as for tokenizers that have none) nothing leaks.
     bare = template.render(messages=CONVERSATION[1:2], add_generation_prompt=False)
     assert "None" not in bare and not bare.startswith("<s>")
+
+
+def test_a_single_file_model_needs_its_template_named(tmp_path: Path, repo: Path) -> None:
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(ConfigError, match=r"single file.*chat_template:"):
+        _resolve(tmp_path, _model(str(gguf)))
+    assert _resolve(tmp_path, _model(str(gguf), chat_template="base")).source == "config"

@@ -248,6 +248,12 @@ def resolve_chat_template(
             f"of the built-in templates: {', '.join(BUILTIN_TEMPLATES)})"
         )
     has, file = model_template(opts.model, opts.revision, environ)
+    if has is None and Path(opts.model).expanduser().is_file():  # a single file (GGUF)
+        raise ConfigError(
+            f"model {opts.model!r} is a single file, whose chat template evalgate cannot read",
+            hint="set the model's chat_template: in evals.yaml (a file, or one of "
+            f"{', '.join(BUILTIN_TEMPLATES)})",
+        )
     if has is None:
         token = environ.get(getattr(opts, "hf_token_env", None) or "HF_TOKEN")
         has, file = _fetch_from_hub(opts.model, opts.revision, environ, token)
