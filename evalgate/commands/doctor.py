@@ -244,18 +244,26 @@ def _litellm_check(doc: _Doctor, model: Any) -> None:
         doc.block(model.name, "LiteLLM is not installed")
         return
     probe = "import importlib.metadata as m, litellm.proxy.proxy_cli; print(m.version('litellm'))"
-    code, out = _run([python, "-c", probe], doc.environ, timeout=120.0)
-    if code != 0:
+    # The bundled price list, as the proxy is started: no fetch (and no warning) at import.
+    env = {**doc.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
+    try:
+        proc = subprocess.run(
+            [python, "-c", probe], capture_output=True, text=True, timeout=120.0, env=env
+        )
+        code, version, err = proc.returncode, proc.stdout.strip(), proc.stderr.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        code, version, err = -1, "", str(exc)
+    if code != 0 or not version:
         doc.add(
             "prerequisites",
             name,
             "fail",
-            f"{python} cannot import litellm.proxy: {(out.splitlines() or ['?'])[-1][:160]}",
+            f"{python} cannot import litellm.proxy: {(err.splitlines() or ['?'])[-1][:160]}",
             fix=f"{python} -m pip install 'litellm[proxy]'",
         )
         doc.block(model.name, "LiteLLM's proxy cannot be imported")
         return
-    doc.add("prerequisites", name, "pass", f"{out.splitlines()[-1]} ({python})")
+    doc.add("prerequisites", name, "pass", f"{version.splitlines()[-1]} ({python})")
 
 
 def _credentials(doc: _Doctor, config: Any) -> None:
