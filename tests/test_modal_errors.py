@@ -247,3 +247,20 @@ def test_modal_output_streams_while_the_app_starts_and_runs() -> None:
         assert len(seen) == 2 and all(streaming(manager) for manager in seen)
         assert streaming(OutputManager.get())  # still streaming container logs
     assert not streaming(OutputManager.get())
+
+
+@pytest.mark.parametrize("command", ["deploy", "status"])
+def test_deploy_and_status_on_a_rejected_token_are_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_modal: Any, command: str
+) -> None:
+    _, url = fake_modal({}, reject=Status.UNAUTHENTICATED)
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        "models: [{name: big, backend: modal-vllm, model: Qwen/Qwen3-8B, mode: persistent, "
+        "chat_template: base}]\nbenchmarks: [arith]\n",
+        encoding="utf-8",
+    )
+    env = _environ(tmp_path, MODAL_SERVER_URL=url, EVALGATE_VLLM_API_KEY="k", **TOKEN)
+    code = main([command, str(config)], environ=env)
+    line = _one_line(capsys.readouterr().err)
+    assert code == 2 and "Modal rejected the credentials" in line
