@@ -43,6 +43,11 @@ class ModalLikeServer:
         await asyncio.sleep(self.delay_s)
         raise web.HTTPSeeOther(location=f"/v1/chat/completions?__modal_function_call_id={call}")
 
+    async def moved(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        self.log.append(("MOVED", request.query_string, None, len(body)))
+        raise web.HTTPPermanentRedirect(location="/v1/chat/completions")
+
     async def get(self, request: web.Request) -> web.Response:
         body = await request.read()
         self.log.append(
@@ -77,6 +82,7 @@ def modal_like() -> Iterator[Any]:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", server.post)
         app.router.add_get("/v1/chat/completions", server.get)
+        app.router.add_post("/old/v1/chat/completions", server.moved)
 
         async def boot() -> int:
             runner = web.AppRunner(app, access_log=None)
@@ -161,3 +167,17 @@ def test_on_modal_each_hop_outlasts_modals_150_s() -> None:
     assert ChatClient(modal, Sampling(), timeout_s=120).hop_timeout_s > 150
     assert ChatClient(modal, Sampling(), timeout_s=600).hop_timeout_s == 600
     assert ChatClient(plain, Sampling(), timeout_s=120).hop_timeout_s == 120
+
+
+def test_a_moved_request_is_posted_again_where_it_moved(modal_like: Any) -> None:
+    """307/308 move the request itself (a trailing-slash or http→https rule): it is POSTed, body
+    and all, to the new place. Only 301/302/303 point at a result to GET."""
+    server, base_url = modal_like(hops=1)
+    reply, stats = asyncio.run(_ask(base_url.replace("/v1", "/old/v1")))
+    assert reply.text == "42"
+    assert [(method, size > 0) for method, _, _, size in server.log] == [
+        ("MOVED", True),
+        ("POST", True),  # re-POSTed with its body
+        ("GET", False),  # then Modal's 303: the result
+    ]
+    assert stats.redirects == 2

@@ -376,18 +376,22 @@ class ChatClient:
         redirects here rather than in aiohttp: each hop gets the full timeout, the result URL
         is remembered in ``result`` for a retry, and the hop budget is ours (aiohttp's is 10)."""
         hops = 0
+        url = self._url
         while True:
             if result:
                 request = session.get(result[0], allow_redirects=False)
             else:
-                request = session.post(self._url, data=payload, allow_redirects=False)
+                request = session.post(url, data=payload, allow_redirects=False)
             async with request as resp:
                 location = resp.headers.get("Location")
                 if resp.status not in _REDIRECT_STATUS or not location:
                     return resp.status, await resp.read(), resp.headers
                 await resp.release()
             target = resp.url.join(URL(location))
-            result[:] = [target]
+            if resp.status in (307, 308) and not result:
+                url = target  # the request itself moved: POST it there, body and all
+            else:
+                result[:] = [target]  # 301/302/303: GET the result there
             hops += 1
             self.stats.redirects += 1
             if hops > self.max_redirects:
