@@ -264,3 +264,35 @@ def test_deploy_and_status_on_a_rejected_token_are_one_line_exit_2(
     code = main([command, str(config)], environ=env)
     line = _one_line(capsys.readouterr().err)
     assert code == 2 and "Modal rejected the credentials" in line
+
+
+def test_doctor_checks_the_token_with_modal(tmp_path: Path, fake_modal: Any) -> None:
+    """`evalgate doctor --no-deploy` asks Modal whether it takes the token (listing apps starts
+    nothing): a rejected one is a configuration failure, found before any deploy."""
+    from evalgate.commands.doctor import run_doctor
+
+    _, url = fake_modal({}, reject=Status.UNAUTHENTICATED)
+    config = _config(tmp_path)
+    env = _environ(tmp_path, MODAL_SERVER_URL=url, **TOKEN)
+    report = run_doctor(config, environ=env, deploy=False, log_dir=tmp_path)
+    (check,) = [c for c in report.checks if c.name == "Modal token (model scratch)"]
+    assert check.status == "fail" and check.config_error
+    assert "Modal rejected the credentials" in check.detail and "modal token new" in check.fix
+    assert report.exit_code == 2
+
+
+def test_doctor_passes_a_token_modal_accepts(tmp_path: Path, fake_modal: Any) -> None:
+    from evalgate.commands.doctor import run_doctor
+
+    _, url = fake_modal(
+        {
+            "EnvironmentGetOrCreate": lambda r: api_pb2.EnvironmentGetOrCreateResponse(
+                environment_id="en-1", metadata=api_pb2.EnvironmentMetadata(name="main")
+            ),
+            "AppList": lambda r: api_pb2.AppListResponse(apps=[]),
+        }
+    )
+    env = _environ(tmp_path, MODAL_SERVER_URL=url, **TOKEN)
+    report = run_doctor(_config(tmp_path), environ=env, deploy=False, log_dir=tmp_path)
+    (check,) = [c for c in report.checks if c.name == "Modal token (model scratch)"]
+    assert check.status == "pass" and "accepted by Modal" in check.detail, check

@@ -266,8 +266,41 @@ def _litellm_check(doc: _Doctor, model: Any) -> None:
     doc.add("prerequisites", name, "pass", f"{version.splitlines()[-1]} ({python})")
 
 
+def _modal_credentials(doc: _Doctor, model: Any, label: str) -> None:
+    """A Modal token is there, and Modal accepts it (listing apps: no GPU, no app started)."""
+    from evalgate.serve._modal_ops import TOKEN_FIX, ModalOps, modal_token_source
+
+    name = f"Modal token ({label})"
+    source = modal_token_source(doc.environ)
+    if not source:
+        doc.add("credentials", name, "fail", "none found", fix=TOKEN_FIX, config_error=True)
+        doc.block(model.name, "no Modal token")
+        return
+    if model.name in doc.blocked:  # modal itself is missing or the wrong version
+        doc.add("credentials", name, "skip", doc.blocked[model.name])
+        return
+    ops = None
+    try:
+        ops = ModalOps(doc.environ, show_output=False)
+        ops.managed_apps()
+    except EvalgateError as exc:
+        doc.add(
+            "credentials",
+            name,
+            "fail",
+            f"from {source}: {exc.message}",
+            fix=exc.hint or TOKEN_FIX,
+            config_error=isinstance(exc, ConfigError),
+        )
+        doc.block(model.name, "Modal did not accept the token")
+        return
+    finally:
+        if ops is not None:
+            ops.close()
+    doc.add("credentials", name, "pass", f"from {source}, accepted by Modal")
+
+
 def _credentials(doc: _Doctor, config: Any) -> None:
-    from evalgate.serve._modal_ops import modal_token_source
     from evalgate.serve.modal_vllm import API_KEY_ENV
 
     for model in config.models:
@@ -279,18 +312,7 @@ def _credentials(doc: _Doctor, config: Any) -> None:
             env_name = getattr(model, "api_key_env", None) or API_KEY_ENV
             needed.append((env_name, "the key protecting the persistent deployment"))
         if model.backend == "modal-vllm":
-            source = modal_token_source(doc.environ)
-            doc.add(
-                "credentials",
-                f"Modal token ({label})",
-                "pass" if source else "fail",
-                f"from {source}" if source else "none found",
-                fix="set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET (create one with `modal token "
-                "new`), and MODAL_ENVIRONMENT if not the default environment",
-                config_error=True,
-            )
-            if not source:
-                doc.block(model.name, "no Modal token")
+            _modal_credentials(doc, model, label)
         for env_name, what in needed:
             present = bool(doc.environ.get(env_name))
             doc.add(
