@@ -184,8 +184,16 @@ def _fetch_from_hub(
 ) -> tuple[bool, Path | None]:
     """Fetch the model's template files into the hub cache; (has template, file). Raises
     ConfigError naming the fix when the Hub cannot answer."""
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+    except ImportError:
+        raise ConfigError(
+            f"cannot tell whether {model!r} has a chat template: it is not in the Hugging Face "
+            "cache, and huggingface_hub (which would fetch it) is not installed",
+            hint="pip install 'evalgate-action[modal]' (or huggingface_hub), or set the model's "
+            "chat_template: in evals.yaml",
+        ) from None
 
     kwargs: dict[str, Any] = {
         "revision": revision or "main",
