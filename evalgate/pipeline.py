@@ -511,11 +511,18 @@ def _run_one(
         summary.usage.get("completion_tokens", 0),
         params=getattr(model, "params", None),
     )
+    # What the agents said they spent (command agents on their own API keys).
+    reported = [r["cost_usd"] for r in records if r.get("cost_usd") is not None]
+    agent_cost = sum(reported) if reported else None
+    if summary.extra["cost_usd"] is None:
+        summary.extra["cost_usd"] = agent_cost
     meta = _metadata(summary, bench, elapsed)
     meta["cost_usd"] = summary.extra["cost_usd"]
+    meta["agent_cost_usd"] = agent_cost
     meta["sequential"] = summary.extra.get("sequential")
     meta["server_startup_ms"] = round(serve_s * 1000, 1)
     meta["requests"] = stats
+    summary.extra["requests"] = stats  # the scorecard's Runs table shows them
     if ctx.budget is not None and ctx.budget.caps:
         meta["budget"] = {**ctx.budget.as_dict(), "stopped": stopped}
         meta["complete"] = not stopped

@@ -143,11 +143,10 @@ def make_big_runs(tmp: Path, start_server: Any, n: int) -> Path:
 
 def verdict_of(head: Path, base: Path) -> Any:
     """The verdict of saved runs, as `evalgate compare` gates them (for rendering variants)."""
-    from evalgate.run.rundir import find_runs
-
     from evalgate.compare.paired import compare_with_baselines, load_run, summary_of
     from evalgate.config.spec import GateSettings
     from evalgate.gate import decide
+    from evalgate.run.rundir import find_runs
 
     gate = GateSettings()
     bases = {k: load_run(p) for k, p in find_runs(base).items()}

@@ -14,6 +14,7 @@ import pytest
 
 from evalgate.commands.doctor import PHASES, run_doctor
 from evalgate.errors import InfraError
+from tests.test_chat_template import hub_cache
 from tests.test_vllm_local import FAKE_VLLM
 
 needs_embedded = pytest.mark.skipif(
@@ -119,6 +120,7 @@ def _bin(tmp_path: Path, gpus: int | None) -> dict[str, str]:
         (bindir / "nvidia-smi").write_text(f"#!/bin/sh\nprintf '{lines}\\n'\n", encoding="utf-8")
     for exe in bindir.iterdir():
         exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    hub_cache(tmp_path / "hub", "Qwen/Qwen2.5-0.5B-Instruct")
     return {
         **os.environ,
         "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -143,7 +145,7 @@ def test_vllm_backend_with_its_gpus(tmp_path: Path) -> None:
     checks = _by(report)
     assert report.exit_code == 0, report.render()
     assert checks[("prerequisites", "vllm executable (model qwen)")].status == "pass"
-    assert "chat template: deferred" in checks[("deploy", "qwen (vllm)")].detail
+    assert "chat template: tokenizer" in checks[("deploy", "qwen (vllm)")].detail
     assert checks[("smoke", "qwen")].detail.startswith("'echo: Reply with the word OK.'")
     assert checks[("eval", "arith on qwen")].status == "pass"  # wrong answers are not errors
     assert checks[("gpu", "nvidia-smi")].detail.startswith("2 GPU(s): NVIDIA H100")
@@ -169,3 +171,70 @@ def test_modal_without_a_token_is_a_config_failure(tmp_path: Path) -> None:
     check = _by(report)[("credentials", "Modal token (model big)")]
     assert check.status == "fail" and check.config_error and "modal token new" in check.fix
     assert report.exit_code == 2
+
+
+LITELLM_CONFIG = """
+models:
+  - name: routed
+    backend: litellm
+    model: openai/scripted
+    api_base: {base}
+    api_key_env: DOCTOR_UPSTREAM_KEY
+benchmarks:
+  - name: arith
+sampling: {{max_tokens: 8}}
+"""
+
+
+def _fake_python(tmp_path: Path, version: str) -> Path:
+    """An 'interpreter' that answers the doctor's LiteLLM probe (prints a version)."""
+    exe = tmp_path / "side-venv" / "bin" / "python"
+    exe.parent.mkdir(parents=True)
+    # A warning on stderr, as LiteLLM prints at import: only stdout is the version.
+    exe.write_text(f"#!/bin/sh\necho {version}\necho 'LiteLLM:WARNING: x' >&2\n", encoding="utf-8")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_doctor_finds_litellm_where_the_run_would(tmp_path: Path) -> None:
+    """The side venv the README recommends (EVALGATE_LITELLM_PYTHON): the check passes and names
+    that interpreter, and does not suggest installing LiteLLM into this environment."""
+    config = _write(tmp_path, LITELLM_CONFIG.format(base="http://127.0.0.1:9/v1"))
+    python = _fake_python(tmp_path, "1.103.0")
+    environ = {**os.environ, "EVALGATE_LITELLM_PYTHON": str(python), "DOCTOR_UPSTREAM_KEY": "k"}
+    report = run_doctor(config, environ=environ, deploy=False, log_dir=tmp_path)
+    check = _by(report)[("prerequisites", "litellm (model routed)")]
+    assert check.status == "pass", check
+    assert check.detail == f"1.103.0 ({python})"
+    assert report.exit_code == 0
+
+
+def test_doctor_names_a_bad_litellm_python(tmp_path: Path) -> None:
+    config = _write(tmp_path, LITELLM_CONFIG.format(base="http://127.0.0.1:9/v1"))
+    missing = tmp_path / "nowhere" / "python"
+    environ = {**os.environ, "EVALGATE_LITELLM_PYTHON": str(missing), "DOCTOR_UPSTREAM_KEY": "k"}
+    report = run_doctor(config, environ=environ, deploy=False, log_dir=tmp_path)
+    check = _by(report)[("prerequisites", "litellm (model routed)")]
+    assert check.status == "fail" and str(missing) in check.detail
+    assert "EVALGATE_LITELLM_PYTHON" in check.fix
+    assert report.exit_code == 3
+
+
+@pytest.mark.skipif(
+    not os.environ.get("EVALGATE_LITELLM_PYTHON")
+    or not Path(os.environ["EVALGATE_LITELLM_PYTHON"]).is_file(),
+    reason="needs the LiteLLM side venv named by EVALGATE_LITELLM_PYTHON",
+)
+def test_doctor_passes_on_a_litellm_config_with_the_side_venv(
+    tmp_path: Path, scripted_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real proxy from the side venv, routed to a local OpenAI-compatible server, with the
+    doctor's default (relative) log folder: every phase passes."""
+    upstream = scripted_server(lambda body, n: "6")
+    config = _write(tmp_path, LITELLM_CONFIG.format(base=upstream.base_url))
+    monkeypatch.chdir(tmp_path)
+    report = run_doctor(config, environ={**os.environ, "DOCTOR_UPSTREAM_KEY": "upstream-key"})
+    assert report.exit_code == 0, report.render()
+    checks = _by(report)
+    assert checks[("deploy", "routed (litellm)")].status == "pass"
+    assert checks[("smoke", "routed")].status == "pass"

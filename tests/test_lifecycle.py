@@ -10,6 +10,7 @@ import pytest
 from evalgate.config.load import load_config
 from evalgate.errors import ConfigError, UsageError
 from evalgate.serve import lifecycle
+from tests.test_chat_template import hub_cache
 from tests.test_modal_vllm import FakeOps, _ColdEndpoint
 
 CONFIG = """
@@ -37,7 +38,13 @@ def config(tmp_path: Path):
 
 @pytest.fixture
 def environ(tmp_path: Path) -> dict[str, str]:
+    for model in ("Qwen/Qwen3-8B", "Qwen/Qwen3-0.6B"):  # their tokenizers, as if fetched
+        hub_cache(tmp_path / "hub", model)
     return {"EVALGATE_VLLM_API_KEY": "team-key", "HF_HUB_CACHE": str(tmp_path / "hub")}
+
+
+def _no_key(environ: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k != "EVALGATE_VLLM_API_KEY"}
 
 
 @pytest.fixture
@@ -77,11 +84,11 @@ def test_deploy_refusals(config, environ) -> None:
     with pytest.raises(UsageError, match="no modal-vllm model named 'nope'"):
         lifecycle.deploy(config, environ=environ, models=["nope"], ops=FakeOps("u"))
     with pytest.raises(ConfigError, match="EVALGATE_VLLM_API_KEY"):
-        lifecycle.deploy(config, environ={}, ops=FakeOps("u"))
+        lifecycle.deploy(config, environ=_no_key(environ), ops=FakeOps("u"))
 
 
 def test_status_reports_each_state(config, environ, endpoint) -> None:
-    (missing,) = lifecycle.status(config, environ={}, ops=FakeOps("u", tags=None))
+    (missing,) = lifecycle.status(config, environ=_no_key(environ), ops=FakeOps("u", tags=None))
     assert missing.state == "not deployed"  # and no key was needed to say so
     stale = FakeOps("u", tags={"evalgate-digest": "0" * 16})
     (outdated,) = lifecycle.status(config, environ=environ, ops=stale)
@@ -105,5 +112,6 @@ def test_stop_by_config_or_all(config, environ) -> None:
     ops = FakeOps("u")
     (old,) = lifecycle.stop(None, environ=environ, all_apps=True, ops=ops)
     assert (old.app_name, old.model, old.state) == ("evalgate-old", "old", "stopped")
+    assert "stop ap-old" in ops.calls  # by app id: an ephemeral app has no name to look up
     with pytest.raises(UsageError, match="--all"):
         lifecycle.stop(None, environ=environ, ops=FakeOps("u"))

@@ -134,6 +134,36 @@ benchmarks:
     assert not _proxies_using(str(tmp_path)), "the LiteLLM proxy was left running"
 
 
+def test_local_with_the_default_relative_output_folder(
+    tmp_path: Path, scripted_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`evalgate local evals.yaml` as a user types it: no --output, so outputs/ is relative to
+    the working directory, while the proxy runs in the log folder."""
+    upstream = scripted_server(answer_arith)
+    config = write_config(
+        tmp_path,
+        f"""
+models:
+  - name: routed
+    backend: litellm
+    model: openai/scripted
+    api_base: {upstream.base_url}
+    api_key_env: EVALGATE_TEST_UPSTREAM_KEY
+benchmarks:
+  - name: arith
+    eval: {{num_examples: 6}}
+""",
+    )
+    monkeypatch.chdir(tmp_path)
+    code = main(["local", config.name], environ=_env(EVALGATE_TEST_UPSTREAM_KEY=UPSTREAM_KEY))
+    assert code == 0
+    (run_dir,) = (tmp_path / "outputs" / "evals").glob("arith--openai--scripted/*")
+    results = read_jsonl(run_dir / "results.jsonl")
+    assert len(results) == 6 and all(r["reward"] == 1.0 for r in results)
+    assert len(upstream.requests) == 6  # every answer came through the proxy
+    assert not _proxies_using(str(tmp_path)), "the LiteLLM proxy was left running"
+
+
 def test_proxy_url_points_evalgate_at_a_running_proxy(tmp_path: Path, scripted_server: Any) -> None:
     upstream = scripted_server(answer_arith)
     router = LiteLLMModel(

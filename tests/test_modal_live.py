@@ -1,4 +1,5 @@
-"""Live: a real ephemeral vLLM server on Modal, one chat completion, torn down at the end.
+"""Live: a real ephemeral vLLM server on Modal, one chat completion, torn down at the end; and
+`stop --all` stopping a live ephemeral app by its id.
 
 Runs only when Modal credentials are in the environment (MODAL_TOKEN_ID and MODAL_TOKEN_SECRET,
 optionally MODAL_ENVIRONMENT); skipped otherwise. It costs a few GPU-minutes (an L4 by default;
@@ -62,8 +63,36 @@ def test_ephemeral_server_answers_and_is_torn_down(tmp_path: Path) -> None:
     ops = ModalOps(environ)
     try:
         deadline = time.monotonic() + 120  # stopping takes a moment
-        while "evalgate-live-test" in [name for name, _ in ops.managed_apps()]:
+        while "evalgate-live-test" in [label for _, label, _ in ops.managed_apps()]:
             assert time.monotonic() < deadline, "the ephemeral app is still live"
             time.sleep(5)
+    finally:
+        ops.close()
+
+
+def test_stop_all_finds_a_live_ephemeral_app(tmp_path: Path) -> None:
+    """An ephemeral app (no deployment name) tagged as evalgate's, left running as a killed CI
+    job would leave it: `stop --all` finds it by app id and stops it. CPU only, seconds."""
+    import modal
+
+    from evalgate.serve import lifecycle
+    from evalgate.serve.modal_vllm import ModalOps
+
+    environ = {**os.environ, **_CREDENTIALS}
+    tags = {"managed-by": "evalgate", "evalgate-model": "live-leftover"}
+    app = modal.App("evalgate-live-leftover", tags=tags, include_source=False)
+
+    def idle() -> None:
+        pass
+
+    app.function(serialized=True, name="idle")(idle)
+    ops = ModalOps(environ, show_output=False)
+    try:
+        with app.run(client=ops.client, environment_name=ops.environment):
+            app_id = app.app_id
+            assert app_id in [found for found, _, _ in ops.managed_apps()]
+            results = lifecycle.stop(None, environ=environ, all_apps=True)
+            assert any(r.state == "stopped" and r.model == "live-leftover" for r in results)
+            assert app_id not in [found for found, _, _ in ops.managed_apps()]
     finally:
         ops.close()

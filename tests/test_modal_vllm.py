@@ -29,6 +29,7 @@ from evalgate.serve.modal_vllm import (
     secret_values,
 )
 from evalgate.serve.registry import open_server
+from tests.test_chat_template import hub_cache
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -49,7 +50,8 @@ def _model(**extra: Any) -> ModalVLLMModel:
     return ModalVLLMModel.model_validate({**fields, **extra})
 
 
-DEFERRED = ChatTemplate(source="deferred")
+# The model's own template (vLLM reads it; nothing is passed): what most models resolve to.
+DEFERRED = ChatTemplate(source="tokenizer", path="/hub/tokenizer_config.json", sha256="t" * 64)
 
 
 def test_description_of_the_app() -> None:
@@ -276,8 +278,8 @@ class FakeOps:
         self.calls.append(f"stop {app_name}")
         return True
 
-    def managed_apps(self) -> list[tuple[str, dict[str, str]]]:
-        return [("evalgate-old", {"managed-by": "evalgate", "evalgate-model": "old"})]
+    def managed_apps(self) -> list[tuple[str, str, dict[str, str]]]:
+        return [("ap-old", "evalgate-old", {"managed-by": "evalgate", "evalgate-model": "old"})]
 
     def close(self) -> None:
         self.calls.append("close")
@@ -288,6 +290,12 @@ def cold_endpoint() -> Iterator[_ColdEndpoint]:
     endpoint = _ColdEndpoint("Qwen3.8B")
     yield endpoint
     endpoint.close()
+
+
+def _cached(tmp_path: Path) -> str:
+    """A hub cache holding the model's tokenizer (with a template) at its pinned revision."""
+    hub_cache(tmp_path / "hub", "Qwen/Qwen3-8B", commit="b" * 40)
+    return str(tmp_path / "hub")
 
 
 def _server(tmp_path: Path, ops: FakeOps, model: ModalVLLMModel, environ: dict[str, str]):
@@ -302,7 +310,7 @@ def test_ephemeral_run_waits_for_health_and_always_stops(
 ) -> None:
     pytest.importorskip("modal")
     ops = FakeOps(cold_endpoint.url)
-    environ = {"HF_HUB_CACHE": str(tmp_path / "none"), "HF_TOKEN": "hf_secret"}
+    environ = {"HF_HUB_CACHE": _cached(tmp_path), "HF_TOKEN": "hf_secret"}
     server = _server(tmp_path, ops, _model(), environ)
     with server as endpoint:
         assert endpoint.base_url == f"{cold_endpoint.url}/v1"
@@ -325,7 +333,7 @@ def test_ephemeral_app_is_stopped_when_it_never_gets_healthy(
     ops = FakeOps(cold_endpoint.url)
     # The spec's floor is 600 s; the copy skips validation to keep the test short.
     model = _model().model_copy(update={"startup_timeout_s": 0.5})
-    server = _server(tmp_path, ops, model, {"HF_HUB_CACHE": str(tmp_path / "none")})
+    server = _server(tmp_path, ops, model, {"HF_HUB_CACHE": _cached(tmp_path)})
     with pytest.raises(InfraError, match=r"did not become ready: not ready within 0 s.*503"):
         server.__enter__()
     assert ops.calls == ["run evalgate-qwen3-8b", "stopped evalgate-qwen3-8b", "close"]
@@ -335,7 +343,7 @@ def test_persistent_needs_its_key_and_a_matching_deployment(
     tmp_path: Path, cold_endpoint: _ColdEndpoint
 ) -> None:
     model = _model(mode="persistent")
-    environ = {"HF_HUB_CACHE": str(tmp_path / "none")}
+    environ = {"HF_HUB_CACHE": _cached(tmp_path)}
     with pytest.raises(ConfigError, match="set the environment variable EVALGATE_VLLM_API_KEY"):
         _server(tmp_path, FakeOps(cold_endpoint.url), model, environ).__enter__()
 
@@ -358,3 +366,37 @@ def test_persistent_needs_its_key_and_a_matching_deployment(
 def test_registry_constructs_the_modal_backend(tmp_path: Path) -> None:
     server = open_server(_model(), log_dir=tmp_path, environ={})
     assert isinstance(server, ModalVLLMServer)
+
+
+def test_image_follows_modals_vllm_guide_with_pinned_tools(
+    no_network: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CUDA's devel image with Modal-added Python (Modal's vLLM example), uv pinned rather than
+    `:latest`; both are in the digest, since they decide what runs."""
+    modal = pytest.importorskip("modal")
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+    real_registry, real_uv = modal.Image.from_registry, modal.Image.uv_pip_install
+
+    def from_registry(tag: str, *args: Any, **kw: Any) -> Any:
+        calls.append(("from_registry", (tag, *args), kw))
+        return real_registry(tag, *args, **kw)
+
+    def uv_pip_install(self: Any, *packages: Any, **kw: Any) -> Any:
+        calls.append(("uv_pip_install", packages, kw))
+        return real_uv(self, *packages, **kw)
+
+    monkeypatch.setattr(modal.Image, "from_registry", staticmethod(from_registry))
+    monkeypatch.setattr(modal.Image, "uv_pip_install", uv_pip_install)
+    spec = describe(_model(secrets=["huggingface", "team-s3"]), chat_template=DEFERRED)
+    _, function = build_app(spec, secret_values={"VLLM_API_KEY": "k"}, template_text=None)
+    (registry,) = [c for c in calls if c[0] == "from_registry"]
+    assert registry[1][0] == modal_vllm.CUDA_IMAGE and registry[1][0].startswith("nvidia/cuda:")
+    assert "-devel-" in registry[1][0] and registry[2]["add_python"] == PY
+    (uv,) = [c for c in calls if c[0] == "uv_pip_install"]
+    assert uv[1] == ("vllm==0.33.0",) and uv[2]["uv_version"] == modal_vllm.UV_VERSION
+    assert modal_vllm.UV_VERSION[0].isdigit()  # a version, never "latest"
+    # The named Modal Secrets, plus the one evalgate makes from this environment.
+    assert spec.named_secrets == ("huggingface", "team-s3")
+    assert len(function._spec_.secrets) == 3
+    bumped = modal_vllm.ModalAppSpec(**{**spec.__dict__, "uv_version": "0.0.1"})
+    assert bumped.digest() != spec.digest()

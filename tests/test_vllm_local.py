@@ -20,6 +20,7 @@ from evalgate.config.spec import VLLMModel
 from evalgate.errors import InfraError
 from evalgate.serve.registry import open_server
 from evalgate.serve.vllm_local import VLLMServer
+from tests.test_chat_template import COMMIT, hub_cache
 
 FAKE_VLLM = r'''#!{python}
 """A stand-in for `vllm serve`: the OpenAI routes evalgate uses, a cold start, a child process."""
@@ -112,11 +113,13 @@ def fake_vllm(tmp_path: Path) -> dict[str, str]:
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     state = tmp_path / "state"
     state.mkdir()
+    for commit in (COMMIT, "a" * 40):  # the model's own template, at main and at a pin
+        hub_cache(tmp_path / "hf-cache", "Qwen/Qwen2.5-0.5B-Instruct", commit=commit)
     return {
         **os.environ,
         "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
         "FAKE_VLLM_STATE": str(state),
-        "HF_HUB_CACHE": str(tmp_path / "empty-hf-cache"),
+        "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
     }
 
 
@@ -183,9 +186,9 @@ def test_cold_server_is_awaited_then_served_and_stopped_as_a_group(
         "--generation-config",
         "vllm",
     ]
-    # Not in the cache, so the template is left to vLLM, and recorded as such.
+    # The tokenizer's own template: vLLM reads it itself; its hash is recorded.
     assert server.chat_template is not None
-    assert server.chat_template.record() == {"source": "deferred", "path": None, "sha256": None}
+    assert server.chat_template.source == "tokenizer" and server.chat_template.sha256
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and (_alive(pids["server"]) or _alive(pids["child"])):
         time.sleep(0.05)

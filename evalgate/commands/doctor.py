@@ -141,6 +141,9 @@ def _prerequisites(doc: _Doctor, config: Any) -> None:
         fix="use Python 3.11 or newer",
     )
     for model in config.models:
+        if model.backend == "litellm":
+            _litellm_check(doc, model)
+            continue
         for module, dist in _EXTRAS.get(model.backend, []):
             if importlib.util.find_spec(module) is None:
                 extra = _EXTRA_NAME[model.backend]
@@ -218,15 +221,83 @@ def _prerequisites(doc: _Doctor, config: Any) -> None:
     )
 
 
-def _modal_token(environ: dict[str, str]) -> str | None:
-    if environ.get("MODAL_TOKEN_ID") and environ.get("MODAL_TOKEN_SECRET"):
-        return "MODAL_TOKEN_ID / MODAL_TOKEN_SECRET"
-    path = Path(environ.get("MODAL_CONFIG_PATH") or Path(environ.get("HOME", "~")) / ".modal.toml")
+def _litellm_check(doc: _Doctor, model: Any) -> None:
+    """The interpreter the run would start the proxy with (EVALGATE_LITELLM_PYTHON, else this
+    one), and the LiteLLM it imports: the same lookup as the backend's."""
+    from evalgate.serve.litellm import PYTHON_ENV, litellm_python
+
+    name = f"litellm (model {model.name})"
+    if model.proxy_url:
+        doc.add("prerequisites", name, "pass", f"existing proxy at {model.proxy_url}")
+        return
+    python = litellm_python(doc.environ)
+    named = doc.environ.get(PYTHON_ENV)
+    if python is None:
+        detail = f"{PYTHON_ENV}={named} is not an executable" if named else "not installed"
+        fix = (
+            f"point {PYTHON_ENV} at the python of a venv with litellm[proxy]"
+            if named
+            else f"pip install 'evalgate-action[litellm]', or a side venv named by {PYTHON_ENV} "
+            "(the README's way when verifiers is installed too)"
+        )
+        doc.add("prerequisites", name, "fail", detail, fix=fix)
+        doc.block(model.name, "LiteLLM is not installed")
+        return
+    probe = "import importlib.metadata as m, litellm.proxy.proxy_cli; print(m.version('litellm'))"
+    # The bundled price list, as the proxy is started: no fetch (and no warning) at import.
+    env = {**doc.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
     try:
-        text = path.expanduser().read_text(encoding="utf-8")
-    except OSError:
-        return None
-    return str(path) if "token_id" in text and "token_secret" in text else None
+        proc = subprocess.run(
+            [python, "-c", probe], capture_output=True, text=True, timeout=120.0, env=env
+        )
+        code, version, err = proc.returncode, proc.stdout.strip(), proc.stderr.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        code, version, err = -1, "", str(exc)
+    if code != 0 or not version:
+        doc.add(
+            "prerequisites",
+            name,
+            "fail",
+            f"{python} cannot import litellm.proxy: {(err.splitlines() or ['?'])[-1][:160]}",
+            fix=f"{python} -m pip install 'litellm[proxy]'",
+        )
+        doc.block(model.name, "LiteLLM's proxy cannot be imported")
+        return
+    doc.add("prerequisites", name, "pass", f"{version.splitlines()[-1]} ({python})")
+
+
+def _modal_credentials(doc: _Doctor, model: Any, label: str) -> None:
+    """A Modal token is there, and Modal accepts it (listing apps: no GPU, no app started)."""
+    from evalgate.serve._modal_ops import TOKEN_FIX, ModalOps, modal_token_source
+
+    name = f"Modal token ({label})"
+    source = modal_token_source(doc.environ)
+    if not source:
+        doc.add("credentials", name, "fail", "none found", fix=TOKEN_FIX, config_error=True)
+        doc.block(model.name, "no Modal token")
+        return
+    if model.name in doc.blocked:  # modal itself is missing or the wrong version
+        doc.add("credentials", name, "skip", doc.blocked[model.name])
+        return
+    ops = None
+    try:
+        ops = ModalOps(doc.environ, show_output=False)
+        ops.managed_apps()
+    except EvalgateError as exc:
+        doc.add(
+            "credentials",
+            name,
+            "fail",
+            f"from {source}: {exc.message}",
+            fix=exc.hint or TOKEN_FIX,
+            config_error=isinstance(exc, ConfigError),
+        )
+        doc.block(model.name, "Modal did not accept the token")
+        return
+    finally:
+        if ops is not None:
+            ops.close()
+    doc.add("credentials", name, "pass", f"from {source}, accepted by Modal")
 
 
 def _credentials(doc: _Doctor, config: Any) -> None:
@@ -241,18 +312,7 @@ def _credentials(doc: _Doctor, config: Any) -> None:
             env_name = getattr(model, "api_key_env", None) or API_KEY_ENV
             needed.append((env_name, "the key protecting the persistent deployment"))
         if model.backend == "modal-vllm":
-            source = _modal_token(doc.environ)
-            doc.add(
-                "credentials",
-                f"Modal token ({label})",
-                "pass" if source else "fail",
-                f"from {source}" if source else "none found",
-                fix="set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET (create one with `modal token "
-                "new`), and MODAL_ENVIRONMENT if not the default environment",
-                config_error=True,
-            )
-            if not source:
-                doc.block(model.name, "no Modal token")
+            _modal_credentials(doc, model, label)
         for env_name, what in needed:
             present = bool(doc.environ.get(env_name))
             doc.add(

@@ -11,6 +11,7 @@ import jinja2
 
 from evalgate import __version__
 from evalgate.gate import Verdict
+from evalgate.run.costs import format_usd
 
 __all__ = ["render_scorecard", "verdict_json"]
 
@@ -47,9 +48,25 @@ def _pval(value: float | None) -> str:
 
 
 def _usd(value: float | None) -> str:
-    if value is None:
+    return format_usd(value)
+
+
+def _requests(stats: dict[str, Any] | None) -> str:
+    """Requests sent, retries by kind, throttling and cache hits, from a run's client stats."""
+    if not stats:
         return "–"
-    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+    parts = [f"{stats.get('requests', 0):,} sent"]
+    if stats.get("retries"):
+        kinds = ", ".join(f"{k}: {n}" for k, n in (stats.get("retried_errors") or {}).items())
+        parts.append(f"{stats['retries']:,} retried" + (f" ({kinds})" if kinds else ""))
+    if stats.get("throttle_decreases"):
+        parts.append(
+            f"throttled {stats['throttle_decreases']}×, down to {stats.get('min_concurrency')} "
+            "in flight"
+        )
+    if stats.get("cache_hits"):
+        parts.append(f"{stats['cache_hits']:,} cached")
+    return " · ".join(parts)
 
 
 def _ci(est: Any) -> str:
@@ -132,6 +149,7 @@ def render_scorecard(
         pval=_pval,
         ci=_ci,
         usd=_usd,
+        requests=_requests,
         cell=_cell,
         origin=_origin,
         n_flips=n_flips,

@@ -16,13 +16,14 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import math
 import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PRICE_FILE", "cost_usd", "price_per_token"]
+__all__ = ["PRICE_FILE", "cost_usd", "format_usd", "price_per_token"]
 
 PRICE_FILE = "model_prices_and_context_window_backup.json"
 # LiteLLM providers whose entries carry a more specific provider name (vertex_ai-language-models,
@@ -121,3 +122,16 @@ def cost_usd(
     price_in = float(custom.get("input_cost_per_token", listed_in))
     price_out = float(custom.get("output_cost_per_token", listed_out))
     return prompt_tokens * price_in + completion_tokens * price_out
+
+
+def format_usd(value: float | None) -> str:
+    """Dollars for people: cents from $1 up, two significant digits below (a small model's run
+    costs $0.000048, which a fixed four decimals would print as $0.0000); "–" when unknown."""
+    if value is None or math.isnan(value):
+        return "–"
+    if value == 0:
+        return "$0"
+    if abs(value) >= 1:
+        return f"${value:,.2f}"
+    decimals = min(12, max(2, 1 - math.floor(math.log10(abs(value)))))
+    return f"${value:.{decimals}f}"

@@ -126,11 +126,13 @@ async def run_suite(
                 metrics: dict[str, float] = {}
                 usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
                 error: str | None = str(exc)
+                cost = None
             else:
                 prompt, completion, reward = out.prompt, out.completion, out.reward
                 metrics, usage, error = out.metrics, out.usage, None
                 stages = out.timing  # a suite's own per-stage timings
                 reason = out.reason
+                cost = out.cost_usd
             rec = {
                 "example_id": item.id,
                 "item_hash": ihash,
@@ -150,6 +152,8 @@ async def run_suite(
                 "error": error,
                 **({"reason": reason} if reason else {}),
             }
+            if cost is not None:  # only where a suite reports one: other records keep their keys
+                rec["cost_usd"] = cost
             results.append(rec)
             if budget is not None:
                 budget.add(usage)

@@ -21,6 +21,9 @@ class Endpoint:
     model: str  # the id sent in the request's "model" field
     api_key: str | None = field(default=None, repr=False)
     model_id: str = ""  # the underlying model (HF id), for output paths and fingerprints
+    # Seconds after which the server answers a still-running request with a redirect to its
+    # result (Modal: 150); the client's per-hop timeout stays above it. None: no such limit.
+    redirect_after_s: float | None = None
 
 
 class ModelServer(Protocol):

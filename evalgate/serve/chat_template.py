@@ -6,13 +6,18 @@ Order, first match wins:
    name of a built-in template: ``base``, ``code``, ``math``, ``think``);
 2. ``tokenizer``: the model's own template (``chat_template`` in ``tokenizer_config.json``, or a
    ``chat_template.jinja`` beside it), read from a local model folder or the Hugging Face cache;
+   when the cache does not have them (a fresh CI runner), the two files are fetched with
+   ``huggingface_hub`` at the model's ``revision`` (else ``main``, and the commit it resolved to
+   is recorded) into that cache — a few kilobytes, before any GPU is started;
 3. ``repo``: ``chat_template.jinja`` next to evals.yaml (the team's repository);
-4. ``benchmark``: the fallback shipped in ``benchmarks/templates/`` for the run's benchmarks.
+4. ``benchmark``: the fallback shipped in ``benchmarks/templates/`` for the run's benchmarks
+   (built-in benchmarks only: their prompts are what those templates were written for).
 
-Nothing is downloaded to decide. When the model's own files are not on this machine, evalgate
-cannot tell whether it has a template, so it passes nothing and vLLM uses the tokenizer's
-(``deferred``): overriding a template the model does have would change what is measured.
-``--chat-template`` is passed only for ``config``, ``repo`` and ``benchmark``.
+A model with no template of its own, no repository template and a benchmark without a fallback
+is a configuration error, as is a model whose files can be neither read nor fetched (offline
+runner, gated model without a token): both name the ``chat_template:`` setting that resolves it.
+So every run records the template's hash in its fingerprint. ``--chat-template`` is passed only
+for ``config``, ``repo`` and ``benchmark``; vLLM finds the tokenizer's own template itself.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ __all__ = [
     "resolve_chat_template",
 ]
 
-Source = Literal["config", "tokenizer", "repo", "benchmark", "deferred"]
+Source = Literal["config", "tokenizer", "repo", "benchmark"]
 
 BUILTIN_TEMPLATES = ("base", "code", "math", "think")
 REPO_TEMPLATE = "chat_template.jinja"
@@ -55,6 +60,7 @@ BENCHMARK_TEMPLATES: dict[str, str] = {
     "humaneval": "code",
     "livecodebench": "code",
     "ifeval": "base",
+    "agent-basics": "base",
 }
 # The verifiers-environment variants (`vf-math500`, …) take their benchmark's fallback.
 BENCHMARK_TEMPLATES.update({f"vf-{name}": kind for name, kind in list(BENCHMARK_TEMPLATES.items())})
@@ -67,8 +73,9 @@ class ChatTemplate:
     """The resolved template; :meth:`record` goes into run_config.json."""
 
     source: Source
-    path: str | None = None  # the file, for every source but `deferred`
+    path: str | None = None  # the file
     sha256: str | None = None  # of the file's bytes
+    revision: str | None = None  # `tokenizer` from the hub: the commit the file was read at
 
     @property
     def server_arg(self) -> str | None:
@@ -80,12 +87,17 @@ class ChatTemplate:
         return Path(self.path).read_text(encoding="utf-8") if self.server_arg else None
 
     def record(self) -> dict[str, str | None]:
-        return {"source": self.source, "path": self.path, "sha256": self.sha256}
+        return {
+            "source": self.source,
+            "path": self.path,
+            "sha256": self.sha256,
+            "revision": self.revision,
+        }
 
 
-def _of(source: Source, path: Path) -> ChatTemplate:
+def _of(source: Source, path: Path, revision: str | None = None) -> ChatTemplate:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return ChatTemplate(source=source, path=str(path), sha256=digest)
+    return ChatTemplate(source=source, path=str(path), sha256=digest, revision=revision)
 
 
 def builtin_template(name: str) -> Path:
@@ -142,7 +154,8 @@ def model_template(
     model: str, revision: str | None, environ: Mapping[str, str]
 ) -> tuple[bool | None, Path | None]:
     """Whether the model ships a chat template: (True, file), (False, None), or (None, None)
-    when its files are not on this machine (undecided)."""
+    when its files are not on this machine (undecided: :func:`resolve_chat_template` fetches
+    them)."""
     local = Path(model).expanduser()
     if local.is_dir():  # a local model folder is complete: absence is an answer
         config_file = local / "tokenizer_config.json"
@@ -150,7 +163,7 @@ def model_template(
             return True, config_file
         if (local / REPO_TEMPLATE).is_file():
             return True, local / REPO_TEMPLATE
-        return (False, None) if config_file.is_file() else (None, None)
+        return False, None
     found = _snapshot(model, revision, hf_cache_dir(environ))
     if found is None:
         return None, None
@@ -164,6 +177,63 @@ def model_template(
     # when the hub said so: huggingface_hub then leaves a marker under .no_exist/COMMIT/.
     known_absent = (repo / ".no_exist" / snapshot.name / REPO_TEMPLATE).exists()
     return (False, None) if config_file.is_file() and known_absent else (None, None)
+
+
+def _fetch_from_hub(
+    model: str, revision: str | None, environ: Mapping[str, str], token: str | None
+) -> tuple[bool, Path | None]:
+    """Fetch the model's template files into the hub cache; (has template, file). Raises
+    ConfigError naming the fix when the Hub cannot answer."""
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+    except ImportError:
+        raise ConfigError(
+            f"cannot tell whether {model!r} has a chat template: it is not in the Hugging Face "
+            "cache, and huggingface_hub (which would fetch it) is not installed",
+            hint="pip install 'evalgate-action[modal]' (or huggingface_hub), or set the model's "
+            "chat_template: in evals.yaml",
+        ) from None
+
+    kwargs: dict[str, Any] = {
+        "revision": revision or "main",
+        "cache_dir": hf_cache_dir(environ),
+        "endpoint": environ.get("HF_ENDPOINT") or None,
+        "token": token or None,
+        # The run's environment decides, not the one huggingface_hub read at import.
+        "local_files_only": environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"),
+    }
+    found: dict[str, Path | None] = {}
+    for name in ("tokenizer_config.json", REPO_TEMPLATE):
+        try:
+            found[name] = Path(hf_hub_download(model, name, **kwargs))
+        except LocalEntryNotFoundError as exc:  # offline, or the Hub did not answer
+            raise _unfetchable(model, revision, exc) from None
+        except EntryNotFoundError:  # the Hub answered: the repository has no such file
+            found[name] = None
+        except Exception as exc:
+            raise _unfetchable(model, revision, exc) from None
+        if name == "tokenizer_config.json" and found[name] and _has_template(found[name]):
+            return True, found[name]
+    jinja = found[REPO_TEMPLATE]
+    return (True, jinja) if jinja is not None else (False, None)
+
+
+def _unfetchable(model: str, revision: str | None, exc: BaseException) -> ConfigError:
+    why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return ConfigError(
+        f"cannot tell whether {model!r} (revision {revision or 'main'}) has a chat template: "
+        f"its tokenizer_config.json is not in the Hugging Face cache and fetching it failed: "
+        f"{why}",
+        hint="set the model's chat_template: in evals.yaml (a file, or one of "
+        f"{', '.join(BUILTIN_TEMPLATES)}), set HF_TOKEN for a gated model, or fill the cache "
+        "(HF_HUB_CACHE) where the Hub is reachable",
+    )
+
+
+def _commit_of(path: Path) -> str | None:
+    """The commit of a file in a hub cache snapshot (``…/snapshots/COMMIT/file``)."""
+    return path.parent.name if path.parent.parent.name == "snapshots" else None
 
 
 def resolve_chat_template(
@@ -186,11 +256,28 @@ def resolve_chat_template(
             f"of the built-in templates: {', '.join(BUILTIN_TEMPLATES)})"
         )
     has, file = model_template(opts.model, opts.revision, environ)
+    if has is None and Path(opts.model).expanduser().is_file():  # a single file (GGUF)
+        raise ConfigError(
+            f"model {opts.model!r} is a single file, whose chat template evalgate cannot read",
+            hint="set the model's chat_template: in evals.yaml (a file, or one of "
+            f"{', '.join(BUILTIN_TEMPLATES)})",
+        )
     if has is None:
-        return ChatTemplate(source="deferred")
+        token = environ.get(getattr(opts, "hf_token_env", None) or "HF_TOKEN")
+        has, file = _fetch_from_hub(opts.model, opts.revision, environ, token)
     if has and file is not None:
-        return _of("tokenizer", file)
+        return _of("tokenizer", file, _commit_of(file))
     repo_file = config_dir / REPO_TEMPLATE
     if repo_file.is_file():
         return _of("repo", repo_file.resolve())
-    return _of("benchmark", builtin_template(fallback_for(benchmarks)))
+    names = list(benchmarks)
+    unknown = [name for name in names if name not in BENCHMARK_TEMPLATES]
+    if unknown:
+        raise ConfigError(
+            f"model {opts.model!r} has no chat template (none in its tokenizer files at revision "
+            f"{opts.revision or 'main'}), there is no {REPO_TEMPLATE} next to evals.yaml, and "
+            f"benchmark(s) {', '.join(unknown) or '(none)'} have no built-in fallback",
+            hint="set the model's chat_template: in evals.yaml (a file, or one of "
+            f"{', '.join(BUILTIN_TEMPLATES)}), or add {REPO_TEMPLATE} next to evals.yaml",
+        )
+    return _of("benchmark", builtin_template(fallback_for(names)))

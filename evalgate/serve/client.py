@@ -13,7 +13,11 @@ Under load and faults:
 - a request that fails for good raises :class:`RequestFailed` with a short ``kind``; the engine
   records the rollout as an error, never as a 0. ``ChatClient.stats`` counts every error by kind,
   retried or final, for the scorecard;
-- with a :class:`~evalgate.run.cache.ResponseCache`, a request already answered is not sent again.
+- with a :class:`~evalgate.run.cache.ResponseCache`, a request already answered is not sent again;
+- redirects are followed here, hop by hop, each hop with the full timeout: Modal answers a
+  request still running after 150 s with ``303`` to a result URL that blocks until the result is
+  ready. Once a request has a result URL, a retry (a hop that timed out, a dropped connection)
+  polls that URL instead of POSTing again, so one item never runs twice on the GPU.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
     from evalgate.run.cache import ResponseCache
 
 __all__ = [
+    "MAX_REDIRECTS",
     "AdaptiveLimit",
     "ChatClient",
     "ClientStats",
@@ -76,7 +81,13 @@ except ImportError:  # pragma: no cover - exercised only where orjson is not ins
 
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
 _MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is treated as asking for a minute
+# Redirect hops one request may take. Modal answers every 150 s with a 303 until the function's
+# timeout (evalgate's Modal apps: 3600 s, i.e. 24 hops); past this the request fails as
+# `redirect_limit`, without a retry (it would only wait on the same result again).
+MAX_REDIRECTS = 30
+_HOP_MARGIN_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,7 @@ class ClientStats:
     cache_hits: int = 0
     retried: Counter[str] = field(default_factory=Counter)  # transient errors, retried, by kind
     failures: Counter[str] = field(default_factory=Counter)  # requests failed for good, by kind
+    redirects: int = 0  # 303 hops followed (Modal answers past 150 s with one)
     throttle_decreases: int = 0  # times AIMD halved the concurrency limit
     min_concurrency: int = 0  # lowest concurrency limit AIMD reached (max_concurrent if none)
 
@@ -115,6 +127,7 @@ class ClientStats:
             "requests": self.requests,
             "retries": self.retries,
             "cache_hits": self.cache_hits,
+            "redirects": self.redirects,
             "retried_errors": dict(sorted(self.retried.items())),
             "failed_requests": dict(sorted(self.failures.items())),
             "throttle_decreases": self.throttle_decreases,
@@ -234,11 +247,18 @@ class ChatClient:
         adaptive: bool = True,
         cache: ResponseCache | None = None,
         cache_identity: str | None = None,
+        max_redirects: int = MAX_REDIRECTS,
     ) -> None:
         self.endpoint = endpoint
         self.sampling = sampling
         self.timeout_s = timeout_s
-        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        # Per HTTP exchange. A server that answers long requests with a redirect after a fixed
+        # time (Modal: 303 at 150 s) gets at least that plus a margin per hop, or no request
+        # would ever reach the redirect.
+        hop_floor = endpoint.redirect_after_s + _HOP_MARGIN_S if endpoint.redirect_after_s else 0
+        self.hop_timeout_s = max(timeout_s, hop_floor)
+        self.timeout = aiohttp.ClientTimeout(total=self.hop_timeout_s)
+        self.max_redirects = max_redirects
         self.max_retries = max_retries
         self.max_concurrent = max_concurrent
         self.backoff_base_s = backoff_base_s
@@ -311,33 +331,35 @@ class ChatClient:
         limit = self.limit
         start = time.perf_counter()
         attempt = 0
+        # Set once the server answered 303 (Modal, past 150 s): the generation runs there, and a
+        # retry polls its result rather than POSTing again, which would start another one.
+        result: list[URL] = []
         while True:
             hint: float | None = None
             retryable = True
             epoch = await limit.acquire() if limit is not None else 0
             self.stats.requests += 1
             try:
-                async with session.post(self._url, data=payload) as resp:
-                    raw = await resp.read()
-                    status = resp.status
-                    if status == 200:
-                        reply = self._parse(raw, start, attempt + 1)
-                        if limit is not None:
-                            limit.succeeded()
-                        if key is not None:
-                            self.cache.put(key, reply.text, reply.usage)  # type: ignore[union-attr]
-                        return reply
-                    error = RequestFailed(f"http_{status}", raw[:200].decode("utf-8", "replace"))
-                    retryable = status in _RETRY_STATUS
-                    hint = retry_after(resp.headers)
-                    if status == 429 and limit is not None:
-                        limit.throttled(epoch)
-                        self.stats.throttle_decreases = limit.decreases
-                        self.stats.min_concurrency = limit.lowest
-            except RequestFailed as exc:  # a 200 whose body is not a chat completion
+                status, raw, headers = await self._exchange(session, payload, result)
+                if status == 200:
+                    reply = self._parse(raw, start, attempt + 1)
+                    if limit is not None:
+                        limit.succeeded()
+                    if key is not None:
+                        self.cache.put(key, reply.text, reply.usage)  # type: ignore[union-attr]
+                    return reply
+                error = RequestFailed(f"http_{status}", raw[:200].decode("utf-8", "replace"))
+                retryable = status in _RETRY_STATUS
+                hint = retry_after(headers)
+                if status == 429 and limit is not None:
+                    limit.throttled(epoch)
+                    self.stats.throttle_decreases = limit.decreases
+                    self.stats.min_concurrency = limit.lowest
+            except RequestFailed as exc:  # a 200 whose body is not a chat completion; too many hops
                 error = exc
+                retryable = exc.kind != "redirect_limit"
             except TimeoutError:  # before ClientError: aiohttp's timeouts are both
-                error = RequestFailed("timeout", f"no answer within {self.timeout_s:g} s")
+                error = RequestFailed("timeout", f"no answer within {self.hop_timeout_s:g} s")
             except aiohttp.ClientPayloadError as exc:  # body cut short, Content-Length lied
                 error = RequestFailed("truncated", str(exc) or type(exc).__name__)
             except aiohttp.ClientConnectionError as exc:  # refused, reset, closed before reply
@@ -354,6 +376,37 @@ class ChatClient:
             self.stats.retries += 1
             await self._sleep(self._delay(attempt, hint))
             attempt += 1
+
+    async def _exchange(
+        self, session: aiohttp.ClientSession, payload: bytes, result: list[URL]
+    ) -> tuple[int, bytes, Any]:
+        """POST the request (or GET its result URL when ``result`` holds one), following
+        redirects here rather than in aiohttp: each hop gets the full timeout, the result URL
+        is remembered in ``result`` for a retry, and the hop budget is ours (aiohttp's is 10)."""
+        hops = 0
+        url = self._url
+        while True:
+            if result:
+                request = session.get(result[0], allow_redirects=False)
+            else:
+                request = session.post(url, data=payload, allow_redirects=False)
+            async with request as resp:
+                location = resp.headers.get("Location")
+                if resp.status not in _REDIRECT_STATUS or not location:
+                    return resp.status, await resp.read(), resp.headers
+                await resp.release()
+            target = resp.url.join(URL(location))
+            if resp.status in (307, 308) and not result:
+                url = target  # the request itself moved: POST it there, body and all
+            else:
+                result[:] = [target]  # 301/302/303: GET the result there
+            hops += 1
+            self.stats.redirects += 1
+            if hops > self.max_redirects:
+                raise RequestFailed(
+                    "redirect_limit",
+                    f"no result after {self.max_redirects} redirects ({target})",
+                )
 
     def _parse(self, raw: bytes, start: float, attempts: int) -> Reply:
         try:

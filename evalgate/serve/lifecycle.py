@@ -204,12 +204,16 @@ def stop(
     results = []
     try:
         if all_apps:
-            targets = [(name, tags.get("evalgate-model")) for name, tags in ops.managed_apps()]
+            # By app id: an ephemeral app has no deployment name to look it up by.
+            targets = [
+                (app_id, label, tags.get("evalgate-model"))
+                for app_id, label, tags in ops.managed_apps()
+            ]
         else:
             chosen = modal_models(config, models, persistent_only=False)
-            targets = [(app_name_for(m), m.name) for m in chosen]
-        for app_name, model_name in targets:
-            stopped = ops.stop(app_name)
+            targets = [(app_name_for(m), app_name_for(m), m.name) for m in chosen]
+        for target, app_name, model_name in targets:
+            stopped = ops.stop(target)
             results.append(AppStatus(app_name, "stopped" if stopped else "not running", model_name))
     finally:
         ops.close()

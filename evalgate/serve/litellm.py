@@ -171,6 +171,9 @@ class LiteLLMServer:
         self.model = model
         self.environ = environ
         spawn = not model.proxy_url
+        # Absolute: the proxy runs in the log folder, so a relative --config (the CLI's default
+        # output folder is relative) would be looked up from inside itself.
+        log_dir = log_dir.absolute()
         self.log_path: Path | None = log_dir / f"model_server-{model.name}.log" if spawn else None
         self.config_path: Path | None = log_dir / f"litellm-{model.name}.yaml" if spawn else None
         # Not (yet) fields of LiteLLMModel: read when the spec grows them.

@@ -17,8 +17,9 @@ matches this interpreter's minor version, as cloudpickle requires.
 
 Modal's web endpoints answer a request that runs past 150 s with ``303 See Other`` to a result
 URL (the same URL plus ``__modal_function_call_id``); a GET there blocks until the original
-request's result is ready. aiohttp follows a 303 with a GET without the body, which is what that
-URL wants; see ``ChatClient`` for the redirect budget.
+request's result is ready. A GET without the body is what that
+URL wants. ``ChatClient`` follows the chain itself: each hop gets at least 150 s + a margin
+(``Endpoint.redirect_after_s``), and a retry polls the result URL instead of POSTing again.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve._health import NotReady, wait_until_ready
+from evalgate.serve._modal_ops import FUNCTION_NAME, MANAGED_TAG, ModalOps, first_line
 from evalgate.serve._vllm_args import gpus_needed, serve_command
 from evalgate.serve.base import Endpoint
 from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
@@ -57,7 +59,6 @@ __all__ = [
 
 MODAL_PIN = "1.6.4"
 INSTALL_HINT = f"pip install 'evalgate-action[modal]' (modal=={MODAL_PIN})"
-FUNCTION_NAME = "serve"
 PORT = 8000
 HF_CACHE_PATH = "/root/.cache/huggingface"  # huggingface_hub's default cache: weights persist
 VLLM_CACHE_PATH = "/root/.cache/vllm"  # VLLM_CACHE_ROOT default: torch.compile artefacts
@@ -65,11 +66,18 @@ TEMPLATE_PATH = "/root/evalgate/chat_template.jinja"
 # Per HTTP request (one Modal input). Long generations outlive Modal's 150 s HTTP limit through
 # the 303 chain; the function itself may run this long.
 REQUEST_TIMEOUT_S = 3600
+# Modal answers a web request still running after this long with 303 to its result URL.
+MODAL_HTTP_LIMIT_S = 150.0
 # vLLM batches internally: one container takes the whole run's concurrency.
 MAX_INPUTS = 1000
+# The image Modal's vLLM guide builds on: CUDA's devel image (nvcc and headers for the kernels
+# vLLM and FlashInfer compile at start-up), Python added by Modal at this interpreter's minor
+# version (cloudpickle), vLLM installed by a pinned uv. Pinned: an image that changes under a
+# tag would change what a baseline measured.
+CUDA_IMAGE = "nvidia/cuda:12.8.1-devel-ubuntu22.04"
+UV_VERSION = "0.9.5"
 # A persistent deployment outlives this process, so its key must come from the environment.
 API_KEY_ENV = "EVALGATE_VLLM_API_KEY"
-MANAGED_TAG = ("managed-by", "evalgate")
 
 
 def import_modal() -> Any:
@@ -102,10 +110,13 @@ class ModalAppSpec:
     mode: str
     gpu: str
     python_version: str
+    base_image: str
+    uv_version: str
     packages: tuple[str, ...]
     image_env: dict[str, str]
     volumes: dict[str, str]  # mount path → Volume name (created if missing)
     secret_env: tuple[str, ...]  # environment variables the container gets from a Secret
+    named_secrets: tuple[str, ...]  # existing Modal Secrets (by name) the container also gets
     command: tuple[str, ...]
     chat_template_path: str | None  # where the template is written in the container
     chat_template_sha256: str | None
@@ -120,7 +131,15 @@ class ModalAppSpec:
     def digest(self) -> str:
         """What decides the measurement (image, GPU, command, template), hashed. A persistent
         deployment carries it as a tag, so a run can refuse a server deployed differently."""
-        keys = ("packages", "image_env", "gpu", "command", "chat_template_sha256")
+        keys = (
+            "base_image",
+            "uv_version",
+            "packages",
+            "image_env",
+            "gpu",
+            "command",
+            "chat_template_sha256",
+        )
         data = {k: v for k, v in asdict(self).items() if k in keys}
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -150,11 +169,14 @@ def describe(
         mode=model.mode,
         gpu=model.gpu,
         python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
+        base_image=CUDA_IMAGE,
+        uv_version=UV_VERSION,
         packages=(f"vllm=={model.vllm_version}",),
         # Faster hub downloads through the Xet backend (a no-op for older huggingface_hub).
         image_env={"HF_XET_HIGH_PERFORMANCE": "1"},
         volumes={HF_CACHE_PATH: model.hf_cache_volume, VLLM_CACHE_PATH: model.vllm_cache_volume},
         secret_env=tuple(sorted(set(secret_env))),
+        named_secrets=tuple(getattr(model, "secrets", ()) or ()),
         command=tuple(command),
         chat_template_path=template_arg,
         chat_template_sha256=chat_template.sha256 if template_arg else None,
@@ -212,8 +234,9 @@ def build_app(
     if missing:
         raise ConfigError(f"no value for the secret(s) {', '.join(sorted(missing))}")
     image = (
-        modal.Image.debian_slim(python_version=spec.python_version)
-        .uv_pip_install(*spec.packages)
+        modal.Image.from_registry(spec.base_image, add_python=spec.python_version)
+        .entrypoint([])  # the CUDA image's entrypoint prints a banner before every command
+        .uv_pip_install(*spec.packages, uv_version=spec.uv_version)
         .env(spec.image_env)
     )
     volumes = {
@@ -221,6 +244,8 @@ def build_app(
         for path, name in spec.volumes.items()
     }
     secret = modal.Secret.from_dict({k: secret_values[k] for k in spec.secret_env})
+    # Named secrets are looked up when the app starts: a missing one fails there, before a GPU.
+    named = [modal.Secret.from_name(name) for name in spec.named_secrets]
     # include_source=False: the function is serialized, nothing from this checkout is mounted.
     app = modal.App(spec.app_name, tags=spec.tags, include_source=False)
     body = _serve_function(spec.command, template_text, spec.chat_template_path)
@@ -230,7 +255,7 @@ def build_app(
         image=image,
         gpu=spec.gpu,
         volumes=volumes,
-        secrets=[secret],
+        secrets=[*named, secret],
         timeout=spec.timeout_s,
         startup_timeout=spec.startup_timeout_s,
         scaledown_window=spec.scaledown_window_s,
@@ -238,89 +263,6 @@ def build_app(
         serialized=True,
     )(modal.concurrent(max_inputs=spec.max_inputs)(web))
     return app, function
-
-
-class ModalOps:
-    """Every call that reaches Modal. Credentials come from ``environ`` (MODAL_TOKEN_ID and
-    MODAL_TOKEN_SECRET, MODAL_ENVIRONMENT), else from modal's own configuration."""
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self.modal = import_modal()
-        self.environment: str | None = environ.get("MODAL_ENVIRONMENT") or None
-        self._token = (environ.get("MODAL_TOKEN_ID"), environ.get("MODAL_TOKEN_SECRET"))
-        self._client: Any = None
-
-    @property
-    def client(self) -> Any:
-        if self._client is None and all(self._token):
-            try:
-                self._client = self.modal.Client.from_credentials(*self._token)
-            except Exception as exc:
-                raise InfraError(f"Modal rejected the credentials: {_first_line(exc)}") from None
-        return self._client
-
-    def run_ephemeral(self, app: Any, function: Any, stack: contextlib.ExitStack) -> str:
-        """Start ``app`` until ``stack`` closes; its web URL."""
-        stack.enter_context(app.run(client=self.client, environment_name=self.environment))
-        return function.get_web_url()
-
-    def deploy(self, app: Any, function: Any) -> str:
-        app.deploy(environment_name=self.environment, client=self.client)
-        return function.get_web_url() or self.web_url(app.name)  # type: ignore[return-value]
-
-    def web_url(self, app_name: str) -> str | None:
-        """The deployed app's URL, or None when no such app is deployed."""
-        fn = self.modal.Function.from_name(
-            app_name, FUNCTION_NAME, environment_name=self.environment, client=self.client
-        )
-        try:
-            return fn.get_web_url()
-        except self.modal.exception.NotFoundError:
-            return None
-
-    def tags(self, app_name: str) -> dict[str, str] | None:
-        try:
-            app = self.modal.App.lookup(
-                app_name, environment_name=self.environment, client=self.client
-            )
-            return app.get_tags(client=self.client)
-        except self.modal.exception.NotFoundError:
-            return None
-
-    def stop(self, app_name: str) -> bool:
-        try:
-            app = self.modal.App.lookup(
-                app_name, environment_name=self.environment, client=self.client
-            )
-        except self.modal.exception.NotFoundError:
-            return False
-        app.stop(client=self.client)
-        return True
-
-    def managed_apps(self) -> list[tuple[str, dict[str, str]]]:
-        """(name, tags) of every live app evalgate created in the environment."""
-        env = (
-            self.modal.Environment.from_name(self.environment, client=self.client)
-            if self.environment
-            else self.modal.Environment.from_context(client=self.client)
-        )
-        found = []
-        for app in env.apps.list():
-            tags = app.get_tags(client=self.client)
-            if tags.get(MANAGED_TAG[0]) == MANAGED_TAG[1] and app.name:
-                found.append((app.name, tags))
-        return found
-
-    def close(self) -> None:
-        if self._client is not None:
-            with contextlib.suppress(Exception):
-                self._client.close()
-            self._client = None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class ModalVLLMServer:
@@ -418,13 +360,14 @@ class ModalVLLMServer:
         except BaseException as exc:
             self._stack.close()
             if isinstance(exc, Exception) and type(exc).__module__.startswith("modal"):
-                raise InfraError(f"model {self.model.name!r}: Modal: {_first_line(exc)}") from None
+                raise InfraError(f"model {self.model.name!r}: Modal: {first_line(exc)}") from None
             raise
         return Endpoint(
             base_url=f"{url.rstrip('/')}/v1",
             model=self.model.name,
             api_key=key,
             model_id=self.model.model_id,
+            redirect_after_s=MODAL_HTTP_LIMIT_S,
         )
 
     def _connect(self, ops: ModalOps, spec: ModalAppSpec) -> str:

@@ -75,7 +75,8 @@ class VLLMServer:
         self.environ = environ
         self.config_dir = config_dir if config_dir is not None else Path.cwd()
         self.benchmarks = tuple(benchmarks)
-        self.log_path: Path | None = log_dir / f"model_server-{model.name}.log"
+        # Absolute: nothing the server is told may depend on the directory it runs in.
+        self.log_path: Path | None = log_dir.absolute() / f"model_server-{model.name}.log"
         self.chat_template: ChatTemplate | None = None  # set by __enter__, for run_config.json
         self._proc: subprocess.Popen[bytes] | None = None
         # The port is on loopback, but other users of a shared GPU box can reach it too: a
@@ -100,10 +101,12 @@ class VLLMServer:
         )
 
     def __enter__(self) -> Endpoint:
+        exe = self.executable()
+        # Before the server starts: a model without a usable template fails here, not with a
+        # 400 on every request after the weights are loaded.
         self.chat_template = resolve_chat_template(
             self.model, config_dir=self.config_dir, benchmarks=self.benchmarks, environ=self.environ
         )
-        exe = self.executable()
         assert self.log_path is not None
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # A free port can be taken before vLLM binds it. Only that is retried (on another

@@ -590,6 +590,9 @@ def _legacy_exception(exc: Exception) -> Exception:
 
 def _output_outcome(out: dict[str, Any]) -> VerifiersOutcome:
     error = out.get("error")
+    if isinstance(error, dict) and error.get("error") == "EmptyModelResponseError":
+        # An empty reply is a wrong answer scored 0, as in the v1 API, not an infrastructure error.
+        out, error = {**out, "error": None, "completion": "", "reward": 0.0}, None
     if error:
         if isinstance(error, dict):  # ErrorData: error, message, error_chain_repr/_str
             kind = str(error.get("error") or "error")

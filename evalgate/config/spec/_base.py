@@ -41,7 +41,9 @@ class EvalSettings(Strict):
     max_error_rate: float = Field(0.05, ge=0.0, le=1.0)
     """Errored rollouts above this fraction make the run an infrastructure error, not a score."""
     request_timeout_s: float = Field(120.0, gt=0)
-    """Per-request timeout in seconds."""
+    """Timeout in seconds per HTTP exchange. A redirect chain (Modal answers a request still
+    running after 150 s with a 303 to its result) is followed hop by hop, each hop with this
+    timeout; on `modal-vllm` a hop gets at least 180 s."""
     max_retries: int = Field(4, ge=0, le=50)
     """Retries per request on 429, 5xx, connection errors and timeouts (jittered backoff)."""
     adaptive_concurrency: bool = True

@@ -150,6 +150,11 @@ class ModalVLLMModel(VLLMOptions):
     """Modal app name (default: derived from the model label)."""
     hf_token_env: str | None = Field("HF_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Environment variable with a Hugging Face token, passed as a Modal Secret (gated models)."""
+    secrets: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")]] = Field(
+        default_factory=list
+    )
+    """Existing Modal Secrets, by name, whose variables the server gets (e.g. a team's
+    `huggingface` secret with HF_TOKEN), in addition to `hf_token_env` from this environment."""
     hf_cache_volume: str = "evalgate-hf-cache"
     """Modal Volume caching Hugging Face weights between runs."""
     vllm_cache_volume: str = "evalgate-vllm-cache"

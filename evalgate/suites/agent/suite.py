@@ -179,4 +179,5 @@ class AgentSuite(SuiteDefaults):
             reward=result.reward,
             metrics={"accuracy": result.reward},
             usage={k: int(v) for k, v in result.agent.usage.items()},
+            cost_usd=result.agent.cost_usd,
         )
