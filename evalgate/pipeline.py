@@ -33,7 +33,7 @@ from evalgate.run.progress import Progress
 from evalgate.run.rundir import RunDir, find_run_dirs, find_runs, new_run_id, write_json
 from evalgate.run.sequential import SequentialResult, run_sequential
 from evalgate.run.summary import RunSummary, item_metrics, summarize
-from evalgate.serve import Endpoint, open_server
+from evalgate.serve import Endpoint, ServeContext, open_server
 from evalgate.serve.client import ChatClient
 from evalgate.suites import Suite, build_suites
 
@@ -396,13 +396,13 @@ def _run_model(
             summaries.extend(_failed_run(model, b, s.name, reason) for b, s in suites)
             return
         budget.use_model(model)
-    server = ctx.server_factory(
-        model,
+    serve_ctx = ServeContext(
         log_dir=ctx.logs,
         environ=ctx.environ,
         config_dir=config.path.parent,
-        benchmarks=[b.name for b in config.benchmarks],
+        benchmarks=tuple(b.name for b in config.benchmarks),
     )
+    server = ctx.server_factory(model, serve_ctx)
     try:
         ctx.log(f"[evalgate] starting model {model.name!r} ({model.backend})")
         t_serve = time.perf_counter()

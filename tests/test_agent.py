@@ -453,7 +453,7 @@ def test_builtin_agent_lists_skills(tmp_path: Path, scripted_server) -> None:
 )
 def test_embedded_model_runs_a_task_and_fails_cleanly(tmp_path: Path) -> None:
     from evalgate.config.spec.models import LocalModel
-    from evalgate.serve import open_server
+    from evalgate.serve import ServeContext, open_server
 
     suite = build_suite(_spec(tmp_path, ["hello-file"], agent={"max_turns": 4}))
 
@@ -463,7 +463,9 @@ def test_embedded_model_runs_a_task_and_fails_cleanly(tmp_path: Path) -> None:
         async with ChatClient(endpoint, Sampling(max_tokens=128), max_retries=1) as client:
             return await run_suite(suite, client, rollouts=1, max_concurrent=1)
 
-    with open_server(LocalModel(), log_dir=tmp_path, environ=dict(os.environ)) as endpoint:
+    with open_server(
+        LocalModel(), ServeContext(log_dir=tmp_path, environ=dict(os.environ))
+    ) as endpoint:
         (record,) = run(go(endpoint))
     # SmolLM2-135M rarely calls tools; whatever it does, the run ends with a verdict and a reason
     # (or, if the server rejected the request, an error), never a crash.

@@ -222,7 +222,7 @@ budget: {gpu_seconds: 0.000001}
         output_root=tmp_path / "out",
         environ={},
         progress=make_progress({"CI": "true"}),
-        server_factory=lambda model, **kw: _GPUServer(server.base_url, started),
+        server_factory=lambda model, ctx: _GPUServer(server.base_url, started),
         log=lambda line: None,
         cache_dir=None,
     )

@@ -21,8 +21,8 @@ import yaml
 
 from evalgate.config.spec.models import LiteLLMModel
 from evalgate.errors import ConfigError, InfraError
+from evalgate.serve import ServeContext, tracing
 from evalgate.serve import litellm as lt
-from evalgate.serve import tracing
 from evalgate.serve.registry import open_server
 
 PROVIDER_KEY = "sk-provider-value-that-must-not-leak"
@@ -259,7 +259,7 @@ def test_command_binds_loopback_with_telemetry_off(tmp_path: Path) -> None:
 
 
 def test_registry_maps_the_backend(tmp_path: Path) -> None:
-    server = open_server(_model(), log_dir=tmp_path, environ={})
+    server = open_server(_model(), ServeContext(log_dir=tmp_path, environ={}))
     assert isinstance(server, lt.LiteLLMServer)
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from evalgate.config.spec import ModalVLLMModel
 from evalgate.errors import ConfigError, InfraError
-from evalgate.serve import modal_vllm
+from evalgate.serve import ServeContext, modal_vllm
 from evalgate.serve.chat_template import ChatTemplate
 from evalgate.serve.modal_vllm import (
     ModalVLLMServer,
@@ -364,7 +364,7 @@ def test_persistent_needs_its_key_and_a_matching_deployment(
 
 
 def test_registry_constructs_the_modal_backend(tmp_path: Path) -> None:
-    server = open_server(_model(), log_dir=tmp_path, environ={})
+    server = open_server(_model(), ServeContext(log_dir=tmp_path, environ={}))
     assert isinstance(server, ModalVLLMServer)
 
 

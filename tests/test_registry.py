@@ -40,3 +40,17 @@ def test_a_known_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_our_own_missing_module_is_a_bug_not_a_config_error() -> None:
     with pytest.raises(ModuleNotFoundError):
         load_entry("evalgate.no_such_module:X", what="x", error=ConfigError)
+
+
+@pytest.mark.parametrize("target", sorted(SERVERS.values()))
+def test_every_model_server_takes_the_serve_context(target: str) -> None:
+    """open_server builds every backend the same way, from the ServeContext's fields."""
+    import dataclasses
+    import inspect
+
+    from evalgate.serve.base import ServeContext
+
+    cls = load_entry(target, what="x", error=ConfigError)
+    params = inspect.signature(cls).parameters
+    for field in dataclasses.fields(ServeContext):
+        assert params[field.name].kind is inspect.Parameter.KEYWORD_ONLY, (target, field.name)

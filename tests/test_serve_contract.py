@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from evalgate.config.spec import LiteLLMModel, LocalModel, OpenAIModel, Sampling, VLLMModel
-from evalgate.serve import open_server
+from evalgate.serve import ServeContext, open_server
 from evalgate.serve.client import ChatClient
 from evalgate.serve.litellm import litellm_python
 from tests.test_chat_template import hub_cache
@@ -101,7 +101,7 @@ def served(
     if folder == "relative":
         monkeypatch.chdir(tmp_path)
         log_dir = Path("outputs") / "logs"
-    yield backend, open_server(model, log_dir=log_dir, environ=environ), upstream
+    yield backend, open_server(model, ServeContext(log_dir=log_dir, environ=environ)), upstream
 
 
 def test_server_yields_a_working_endpoint_and_stops(served: Any) -> None:

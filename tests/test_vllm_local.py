@@ -18,6 +18,7 @@ import pytest
 
 from evalgate.config.spec import VLLMModel
 from evalgate.errors import InfraError
+from evalgate.serve.base import ServeContext
 from evalgate.serve.registry import open_server
 from evalgate.serve.vllm_local import VLLMServer
 from tests.test_chat_template import COMMIT, hub_cache
@@ -138,7 +139,9 @@ def test_cold_server_is_awaited_then_served_and_stopped_as_a_group(
     import urllib.request
 
     environ = {**fake_vllm, "FAKE_VLLM_COLD_POLLS": "3"}
-    server = open_server(_model(revision="a" * 40), log_dir=tmp_path / "logs", environ=environ)
+    server = open_server(
+        _model(revision="a" * 40), ServeContext(log_dir=tmp_path / "logs", environ=environ)
+    )
     assert isinstance(server, VLLMServer)
     server.poll_interval_s = 0.05
     with server as endpoint:

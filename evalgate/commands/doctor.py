@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
+from evalgate.serve.base import ServeContext
 from evalgate.serve.llama_cpp import INSTALL_HINT
 
 __all__ = ["PHASES", "Check", "DoctorReport", "run_doctor"]
@@ -337,7 +338,14 @@ def _credentials(doc: _Doctor, config: Any) -> None:
 
 
 def _open(doc: _Doctor, config: Any, model: Any, factory: Callable[..., Any], logs: Path) -> Any:
-    server = factory(model, log_dir=logs, environ=doc.environ)
+    # The same context a run gives its servers, so a template fallback resolves the same way.
+    ctx = ServeContext(
+        log_dir=logs,
+        environ=doc.environ,
+        config_dir=config.path.parent,
+        benchmarks=tuple(b.name for b in config.benchmarks),
+    )
+    server = factory(model, ctx)
     # vLLM-backed servers resolve the chat template from the config's folder and benchmarks.
     if hasattr(server, "config_dir"):
         server.config_dir = Path(config.path).parent

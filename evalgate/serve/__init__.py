@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalgate.serve.base import Endpoint, ModelServer
+from evalgate.serve.base import Endpoint, ModelServer, ServeContext
 from evalgate.serve.registry import open_server
 
-__all__ = ["Endpoint", "ModelServer", "open_server"]
+__all__ = ["Endpoint", "ModelServer", "ServeContext", "open_server"]

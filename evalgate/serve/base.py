@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["Endpoint", "ModelServer"]
+__all__ = ["Endpoint", "ModelServer", "ServeContext"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,25 @@ class Endpoint:
     redirect_after_s: float | None = None
 
 
+@dataclass(frozen=True)
+class ServeContext:
+    """What a run gives every model server, whichever backend: where its logs go, the
+    environment (keys by reference), and what chat-template resolution looks at."""
+
+    log_dir: Path
+    environ: dict[str, str] = field(repr=False)
+    config_dir: Path | None = None  # evals.yaml's folder: relative chat_template files
+    benchmarks: tuple[str, ...] = ()  # benchmark names: a benchmark's template fallback
+
+
 class ModelServer(Protocol):
+    """Serve one model for the duration of a ``with`` block.
+
+    Every backend's constructor is ``(model, *, log_dir, environ, config_dir=None,
+    benchmarks=())`` — the fields of :class:`ServeContext` — so :func:`open_server` builds any
+    of them the same way.
+    """
+
     """Serve one model for the duration of a ``with`` block."""
 
     def __enter__(self) -> Endpoint:

@@ -32,7 +32,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +167,15 @@ def _why_it_exited(lines: list[str]) -> str:
 class LiteLLMServer:
     """A LiteLLM proxy for one model: an existing one (``proxy_url``) or one started here."""
 
-    def __init__(self, model: Any, *, log_dir: Path, environ: dict[str, str]) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        log_dir: Path,
+        environ: dict[str, str],
+        config_dir: Path | None = None,  # the ServeContext fields every backend accepts
+        benchmarks: Sequence[str] = (),
+    ) -> None:
         self.model = model
         self.environ = environ
         spawn = not model.proxy_url

@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,15 @@ class LlamaCppServer:
 
     alias = "smollm2"
 
-    def __init__(self, model: Any, *, log_dir: Path, environ: dict[str, str]) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        log_dir: Path,
+        environ: dict[str, str],
+        config_dir: Path | None = None,  # the ServeContext fields every backend accepts
+        benchmarks: Sequence[str] = (),
+    ) -> None:
         self.model = model
         self.log_path: Path | None = log_dir / f"model_server-{model.name}.log"
         self._proc: subprocess.Popen[bytes] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,15 @@ __all__ = ["OpenAICompatServer"]
 class OpenAICompatServer:
     log_path: Path | None = None
 
-    def __init__(self, model: Any, *, log_dir: Path, environ: dict[str, str]) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        log_dir: Path,
+        environ: dict[str, str],
+        config_dir: Path | None = None,  # the ServeContext fields every backend accepts
+        benchmarks: Sequence[str] = (),
+    ) -> None:
         self.model = model
         self.environ = environ
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
-from pathlib import Path
 from typing import Any
 
 from evalgate._lazy import load_entry
 from evalgate.errors import ConfigError
-from evalgate.serve.base import ModelServer
+from evalgate.serve.base import ModelServer, ServeContext
 
 __all__ = ["BACKENDS", "open_server"]
 
@@ -21,20 +19,18 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def open_server(
-    model: Any, *, log_dir: Path, environ: dict[str, str], **context: Any
-) -> ModelServer:
-    """The (not yet started) server for a model config.
-
-    ``context`` carries what only some backends use (``config_dir``, ``benchmarks`` for chat
-    template resolution); each backend gets the keywords its constructor accepts.
-    """
+def open_server(model: Any, ctx: ServeContext) -> ModelServer:
+    """The (not yet started) server for a model config."""
     target = BACKENDS.get(model.backend)
     if target is None:
         raise ConfigError(f"unknown model backend {model.backend!r}; known: {', '.join(BACKENDS)}")
     cls = load_entry(
         target, what=f"model {model.name!r}: backend {model.backend!r}", error=ConfigError
     )
-    accepted = inspect.signature(cls).parameters
-    extra = {k: v for k, v in context.items() if k in accepted}
-    return cls(model, log_dir=log_dir, environ=environ, **extra)
+    return cls(
+        model,
+        log_dir=ctx.log_dir,
+        environ=ctx.environ,
+        config_dir=ctx.config_dir,
+        benchmarks=ctx.benchmarks,
+    )
