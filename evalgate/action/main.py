@@ -24,16 +24,18 @@ from evalgate import pipeline
 from evalgate.action import git as gitops
 from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
+from evalgate.action.policy import apply_policy, policy_checks, read_base_policy
 from evalgate.action.trend import trend_section
 from evalgate.compare.paired import LoadedRun, load_run
-from evalgate.config._yamlio import load_yaml
 from evalgate.config.load import Config, load_config
-from evalgate.config.spec import BaselineSettings, GateSettings
-from evalgate.errors import EvalgateError, ExitCode
+from evalgate.errors import EvalgateError, ExitCode, crash_report, secret_values
 from evalgate.gate import Verdict
 from evalgate.publish import actions
+from evalgate.publish.artifact import read_artifact_text
 from evalgate.publish.github import GitHubClient, GitHubError
+from evalgate.publish.sanitize import inert_markdown
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
+from evalgate.report import code_span
 from evalgate.run.progress import make_progress
 from evalgate.serve import open_server
 from evalgate.store import ResultStore, RunKey, StoreError, open_store
@@ -60,6 +62,14 @@ class _Publisher:
         if ctx.is_pr and inputs.comment and inputs.github_token:
             self.client = GitHubClient(inputs.github_token, api_url=ctx.api_url)
         self.key = sticky_key(ctx.workflow, inputs.comment_key)
+        # Only a comment written by the identity that posts is ever adopted: anyone can paste
+        # the marker into a comment of their own.
+        self.author = inputs.comment_author
+        # What the error path still reports: the scorecard and outputs, once the run has them.
+        self.scorecard: str | None = None
+        self.outputs: dict[str, Any] = {}
+        self.crash_dir: Path | None = None
+        self.secrets: list[str] = [inputs.github_token, *secret_values(environ)]
 
     def log(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -75,11 +85,19 @@ class _Publisher:
                 body,
                 key=self.key,
                 artifact_hint=f"the `{self.inputs.output_dir}` artifact of {self.ctx.run_url}",
+                author=self.author,
             )
         except GitHubError as exc:  # a comment is a courtesy: it never changes the verdict
             self.notices.append(f"could not post the PR comment: {exc}")
             self.log(actions.annotation("warning", f"evalgate: could not comment: {exc}"))
             return
+        if result.author and result.author != self.author:
+            # The token is not the job's own (a PAT or an App): keep updating what it wrote.
+            self.notices.append(
+                f"the PR comment is posted as {result.author}, not {self.author}: set the "
+                f"input `comment_author: {result.author}` so later runs update it"
+            )
+            self.author = result.author
         if result.degraded and result.notice:
             self.notices.append(result.notice)
             self.log(actions.annotation("notice", result.notice))
@@ -95,33 +113,6 @@ class _Publisher:
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
-
-
-def _base_policy(workdir: Path, ctx: CIContext, inputs: ActionInputs, config: Config):
-    """The gate policy and baseline settings from the base branch's evals.yaml (a PR must not
-    loosen its own gate or opt out of the comparison), and a note when the PR changes them."""
-    own = (config.gate, config.baseline)
-    if not ctx.is_pr or not ctx.base_sha:
-        return *own, None
-    text = gitops.show_file(workdir, ctx.base_sha, inputs.config)
-    if text is None:
-        return *own, f"the base branch has no {inputs.config}: this PR's gate policy is used"
-    try:
-        layer = load_yaml(Path(inputs.config), text=text, source=f"{inputs.config}@base")
-        data = layer.data if isinstance(layer.data, dict) else {}
-        base = (
-            GateSettings.model_validate(data.get("gate") or {}),
-            BaselineSettings.model_validate(data.get("baseline") or {}),
-        )
-    except (EvalgateError, ValueError):
-        return *own, "the base branch's gate policy is invalid: this PR's policy is used"
-    if base != own:
-        note = (
-            f"this PR changes the gate policy in {inputs.config}; the base branch's policy was "
-            "applied, the new one applies after merge"
-        )
-        return *base, note
-    return *base, None
 
 
 def _secret_values(config: Config, environ: Mapping[str, str]) -> list[str]:
@@ -207,15 +198,16 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
          server_factory: Callable[..., Any]) -> int:  # fmt: skip
     workdir = (ctx.workspace / inputs.working_directory).resolve()
     out_root = (workdir / inputs.output_dir).resolve()
+    pub.crash_dir = out_root
     config = load_config(workdir / inputs.config, inputs.overrides)
     for secret in _secret_values(config, environ):
         pub.log(actions.mask(secret))
-    gate, baseline_settings, policy_note = _base_policy(workdir, ctx, inputs, config)
-    config = config.model_copy(update={"gate": gate, "baseline": baseline_settings})
+        pub.secrets.append(secret)
+    policy = read_base_policy(workdir, ctx.base_sha, inputs.config, config, is_pr=ctx.is_pr)
+    config = policy.applied(config)
+    baseline_settings = config.baseline
     mode = inputs.baseline or baseline_settings.mode
     store_spec = inputs.results_store or baseline_settings.store
-    if policy_note:
-        pub.notices.append(policy_note)
     pub.comment(in_progress_body(run_url=ctx.run_url))
 
     store: ResultStore | None = None
@@ -250,12 +242,18 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
             log=pub.log,
             baselines=baselines,
         )
+    checks = policy_checks(policy, config)
+    if checks:  # a benchmark the base requires was dropped, renamed or re-scored
+        verdict = apply_policy(verdict, checks)
+        pipeline.write_report(verdict, out_root)
     (out_root / "pr.json").write_text(
         json.dumps({"pr_number": ctx.pr_number, "sha": ctx.sha, "repository": ctx.repository}),
         encoding="utf-8",
     )
 
     markdown = (out_root / "scorecard.md").read_text(encoding="utf-8")
+    if note := policy.note(inputs.config):
+        markdown += f"\n> **Policy:** {note}.\n"
     if store is not None:
         names = [store_name(r.benchmark, r.model) for r in verdict.runs]
         try:
@@ -269,21 +267,25 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
                 where = store.save(key, Path(run.run_dir))
                 pub.log(f"[evalgate] stored baseline {key.name} @ {ctx.sha[:12]}: {where}")
     (out_root / "scorecard.md").write_text(markdown, encoding="utf-8")
+    pub.scorecard, pub.outputs = markdown, _outputs(verdict, out_root)
     _annotate(verdict, pub)
     pub.comment(markdown)
-    pub.finish(markdown, _outputs(verdict, out_root))
+    pub.finish(markdown, pub.outputs)
     return int(verdict.exit_code)
 
 
 def _publish(ctx: CIContext, inputs: ActionInputs, pub: _Publisher) -> int:
     """Post a finished run's scorecard on its PR: the one the trusted event payload names, or
-    (for a fork's PR, which GitHub leaves out of the payload) the artifact's, once verified."""
-    results = (ctx.workspace / inputs.results_dir).resolve()
+    (for a fork's PR, which GitHub leaves out of the payload) the artifact's, once verified.
+
+    Everything in the artifact was written by code the PR controls: no file in it is followed
+    through a symlink (a scorecard.md → /proc/self/environ would post this job's token), and the
+    scorecard is posted inert (no mentions, references, links, images, HTML or markers).
+    """
+    results = ctx.workspace / inputs.results_dir
     verdict_file, scorecard = results / "verdict.json", results / "scorecard.md"
-    if not verdict_file.is_file() or not scorecard.is_file():
-        raise EvalgateError(
-            f"{results}: no verdict.json / scorecard.md; download the run's artifact there first"
-        )
+    verdict_text = read_artifact_text(verdict_file, what="the run's verdict")
+    raw = read_artifact_text(scorecard, what="the run's scorecard")
     if not ctx.is_pr and ctx.pr_run is None:
         raise EvalgateError(
             "publish mode needs a workflow_run event for a pull request (the run's PR is read "
@@ -303,11 +305,53 @@ def _publish(ctx: CIContext, inputs: ActionInputs, pub: _Publisher) -> int:
             client.close()
             raise
         pub.ctx, pub.client = ctx, client
-    verdict = json.loads(verdict_file.read_text(encoding="utf-8"))
-    markdown = scorecard.read_text(encoding="utf-8")
+    status, code = _artifact_verdict(verdict_text, verdict_file)
+    markdown = inert_markdown(raw)
+    pub.scorecard = markdown
+    pub.outputs = {"verdict": status, "exit_code": code, "scorecard": str(scorecard)}
     pub.comment(markdown)
-    pub.finish(markdown, {"verdict": verdict.get("status", ""), "scorecard": str(scorecard)})
-    return int(verdict.get("exit_code", ExitCode.INFRA))
+    pub.finish(markdown, pub.outputs)
+    return code
+
+
+def _artifact_verdict(text: str, path: Path) -> tuple[str, int]:
+    """The status and exit code an uploaded verdict.json claims, checked for shape only."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    status = data.get("status") if isinstance(data, dict) else None
+    code = data.get("exit_code") if isinstance(data, dict) else None
+    if status not in ("PASS", "FAIL", "INCONCLUSIVE", "ERROR") or code not in range(5):
+        raise EvalgateError(f"{path.name}: not an evalgate verdict (status {status!r})")
+    return str(status), int(code)
+
+
+def _error_body(pub: _Publisher, message: str, *, title: str) -> str:
+    """The comment and summary that replace "in progress" when the run cannot finish: the error
+    (escaped: it can quote the PR's files) and, when the run got that far, the scorecard."""
+    body = f"## ⚠️ evalgate {title}\n\n{code_span(message)}\n"
+    if pub.ctx.run_id:
+        body += f"\nThe run: {pub.ctx.run_url}\n"
+    if pub.scorecard:
+        body += f"\n---\n\n{pub.scorecard}"
+    return body
+
+
+def _report_error(pub: _Publisher | None, out: IO[str], message: str, code: int, title: str) -> int:
+    print(actions.annotation("error", message, title="evalgate"), file=out, flush=True)
+    print(f"evalgate: {message}", file=sys.stderr, flush=True)
+    if pub is None:
+        return code
+    body = _error_body(pub, message, title=title)
+    outputs = {**pub.outputs, "verdict": "ERROR", "exit_code": code}
+    if pub.crash_dir is not None and (pub.crash_dir / "crash.log").is_file():
+        outputs["crash_log"] = str(pub.crash_dir / "crash.log")
+    try:  # replace a stale "in progress" comment with what happened
+        pub.comment(body)
+    finally:
+        pub.finish(body, outputs)
+    return code
 
 
 def run_action(
@@ -316,7 +360,12 @@ def run_action(
     out: IO[str] | None = None,
     server_factory: Callable[..., Any] = open_server,
 ) -> int:
-    """The Action's entrypoint. Returns the exit code; never raises for a user-fixable error."""
+    """The Action's entrypoint. Returns the exit code; never raises for a user-fixable error.
+
+    An unexpected exception is a bug, reported as one: one line, the traceback in the outputs'
+    ``crash.log``, exit code 4, and the PR comment replaced with that error. A cancellation
+    (SIGTERM arrives as KeyboardInterrupt) replaces the comment too, then propagates.
+    """
     out = out or sys.stdout
     pub: _Publisher | None = None
     try:
@@ -329,13 +378,16 @@ def run_action(
             return _publish(ctx, inputs, pub)
         return _run(ctx, inputs, environ, pub, server_factory)
     except EvalgateError as exc:
-        message = f"evalgate: error: {exc}"
-        print(actions.annotation("error", str(exc), title="evalgate"), file=out, flush=True)
-        print(message, file=sys.stderr, flush=True)
-        if pub is not None:  # replace a stale "in progress" comment with what happened
-            pub.comment(f"## ⚠️ evalgate could not finish\n\n{exc}\n\n{pub.ctx.run_url}\n")
-            pub.finish(f"## ⚠️ evalgate could not finish\n\n{exc}\n", {"verdict": "ERROR"})
-        return int(exc.exit_code)
+        return _report_error(pub, out, f"error: {exc}", int(exc.exit_code), "could not finish")
+    except KeyboardInterrupt:
+        if pub is not None:
+            with contextlib.suppress(Exception):
+                _report_error(pub, out, "cancelled (SIGTERM or Ctrl-C)", 130, "was cancelled")
+        raise
+    except Exception as exc:
+        secrets = pub.secrets if pub is not None else secret_values(environ)
+        line = crash_report(exc, pub.crash_dir if pub else None, secrets=secrets)
+        return _report_error(pub, out, line, int(ExitCode.INTERNAL), "crashed")
     finally:
         if pub is not None:
             pub.close()

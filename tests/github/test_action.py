@@ -187,7 +187,8 @@ def test_pr_cannot_loosen_its_own_gate(
     code, _ = _run(env)
     assert code == 1  # judged with the base branch's 5-point margin, not the PR's 60
     summary = (ws.tmp / "summary").read_text()
-    assert "this PR changes the gate policy" in summary
+    assert "the base branch's policy" in summary and "was applied" in summary
+    assert "this PR's changes to the gate, the baseline settings apply after merge" in summary
     body = github.bodies(REPO, PR)[0]
     assert "margin δ = 5.0 pp" in body and "Compared with the baseline" in body
 

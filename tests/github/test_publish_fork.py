@@ -238,7 +238,7 @@ def test_missing_pr_json_is_refused(
 ) -> None:
     code, log = job.run(fork_event)
     assert code == 2
-    assert "pr.json: unreadable" in log and "GitHub omits fork PRs there" in log
+    assert "pr.json: missing" in log and "GitHub omits fork PRs there" in log
     assert github.log == []
 
 
