@@ -137,9 +137,28 @@ def _stored_baselines(
             if stored is None:
                 missing.append(f"{model.name}/{bench.name}")
                 continue
-            origin = {"commit": stored.key.commit, "stored_at": stored.stored_at}
-            found[(model.name, bench.name)] = load_run(stored.path, origin=origin)
+            found[(model.name, bench.name)] = _load_stored(stored)
     return found, missing
+
+
+def _load_stored(stored: Any) -> LoadedRun:
+    """A stored baseline read back and checked for shape: a corrupt store is a one-line error
+    naming the run and the fix, not a traceback from deep inside the comparison."""
+    origin = {"commit": stored.key.commit, "stored_at": stored.stored_at}
+    where = f"stored baseline {stored.key.name} @ {stored.key.commit[:12]} ({stored.path})"
+    fix = "delete it from the result store, or push to the default branch to store a new one"
+    try:
+        run = load_run(stored.path, origin=origin)
+        _ = (run.benchmark, run.model, run.rollouts)
+        ok = [isinstance(r, dict) and "example_id" in r for r in run.records]
+        bad = ok.index(False) if False in ok else None
+    except EvalgateError as exc:
+        raise StoreError(f"{where} is corrupt: {exc}", hint=fix) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StoreError(f"{where} is corrupt: {type(exc).__name__}: {exc}", hint=fix) from None
+    if bad is not None:
+        raise StoreError(f"{where} is corrupt: results.jsonl record {bad + 1}", hint=fix)
+    return run
 
 
 def _rerun_baseline(
@@ -254,10 +273,13 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
     markdown = (out_root / "scorecard.md").read_text(encoding="utf-8")
     if note := policy.note(inputs.config):
         markdown += f"\n> **Policy:** {note}.\n"
+    # From here on an error still reports the complete scorecard (summary, outputs, comment).
+    pub.scorecard, pub.outputs = markdown, _outputs(verdict, out_root)
     if store is not None:
         names = [store_name(r.benchmark, r.model) for r in verdict.runs]
         try:
             markdown += trend_section(store, names)
+            pub.scorecard = markdown
         except StoreError as exc:
             pub.notices.append(f"trend unavailable: {exc}")
     if ctx.on_default_branch and store is not None:
@@ -267,7 +289,7 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
                 where = store.save(key, Path(run.run_dir))
                 pub.log(f"[evalgate] stored baseline {key.name} @ {ctx.sha[:12]}: {where}")
     (out_root / "scorecard.md").write_text(markdown, encoding="utf-8")
-    pub.scorecard, pub.outputs = markdown, _outputs(verdict, out_root)
+    pub.scorecard = markdown
     _annotate(verdict, pub)
     pub.comment(markdown)
     pub.finish(markdown, pub.outputs)

@@ -68,6 +68,12 @@ class Workspace:
         _git(self.ws, "commit", "-q", "-m", f"change on {branch}")
         return _git(self.ws, "rev-parse", "HEAD")
 
+    def commit_removal(self) -> str:
+        _git(self.ws, "add", "-A")
+        _git(self.ws, "commit", "-q", "-m", "no evals.yaml yet")
+        _git(self.ws, "push", "-q", "origin", "main")
+        return _git(self.ws, "rev-parse", "HEAD")
+
     def pr(self, evals: str, name: str = "feature") -> str:
         _git(self.ws, "checkout", "-q", "-B", name, self.base)
         head = self.commit(evals, name)
@@ -267,3 +273,149 @@ def test_entrypoint_runs_as_the_container_would(
     assert proc.returncode == 0, proc.stderr
     assert "evalgate: PASS" in github.bodies(REPO, PR)[0]
     assert "Traceback" not in proc.stderr
+
+
+# -- the base branch's policy: a PR cannot dodge it --------------------------------------------
+
+GATED = "margin: 0.05, thresholds: {qa: {accuracy: 0.9}}"
+
+
+def _pr_env(ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], head: str,
+            **inputs: str) -> dict[str, str]:  # fmt: skip
+    return ws.environ("pull_request", _pr_event(pr_event, ws, head), head, "refs/pull/42/merge",
+                      github.url, **inputs)  # fmt: skip
+
+
+def _bench(name: str, system: str = "Answer.") -> str:
+    return f'  - {{name: {name}, kind: jsonl, path: qa.jsonl, system_prompt: "{system}"}}\n'
+
+
+@pytest.mark.parametrize(
+    "pr_benchmarks",
+    [
+        # renamed: same data, a name the base's threshold and baseline do not know
+        _bench("qa-renamed", "Please regress."),
+        # removed: only the other benchmark is left, unchanged (it alone would PASS)
+        _bench("other"),
+    ],
+    ids=["renamed", "removed"],
+)
+def test_dropping_or_renaming_a_gated_benchmark_fails(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], pr_benchmarks: str
+) -> None:
+    models = f'models:\n  - {{name: m, backend: openai, base_url: "{ws.url}", model: org/m}}\n'
+    base = models + "benchmarks:\n" + _bench("qa") + _bench("other") + f"gate: {{{GATED}}}\n"
+    ws.base = ws.commit(base, "main")
+    _git(ws.ws, "push", "-q", "origin", "main")
+    head = ws.pr(models + "benchmarks:\n" + pr_benchmarks + "gate: {margin: 0.5}\n")
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 1, log
+    (body,) = github.bodies(REPO, PR)
+    assert "evalgate: FAIL" in body
+    assert "qa: removed by this PR; base policy requires it" in body
+    assert ws.outputs()["verdict"] == "FAIL" and ws.outputs()["exit_code"] == "1"
+    verdict = json.loads((ws.ws / "evalgate-outputs" / "verdict.json").read_text())
+    assert verdict["status"] == "FAIL"
+    assert any(c["kind"] == "policy" and c["benchmark"] == "qa" for c in verdict["checks"])
+
+
+def test_a_scorer_change_cannot_pass(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    base_bench = '{name: qa, kind: jsonl, path: qa.jsonl, system_prompt: "Answer."}'
+    loose = base_bench.replace("}", ", scorer: {type: contains}}")
+    head = ws.pr(_evals(ws.url).replace(base_bench, loose))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 1, log
+    (body,) = github.bodies(REPO, PR)
+    assert "qa: this PR changes its scorer" in body and "cannot PASS" in body
+
+
+def test_an_unreadable_base_policy_is_an_error_not_the_prs_policy(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    head = ws.pr(_evals(ws.url, system="Please regress.", gate="margin: 0.9"))
+    event = _pr_event(pr_event, ws, head)
+    event["pull_request"]["base"]["sha"] = "0123456789abcdef" * 2 + "01234567"  # not fetchable
+    env = ws.environ("pull_request", event, head, "refs/pull/42/merge", github.url)
+    code, log = _run(env)
+    assert code == 3, log
+    assert ws.outputs()["verdict"] == "ERROR" and ws.outputs()["exit_code"] == "3"
+    (body,) = github.bodies(REPO, PR)
+    assert "could not finish" in body and "fails closed" in body
+    assert "in progress" not in body
+
+
+def test_first_adoption_runs_on_the_prs_policy_and_says_so(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    (ws.ws / "evals.yaml").unlink()
+    ws.base = ws.commit_removal()
+    head = ws.pr(_evals(ws.url))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none", baseline="none"))
+    assert code == 0, log
+    (body,) = github.bodies(REPO, PR)
+    assert "the base branch has no evals.yaml (first adoption)" in body
+    assert "base branch's policy (" not in body
+
+
+# -- crashes never look like verdicts ----------------------------------------------------------
+
+
+def test_a_crash_exits_4_with_a_crash_log_and_replaces_the_comment(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    def broken_server(*args: Any, **kwargs: Any) -> Any:
+        raise ZeroDivisionError(f"a bug next to the token {TOKEN}")
+
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    out = io.StringIO()
+    code = run_action(_pr_env(ws, github, pr_event, head, results_store="none"),
+                      out=out, server_factory=broken_server)  # fmt: skip
+    assert code == 4
+    err = capfd.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("evalgate:")]
+    assert len(lines) == 1 and "internal error (ZeroDivisionError" in lines[0]
+    assert "Traceback" not in err
+    crash = ws.ws / "evalgate-outputs" / "crash.log"
+    log = crash.read_text()
+    assert "Traceback" in log and "broken_server" in log and TOKEN not in log
+    (body,) = github.bodies(REPO, PR)  # "in progress" replaced by the crash
+    assert "evalgate crashed" in body and "in progress" not in body
+    outputs = ws.outputs()
+    assert outputs["verdict"] == "ERROR" and outputs["exit_code"] == "4"
+    assert outputs["crash_log"] == str(crash)
+
+
+def test_an_error_after_the_scorecard_still_reports_it_complete(
+    ws: Workspace, github: FakeGitHub, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the store's folder should be")
+    env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url,
+                     results_store=f"local:{blocker}/store")  # fmt: skip
+    code, log = _run(env)
+    assert code in (3, 4), log
+    outputs = ws.outputs()
+    assert outputs["verdict"] == "ERROR" and outputs["exit_code"] == str(code)
+    assert outputs["scorecard"].endswith("scorecard.md") and "m/qa" in outputs["summary"]
+    summary = (ws.tmp / "summary").read_text()
+    assert "could not finish" in summary or "crashed" in summary
+    assert "### Scores" in summary  # the complete scorecard, not only the error
+
+
+def test_a_corrupt_stored_baseline_is_one_line(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    store = tmp_path / "store"
+    env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url,
+                     results_store=f"local:{store}")  # fmt: skip
+    assert _run(env)[0] == 0
+    (config,) = store.rglob("run_config.json")
+    config.write_text("[]")  # valid JSON, not a run config
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, _ = _run(_pr_env(ws, github, pr_event, head, results_store=f"local:{store}"))
+    err = capfd.readouterr().err
+    assert code == 3
+    assert "Traceback" not in err and "is corrupt" in err and "delete it" in err
