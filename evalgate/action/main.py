@@ -25,15 +25,14 @@ from evalgate.action import git as gitops
 from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
 from evalgate.action.policy import apply_policy, policy_checks, read_base_policy
+from evalgate.action.publish_mode import publish_artifact
 from evalgate.action.trend import trend_section
 from evalgate.compare.paired import LoadedRun, load_run
 from evalgate.config.load import Config, load_config
 from evalgate.errors import EvalgateError, ExitCode, crash_report, secret_values
 from evalgate.gate import Verdict
 from evalgate.publish import actions
-from evalgate.publish.artifact import read_artifact_text
 from evalgate.publish.github import GitHubClient, GitHubError
-from evalgate.publish.sanitize import inert_markdown
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
 from evalgate.report import code_span
 from evalgate.run.progress import make_progress
@@ -190,6 +189,27 @@ def _rerun_baseline(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _baselines(base: str, mode: str, store: ResultStore | None, config: Config, workdir: Path,
+               inputs: ActionInputs, out_root: Path, environ: Mapping[str, str],
+               server_factory: Callable[..., Any], pub: _Publisher,
+               ) -> dict[tuple[str, str], LoadedRun]:  # fmt: skip
+    """The baseline runs of ``base`` (the merge-base): stored, else (``auto``) re-run."""
+    baselines: dict[tuple[str, str], LoadedRun] = {}
+    missing: list[str] = []
+    if store is not None and mode in ("auto", "stored"):
+        baselines, missing = _stored_baselines(store, gitops.ancestors(workdir, base), config)
+    if mode == "rerun" or (mode == "auto" and (store is None or bool(missing))):
+        with actions.group("evalgate: baseline run"):
+            return _rerun_baseline(
+                workdir, base, inputs, out_root / "baseline", environ, server_factory, pub.log
+            )
+    if missing:
+        pub.notices.append(
+            f"no stored baseline at {base[:12]} or its ancestors for: {', '.join(missing)}"
+        )
+    return baselines
+
+
 def _outputs(verdict: Verdict, out_root: Path) -> dict[str, Any]:
     summary = {
         f"{r.model}/{r.benchmark}": {k: v.mean for k, v in r.metrics.items()} for r in verdict.runs
@@ -226,6 +246,10 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
     config = policy.applied(config)
     baseline_settings = config.baseline
     mode = inputs.baseline or baseline_settings.mode
+    if policy.source == "first-adoption" and mode != "none":
+        # The base has no evals.yaml: there is nothing to re-run and nothing stored to compare.
+        pub.notices.append("no baseline: the base branch does not use evalgate yet")
+        mode = "none"
     store_spec = inputs.results_store or baseline_settings.store
     pub.comment(in_progress_body(run_url=ctx.run_url))
 
@@ -237,19 +261,8 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
     baselines: dict[tuple[str, str], LoadedRun] = {}
     if ctx.is_pr and ctx.base_sha and mode != "none":
         base = gitops.merge_base(workdir, ctx.base_sha, ctx.sha)
-        missing: list[str] = []
-        if store is not None and mode in ("auto", "stored"):
-            baselines, missing = _stored_baselines(store, gitops.ancestors(workdir, base), config)
-        rerun = mode == "rerun" or (mode == "auto" and (store is None or bool(missing)))
-        if rerun:
-            with actions.group("evalgate: baseline run"):
-                baselines = _rerun_baseline(
-                    workdir, base, inputs, out_root / "baseline", environ, server_factory, pub.log
-                )
-        elif missing:
-            pub.notices.append(
-                f"no stored baseline at {base[:12]} or its ancestors for: {', '.join(missing)}"
-            )
+        baselines = _baselines(base, mode, store, config, workdir, inputs, out_root, environ,
+                               server_factory, pub)  # fmt: skip
 
     with actions.group("evalgate: evaluation"):
         verdict = pipeline.run(
@@ -294,59 +307,6 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
     pub.comment(markdown)
     pub.finish(markdown, pub.outputs)
     return int(verdict.exit_code)
-
-
-def _publish(ctx: CIContext, inputs: ActionInputs, pub: _Publisher) -> int:
-    """Post a finished run's scorecard on its PR: the one the trusted event payload names, or
-    (for a fork's PR, which GitHub leaves out of the payload) the artifact's, once verified.
-
-    Everything in the artifact was written by code the PR controls: no file in it is followed
-    through a symlink (a scorecard.md → /proc/self/environ would post this job's token), and the
-    scorecard is posted inert (no mentions, references, links, images, HTML or markers).
-    """
-    results = ctx.workspace / inputs.results_dir
-    verdict_file, scorecard = results / "verdict.json", results / "scorecard.md"
-    verdict_text = read_artifact_text(verdict_file, what="the run's verdict")
-    raw = read_artifact_text(scorecard, what="the run's scorecard")
-    if not ctx.is_pr and ctx.pr_run is None:
-        raise EvalgateError(
-            "publish mode needs a workflow_run event for a pull request (the run's PR is read "
-            "from the event, or verified against it)"
-        )
-    if not ctx.is_pr and inputs.comment and inputs.github_token:
-        # pr.json is written by code the PR controls: with_artifact_pr takes its number only if
-        # GitHub says that PR's head is the run's commit. Until then nothing can be posted:
-        # pub.client stays None, so even the error handler's comment goes nowhere.
-        client = GitHubClient(inputs.github_token, api_url=ctx.api_url)
-        try:
-            repo = ctx.repository
-            ctx = ctx.with_artifact_pr(
-                results / "pr.json", lambda n: client.get_pull_request(repo, n)
-            )
-        except BaseException:
-            client.close()
-            raise
-        pub.ctx, pub.client = ctx, client
-    status, code = _artifact_verdict(verdict_text, verdict_file)
-    markdown = inert_markdown(raw)
-    pub.scorecard = markdown
-    pub.outputs = {"verdict": status, "exit_code": code, "scorecard": str(scorecard)}
-    pub.comment(markdown)
-    pub.finish(markdown, pub.outputs)
-    return code
-
-
-def _artifact_verdict(text: str, path: Path) -> tuple[str, int]:
-    """The status and exit code an uploaded verdict.json claims, checked for shape only."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    status = data.get("status") if isinstance(data, dict) else None
-    code = data.get("exit_code") if isinstance(data, dict) else None
-    if status not in ("PASS", "FAIL", "INCONCLUSIVE", "ERROR") or code not in range(5):
-        raise EvalgateError(f"{path.name}: not an evalgate verdict (status {status!r})")
-    return str(status), int(code)
 
 
 def _error_body(pub: _Publisher, message: str, *, title: str) -> str:
@@ -397,7 +357,7 @@ def run_action(
         ctx = CIContext.from_environ(environ)
         pub = _Publisher(ctx, inputs, environ, out)
         if inputs.mode == "publish":
-            return _publish(ctx, inputs, pub)
+            return publish_artifact(ctx, inputs, pub)
         return _run(ctx, inputs, environ, pub, server_factory)
     except EvalgateError as exc:
         return _report_error(pub, out, f"error: {exc}", int(exc.exit_code), "could not finish")

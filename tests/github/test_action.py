@@ -352,7 +352,7 @@ def test_first_adoption_runs_on_the_prs_policy_and_says_so(
     (ws.ws / "evals.yaml").unlink()
     ws.base = ws.commit_removal()
     head = ws.pr(_evals(ws.url))
-    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none", baseline="none"))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))  # baseline: auto
     assert code == 0, log
     (body,) = github.bodies(REPO, PR)
     assert "the base branch has no evals.yaml (first adoption)" in body
