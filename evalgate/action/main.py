@@ -210,6 +210,16 @@ def _baselines(base: str, mode: str, store: ResultStore | None, config: Config, 
     return baselines
 
 
+def _overridden(inputs: ActionInputs, config: Config) -> list[str]:
+    """The workflow's inputs that replace a part of the (base branch's) baseline settings."""
+    out = []
+    if inputs.baseline and inputs.baseline != config.baseline.mode:
+        out.append(f"baseline mode {inputs.baseline} (the workflow's `baseline` input)")
+    if inputs.results_store and inputs.results_store != config.baseline.store:
+        out.append(f"result store {inputs.results_store} (the workflow's `results_store` input)")
+    return out
+
+
 def _outputs(verdict: Verdict, out_root: Path) -> dict[str, Any]:
     summary = {
         f"{r.model}/{r.benchmark}": {k: v.mean for k, v in r.metrics.items()} for r in verdict.runs
@@ -284,7 +294,7 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
     )
 
     markdown = (out_root / "scorecard.md").read_text(encoding="utf-8")
-    if note := policy.note(inputs.config):
+    if note := policy.note(inputs.config, _overridden(inputs, config)):
         markdown += f"\n> **Policy:** {note}.\n"
     # From here on an error still reports the complete scorecard (summary, outputs, comment).
     pub.scorecard, pub.outputs = markdown, _outputs(verdict, out_root)

@@ -61,8 +61,9 @@ class BasePolicy:
             update={"gate": self.config.gate, "baseline": self.config.baseline}
         )
 
-    def note(self, config_name: str) -> str:
-        """One plain sentence for the scorecard: which policy judged this run."""
+    def note(self, config_name: str, overridden: list[str] | tuple[str, ...] = ()) -> str:
+        """One plain sentence for the scorecard: which policy judged this run. ``overridden``:
+        what the workflow's inputs changed, so the sentence never claims more than was applied."""
         if self.source == "first-adoption":
             return (
                 f"the base branch has no {config_name} (first adoption): this PR's own gate "
@@ -75,6 +76,8 @@ class BasePolicy:
             f"the base branch's policy (`{config_name}` at `{sha}`: gate, baseline, benchmark "
             "set and scorers) was applied"
         )
+        if overridden:
+            text += f", except {' and '.join(overridden)}"
         if self.changes:
             text += f"; this PR's changes to {', '.join(self.changes)} apply after merge"
         return text

@@ -313,6 +313,7 @@ def test_dropping_or_renaming_a_gated_benchmark_fails(
     (body,) = github.bodies(REPO, PR)
     assert "evalgate: FAIL" in body
     assert "qa: removed by this PR; base policy requires it" in body
+    assert "was applied, except result store none (the workflow's `results_store` input)" in body
     assert ws.outputs()["verdict"] == "FAIL" and ws.outputs()["exit_code"] == "1"
     verdict = json.loads((ws.ws / "evalgate-outputs" / "verdict.json").read_text())
     assert verdict["status"] == "FAIL"
@@ -419,3 +420,18 @@ def test_a_corrupt_stored_baseline_is_one_line(
     err = capfd.readouterr().err
     assert code == 3
     assert "Traceback" not in err and "is corrupt" in err and "delete it" in err
+
+
+def test_a_cancelled_run_replaces_the_comment_and_says_so(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    def cancelled(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt  # what SIGTERM becomes in the CLI
+
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    with pytest.raises(KeyboardInterrupt):
+        run_action(_pr_env(ws, github, pr_event, head, results_store="none"),
+                   out=io.StringIO(), server_factory=cancelled)  # fmt: skip
+    (body,) = github.bodies(REPO, PR)
+    assert "evalgate was cancelled" in body and "in progress" not in body
+    assert ws.outputs()["exit_code"] == "130" and ws.outputs()["verdict"] == "ERROR"
