@@ -330,10 +330,18 @@ def _error_body(pub: _Publisher, message: str, *, title: str) -> str:
     return body
 
 
-def _report_error(pub: _Publisher | None, out: IO[str], message: str, code: int, title: str) -> int:
+def _report_error(pub: _Publisher | None, out: IO[str], message: str, code: int, title: str,
+                  environ: Mapping[str, str]) -> int:  # fmt: skip
     print(actions.annotation("error", message, title="evalgate"), file=out, flush=True)
     print(f"evalgate: {message}", file=sys.stderr, flush=True)
-    if pub is None:
+    if pub is None:  # the inputs or the event were unreadable: still say so where CI looks
+        env = actions.ActionsEnv.from_environ(environ)
+        if env.summary_path is not None:
+            actions.append_summary(
+                env.summary_path, f"## ⚠️ evalgate {title}\n\n{code_span(message)}\n"
+            )
+        if env.output_path is not None:
+            actions.set_outputs(env.output_path, {"verdict": "ERROR", "exit_code": code})
         return code
     body = _error_body(pub, message, title=title)
     outputs = {**pub.outputs, "verdict": "ERROR", "exit_code": code}
@@ -370,16 +378,20 @@ def run_action(
             return publish_artifact(ctx, inputs, pub)
         return _run(ctx, inputs, environ, pub, server_factory)
     except EvalgateError as exc:
-        return _report_error(pub, out, f"error: {exc}", int(exc.exit_code), "could not finish")
+        return _report_error(
+            pub, out, f"error: {exc}", int(exc.exit_code), "could not finish", environ
+        )
     except KeyboardInterrupt:
         if pub is not None:
             with contextlib.suppress(Exception):
-                _report_error(pub, out, "cancelled (SIGTERM or Ctrl-C)", 130, "was cancelled")
+                _report_error(
+                    pub, out, "cancelled (SIGTERM or Ctrl-C)", 130, "was cancelled", environ
+                )
         raise
     except Exception as exc:
         secrets = pub.secrets if pub is not None else secret_values(environ)
         line = crash_report(exc, pub.crash_dir if pub else None, secrets=secrets)
-        return _report_error(pub, out, line, int(ExitCode.INTERNAL), "crashed")
+        return _report_error(pub, out, line, int(ExitCode.INTERNAL), "crashed", environ)
     finally:
         if pub is not None:
             pub.close()

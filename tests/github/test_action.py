@@ -435,3 +435,12 @@ def test_a_cancelled_run_replaces_the_comment_and_says_so(
     (body,) = github.bodies(REPO, PR)
     assert "evalgate was cancelled" in body and "in progress" not in body
     assert ws.outputs()["exit_code"] == "130" and ws.outputs()["verdict"] == "ERROR"
+
+
+def test_unreadable_inputs_still_write_the_exit_code(ws: Workspace, github: FakeGitHub) -> None:
+    env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url,
+                     mode="bogus")  # fmt: skip
+    code, log = _run(env)
+    assert code == 2, log
+    assert ws.outputs() == {"verdict": "ERROR", "exit_code": "2"}
+    assert "input mode" in (ws.tmp / "summary").read_text()
