@@ -22,6 +22,15 @@ from evalgate.report._escape import code_span, escape_text
 __all__ = ["code_span", "escape_text", "render_scorecard", "verdict_json"]
 
 
+def _numeric(fn: Any) -> Any:
+    """Mark a number formatter's output as evalgate's own Markdown (brackets, signs, "<")."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Markup:
+        return Markup(fn(*args, **kwargs))
+
+    return wrapped
+
+
 def _finalize(value: Any) -> Any:
     # Markup is what a helper built on purpose; numbers are evalgate's own. Anything else is text.
     if isinstance(value, Markup | int | float):
@@ -136,11 +145,11 @@ def render_scorecard(
         verdict=verdict,
         runs=runs,
         baseline_checks=baseline_checks,
-        pct=_pct,
-        pp=_pp,
-        pval=_pval,
-        ci=_ci,
-        usd=_usd,
+        pct=_numeric(_pct),
+        pp=_numeric(_pp),
+        pval=_numeric(_pval),
+        ci=_numeric(_ci),
+        usd=_numeric(_usd),
         cell=_cell,
         code=code_span,
         origin=_origin,

@@ -28,7 +28,10 @@ ZWSP = "\u200b"
 _MENTION = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9])")
 _REF = re.compile(r"#(?=\d)")
 _URL = re.compile(r"(?i)(?<=[a-z0-9])://|\bwww\.")
-_MARKDOWN = re.compile(r"([\\`*_\[\]|~])")
+# Backslash, backtick, emphasis, strike-through and the cell separator always; `_` only where it
+# could open or close emphasis (GFM ignores it inside words: `max_error_rate` stays readable);
+# brackets only where they would make an inline link or image, `](`.
+_MARKDOWN = re.compile(r"([\\`*~|])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|\](?=\()")
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -45,7 +48,7 @@ def escape_text(value: object) -> Markup:
     """``value`` as inert one-line Markdown text, safe in a table cell."""
     text = " ".join(str(value).split())
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return Markup(_MARKDOWN.sub(r"\\\1", neutralise(text)))
+    return Markup(_MARKDOWN.sub(lambda m: "\\" + m.group(0), neutralise(text)))
 
 
 def code_span(value: object, *, empty: str = "∅") -> Markup:
