@@ -252,7 +252,9 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
     for secret in _secret_values(config, environ):
         pub.log(actions.mask(secret))
         pub.secrets.append(secret)
-    policy = read_base_policy(workdir, ctx.base_sha, inputs.config, config, is_pr=ctx.is_pr)
+    policy = read_base_policy(
+        workdir, ctx.base_sha, inputs.config, config, is_pr=ctx.is_pr, overrides=inputs.overrides
+    )
     config = policy.applied(config)
     baseline_settings = config.baseline
     mode = inputs.baseline or baseline_settings.mode

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from evalgate.action import git as gitops
 from evalgate.config.load import Config, load_config
-from evalgate.errors import EvalgateError, ExitCode
+from evalgate.errors import ConfigError, EvalgateError, ExitCode
 from evalgate.gate import Check, Verdict
 
 __all__ = ["BasePolicy", "PolicyError", "apply_policy", "policy_checks", "read_base_policy"]
@@ -122,9 +122,18 @@ def _materialise(workdir: Path, sha: str, config_path: str, into: Path) -> Path:
 
 
 def read_base_policy(
-    workdir: Path, base_sha: str | None, config_path: str, config: Config, *, is_pr: bool
+    workdir: Path,
+    base_sha: str | None,
+    config_path: str,
+    config: Config,
+    *,
+    is_pr: bool,
+    overrides: tuple[str, ...] = (),
 ) -> BasePolicy:
-    """The policy this run is judged by. Raises :class:`PolicyError` when the base is unreadable."""
+    """The policy this run is judged by. Raises :class:`PolicyError` when the base is unreadable.
+
+    ``overrides`` (the workflow's) apply to the base's file as to the PR's: they belong to the
+    job, and a measurement they change must change on both sides alike."""
     if not is_pr:
         return BasePolicy("own")  # a push is judged by its own commit: it is the base
     if not base_sha:
@@ -137,7 +146,11 @@ def read_base_policy(
         if not _git_state(workdir, base_sha, config_path):
             return BasePolicy("first-adoption", base_sha)
         with tempfile.TemporaryDirectory(prefix="evalgate-policy-") as tmp:
-            base = load_config(_materialise(workdir, base_sha, config_path, Path(tmp)))
+            path = _materialise(workdir, base_sha, config_path, Path(tmp))
+            try:
+                base = load_config(path, overrides)
+            except ConfigError:  # an override may name a benchmark only the PR has
+                base = load_config(path)
     except gitops.GitFailed as exc:
         raise PolicyError(
             f"cannot read the base branch's {config_path} at {base_sha[:12]} ({exc}); the gate "

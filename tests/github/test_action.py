@@ -444,3 +444,16 @@ def test_unreadable_inputs_still_write_the_exit_code(ws: Workspace, github: Fake
     assert code == 2, log
     assert ws.outputs() == {"verdict": "ERROR", "exit_code": "2"}
     assert "input mode" in (ws.tmp / "summary").read_text()
+
+
+def test_workflow_overrides_apply_to_the_base_policy_as_well(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    # An override in the workflow (the job's, not the PR's evals.yaml) changes the measurement on
+    # both sides alike: no "scorer/rollouts changed by this PR".
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    env = _pr_env(ws, github, pr_event, head, results_store="none", overrides="eval.rollouts=2")
+    code, log = _run(env)
+    assert code == 0, log
+    (body,) = github.bodies(REPO, PR)
+    assert "cannot PASS" not in body and "evalgate: PASS" in body

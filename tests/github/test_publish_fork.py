@@ -354,3 +354,19 @@ def test_publish_mode_adopts_only_its_own_comment(
     assert bodies[0] == planted  # not rewritten under evalgate's name
     assert len(bodies) == 2 and "from the fork's artifact" in bodies[1]
     assert [w.split()[0] for w in _writes(github)] == ["POST"]
+
+
+def test_inert_markdown_keeps_a_real_scorecard_readable() -> None:
+    from evalgate.publish.sanitize import inert_markdown
+
+    scorecard = (
+        "## ❌ evalgate: FAIL\n\n- m / qa / accuracy: Δ -0.500 [-0.606, -0.394], margin −0.050\n\n"
+        "| model | benchmark | score | 95% CI |\n|---|---|---:|---|\n"
+        "| m | qa | 50.0% | [37.4, 62.6] |\n"
+        "\n<details><summary>Flipped items: 1 regressed</summary>\n\n| `q01` | `A&lt;1` |\n\n"
+        "</details>\n\n<sub>evalgate · policy: margin δ = 5.0 pp</sub>\n"
+    )
+    out = inert_markdown(scorecard)
+    for kept in ("| m | qa | 50.0% |", "<details><summary>Flipped items", "</details>", "<sub>",
+                 "`A&lt;1`", "## ❌ evalgate: FAIL"):  # fmt: skip
+        assert kept in out, kept
