@@ -1,12 +1,18 @@
 """The Action's two modes, end to end.
 
-``run``: load evals.yaml (the gate policy from the BASE branch's copy, so a PR cannot loosen its
-own gate), post an "in progress" comment, find the baseline (result store at the merge-base, or a
-re-run of the base commit), evaluate, gate, and publish: job summary, outputs, annotations, the
-sticky comment. On a push to the default branch the runs are stored as the new baseline.
+``run``: load evals.yaml under the BASE branch's policy (``policy.py``: gate, baseline, benchmark
+set and scorers; an unreadable base fails closed), post an "in progress" comment, find the
+baseline (result store at the merge-base, or a re-run of the base commit), evaluate, gate, and
+publish: job summary, outputs, annotations, the sticky comment. On a push to the default branch
+the runs are stored as the new baseline.
 
-``publish``: post the comment of a run whose outputs a ``pull_request`` job uploaded as an
-artifact. It executes nothing from the PR: the fork-safe half of the two-workflow recipe.
+``publish`` (``publish_mode.py``): post the comment of a run whose outputs a ``pull_request`` job
+uploaded as an artifact. It executes nothing from the PR: the fork-safe half of the two-workflow
+recipe.
+
+Every path ends in the outputs ``verdict`` and ``exit_code``. An error replaces the "in progress"
+comment with what happened (plus the scorecard, when the run got that far); an unexpected
+exception is a crash, exit 4, its traceback in ``crash.log`` in the outputs.
 """
 
 from __future__ import annotations
