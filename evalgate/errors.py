@@ -73,9 +73,14 @@ def crash_report(exc: BaseException, directory: Path | None, *, secrets: Iterabl
     """Write ``exc``'s traceback to ``directory/crash.log`` (the outputs, so it is uploaded with
     them) and return the one line to print. ``secrets`` are blanked out of the log: a traceback
     can quote a request header or an environment value."""
-    text = "".join(traceback.format_exception(exc))
-    for value in sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True):
-        text = text.replace(value, "***")
+    hidden = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+
+    def redact(text: str) -> str:
+        for value in hidden:
+            text = text.replace(value, "***")
+        return text
+
+    text = redact("".join(traceback.format_exception(exc)))
     stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     entry = f"--- evalgate {stamp} ---\n{text}\n"
     where = "nowhere (no writable directory)"
@@ -91,7 +96,8 @@ def crash_report(exc: BaseException, directory: Path | None, *, secrets: Iterabl
             break
         except OSError:
             continue
-    head = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    # The line goes to stderr and, in the Action, into the PR comment: redacted as well.
+    head = redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[:300]
     return (
         f"internal error ({head}); this is a bug in evalgate, not a verdict. The traceback is "
         f"in {where}: please report it"

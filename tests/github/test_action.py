@@ -377,12 +377,12 @@ def test_a_crash_exits_4_with_a_crash_log_and_replaces_the_comment(
     err = capfd.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.startswith("evalgate:")]
     assert len(lines) == 1 and "internal error (ZeroDivisionError" in lines[0]
-    assert "Traceback" not in err
+    assert "Traceback" not in err and TOKEN not in err
     crash = ws.ws / "evalgate-outputs" / "crash.log"
     log = crash.read_text()
     assert "Traceback" in log and "broken_server" in log and TOKEN not in log
     (body,) = github.bodies(REPO, PR)  # "in progress" replaced by the crash
-    assert "evalgate crashed" in body and "in progress" not in body
+    assert "evalgate crashed" in body and "in progress" not in body and TOKEN not in body
     outputs = ws.outputs()
     assert outputs["verdict"] == "ERROR" and outputs["exit_code"] == "4"
     assert outputs["crash_log"] == str(crash)
