@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import evalgate
 from evalgate.cli import main
 from evalgate.suites.verifiers import worker_env
 from tests.conftest import write_config
@@ -72,4 +73,5 @@ def test_an_explicit_env_path_loads_in_the_worker_without_the_token(checkout: Pa
 def test_the_worker_environment_withholds_tokens() -> None:
     env = worker_env({"GITHUB_TOKEN": "t", "ACTIONS_RUNTIME_TOKEN": "t", "INPUT_GITHUB_TOKEN": "t",
                       "MY_TOKEN": "t", "PATH": "/bin", "OPENAI_API_KEY": "k"})  # fmt: skip
-    assert env == {"PATH": "/bin", "OPENAI_API_KEY": "k"}
+    root = str(Path(evalgate.__file__).resolve().parent.parent)  # evalgate itself, not the cwd
+    assert env == {"PATH": "/bin", "OPENAI_API_KEY": "k", "PYTHONPATH": root}

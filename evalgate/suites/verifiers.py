@@ -27,8 +27,10 @@ import sys
 import threading
 import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import evalgate
 from evalgate.errors import ConfigError, InfraError
 from evalgate.run.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
@@ -44,9 +46,15 @@ _WITHHELD = re.compile(r"^(GITHUB_|INPUT_|ACTIONS_|RUNNER_)|TOKEN", re.IGNORECAS
 
 
 def worker_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The worker's environment: the gate's, less every token and runner variable."""
+    """The worker's environment: the gate's, less every token and runner variable, with the
+    folder this evalgate was imported from on PYTHONPATH (``-P`` drops the working directory,
+    which is where a source checkout of evalgate would otherwise have been found)."""
     source = os.environ if environ is None else environ
-    return {k: v for k, v in source.items() if not _WITHHELD.search(k)}
+    env = {k: v for k, v in source.items() if not _WITHHELD.search(k)}
+    root = str(Path(evalgate.__file__).resolve().parent.parent)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([root, *(p for p in paths if p != root)])
+    return env
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
