@@ -457,3 +457,15 @@ def test_workflow_overrides_apply_to_the_base_policy_as_well(
     assert code == 0, log
     (body,) = github.bodies(REPO, PR)
     assert "cannot PASS" not in body and "evalgate: PASS" in body
+
+
+def test_a_personal_token_keeps_updating_its_own_comment(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    github.poster = "mona"  # github_token is mona's PAT, comment_author left at its default
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 0, log
+    (body,) = github.bodies(REPO, PR)  # "in progress" (by mona) was rewritten, not duplicated
+    assert "evalgate: PASS" in body
+    assert "set the input `comment_author: mona`" in (ws.tmp / "summary").read_text()
