@@ -1,12 +1,15 @@
 """Command line: parse arguments, call the pipeline, map outcomes to exit codes. Nothing else.
 
-Exit codes: 0 pass, 1 gate failed, 2 config/usage error, 3 infrastructure error, 130 interrupted.
+Exit codes: 0 pass, 1 gate failed, 2 config/usage error, 3 infrastructure error, 4 internal error
+(a bug: one line here, the traceback in ``crash.log`` under the output root), 130 interrupted
+(Ctrl-C or SIGTERM: one line, no traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -14,7 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from evalgate import __version__
-from evalgate.errors import EvalgateError, ExitCode, UsageError
+from evalgate.errors import EvalgateError, ExitCode, UsageError, crash_report, secret_values
 
 __all__ = ["main"]
 
@@ -354,9 +357,24 @@ def _cmd_benchmarks(out: IO[str]) -> int:
     return 0
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    # SIGTERM (CI cancellation) takes the same path as Ctrl-C, so servers are stopped.
-    raise KeyboardInterrupt
+class _Terminate:
+    """SIGTERM (CI cancellation) takes the same path as Ctrl-C, so servers are stopped — once.
+
+    A runner that cancels a job signals again while evalgate is still stopping its servers; a
+    second KeyboardInterrupt raised inside that cleanup would escape it with a traceback and leave
+    servers behind, so later signals are ignored. Tasks cancelled by the interrupt may log their
+    own unwinding through asyncio's logger: that is noise at this point, not a diagnosis.
+    """
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.fired:
+            return
+        self.fired = True
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        raise KeyboardInterrupt
 
 
 def _dispatch(
@@ -425,6 +443,7 @@ def main(
 ) -> int:
     environ = dict(os.environ if environ is None else environ)
     out = out or sys.stdout
+    args: argparse.Namespace | None = None
     try:
         args, extra = _parser().parse_known_args(argv)
         takes_overrides = args.command in TAKES_OVERRIDES
@@ -432,7 +451,7 @@ def main(
         if extra and not takes_overrides:
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
         long_running = args.command in ("local", "resume", "action", "doctor", "deploy")
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt) if long_running else None
+        previous = signal.signal(signal.SIGTERM, _Terminate()) if long_running else None
         try:
             return _dispatch(args, overrides, environ, out)
         finally:
@@ -446,3 +465,9 @@ def main(
         return 130
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if isinstance(exc.code, int) else int(ExitCode.CONFIG)
+    except Exception as exc:  # a bug: never let it read as a verdict (exit 1) or a traceback
+        output = getattr(args, "output", None)
+        folder = Path(output) if isinstance(output, str) and output else None
+        line = crash_report(exc, folder, secrets=secret_values(environ))
+        print(f"evalgate: {line}", file=sys.stderr)
+        return int(ExitCode.INTERNAL)

@@ -2,12 +2,20 @@
 
 Every error a user can act on is an :class:`EvalgateError`; the CLI has one handler that prints
 its one-line message and exits with its code. Foreign exceptions (aiohttp, yaml, subprocess) are
-translated into these at the boundary where they happen, so no traceback reaches a user.
+translated into these at the boundary where they happen, so no traceback reaches a user. Anything
+else is a bug: the CLI and the Action print one line, write the traceback to a crash log and exit
+:attr:`ExitCode.INTERNAL` (4), which no verdict uses, so a crash never reads as "gate failed".
 """
 
 from __future__ import annotations
 
+import datetime
 import enum
+import re
+import tempfile
+import traceback
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 __all__ = [
     "ConfigError",
@@ -15,7 +23,11 @@ __all__ = [
     "ExitCode",
     "InfraError",
     "UsageError",
+    "crash_report",
+    "secret_values",
 ]
+
+_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL")
 
 
 class ExitCode(enum.IntEnum):
@@ -25,6 +37,7 @@ class ExitCode(enum.IntEnum):
     GATE_FAILED = 1  # an outcome, not a crash
     CONFIG = 2  # bad evals.yaml, bad override, bad command line
     INFRA = 3  # model server won't start, endpoint unreachable, too many errored rollouts
+    INTERNAL = 4  # a bug in evalgate: an unexpected exception (traceback in a crash log)
 
 
 class EvalgateError(Exception):
@@ -54,3 +67,43 @@ class InfraError(EvalgateError):
     """The infrastructure failed: a model server, an endpoint, a sandbox. Never scored as a 0."""
 
     exit_code = ExitCode.INFRA
+
+
+def crash_report(exc: BaseException, directory: Path | None, *, secrets: Iterable[str] = ()) -> str:
+    """Write ``exc``'s traceback to ``directory/crash.log`` (the outputs, so it is uploaded with
+    them) and return the one line to print. ``secrets`` are blanked out of the log: a traceback
+    can quote a request header or an environment value."""
+    hidden = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+
+    def redact(text: str) -> str:
+        for value in hidden:
+            text = text.replace(value, "***")
+        return text
+
+    text = redact("".join(traceback.format_exception(exc)))
+    stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    entry = f"--- evalgate {stamp} ---\n{text}\n"
+    where = "nowhere (no writable directory)"
+    for folder in (directory, Path(tempfile.gettempdir())):
+        if folder is None:
+            continue
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            log = folder / "crash.log"
+            with open(log, "a", encoding="utf-8") as fh:
+                fh.write(entry)
+            where = str(log)
+            break
+        except OSError:
+            continue
+    # The line goes to stderr and, in the Action, into the PR comment: redacted as well.
+    head = redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[:300]
+    return (
+        f"internal error ({head}); this is a bug in evalgate, not a verdict. The traceback is "
+        f"in {where}: please report it"
+    )
+
+
+def secret_values(environ: Mapping[str, str]) -> list[str]:
+    """Values of environment variables whose names say they hold a secret."""
+    return [v for k, v in environ.items() if _SECRET_NAME.search(k.upper()) and len(v or "") >= 6]

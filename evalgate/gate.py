@@ -35,7 +35,7 @@ class Check:
     model: str
     benchmark: str
     metric: str
-    kind: Literal["threshold", "baseline", "errors", "score"]
+    kind: Literal["threshold", "baseline", "errors", "score", "policy"]  # policy: action/policy.py
     status: Status
     reason: str = ""
     estimate: stats.Estimate | None = None

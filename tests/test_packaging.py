@@ -20,7 +20,14 @@ def test_action_inputs_match_what_the_entrypoint_reads() -> None:
     read = set(ActionInputs.__dataclass_fields__)
     assert names == read
     assert action["inputs"]["github_token"]["default"] == "${{ github.token }}"
-    assert set(action["outputs"]) == {"verdict", "exit_code", "scorecard", "results_dir", "summary"}
+    assert set(action["outputs"]) == {
+        "verdict",
+        "exit_code",
+        "crash_log",
+        "scorecard",
+        "results_dir",
+        "summary",
+    }
 
 
 def test_dockerfile_entrypoint_is_exec_form_absolute_and_runs_as_root() -> None:

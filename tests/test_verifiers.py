@@ -178,10 +178,8 @@ def test_v1_gate_safe_defaults(tmp_path: Path) -> None:
         _spec(tmp_path, "  - {name: v, kind: verifiers, env_id: evalgate-arith}\n")
     )
     assert suite.api == "v1" and len(suite.items) == 8
-    agent = suite.runner.env.config.agent
     # verifiers' own defaults are a remote `prime` runtime and the uv-installed `bash` harness.
-    assert agent.runtime.type == "subprocess"
-    assert agent.harness.id == CHAT_HARNESS_ID
+    assert suite.roles["agent"] == {"runtime": "subprocess", "harness": CHAT_HARNESS_ID}
 
 
 @needs_v1
@@ -198,7 +196,8 @@ def test_item_ids_are_stable_across_loads(tmp_path: Path) -> None:
 
 
 def test_content_hash_ids_ignore_position() -> None:
-    from evalgate.suites.verifiers import _Legacy, _unique_ids
+    from evalgate.suites._vf_legacy import Legacy as _Legacy
+    from evalgate.suites._vf_runner import _unique_ids
 
     row = {"prompt": [{"role": "user", "content": "2+2?"}], "answer": "4", "example_id": 0}
     moved = {**row, "example_id": 17}  # the same row at another position
@@ -208,7 +207,7 @@ def test_content_hash_ids_ignore_position() -> None:
 
 
 def test_api_auto_picks_by_what_the_module_provides(tmp_path: Path) -> None:
-    from evalgate.suites.verifiers import _pick_api
+    from evalgate.suites._vf_runner import _pick_api
 
     legacy = _spec(tmp_path, "  - {name: v, kind: verifiers, env_id: evalgate-arith-legacy}\n")
     assert _pick_api(legacy) == "legacy"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from evalgate.errors import InfraError
-from evalgate.suites.verifiers import _output_outcome
+from evalgate.suites._vf_legacy import _output_outcome
 
 # What verifiers 0.3.1's legacy env returns for a reply with no content and no tool call
 # (ErrorData as built by verifiers.legacy.utils.error_utils).

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import UsageError
+from evalgate.publish.artifact import read_artifact_text
 from evalgate.publish.github import GitHubError, PullRequest
 
 __all__ = ["CIContext"]
@@ -164,13 +165,15 @@ class CIContext:
 
 def _artifact_pr_number(pr_json: Path) -> int:
     """The PR number the run wrote to ``pr.json``: untrusted, so only its shape is checked here."""
+    why = (
+        "the workflow_run payload names no PR (GitHub omits fork PRs there), so publish mode "
+        "reads it from the run's pr.json"
+    )
+    text = read_artifact_text(pr_json, what=why, limit=64 * 1024)  # never through a symlink
     try:
-        data = json.loads(pr_json.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(
-            f"{pr_json}: unreadable ({type(exc).__name__}); the workflow_run payload names no PR "
-            "(GitHub omits fork PRs there), so publish mode reads it from the run's pr.json"
-        ) from None
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{pr_json}: unreadable ({type(exc).__name__}); {why}") from None
     number = data.get("pr_number") if isinstance(data, dict) else None
     # bool is an int to Python; a JSON true is no PR number.
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:

@@ -11,7 +11,7 @@ from pathlib import Path
 from evalgate._git import Git, GitFailed
 from evalgate.errors import InfraError
 
-__all__ = ["GitFailed", "ancestors", "git", "merge_base", "show_file"]
+__all__ = ["GitFailed", "ancestors", "ensure_commit", "git", "merge_base", "show_file"]
 
 
 def git(repo: Path, *args: str, timeout: float = 120.0) -> str:
@@ -30,7 +30,7 @@ def _have(repo: Path, sha: str) -> bool:
         return False
 
 
-def _ensure(repo: Path, sha: str, token: str | None) -> None:
+def ensure_commit(repo: Path, sha: str, token: str | None = None) -> None:
     """actions/checkout fetches one commit by default: fetch the one we need.
 
     As the store fetches: with ``token`` as a header when given (else the credentials
@@ -51,8 +51,8 @@ def _ensure(repo: Path, sha: str, token: str | None) -> None:
 def merge_base(repo: Path, base: str, head: str, *, token: str | None = None) -> str:
     """The PR's merge-base (where its branch left the base); the base tip when unknowable."""
     try:
-        _ensure(repo, base, token)
-        _ensure(repo, head, token)
+        ensure_commit(repo, base, token)
+        ensure_commit(repo, head, token)
         return git(repo, "merge-base", base, head).strip() or base
     except GitFailed:
         return base
@@ -70,7 +70,7 @@ def ancestors(repo: Path, sha: str, count: int = 20) -> list[str]:
 def show_file(repo: Path, sha: str, path: str, *, token: str | None = None) -> str | None:
     """A file's text at a commit (path relative to ``repo``), or None if absent there."""
     try:
-        _ensure(repo, sha, token)
+        ensure_commit(repo, sha, token)
         return git(repo, "show", f"{sha}:./{path}")
     except GitFailed:
         return None

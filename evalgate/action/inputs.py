@@ -32,6 +32,7 @@ class ActionInputs:
     github_token: str
     comment: bool
     comment_key: str
+    comment_author: str  # the login whose sticky comment is adopted (the token's identity)
     overrides: tuple[str, ...]
     mode: str
     working_directory: str
@@ -64,6 +65,7 @@ class ActionInputs:
             github_token=get("github_token"),
             comment=_bool("comment", get("comment", "true")),
             comment_key=get("comment_key"),
+            comment_author=get("comment_author", "github-actions[bot]"),
             overrides=overrides,
             mode=mode,
             working_directory=get("working_directory", "."),

@@ -1,12 +1,18 @@
 """The Action's two modes, end to end.
 
-``run``: load evals.yaml (the gate policy from the BASE branch's copy, so a PR cannot loosen its
-own gate), post an "in progress" comment, find the baseline (result store at the merge-base, or a
-re-run of the base commit), evaluate, gate, and publish: job summary, outputs, annotations, the
-sticky comment. On a push to the default branch the runs are stored as the new baseline.
+``run``: load evals.yaml under the BASE branch's policy (``policy.py``: gate, baseline, benchmark
+set and scorers; an unreadable base fails closed), post an "in progress" comment, find the
+baseline (result store at the merge-base, or a re-run of the base commit), evaluate, gate, and
+publish: job summary, outputs, annotations, the sticky comment. On a push to the default branch
+the runs are stored as the new baseline.
 
-``publish``: post the comment of a run whose outputs a ``pull_request`` job uploaded as an
-artifact. It executes nothing from the PR: the fork-safe half of the two-workflow recipe.
+``publish`` (``publish_mode.py``): post the comment of a run whose outputs a ``pull_request`` job
+uploaded as an artifact. It executes nothing from the PR: the fork-safe half of the two-workflow
+recipe.
+
+Every path ends in the outputs ``verdict`` and ``exit_code``. An error replaces the "in progress"
+comment with what happened (plus the scorecard, when the run got that far); an unexpected
+exception is a crash, exit 4, its traceback in ``crash.log`` in the outputs.
 """
 
 from __future__ import annotations
@@ -24,19 +30,20 @@ from evalgate import pipeline
 from evalgate.action import git as gitops
 from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
+from evalgate.action.policy import apply_policy, policy_checks, read_base_policy
+from evalgate.action.publish_mode import publish_artifact
 from evalgate.action.publisher import Notices, missing_token_notice, portable, with_notices
 from evalgate.action.trend import trend_section
 from evalgate.action.workspace import leaves_workspace_as_found
 from evalgate.compare.paired import LoadedRun, load_run
-from evalgate.config._yamlio import load_yaml
 from evalgate.config.load import Config, load_config
-from evalgate.config.spec import BaselineSettings, GateSettings
-from evalgate.errors import EvalgateError, ExitCode
+from evalgate.errors import EvalgateError, ExitCode, crash_report, secret_values
 from evalgate.gate import Verdict
 from evalgate.publish import actions
 from evalgate.publish.github import GitHubClient, GitHubError
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
-from evalgate.report.html import render_html, trend_points
+from evalgate.report import code_span
+from evalgate.report.html import render_html, report_url, trend_points
 from evalgate.run.progress import make_progress
 from evalgate.serve import open_server
 from evalgate.store import ResultStore, RunKey, StoreError, open_store
@@ -67,6 +74,14 @@ class _Publisher:
         if notice := missing_token_notice(ctx, inputs):
             self.notices.append(notice)
             self.log(actions.annotation("notice", f"evalgate: {notice}"))
+        # Only a comment written by the identity that posts is ever adopted: anyone can paste
+        # the marker into a comment of their own.
+        self.author = inputs.comment_author
+        # What the error path still reports: the scorecard and outputs, once the run has them.
+        self.scorecard: str | None = None
+        self.outputs: dict[str, Any] = {}
+        self.crash_dir: Path | None = None
+        self.secrets: list[str] = [inputs.github_token, *secret_values(environ)]
 
     def log(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -83,11 +98,19 @@ class _Publisher:
                 with_notices(body, self.notices),
                 key=self.key,
                 artifact_hint=f"the `{self.inputs.output_dir}` artifact of {self.ctx.run_url}",
+                author=self.author,
             )
         except GitHubError as exc:  # a comment is a courtesy: it never changes the verdict
             self.notices.append(f"could not post the PR comment: {exc}", key="comment")
             self.log(actions.annotation("warning", f"evalgate: could not comment: {exc}"))
             return
+        if result.author and result.author != self.author:
+            # The token is not the job's own (a PAT or an App): keep updating what it wrote.
+            self.notices.append(
+                f"the PR comment is posted as {result.author}, not {self.author}: set the "
+                f"input `comment_author: {result.author}` so later runs update it"
+            )
+            self.author = result.author
         if result.degraded and result.notice:
             self.degraded = True
             self.notices.append(result.notice)
@@ -103,33 +126,6 @@ class _Publisher:
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
-
-
-def _base_policy(workdir: Path, ctx: CIContext, inputs: ActionInputs, config: Config):
-    """The gate policy and baseline settings from the base branch's evals.yaml (a PR must not
-    loosen its own gate or opt out of the comparison), and a note when the PR changes them."""
-    own = (config.gate, config.baseline)
-    if not ctx.is_pr or not ctx.base_sha:
-        return *own, None
-    text = gitops.show_file(workdir, ctx.base_sha, inputs.config)
-    if text is None:
-        return *own, f"the base branch has no {inputs.config}: this PR's gate policy is used"
-    try:
-        layer = load_yaml(Path(inputs.config), text=text, source=f"{inputs.config}@base")
-        data = layer.data if isinstance(layer.data, dict) else {}
-        base = (
-            GateSettings.model_validate(data.get("gate") or {}),
-            BaselineSettings.model_validate(data.get("baseline") or {}),
-        )
-    except (EvalgateError, ValueError):
-        return *own, "the base branch's gate policy is invalid: this PR's policy is used"
-    if base != own:
-        note = (
-            f"this PR changes the gate policy in {inputs.config}; the base branch's policy was "
-            "applied, the new one applies after merge"
-        )
-        return *base, note
-    return *base, None
 
 
 def _secret_values(config: Config, environ: Mapping[str, str]) -> list[str]:
@@ -154,9 +150,28 @@ def _stored_baselines(
             if stored is None:
                 missing.append(f"{model.name}/{bench.name}")
                 continue
-            origin = {"commit": stored.key.commit, "stored_at": stored.stored_at}
-            found[(model.name, bench.name)] = load_run(stored.path, origin=origin)
+            found[(model.name, bench.name)] = _load_stored(stored)
     return found, missing
+
+
+def _load_stored(stored: Any) -> LoadedRun:
+    """A stored baseline read back and checked for shape: a corrupt store is a one-line error
+    naming the run and the fix, not a traceback from deep inside the comparison."""
+    origin = {"commit": stored.key.commit, "stored_at": stored.stored_at}
+    where = f"stored baseline {stored.key.name} @ {stored.key.commit[:12]} ({stored.path})"
+    fix = "delete it from the result store, or push to the default branch to store a new one"
+    try:
+        run = load_run(stored.path, origin=origin)
+        _ = (run.benchmark, run.model, run.rollouts)
+        ok = [isinstance(r, dict) and "example_id" in r for r in run.records]
+        bad = ok.index(False) if False in ok else None
+    except EvalgateError as exc:
+        raise StoreError(f"{where} is corrupt: {exc}", hint=fix) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StoreError(f"{where} is corrupt: {type(exc).__name__}: {exc}", hint=fix) from None
+    if bad is not None:
+        raise StoreError(f"{where} is corrupt: results.jsonl record {bad + 1}", hint=fix)
+    return run
 
 
 def _rerun_baseline(
@@ -188,6 +203,37 @@ def _rerun_baseline(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _baselines(base: str, mode: str, store: ResultStore | None, config: Config, workdir: Path,
+               inputs: ActionInputs, out_root: Path, environ: Mapping[str, str],
+               server_factory: Callable[..., Any], pub: _Publisher,
+               ) -> dict[tuple[str, str], LoadedRun]:  # fmt: skip
+    """The baseline runs of ``base`` (the merge-base): stored, else (``auto``) re-run."""
+    baselines: dict[tuple[str, str], LoadedRun] = {}
+    missing: list[str] = []
+    if store is not None and mode in ("auto", "stored"):
+        baselines, missing = _stored_baselines(store, gitops.ancestors(workdir, base), config)
+    if mode == "rerun" or (mode == "auto" and (store is None or bool(missing))):
+        with actions.group("evalgate: baseline run"):
+            return _rerun_baseline(
+                workdir, base, inputs, out_root / "baseline", environ, server_factory, pub.log
+            )
+    if missing:
+        pub.notices.append(
+            f"no stored baseline at {base[:12]} or its ancestors for: {', '.join(missing)}"
+        )
+    return baselines
+
+
+def _overridden(inputs: ActionInputs, config: Config) -> list[str]:
+    """The workflow's inputs that replace a part of the (base branch's) baseline settings."""
+    out = []
+    if inputs.baseline and inputs.baseline != config.baseline.mode:
+        out.append(f"baseline mode {inputs.baseline} (the workflow's `baseline` input)")
+    if inputs.results_store and inputs.results_store != config.baseline.store:
+        out.append(f"result store {inputs.results_store} (the workflow's `results_store` input)")
+    return out
+
+
 def _outputs(verdict: Verdict, out_root: Path) -> dict[str, Any]:
     summary = {
         f"{r.model}/{r.benchmark}": {k: v.mean for k, v in r.metrics.items()} for r in verdict.runs
@@ -215,15 +261,29 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
          server_factory: Callable[..., Any]) -> int:  # fmt: skip
     workdir = (ctx.workspace / inputs.working_directory).resolve()
     out_root = (workdir / inputs.output_dir).resolve()
+    pub.crash_dir = out_root
     config = load_config(workdir / inputs.config, inputs.overrides)
     for secret in _secret_values(config, environ):
         pub.log(actions.mask(secret))
-    gate, baseline_settings, policy_note = _base_policy(workdir, ctx, inputs, config)
-    config = config.model_copy(update={"gate": gate, "baseline": baseline_settings})
+        pub.secrets.append(secret)
+    token = inputs.github_token or None
+    policy = read_base_policy(
+        workdir,
+        ctx.base_sha,
+        inputs.config,
+        config,
+        is_pr=ctx.is_pr,
+        overrides=inputs.overrides,
+        token=token,
+    )
+    config = policy.applied(config)
+    baseline_settings = config.baseline
     mode = inputs.baseline or baseline_settings.mode
+    if policy.source == "first-adoption" and mode != "none":
+        # The base has no evals.yaml: there is nothing to re-run and nothing stored to compare.
+        pub.notices.append("no baseline: the base branch does not use evalgate yet")
+        mode = "none"
     store_spec = inputs.results_store or baseline_settings.store
-    if policy_note:
-        pub.notices.append(policy_note)
     pub.comment(in_progress_body(run_url=ctx.run_url))
 
     store: ResultStore | None = None
@@ -233,20 +293,9 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
         )
     baselines: dict[tuple[str, str], LoadedRun] = {}
     if ctx.is_pr and ctx.base_sha and mode != "none":
-        base = gitops.merge_base(workdir, ctx.base_sha, ctx.sha)
-        missing: list[str] = []
-        if store is not None and mode in ("auto", "stored"):
-            baselines, missing = _stored_baselines(store, gitops.ancestors(workdir, base), config)
-        rerun = mode == "rerun" or (mode == "auto" and (store is None or bool(missing)))
-        if rerun:
-            with actions.group("evalgate: baseline run"):
-                baselines = _rerun_baseline(
-                    workdir, base, inputs, out_root / "baseline", environ, server_factory, pub.log
-                )
-        elif missing:
-            pub.notices.append(
-                f"no stored baseline at {base[:12]} or its ancestors for: {', '.join(missing)}"
-            )
+        base = gitops.merge_base(workdir, ctx.base_sha, ctx.sha, token=token)
+        baselines = _baselines(base, mode, store, config, workdir, inputs, out_root, environ,
+                               server_factory, pub)  # fmt: skip
 
     with actions.group("evalgate: evaluation"):
         verdict = pipeline.run(
@@ -258,18 +307,27 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
             log=pub.log,
             baselines=baselines,
         )
+    checks = policy_checks(policy, config)
+    if checks:  # a benchmark the base requires was dropped, renamed or re-scored
+        verdict = apply_policy(verdict, checks)
+        pipeline.write_report(verdict, out_root, report_url=report_url(dict(environ)))
     (out_root / "pr.json").write_text(
         json.dumps({"pr_number": ctx.pr_number, "sha": ctx.sha, "repository": ctx.repository}),
         encoding="utf-8",
     )
 
     markdown = (out_root / "scorecard.md").read_text(encoding="utf-8")
+    if note := policy.note(inputs.config, _overridden(inputs, config)):
+        markdown += f"\n> **Policy:** {note}.\n"
+    # From here on an error still reports the complete scorecard (summary, outputs, comment).
+    pub.scorecard, pub.outputs = markdown, _outputs(verdict, out_root)
     if store is not None:
         names = [store_name(r.benchmark, r.model) for r in verdict.runs]
         try:
             markdown += trend_section(store, names)
             html = render_html(verdict, trend=trend_points(store, verdict))  # with the trend
             (out_root / "report.html").write_text(html, encoding="utf-8")
+            pub.scorecard = markdown
         except StoreError as exc:
             pub.notices.append(f"trend unavailable: {exc}")
     if ctx.on_default_branch and store is not None:
@@ -278,47 +336,48 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
                 key = RunKey(commit=ctx.sha, name=store_name(run.benchmark, run.model))
                 where = store.save(key, Path(run.run_dir))
                 pub.log(f"[evalgate] stored baseline {key.name} @ {ctx.sha[:12]}: {where}")
+    pub.scorecard = markdown
     _annotate(verdict, pub)
     pub.comment(markdown)
     # After the comment, so that a failure to post it is noted in the file too.
     (out_root / "scorecard.md").write_text(with_notices(markdown, pub.notices), encoding="utf-8")
-    pub.finish(markdown, _outputs(verdict, out_root))
+    pub.finish(markdown, pub.outputs)
     return int(verdict.exit_code)
 
 
-def _publish(ctx: CIContext, inputs: ActionInputs, pub: _Publisher) -> int:
-    """Post a finished run's scorecard on its PR: the one the trusted event payload names, or
-    (for a fork's PR, which GitHub leaves out of the payload) the artifact's, once verified."""
-    results = (ctx.workspace / inputs.results_dir).resolve()
-    verdict_file, scorecard = results / "verdict.json", results / "scorecard.md"
-    if not verdict_file.is_file() or not scorecard.is_file():
-        raise EvalgateError(
-            f"{results}: no verdict.json / scorecard.md; download the run's artifact there first"
-        )
-    if not ctx.is_pr and ctx.pr_run is None:
-        raise EvalgateError(
-            "publish mode needs a workflow_run event for a pull request (the run's PR is read "
-            "from the event, or verified against it)"
-        )
-    if not ctx.is_pr and inputs.comment and inputs.github_token:
-        # pr.json is written by code the PR controls: with_artifact_pr takes its number only if
-        # GitHub says that PR's head is the run's commit. Until then nothing can be posted:
-        # pub.client stays None, so even the error handler's comment goes nowhere.
-        client = GitHubClient(inputs.github_token, api_url=ctx.api_url)
-        try:
-            repo = ctx.repository
-            ctx = ctx.with_artifact_pr(
-                results / "pr.json", lambda n: client.get_pull_request(repo, n)
+def _error_body(pub: _Publisher, message: str, *, title: str) -> str:
+    """The comment and summary that replace "in progress" when the run cannot finish: the error
+    (escaped: it can quote the PR's files) and, when the run got that far, the scorecard."""
+    body = f"## ⚠️ evalgate {title}\n\n{code_span(message)}\n"
+    if pub.ctx.run_id:
+        body += f"\nThe run: {pub.ctx.run_url}\n"
+    if pub.scorecard:
+        body += f"\n---\n\n{pub.scorecard}"
+    return body
+
+
+def _report_error(pub: _Publisher | None, out: IO[str], message: str, code: int, title: str,
+                  environ: Mapping[str, str]) -> int:  # fmt: skip
+    print(actions.annotation("error", message, title="evalgate"), file=out, flush=True)
+    print(f"evalgate: {message}", file=sys.stderr, flush=True)
+    if pub is None:  # the inputs or the event were unreadable: still say so where CI looks
+        env = actions.ActionsEnv.from_environ(environ)
+        if env.summary_path is not None:
+            actions.append_summary(
+                env.summary_path, f"## ⚠️ evalgate {title}\n\n{code_span(message)}\n"
             )
-        except BaseException:
-            client.close()
-            raise
-        pub.ctx, pub.client = ctx, client
-    verdict = json.loads(verdict_file.read_text(encoding="utf-8"))
-    markdown = scorecard.read_text(encoding="utf-8")
-    pub.comment(markdown)
-    pub.finish(markdown, {"verdict": verdict.get("status", ""), "scorecard": str(scorecard)})
-    return int(verdict.get("exit_code", ExitCode.INFRA))
+        if env.output_path is not None:
+            actions.set_outputs(env.output_path, {"verdict": "ERROR", "exit_code": code})
+        return code
+    body = _error_body(pub, message, title=title)
+    outputs = {**pub.outputs, "verdict": "ERROR", "exit_code": code}
+    if pub.crash_dir is not None and (pub.crash_dir / "crash.log").is_file():
+        outputs["crash_log"] = str(pub.crash_dir / "crash.log")
+    try:  # replace a stale "in progress" comment with what happened
+        pub.comment(body)
+    finally:
+        pub.finish(body, outputs)
+    return code
 
 
 @leaves_workspace_as_found
@@ -328,7 +387,12 @@ def run_action(
     out: IO[str] | None = None,
     server_factory: Callable[..., Any] = open_server,
 ) -> int:
-    """The Action's entrypoint. Returns the exit code; never raises for a user-fixable error."""
+    """The Action's entrypoint. Returns the exit code; never raises for a user-fixable error.
+
+    An unexpected exception is a bug, reported as one: one line, the traceback in the outputs'
+    ``crash.log``, exit code 4, and the PR comment replaced with that error. A cancellation
+    (SIGTERM arrives as KeyboardInterrupt) replaces the comment too, then propagates.
+    """
     out = out or sys.stdout
     pub: _Publisher | None = None
     try:
@@ -338,16 +402,23 @@ def run_action(
         ctx = CIContext.from_environ(environ)
         pub = _Publisher(ctx, inputs, environ, out)
         if inputs.mode == "publish":
-            return _publish(ctx, inputs, pub)
+            return publish_artifact(ctx, inputs, pub)
         return _run(ctx, inputs, environ, pub, server_factory)
     except EvalgateError as exc:
-        message = f"evalgate: error: {exc}"
-        print(actions.annotation("error", str(exc), title="evalgate"), file=out, flush=True)
-        print(message, file=sys.stderr, flush=True)
-        if pub is not None:  # replace a stale "in progress" comment with what happened
-            pub.comment(f"## ⚠️ evalgate could not finish\n\n{exc}\n\n{pub.ctx.run_url}\n")
-            pub.finish(f"## ⚠️ evalgate could not finish\n\n{exc}\n", {"verdict": "ERROR"})
-        return int(exc.exit_code)
+        return _report_error(
+            pub, out, f"error: {exc}", int(exc.exit_code), "could not finish", environ
+        )
+    except KeyboardInterrupt:
+        if pub is not None:
+            with contextlib.suppress(Exception):
+                _report_error(
+                    pub, out, "cancelled (SIGTERM or Ctrl-C)", 130, "was cancelled", environ
+                )
+        raise
+    except Exception as exc:
+        secrets = pub.secrets if pub is not None else secret_values(environ)
+        line = crash_report(exc, pub.crash_dir if pub else None, secrets=secrets)
+        return _report_error(pub, out, line, int(ExitCode.INTERNAL), "crashed", environ)
     finally:
         if pub is not None:
             pub.close()

@@ -128,7 +128,7 @@ _BENCHMARK_KINDS = {
     "inspect": InspectBenchmark,
 }
 # Fields holding file paths: resolved against the file that set them (cwd for the command line).
-_PATH_FIELDS = {"jsonl": ("path",), "agent": ("tasks",)}
+_PATH_FIELDS = {"jsonl": ("path",), "agent": ("tasks",), "verifiers": ("env_path",)}
 
 
 def _members(tp: Any) -> list[Any]:

@@ -1,10 +1,11 @@
 """The sticky scorecard comment: one comment per pull request and key, rewritten on every run.
 
 The comment is found by a hidden HTML marker on its first line, ``<!-- evalgate:sticky:KEY -->``,
-searched across every page of the pull request's comments (the first match wins). Matching is on
-the marker alone, not the author: the token's identity differs between a workflow's
-``GITHUB_TOKEN`` (github-actions[bot]), a GitHub App and a personal token, and a marker is what
-survives a change between them.
+searched across every page of the pull request's comments (the first match wins) — among the
+comments of the identity that posts (``author``) only: anyone can paste the marker into a comment
+of their own, which evalgate must never adopt (it would rewrite it, under the poster's name, or be
+steered into editing it). The identity is the workflow's ``GITHUB_TOKEN`` (``github-actions[bot]``)
+unless the caller says otherwise (a GitHub App's or a personal token's login).
 
 Bodies are fitted to GitHub's 65,536-character limit: the contents of ``<details>`` blocks go
 first (largest first, each replaced by a one-line note), then the text is cut at a line boundary
@@ -57,6 +58,7 @@ class StickyResult:
     truncated: bool = False  # the body was cut to fit GitHub's limit
     degraded: bool = False  # no comment could be written; ``notice`` says why
     notice: str | None = None  # for the job summary when degraded
+    author: str | None = None  # the login that wrote the comment (GitHub's answer)
 
 
 def sticky_key(workflow: str, comment_key: str = "") -> str:
@@ -181,11 +183,14 @@ def fit_comment(
 
 
 def find_sticky_comment(
-    client: GitHubClient, repo: str, pr_number: int, marker_text: str
+    client: GitHubClient, repo: str, pr_number: int, marker_text: str, author: str | None = None
 ) -> IssueComment | None:
-    """The first comment (oldest) whose body contains ``marker_text``, searching every page."""
+    """The first comment (oldest) that starts with ``marker_text``, searching every page; only
+    ``author``'s comments when given (the Action always gives it)."""
     for comment in client.iter_issue_comments(repo, pr_number):
-        if marker_text in comment.body:
+        if author is not None and comment.user != author:
+            continue
+        if comment.body.startswith(marker_text):
             return comment
     return None
 
@@ -205,7 +210,13 @@ def _degraded_notice(err: GitHubError, pr_number: int) -> str:
 
 
 def _create(
-    client: GitHubClient, repo: str, pr_number: int, text: str, tag: str, attempts: int
+    client: GitHubClient,
+    repo: str,
+    pr_number: int,
+    text: str,
+    tag: str,
+    attempts: int,
+    author: str | None,
 ) -> tuple[Literal["created", "updated"], IssueComment]:
     """Create the comment; after an answer that leaves it unknown whether GitHub created it,
     look for the marker before trying again, so a retry never makes a second comment."""
@@ -216,7 +227,7 @@ def _create(
             if not err.maybe_applied or attempt == attempts:
                 raise
         client.backoff(attempt)
-        found = find_sticky_comment(client, repo, pr_number, tag)
+        found = find_sticky_comment(client, repo, pr_number, tag, author)
         if found is not None:
             if found.body == text:
                 return "created", found
@@ -234,26 +245,29 @@ def upsert_sticky_comment(
     artifact_hint: str | None = None,
     limit: int = COMMENT_LIMIT,
     create_attempts: int = 3,
+    author: str | None = None,
 ) -> StickyResult:
     """Create or update the one comment for ``key`` on pull request ``pr_number`` of ``repo``.
 
     Call it twice in a run (an :func:`in_progress_body` first, the scorecard last) and the second
     call rewrites the first's comment. A token that may not comment (403, 404, 410 on any call)
     gives ``degraded=True`` and a ``notice`` instead of an exception; every other failure raises
-    :class:`~evalgate.publish.github.GitHubError`.
+    :class:`~evalgate.publish.github.GitHubError`. ``author``: adopt only that login's comment.
     """
     tag = marker(key)
     text, truncated = fit_comment(body, marker_text=tag, artifact_hint=artifact_hint, limit=limit)
     try:
-        existing = find_sticky_comment(client, repo, pr_number, tag)
+        existing = find_sticky_comment(client, repo, pr_number, tag, author)
         if existing is not None:
             comment = client.update_issue_comment(repo, existing.id, text)
             action: Literal["created", "updated"] = "updated"
         else:
-            action, comment = _create(client, repo, pr_number, text, tag, create_attempts)
+            action, comment = _create(client, repo, pr_number, text, tag, create_attempts, author)
     except GitHubError as err:
         if err.status in _DEGRADE_STATUSES and not err.rate_limited:
             notice = _degraded_notice(err, pr_number)
             return StickyResult("skipped", truncated=truncated, degraded=True, notice=notice)
         raise
-    return StickyResult(action, comment.id, comment.html_url, truncated=truncated)
+    return StickyResult(
+        action, comment.id, comment.html_url, truncated=truncated, author=comment.user
+    )

@@ -1,19 +1,53 @@
-"""Rendering: a verdict in, Markdown and JSON out. Pure functions, no I/O."""
+"""Rendering: a verdict in, Markdown and JSON out. Pure functions, no I/O.
+
+Every ``{{ … }}`` in the template is escaped by the environment's ``finalize`` unless a helper
+marked it as Markdown it built itself (:class:`~markupsafe.Markup`): labels, ids, reasons and
+completions come from the pull request and the model, and must render inert (``_escape.py``).
+"""
 
 from __future__ import annotations
 
 import datetime
 import math
+import re
 from dataclasses import asdict
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from evalgate import __version__
 from evalgate.gate import Verdict
+from evalgate.report._escape import code_span, escape_text
 from evalgate.run.costs import format_usd
 
-__all__ = ["render_scorecard", "verdict_json"]
+__all__ = ["code_span", "escape_text", "render_scorecard", "verdict_json"]
+
+
+def _numeric(fn: Any) -> Any:
+    """Mark a number formatter's output as evalgate's own Markdown (brackets, signs, "<")."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Markup:
+        return Markup(fn(*args, **kwargs))
+
+    return wrapped
+
+
+_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~/%+-]*)?(?:#[A-Za-z0-9_-]*)?")
+
+
+def _link_target(url: str | None) -> Markup | None:
+    """The report link's target, as evalgate's own Markdown when it is a plain http(s) URL (from
+    the runner's GITHUB_* variables or EVALGATE_REPORT_URL); anything else gets no link."""
+    return Markup(url) if url and _URL.fullmatch(url) else None
+
+
+def _finalize(value: Any) -> Any:
+    # Markup is what a helper built on purpose; numbers are evalgate's own. Anything else is text.
+    if isinstance(value, Markup | int | float):
+        return value
+    return escape_text(value)
+
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("evalgate", "report"),
@@ -21,6 +55,7 @@ _ENV = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
     undefined=jinja2.StrictUndefined,
+    finalize=_finalize,
 )
 
 
@@ -75,10 +110,9 @@ def _ci(est: Any) -> str:
     return f"[{100 * est.lo:.1f}, {100 * est.hi:.1f}]"
 
 
-def _cell(text: str) -> str:
-    """Free text (prompts, completions) made safe for one Markdown table cell."""
-    text = " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;")
-    return f"`{text}`".replace("``", "") if text else "∅"
+def _cell(text: str) -> Markup:
+    """Free text (prompts, completions) verbatim in one Markdown table cell."""
+    return code_span(text)
 
 
 def _age(stored_at: str, now: datetime.datetime | None = None) -> str:
@@ -96,14 +130,14 @@ def _age(stored_at: str, now: datetime.datetime | None = None) -> str:
     return "just now"
 
 
-def _origin(comp: Any) -> str:
+def _origin(comp: Any) -> Markup:
     origin = comp.base_origin or {}
     if origin.get("commit"):
         stored = origin.get("stored_at")
-        age = f", stored {_age(stored)} ({stored})" if stored else ""
+        age = escape_text(f", stored {_age(stored)} ({stored})") if stored else ""
         rerun = " (re-run for this PR)" if origin.get("rerun") else ""
-        return f"commit `{origin['commit'][:12]}`{rerun}{age}"
-    return f"run `{origin.get('run_id', comp.base_path)}`"
+        return Markup(f"commit {code_span(str(origin['commit'])[:12])}{rerun}{age}")
+    return Markup(f"run {code_span(origin.get('run_id', comp.base_path))}")
 
 
 def _matrix(verdict: Verdict) -> dict[str, Any]:
@@ -144,13 +178,14 @@ def render_scorecard(
         verdict=verdict,
         runs=runs,
         baseline_checks=baseline_checks,
-        pct=_pct,
-        pp=_pp,
-        pval=_pval,
-        ci=_ci,
-        usd=_usd,
-        requests=_requests,
+        pct=_numeric(_pct),
+        pp=_numeric(_pp),
+        pval=_numeric(_pval),
+        ci=_numeric(_ci),
+        usd=_numeric(_usd),
+        requests=_numeric(_requests),
         cell=_cell,
+        code=code_span,
         origin=_origin,
         n_flips=n_flips,
         matrix=_matrix(verdict),
@@ -158,7 +193,7 @@ def render_scorecard(
         max_flips=max_flips,
         max_reasons=max_reasons,
         version=__version__,
-        report_url=report_url,
+        report_url=_link_target(report_url),
     )
 
 

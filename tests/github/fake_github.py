@@ -110,6 +110,7 @@ class FakeGitHub:
         self.faults: list[Fault] = []
         self.log: list[Exchange] = []
         self.violations: list[str] = []
+        self.poster = "github-actions[bot]"  # the token's identity: a PAT's or an App's login else
         self._next_id = 1_000_001
         self._clock = 1_767_225_600  # 2026-01-01T00:00:00Z, advanced per write
         self._lock = threading.Lock()
@@ -241,7 +242,7 @@ class FakeGitHub:
             repo, number = f"{m['owner']}/{m['repo']}", int(m["number"])
             if len(body["body"]) > BODY_LIMIT:
                 return 422, _too_long("create-an-issue-comment"), {}
-            comment = self._new_comment(repo, number, body["body"], login="github-actions[bot]")
+            comment = self._new_comment(repo, number, body["body"], login=self.poster)
             return 201, comment, {"location": comment["url"]}
         if (m := _PULL.match(path)) and method == "GET":
             pull = self.pulls.get((f"{m['owner']}/{m['repo']}", int(m["number"])))

@@ -71,6 +71,12 @@ class Workspace:
         _git(self.ws, "commit", "-q", "-m", f"change on {branch}")
         return _git(self.ws, "rev-parse", "HEAD")
 
+    def commit_removal(self) -> str:
+        _git(self.ws, "add", "-A")
+        _git(self.ws, "commit", "-q", "-m", "no evals.yaml yet")
+        _git(self.ws, "push", "-q", "origin", "main")
+        return _git(self.ws, "rev-parse", "HEAD")
+
     def pr(self, evals: str, name: str = "feature") -> str:
         _git(self.ws, "checkout", "-q", "-B", name, self.base)
         head = self.commit(evals, name)
@@ -190,7 +196,8 @@ def test_pr_cannot_loosen_its_own_gate(
     code, _ = _run(env)
     assert code == 1  # judged with the base branch's 5-point margin, not the PR's 60
     summary = (ws.tmp / "summary").read_text()
-    assert "this PR changes the gate policy" in summary
+    assert "the base branch's policy" in summary and "was applied" in summary
+    assert "this PR's changes to the gate, the baseline settings apply after merge" in summary
     body = github.bodies(REPO, PR)[0]
     assert "margin δ = 5.0 pp" in body and "Compared with the baseline" in body
 
@@ -271,6 +278,11 @@ def test_entrypoint_runs_as_the_container_would(
     assert "Traceback" not in proc.stderr
 
 
+# -- the base branch's policy: a PR cannot dodge it --------------------------------------------
+
+GATED = "margin: 0.05, thresholds: {qa: {accuracy: 0.9}}"
+
+
 def _pr_env(ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], head: str,
             **inputs: str) -> dict[str, str]:  # fmt: skip
     return ws.environ("pull_request", _pr_event(pr_event, ws, head), head, "refs/pull/42/merge",
@@ -284,7 +296,7 @@ def test_notices_reach_the_comment_the_scorecard_and_the_summary_once(
     head = ws.pr(_evals(ws.url, gate="margin: 0.2"))
     code, log = _run(_pr_env(ws, github, pr_event, head, baseline="stored"))
     assert code == 0, log
-    policy = "the base branch's policy was applied"
+    policy = "**Policy:** the base branch's policy ("
     missing = f"no stored baseline at {ws.base[:12]}"
     (body,) = github.bodies(REPO, PR)
     scorecard = (ws.ws / "evalgate-outputs" / "scorecard.md").read_text()
@@ -555,3 +567,188 @@ def test_fetching_a_missing_commit_keeps_a_full_clone_full(tmp_path: Path) -> No
 
     assert gitops.show_file(ws, _git(seed, "rev-parse", "HEAD"), "evals.yaml") == "later\n"
     assert _git(ws, "rev-parse", "--is-shallow-repository") == "false"
+
+
+def _bench(name: str, system: str = "Answer.") -> str:
+    return f'  - {{name: {name}, kind: jsonl, path: qa.jsonl, system_prompt: "{system}"}}\n'
+
+
+@pytest.mark.parametrize(
+    "pr_benchmarks",
+    [
+        # renamed: same data, a name the base's threshold and baseline do not know
+        _bench("qa-renamed", "Please regress."),
+        # removed: only the other benchmark is left, unchanged (it alone would PASS)
+        _bench("other"),
+    ],
+    ids=["renamed", "removed"],
+)
+def test_dropping_or_renaming_a_gated_benchmark_fails(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], pr_benchmarks: str
+) -> None:
+    models = f'models:\n  - {{name: m, backend: openai, base_url: "{ws.url}", model: org/m}}\n'
+    base = models + "benchmarks:\n" + _bench("qa") + _bench("other") + f"gate: {{{GATED}}}\n"
+    ws.base = ws.commit(base, "main")
+    _git(ws.ws, "push", "-q", "origin", "main")
+    head = ws.pr(models + "benchmarks:\n" + pr_benchmarks + "gate: {margin: 0.5}\n")
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 1, log
+    (body,) = github.bodies(REPO, PR)
+    assert "evalgate: FAIL" in body
+    assert "qa: removed by this PR; base policy requires it" in body
+    assert "was applied, except result store none (the workflow's `results_store` input)" in body
+    assert ws.outputs()["verdict"] == "FAIL" and ws.outputs()["exit_code"] == "1"
+    verdict = json.loads((ws.ws / "evalgate-outputs" / "verdict.json").read_text())
+    assert verdict["status"] == "FAIL"
+    assert any(c["kind"] == "policy" and c["benchmark"] == "qa" for c in verdict["checks"])
+
+
+def test_a_scorer_change_cannot_pass(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    base_bench = '{name: qa, kind: jsonl, path: qa.jsonl, system_prompt: "Answer."}'
+    loose = base_bench.replace("}", ", scorer: {type: contains}}")
+    head = ws.pr(_evals(ws.url).replace(base_bench, loose))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 1, log
+    (body,) = github.bodies(REPO, PR)
+    assert "qa: this PR changes its scorer" in body and "cannot PASS" in body
+
+
+def test_an_unreadable_base_policy_is_an_error_not_the_prs_policy(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    head = ws.pr(_evals(ws.url, system="Please regress.", gate="margin: 0.9"))
+    event = _pr_event(pr_event, ws, head)
+    event["pull_request"]["base"]["sha"] = "0123456789abcdef" * 2 + "01234567"  # not fetchable
+    env = ws.environ("pull_request", event, head, "refs/pull/42/merge", github.url)
+    code, log = _run(env)
+    assert code == 3, log
+    assert ws.outputs()["verdict"] == "ERROR" and ws.outputs()["exit_code"] == "3"
+    (body,) = github.bodies(REPO, PR)
+    assert "could not finish" in body and "fails closed" in body
+    assert "in progress" not in body
+
+
+def test_first_adoption_runs_on_the_prs_policy_and_says_so(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    (ws.ws / "evals.yaml").unlink()
+    ws.base = ws.commit_removal()
+    head = ws.pr(_evals(ws.url))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))  # baseline: auto
+    assert code == 0, log
+    (body,) = github.bodies(REPO, PR)
+    assert "the base branch has no evals.yaml (first adoption)" in body
+    assert "base branch's policy (" not in body
+
+
+# -- crashes never look like verdicts ----------------------------------------------------------
+
+
+def test_a_crash_exits_4_with_a_crash_log_and_replaces_the_comment(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    def broken_server(*args: Any, **kwargs: Any) -> Any:
+        raise ZeroDivisionError(f"a bug next to the token {TOKEN}")
+
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    out = io.StringIO()
+    code = run_action(_pr_env(ws, github, pr_event, head, results_store="none"),
+                      out=out, server_factory=broken_server)  # fmt: skip
+    assert code == 4
+    err = capfd.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("evalgate:")]
+    assert len(lines) == 1 and "internal error (ZeroDivisionError" in lines[0]
+    assert "Traceback" not in err and TOKEN not in err
+    crash = ws.ws / "evalgate-outputs" / "crash.log"
+    log = crash.read_text()
+    assert "Traceback" in log and "broken_server" in log and TOKEN not in log
+    (body,) = github.bodies(REPO, PR)  # "in progress" replaced by the crash
+    assert "evalgate crashed" in body and "in progress" not in body and TOKEN not in body
+    outputs = ws.outputs()
+    assert outputs["verdict"] == "ERROR" and outputs["exit_code"] == "4"
+    assert outputs["crash_log"] == "evalgate-outputs/crash.log"  # workspace-relative, as every path
+
+
+def test_an_error_after_the_scorecard_still_reports_it_complete(
+    ws: Workspace, github: FakeGitHub, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the store's folder should be")
+    env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url,
+                     results_store=f"local:{blocker}/store")  # fmt: skip
+    code, log = _run(env)
+    assert code in (3, 4), log
+    outputs = ws.outputs()
+    assert outputs["verdict"] == "ERROR" and outputs["exit_code"] == str(code)
+    assert outputs["scorecard"].endswith("scorecard.md") and "m/qa" in outputs["summary"]
+    summary = (ws.tmp / "summary").read_text()
+    assert "could not finish" in summary or "crashed" in summary
+    assert "### Scores" in summary  # the complete scorecard, not only the error
+
+
+def test_a_corrupt_stored_baseline_is_one_line(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    store = tmp_path / "store"
+    env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url,
+                     results_store=f"local:{store}")  # fmt: skip
+    assert _run(env)[0] == 0
+    (config,) = store.rglob("run_config.json")
+    config.write_text("[]")  # valid JSON, not a run config
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, _ = _run(_pr_env(ws, github, pr_event, head, results_store=f"local:{store}"))
+    err = capfd.readouterr().err
+    assert code == 3
+    assert "Traceback" not in err and "is corrupt" in err and "delete it" in err
+
+
+def test_a_cancelled_run_replaces_the_comment_and_says_so(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    def cancelled(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt  # what SIGTERM becomes in the CLI
+
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    with pytest.raises(KeyboardInterrupt):
+        run_action(_pr_env(ws, github, pr_event, head, results_store="none"),
+                   out=io.StringIO(), server_factory=cancelled)  # fmt: skip
+    (body,) = github.bodies(REPO, PR)
+    assert "evalgate was cancelled" in body and "in progress" not in body
+    assert ws.outputs()["exit_code"] == "130" and ws.outputs()["verdict"] == "ERROR"
+
+
+def test_unreadable_inputs_still_write_the_exit_code(ws: Workspace, github: FakeGitHub) -> None:
+    env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url,
+                     mode="bogus")  # fmt: skip
+    code, log = _run(env)
+    assert code == 2, log
+    assert ws.outputs() == {"verdict": "ERROR", "exit_code": "2"}
+    assert "input mode" in (ws.tmp / "summary").read_text()
+
+
+def test_workflow_overrides_apply_to_the_base_policy_as_well(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    # An override in the workflow (the job's, not the PR's evals.yaml) changes the measurement on
+    # both sides alike: no "scorer/rollouts changed by this PR".
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    env = _pr_env(ws, github, pr_event, head, results_store="none", overrides="eval.rollouts=2")
+    code, log = _run(env)
+    assert code == 0, log
+    (body,) = github.bodies(REPO, PR)
+    assert "cannot PASS" not in body and "evalgate: PASS" in body
+
+
+def test_a_personal_token_keeps_updating_its_own_comment(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    github.poster = "mona"  # github_token is mona's PAT, comment_author left at its default
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 0, log
+    (body,) = github.bodies(REPO, PR)  # "in progress" (by mona) was rewritten, not duplicated
+    assert "evalgate: PASS" in body
+    assert "set the input `comment_author: mona`" in (ws.tmp / "summary").read_text()

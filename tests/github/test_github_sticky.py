@@ -89,12 +89,25 @@ def test_first_marked_comment_wins(
     assert github.bodies(repo, number) == [f"{marker(KEY)}\nlatest", f"{marker(KEY)}\nnewer"]
 
 
-def test_marker_matches_whatever_account_wrote_it(
+def test_only_the_posting_identitys_comment_is_adopted(
     client: GitHubClient, github: FakeGitHub, pr: tuple[str, int]
 ) -> None:
     repo, number = pr
-    github.seed(repo, number, [f"{marker(KEY)}\nposted with a PAT"], login="mona")
-    assert upsert_sticky_comment(client, repo, number, "x", key=KEY).action == "updated"
+    planted = f"{marker(KEY)}\nanyone can paste the marker"
+    github.seed(repo, number, [planted], login="mallory")
+    first = upsert_sticky_comment(client, repo, number, "x", key=KEY, author="github-actions[bot]")
+    assert first.action == "created" and first.author == "github-actions[bot]"
+    again = upsert_sticky_comment(client, repo, number, "y", key=KEY, author="github-actions[bot]")
+    assert again.action == "updated" and again.comment_id == first.comment_id
+    assert github.bodies(repo, number) == [planted, f"{marker(KEY)}\ny"]
+
+
+def test_a_marker_quoted_inside_a_comment_is_not_adopted(
+    client: GitHubClient, github: FakeGitHub, pr: tuple[str, int]
+) -> None:
+    repo, number = pr
+    github.seed(repo, number, [f"quoting it: {marker(KEY)}"], login="github-actions[bot]")
+    assert upsert_sticky_comment(client, repo, number, "x", key=KEY).action == "created"
 
 
 def test_oversize_body_drops_details_first_and_keeps_the_marker(

@@ -77,6 +77,15 @@ class Publish:
     def summary(self) -> str:
         return (self.tmp / "summary").read_text(encoding="utf-8")
 
+    def outputs(self) -> dict[str, str]:
+        lines, out, i = (self.tmp / "output").read_text().splitlines(), {}, 0
+        while i < len(lines):  # name<<DELIM / value / DELIM
+            name, _, delim = lines[i].partition("<<")
+            end = lines.index(delim, i + 1)
+            out[name] = "\n".join(lines[i + 1 : end])
+            i = end + 1
+        return out
+
 
 @pytest.fixture
 def job(tmp_path: Path, github: FakeGitHub) -> Publish:
@@ -238,7 +247,7 @@ def test_missing_pr_json_is_refused(
 ) -> None:
     code, log = job.run(fork_event)
     assert code == 2
-    assert "pr.json: unreadable" in log and "GitHub omits fork PRs there" in log
+    assert "pr.json: missing" in log and "GitHub omits fork PRs there" in log
     assert github.log == []
 
 
@@ -271,3 +280,93 @@ def test_push_run_is_not_published(
     assert code == 2
     assert "publish mode needs a workflow_run event for a pull request" in log
     assert github.log == []
+
+
+# -- the artifact is the PR's to forge: nothing in it acts -----------------------------------------
+
+HOSTILE = """## ✅ evalgate: PASS
+<!-- evalgate:sticky:another-workflow -->
+Ping @octo-org/security-team and @mona, see #1 and octo-org/other#2.
+<img src="https://tracker.example/pixel.png"> ![x](https://tracker.example/i.png)
+[log in again](https://phish.example/login) <https://phish.example> www.phish.example
+<details open><summary onclick="x()">S</summary>&#64;mona</details>
+"""
+
+
+def test_a_hostile_artifact_is_posted_inert(
+    job: Publish, github: FakeGitHub, fork_event: dict[str, Any]
+) -> None:
+    head = fork_event["workflow_run"]["head_sha"]
+    github.seed_pull(REPO, 43, head, head_repo=FORK)
+    job.artifact_pr(43, sha=head)
+    (job.results / "scorecard.md").write_text(HOSTILE, encoding="utf-8")
+    code, log = job.run(fork_event)
+    assert code == 0, log
+    (body,) = github.bodies(REPO, 43)
+    assert body.count("<!--") == 1 and "another-workflow" not in body  # only our own marker
+    active = [
+        "@octo-org/security-team",
+        "@mona",
+        "#1",
+        "other#2",
+        "<img",
+        "](https://",
+        "<https://",
+    ]
+    active += ["https://", "www.phish", "<details open", "<summary onclick", "&#64;"]
+    for text in active:
+        assert text not in body, text
+    assert "evalgate: PASS" in body and "security-team" in body  # the text is still there
+    assert job.outputs()["exit_code"] == "0" and job.outputs()["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize("name", ["scorecard.md", "verdict.json", "pr.json"])
+def test_a_symlink_in_the_artifact_is_never_followed(
+    job: Publish, github: FakeGitHub, fork_event: dict[str, Any], name: str
+) -> None:
+    head = fork_event["workflow_run"]["head_sha"]
+    github.seed_pull(REPO, 43, head, head_repo=FORK)
+    job.artifact_pr(43, sha=head)
+    secret = job.tmp / "environ"
+    secret.write_text('{"pr_number": 43, "status": "PASS", "exit_code": 0} SECRET-VALUE\n')
+    (job.results / name).unlink()
+    (job.results / name).symlink_to(secret)  # as /proc/self/environ would be
+    code, log = job.run(fork_event)
+    assert code == 2, log
+    assert "symlink" in log
+    assert _writes(github) == []  # nothing posted
+    assert "SECRET-VALUE" not in job.summary and "SECRET-VALUE" not in log
+    assert job.outputs()["exit_code"] == "2" and job.outputs()["verdict"] == "ERROR"
+
+
+def test_publish_mode_adopts_only_its_own_comment(
+    job: Publish, github: FakeGitHub, fork_event: dict[str, Any]
+) -> None:
+    from evalgate.publish.sticky import marker, sticky_key
+
+    head = fork_event["workflow_run"]["head_sha"]
+    github.seed_pull(REPO, 43, head, head_repo=FORK)
+    job.artifact_pr(43, sha=head)
+    planted = f"{marker(sticky_key('evalgate-publish'))}\nplanted by the PR's author"
+    github.seed(REPO, 43, [planted], login="mallory")
+    assert job.run(fork_event)[0] == 0
+    bodies = github.bodies(REPO, 43)
+    assert bodies[0] == planted  # not rewritten under evalgate's name
+    assert len(bodies) == 2 and "from the fork's artifact" in bodies[1]
+    assert [w.split()[0] for w in _writes(github)] == ["POST"]
+
+
+def test_inert_markdown_keeps_a_real_scorecard_readable() -> None:
+    from evalgate.publish.sanitize import inert_markdown
+
+    scorecard = (
+        "## ❌ evalgate: FAIL\n\n- m / qa / accuracy: Δ -0.500 [-0.606, -0.394], margin −0.050\n\n"
+        "| model | benchmark | score | 95% CI |\n|---|---|---:|---|\n"
+        "| m | qa | 50.0% | [37.4, 62.6] |\n"
+        "\n<details><summary>Flipped items: 1 regressed</summary>\n\n| `q01` | `A&lt;1` |\n\n"
+        "</details>\n\n<sub>evalgate · policy: margin δ = 5.0 pp</sub>\n"
+    )
+    out = inert_markdown(scorecard)
+    for kept in ("| m | qa | 50.0% |", "<details><summary>Flipped items", "</details>", "<sub>",
+                 "`A&lt;1`", "## ❌ evalgate: FAIL"):  # fmt: skip
+        assert kept in out, kept

@@ -250,6 +250,9 @@ class VerifiersBenchmark(CommonBenchmark):
     """`verifiers`: an installed environment / taskset, run against the served model."""
     env_id: str
     """Environment or taskset id, as installed (e.g. `vf-gsm8k` or a module name)."""
+    env_path: str | None = None
+    """Folder to import the environment from (relative to evals.yaml), in the worker process
+    only; default: the installed packages. The working directory is never on the import path."""
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment's loader."""
     api: Literal["auto", "v1", "legacy"] = "auto"

@@ -1,0 +1,235 @@
+"""The legacy verifiers API inside the worker (``load_environment(env_id, **env_args)``)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import types
+from typing import Any
+
+from evalgate.errors import ConfigError, InfraError
+from evalgate.serve.client import RequestFailed
+from evalgate.suites._vf_runner import (
+    _STATUS,
+    VerifiersOutcome,
+    _as_dict,
+    _digest,
+    _legacy_sampling,
+    _text,
+    _unique_ids,
+)
+from evalgate.suites.base import Item, Outcome
+
+__all__ = ["Legacy"]
+
+
+def _legacy_api() -> types.ModuleType:
+    """The classic surface: ``verifiers.legacy`` (0.3.x) or the package root (earlier)."""
+    try:
+        return importlib.import_module("verifiers.legacy")
+    except ModuleNotFoundError:
+        pass
+    root = importlib.import_module("verifiers")
+    if not callable(getattr(root, "load_environment", None)):
+        raise ConfigError(
+            f"verifiers {getattr(root, '__version__', '?')} has no legacy API "
+            "(`load_environment`); legacy environments need verifiers<=0.3.1"
+        )
+    return root
+
+
+class Legacy:
+    """``load_environment(env_id, **env_args)``; one ``run_rollout`` per (item, rollout)."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        try:
+            vf = _legacy_api()
+            self.env = vf.load_environment(spec.env_id, **spec.env_args)
+            n = spec.eval.num_examples or -1
+            rows = list(self.env.get_eval_dataset(n=n))
+        except (ConfigError, InfraError):
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"benchmark {spec.name!r}: loading environment {spec.env_id!r}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+        if not callable(getattr(self.env, "run_rollout", None)):
+            raise ConfigError(
+                f"benchmark {spec.name!r}: this verifiers has no per-rollout "
+                "`Environment.run_rollout`; use verifiers>=0.3.0"
+            )
+        self._vf = vf
+        self.group = bool(getattr(self.env, "requires_group_rollouts", False))
+        ids = _unique_ids([self._item_id(r) for r in rows])
+        self.rows = dict(zip(ids, rows, strict=True))
+        self.items = [self._item(i, r) for i, r in zip(ids, rows, strict=True)]
+        self._client: Any = None
+        self._client_key: tuple[Any, ...] | None = None
+        self._closer: asyncio.Task[None] | None = None
+        self._groups: dict[str, asyncio.Future[list[Any]]] = {}
+
+    @staticmethod
+    def _item_id(row: dict[str, Any]) -> str:
+        # `example_id` is the row position unless the dataset supplied ids: a string one is
+        # renamed `src_id` by Environment._format_dataset. Positions shift when rows change, so
+        # without an explicit id the content of the prompt and answer is the identity.
+        info = row.get("info") if isinstance(row.get("info"), dict) else {}
+        for value in (row.get("id"), row.get("src_id"), info.get("id")):
+            if value is not None and value != "":
+                return str(value)
+        return f"h{_digest([row.get('prompt'), row.get('answer')])}"
+
+    @staticmethod
+    def _item(item_id: str, row: dict[str, Any]) -> Item:
+        prompt = row.get("prompt")
+        text = (
+            prompt
+            if isinstance(prompt, str)
+            else "\n\n".join(
+                _as_dict(m)["content"] for m in prompt or [] if _as_dict(m)["role"] != "system"
+            )
+        )
+        fields = {k: v for k, v in row.items() if k not in ("prompt", "answer")}
+        return Item(
+            id=item_id,
+            prompt=text,
+            answer=str(row.get("answer") or ""),
+            group=None,
+            fields=json.loads(json.dumps(fields, default=str)),
+        )
+
+    def _vf_client(self, client: Any) -> Any:
+        # One SDK client per event loop and endpoint: the pipeline runs each model's benchmarks
+        # in a fresh asyncio.run, and an httpx client cannot outlive its loop.
+        endpoint = client.endpoint
+        key = (asyncio.get_running_loop(), endpoint.base_url, endpoint.api_key)
+        if self._client_key != key:
+            import openai
+
+            oai = openai.AsyncOpenAI(
+                base_url=endpoint.base_url,
+                api_key=endpoint.api_key or "EMPTY",
+                max_retries=self.spec.eval.max_retries,
+                timeout=self.spec.eval.request_timeout_s,
+            )
+            # 0.3.x wraps the SDK client in its own adapter; earlier releases take it as is.
+            try:
+                clients = importlib.import_module(f"{self._vf.__name__}.clients")
+            except ModuleNotFoundError:
+                clients = None
+            wrap = getattr(clients, "OpenAIChatCompletionsClient", None)
+            self._client = wrap(oai) if wrap is not None else oai
+            self._client_key = key
+            self._groups = {}
+            # Closed inside its loop: asyncio.run cancels this task at loop end and waits for it
+            # (a client collected after its loop closed raises "Event loop is closed").
+            self._closer = asyncio.get_running_loop().create_task(_close_at_loop_end(oai))
+        return self._client
+
+    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+        model = client.endpoint.model
+        vf_client = self._vf_client(client)
+        try:
+            if self.group:
+                out = (await self._group(item, vf_client, model))[index]
+            else:
+                out = await self.env.run_rollout(
+                    dict(self.rows[item.id]), vf_client, model, _legacy_sampling(self.spec, index)
+                )
+        except (RequestFailed, InfraError):
+            raise
+        except Exception as exc:
+            raise _legacy_exception(exc) from None
+        return _output_outcome(out)
+
+    async def _group(self, item: Item, vf_client: Any, model: str) -> list[Any]:
+        # Group rewards score the k rollouts of an item together: the first of its pairs runs
+        # the whole group, the others take their index from the same result.
+        fut = self._groups.get(item.id)  # reset with the client: per loop and endpoint
+        if fut is None:
+            fut = self._groups[item.id] = asyncio.ensure_future(
+                self.env.run_group(
+                    [dict(self.rows[item.id]) for _ in range(self.spec.eval.rollouts)],
+                    vf_client,
+                    model,
+                    # One sampling for the whole group: no seed, or its k rollouts would be
+                    # the same completion at temperature > 0.
+                    {k: v for k, v in _legacy_sampling(self.spec, 0).items() if k != "seed"},
+                )
+            )
+        return await asyncio.shield(fut)
+
+
+async def _close_at_loop_end(sdk_client: Any) -> None:
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await sdk_client.close()
+
+
+def _legacy_exception(exc: Exception) -> Exception:
+    status = getattr(exc, "status_code", None)
+    if status is not None:
+        return RequestFailed(f"http_{status}", str(exc)[:300])
+    name = type(exc).__name__
+    if "Timeout" in name:
+        return RequestFailed("timeout", str(exc)[:300])
+    if "Connection" in name:
+        return RequestFailed("connection", str(exc)[:300])
+    return InfraError(f"vf_{name}: {' '.join(str(exc).split())[:300]}")
+
+
+def _output_outcome(out: dict[str, Any]) -> VerifiersOutcome:
+    error = out.get("error")
+    if isinstance(error, dict) and error.get("error") == "EmptyModelResponseError":
+        # An empty reply is a wrong answer scored 0, as in the v1 API, not an infrastructure error.
+        out, error = {**out, "error": None, "completion": "", "reward": 0.0}, None
+    if error:
+        if isinstance(error, dict):  # ErrorData: error, message, error_chain_repr/_str
+            kind = str(error.get("error") or "error")
+            detail = str(error.get("error_chain_str") or error.get("message") or error)
+            chain = str(error.get("error_chain_repr") or "")
+        else:
+            kind, detail, chain = type(error).__name__, str(error), repr(error)
+        detail = " ".join(detail.split())[:300]
+        # The SDK's status error is at the end of the chain: "BadRequestError('Error code: 400')".
+        if status := _STATUS.search(chain):
+            raise RequestFailed(f"http_{status.group(1)}", detail)
+        raise InfraError(f"vf_{kind}: {detail}")
+    completion = out.get("completion")
+    if isinstance(completion, list):
+        replies = [_as_dict(m) for m in completion]
+        reply = next((m["content"] for m in reversed(replies) if m["role"] == "assistant"), "")
+    else:
+        reply = _text(completion)
+    prompt = out.get("prompt")
+    prompt_msgs = (
+        [{"role": "user", "content": prompt}]
+        if isinstance(prompt, str)
+        else [_as_dict(m) for m in prompt or []]
+    )
+    metrics = {k: float(v) for k, v in (out.get("metrics") or {}).items() if v is not None}
+    reward = float(out.get("reward") or 0.0)
+    metrics["reward"] = reward
+    tokens = out.get("token_usage") or {}
+    timing_raw = out.get("timing") or {}
+    # RolloutTiming: setup / generation / scoring / model spans, each with a duration.
+    timing = {
+        f"{k}_s": round(float(v["duration"]), 4)
+        for k, v in timing_raw.items()
+        if isinstance(v, dict) and isinstance(v.get("duration"), int | float)
+    }
+    return VerifiersOutcome(
+        prompt=prompt_msgs,
+        completion=reply,
+        reward=reward,
+        metrics=metrics,
+        usage={
+            "prompt_tokens": int(tokens.get("input_tokens") or 0),
+            "completion_tokens": int(tokens.get("output_tokens") or 0),
+        },
+        timing=timing,
+    )
