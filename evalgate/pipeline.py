@@ -6,10 +6,11 @@ Backends come in as arguments (``open_server``), so tests and the Action can sub
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from evalgate.run.progress import Progress
 from evalgate.run.rundir import RunDir, find_run_dirs, find_runs, new_run_id, write_json
 from evalgate.run.sequential import SequentialResult, run_sequential
 from evalgate.run.summary import RunSummary, item_metrics, summarize
+from evalgate.sandbox import SandboxBackend, Sandboxes, open_backend
 from evalgate.serve import Endpoint, ServeContext, open_server
 from evalgate.serve.client import ChatClient
 from evalgate.suites import Suite, build_suites
@@ -271,14 +273,35 @@ def run(
     log: Callable[[str], None] = print,
     baselines: dict[tuple[str, str], LoadedRun] | None = None,
     cache_dir: Path | None = None,
+    sandbox_factory: Callable[[str], SandboxBackend] = open_backend,
 ) -> Verdict:
     """Evaluate every model on every benchmark, gate, and write the report files.
 
     ``cache_dir``: where the response cache lives; None (``--no-cache``) for no cache.
+    ``server_factory`` / ``sandbox_factory``: the backends (model servers, sandboxes), passed in
+    so that tests and the Action can substitute their own; sandboxes are opened once per run.
     """
-    # Load every dataset (and the baseline) before starting any server: a data error should cost
-    # no model start-up.
-    suites = [(bench, s) for bench in config.benchmarks for s in build_suites(bench)]
+    with _sandboxes(sandbox_factory) as sandboxes:
+        # Load every dataset (and the baseline) before starting any server: a data error should
+        # cost no model start-up.
+        suites = [(b, s) for b in config.benchmarks for s in build_suites(b, sandboxes)]
+        return _run_suites(config, suites, output_root, environ, progress, server_factory, log,
+                           baselines, cache_dir)  # fmt: skip
+
+
+@contextlib.contextmanager
+def _sandboxes(factory: Callable[[str], SandboxBackend]) -> Iterator[Sandboxes]:
+    sandboxes = Sandboxes(factory)
+    try:
+        yield sandboxes
+    finally:
+        sandboxes.close()
+
+
+def _run_suites(config: Config, suites: list[tuple[Any, Suite]], output_root: Path,
+                environ: dict[str, str], progress: Progress, server_factory: Callable[..., Any],
+                log: Callable[[str], None], baselines: dict[tuple[str, str], LoadedRun] | None,
+                cache_dir: Path | None) -> Verdict:  # fmt: skip
     ctx = _RunContext(
         config=config,
         run_id=new_run_id(),
@@ -545,6 +568,7 @@ def resume(
     cache_dir: Path | None = None,
     retry_errors: bool = False,
     budget: dict[str, Any] | None = None,
+    sandbox_factory: Callable[[str], SandboxBackend] = open_backend,
 ) -> Verdict:
     """Finish an interrupted run (a run id under ``output_root``, or one run directory).
 
@@ -567,10 +591,20 @@ def resume(
     )
     if any(cfg["model"] != first["model"] for _, cfg in saved):
         raise UsageError(f"run {run!r} holds several models; resume one run directory at a time")
+    with _sandboxes(sandbox_factory) as sandboxes:
+        return _resume_runs(config, saved, dirs[0].name, sandboxes, output_root, environ,
+                            progress, server_factory, log, cache_dir, retry_errors)  # fmt: skip
+
+
+def _resume_runs(config: Config, saved: list[tuple[RunDir, dict[str, Any]]], run_id: str,
+                 sandboxes: Sandboxes, output_root: Path, environ: dict[str, str],
+                 progress: Progress, server_factory: Callable[..., Any],
+                 log: Callable[[str], None], cache_dir: Path | None,
+                 retry_errors: bool) -> Verdict:  # fmt: skip
     suites = []
     for bench, (_, cfg) in zip(config.benchmarks, saved, strict=True):
         name = cfg.get("suite", bench.name)  # an agent variant's run: "{benchmark}.{variant}"
-        match = [s for s in build_suites(bench) if s.name == name]
+        match = [s for s in build_suites(bench, sandboxes) if s.name == name]
         if not match:
             raise UsageError(f"{name}: no such suite in the run's own config; start a new run")
         suites.append((bench, match[0]))
@@ -579,7 +613,7 @@ def resume(
             raise UsageError(f"{bench.name}: the dataset changed since the run; start a new one")
     ctx = _RunContext(
         config=config,
-        run_id=dirs[0].name,
+        run_id=run_id,
         output_root=output_root,
         environ=environ,
         progress=progress,

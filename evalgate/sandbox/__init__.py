@@ -7,6 +7,9 @@ benchmarks compare against.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 from evalgate._lazy import load_entry
 from evalgate.sandbox.base import (
     ExecResult,
@@ -29,6 +32,7 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "SandboxFileError",
+    "Sandboxes",
     "backend_class",
     "open_backend",
 ]
@@ -56,3 +60,27 @@ def open_backend(name: str) -> SandboxBackend:
     if reason is not None:
         raise SandboxError(f"sandbox backend {name!r} is unavailable: {reason}")
     return cls()
+
+
+class Sandboxes:
+    """The run's sandbox backends, by name: each opened once, on first use, and closed with the
+    run (:meth:`close`), so a backend that holds something (Modal's app, a Docker network) is
+    shared by every benchmark and always released. The pipeline passes one to every suite."""
+
+    def __init__(self, factory: Callable[[str], SandboxBackend] = open_backend) -> None:
+        self._factory = factory
+        self._open: dict[str, SandboxBackend] = {}
+
+    def get(self, name: str) -> SandboxBackend:
+        if name not in self._open:
+            self._open[name] = self._factory(name)
+        return self._open[name]
+
+    async def aclose(self) -> None:
+        opened, self._open = list(self._open.values()), {}
+        for backend in opened:
+            await backend.aclose()
+
+    def close(self) -> None:
+        if self._open:
+            asyncio.run(self.aclose())

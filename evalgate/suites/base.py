@@ -91,15 +91,17 @@ def _suite_class(spec: Any) -> Any:
     )
 
 
-def build_suite(spec: Any) -> Suite:
-    """The suite for a resolved benchmark config."""
-    return _suite_class(spec).from_spec(spec)
+def build_suite(spec: Any, sandboxes: Any = None) -> Suite:
+    """The suite for a resolved benchmark config. ``sandboxes`` (:class:`evalgate.sandbox.
+    Sandboxes`): the run's backends, for the kinds that execute code; every kind's ``from_spec``
+    takes it."""
+    return _suite_class(spec).from_spec(spec, sandboxes=sandboxes)
 
 
-def build_suites(spec: Any) -> list[Suite]:
+def build_suites(spec: Any, sandboxes: Any = None) -> list[Suite]:
     """One suite per agent variant (named ``{benchmark}.{variant}``, same item ids, so variants
     compare item by item); one suite otherwise. Through the registry, like every kind: this
     module never imports a suite implementation (they import it)."""
     if spec.kind == "agent" and getattr(spec, "variants", None):
-        return list(_suite_class(spec).for_variants(spec))
-    return [build_suite(spec)]
+        return list(_suite_class(spec).for_variants(spec, sandboxes=sandboxes))
+    return [build_suite(spec, sandboxes)]

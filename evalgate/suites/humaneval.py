@@ -41,7 +41,7 @@ from typing import Any
 import jinja2
 
 from evalgate.errors import ConfigError
-from evalgate.sandbox import SandboxBackend, SandboxConfig, open_backend
+from evalgate.sandbox import SandboxBackend, SandboxConfig, Sandboxes
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 
 __all__ = [
@@ -170,7 +170,7 @@ class HumanEvalSuite(SuiteDefaults):
         return self.backend.unenforced(self.sandbox)
 
     @classmethod
-    def from_spec(cls, spec: Any) -> HumanEvalSuite:
+    def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> HumanEvalSuite:
         problems = load_problems()
         if spec.eval.num_examples is not None:
             problems = problems[: spec.eval.num_examples]
@@ -204,7 +204,7 @@ class HumanEvalSuite(SuiteDefaults):
             items=items,
             messages=messages,
             problems={p["task_id"]: p for p in problems},
-            backend=open_backend(spec.sandbox.backend),
+            backend=(sandboxes or Sandboxes()).get(spec.sandbox.backend),
             # Generated code never needs the network, whatever the spec allows.
             sandbox=SandboxConfig.from_spec(spec.sandbox, network="none"),
         )

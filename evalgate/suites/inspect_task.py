@@ -83,7 +83,7 @@ class InspectSuite(SuiteDefaults):
     _batch: asyncio.Task[dict[tuple[str, int], dict[str, Any]]] | None = None
 
     @classmethod
-    def from_spec(cls, spec: Any) -> InspectSuite:
+    def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> InspectSuite:
         # A task file's path is absolute by now (anchored at evals.yaml's folder); inspect runs
         # beside it, so the task's own relative paths (data files) work as under `inspect eval`.
         file = spec.task.partition("@")[0]

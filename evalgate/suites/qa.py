@@ -28,7 +28,7 @@ class QASuite(SuiteDefaults):
     messages: dict[str, list[dict[str, str]]]  # item id → chat messages, rendered up front
 
     @classmethod
-    def from_spec(cls, spec: Any) -> QASuite:
+    def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> QASuite:
         items = load_items(spec)
         if spec.eval.num_examples is not None:
             items = items[: spec.eval.num_examples]

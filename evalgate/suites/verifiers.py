@@ -176,7 +176,7 @@ class VerifiersSuite(SuiteDefaults):
     roles: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def from_spec(cls, spec: Any) -> VerifiersSuite:
+    def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> VerifiersSuite:
         worker = _Worker(spec.name)
         answer = worker.call(
             {"op": "load", "spec": spec.model_dump(mode="json"), "env_path": spec.env_path}

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evalgate.errors import ConfigError
-from evalgate.sandbox import ModelRoute, Mount, SandboxBackend, SandboxConfig, open_backend
+from evalgate.sandbox import ModelRoute, Mount, SandboxBackend, SandboxConfig, Sandboxes
 from evalgate.suites.agent.builtin import SKILLS_DIR, BuiltinAgent, find_skills
 from evalgate.suites.agent.command import MCP_CONFIG_PATH, CommandAgent
 from evalgate.suites.agent.runner import run_task
@@ -84,7 +84,7 @@ class AgentSuite(SuiteDefaults):
         return self.backend.unenforced(self.sandbox)
 
     @classmethod
-    def from_spec(cls, spec: Any, variant: Any = None) -> AgentSuite:
+    def from_spec(cls, spec: Any, variant: Any = None, *, sandboxes: Any = None) -> AgentSuite:
         """The suite for ``spec``; ``variant`` is an ``AgentVariant``, a variant name, or None."""
         variant = _variant(spec, variant)
         tasks = load_tasks(spec.tasks)
@@ -150,7 +150,7 @@ class AgentSuite(SuiteDefaults):
             items=items,
             tasks={t.id: t for t in tasks},
             agent=agent,
-            backend=open_backend(spec.sandbox.backend),
+            backend=(sandboxes or Sandboxes()).get(spec.sandbox.backend),
             sandbox=SandboxConfig.from_spec(
                 spec.sandbox, network="none", mounts=tuple(mounts), labels=labels
             ),
@@ -159,9 +159,12 @@ class AgentSuite(SuiteDefaults):
         )
 
     @classmethod
-    def for_variants(cls, spec: Any) -> list[AgentSuite]:
+    def for_variants(cls, spec: Any, *, sandboxes: Any = None) -> list[AgentSuite]:
         """One suite per variant (side by side), or the one suite when there are none."""
-        return [cls.from_spec(spec, v) for v in spec.variants] or [cls.from_spec(spec)]
+        sandboxes = sandboxes or Sandboxes()  # one backend for every variant
+        return [cls.from_spec(spec, v, sandboxes=sandboxes) for v in spec.variants] or [
+            cls.from_spec(spec, sandboxes=sandboxes)
+        ]
 
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         task = self.tasks[item.id]
