@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from evalgate.errors import InfraError
 from evalgate.serve.client import RequestFailed, dumps
-from evalgate.suites.base import Item, Suite
+from evalgate.suites.base import Item, Outcome, Suite
 
 __all__ = ["run_suite"]
 
@@ -75,6 +75,43 @@ class _Journal:
             self.lines.clear()  # only once written: a failed write keeps them for the next try
 
 
+def _record(
+    item: Item, ihash: str, index: int, out: Outcome | Exception, started: float, latency_ms: float
+) -> dict[str, Any]:
+    """One journal line: the rollout's outcome, or its infrastructure error (reward None)."""
+    if isinstance(out, Exception):
+        prompt = completion = reward = stages = reason = cost = None
+        metrics: dict[str, float] = {}
+        usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
+        error: str | None = str(out)
+    else:
+        prompt, completion, reward = out.prompt, out.completion, out.reward
+        metrics, usage, error = out.metrics, out.usage, None
+        stages, reason, cost = out.timing, out.reason, out.cost_usd
+    rec = {
+        "example_id": item.id,
+        "item_hash": ihash,
+        "rollout": index,
+        "group": item.group,
+        "prompt": prompt,
+        "completion": completion,
+        "answer": item.answer,
+        "reward": reward,
+        "metrics": metrics,
+        "usage": usage,
+        "timing": {
+            "start": round(started, 3),
+            "latency_ms": latency_ms,
+            **({"stages": stages} if stages else {}),  # a suite's own per-stage timings
+        },
+        "error": error,
+        **({"reason": reason} if reason else {}),
+    }
+    if cost is not None:  # only where a suite reports one: other records keep their keys
+        rec["cost_usd"] = cost
+    return rec
+
+
 async def run_suite(
     suite: Suite,
     client: Any,
@@ -119,41 +156,12 @@ async def run_suite(
             started = wall_clock()
             t0 = perf_counter()
             try:
-                out = await rollout(item, index, client)
+                out: Outcome | Exception = await rollout(item, index, client)
             except (RequestFailed, InfraError) as exc:
-                # An infrastructure failure is counted as an error, never scored as a 0.
-                prompt = completion = reward = stages = reason = None
-                metrics: dict[str, float] = {}
-                usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
-                error: str | None = str(exc)
-                cost = None
-            else:
-                prompt, completion, reward = out.prompt, out.completion, out.reward
-                metrics, usage, error = out.metrics, out.usage, None
-                stages = out.timing  # a suite's own per-stage timings
-                reason = out.reason
-                cost = out.cost_usd
-            rec = {
-                "example_id": item.id,
-                "item_hash": ihash,
-                "rollout": index,
-                "group": item.group,
-                "prompt": prompt,
-                "completion": completion,
-                "answer": item.answer,
-                "reward": reward,
-                "metrics": metrics,
-                "usage": usage,
-                "timing": {
-                    "start": round(started, 3),
-                    "latency_ms": round((perf_counter() - t0) * 1e3, 1),
-                    **({"stages": stages} if stages else {}),
-                },
-                "error": error,
-                **({"reason": reason} if reason else {}),
-            }
-            if cost is not None:  # only where a suite reports one: other records keep their keys
-                rec["cost_usd"] = cost
+                out = exc  # an infrastructure failure: counted as an error, never scored 0
+            latency_ms = round((perf_counter() - t0) * 1e3, 1)
+            rec = _record(item, ihash, index, out, started, latency_ms)
+            usage = rec["usage"]
             results.append(rec)
             if budget is not None:
                 budget.add(usage)
