@@ -243,23 +243,30 @@ def serve(fd, config):
         spare = lambda: {1, os.getpid(), fwd.pid if fwd else None}  # noqa: E731
         mounts = config.get("tmpfs", "").split(":")
         limits = Accounting(int(config.get("mem", 0)), int(config.get("pids", 0)), mounts, spare)
-    wake_r, wake_w = os.pipe()
-    for end in (wake_r, wake_w):
-        os.set_blocking(end, False)
-    _signal.set_wakeup_fd(wake_w)
-    _signal.signal(_signal.SIGCHLD, lambda *_: None)
+    _Daemon(ctrl, fd, fwd, limits).run()
 
-    running = {}  # pid -> {"id", "deadline", "timed_out"}
-    by_id = {}  # exec id -> pid
-    fd_size = array.array("i").itemsize
 
-    def send(obj):
+class _Daemon:
+    """The sandbox's pid 1: runs the host's exec requests, reaps, enforces deadlines/limits."""
+
+    def __init__(self, ctrl, fd, fwd, limits):
+        self.ctrl, self.fd, self.fwd, self.limits = ctrl, fd, fwd, limits
+        self.wake_r, self.wake_w = os.pipe()
+        for end in (self.wake_r, self.wake_w):
+            os.set_blocking(end, False)
+        _signal.set_wakeup_fd(self.wake_w)
+        _signal.signal(_signal.SIGCHLD, lambda *_: None)
+        self.running = {}  # pid -> {"id", "deadline", "timed_out"}
+        self.by_id = {}  # exec id -> pid
+        self.fd_size = array.array("i").itemsize
+
+    def send(self, obj):
         try:
-            ctrl.send(marshal.dumps(obj))
+            self.ctrl.send(marshal.dumps(obj))
         except OSError:
             os._exit(0)  # the host is gone: so are we, and with us the sandbox
 
-    def reap():
+    def reap(self):
         """Reap exited children; False when none are left at all."""
         while True:
             try:
@@ -268,87 +275,94 @@ def serve(fd, config):
                 return False
             if pid == 0:
                 return True
-            if fwd is not None and pid == fwd.pid:
-                fwd.pid = None  # killed with everyone else: restarted below
-            job = running.pop(pid, None)
+            if self.fwd is not None and pid == self.fwd.pid:
+                self.fwd.pid = None  # killed with everyone else: restarted below
+            job = self.running.pop(pid, None)
             if job is not None:  # else an orphan re-parented to us: reaped, nothing to report
-                by_id.pop(job["id"], None)
+                self.by_id.pop(job["id"], None)
                 report = {"id": job["id"], "status": _status(code), "timed_out": job["timed_out"]}
                 if job.get("limit"):
                     report["limit"] = job["limit"]
-                send(report)
+                self.send(report)
 
-    def kill_group(pid):
-        _try(os.killpg, pid, _signal.SIGKILL)
-
-    send({"ready": True})
-    while True:
-        now = time.monotonic()
-        deadlines = [j["deadline"] for j in running.values() if j["deadline"] is not None]
-        wait = max(0.0, min(deadlines) - now) if deadlines else None
-        if limits is not None:
-            wait = _TICK_S if wait is None else min(wait, _TICK_S)
-        readable, _, _ = select.select([fd, wake_r], [], [], wait)
-        why = limits.over() if limits is not None else None
-        if why is not None:
-            for job in running.values():
-                job["limit"] = why
-            _try(os.kill, -1, _signal.SIGKILL)  # everyone in the namespace but ourselves
-        if wake_r in readable:
-            try:
-                while os.read(wake_r, 4096):
-                    pass
-            except BlockingIOError:
-                pass
-        reap()
-        if fwd is not None and fwd.pid is None:
-            fwd.spawn(ctrl)
-        if fd in readable:
-            fds = array.array("i")
-            msg, anc, _, _ = ctrl.recvmsg(
-                1 << 20, _socket.CMSG_SPACE(16 * fd_size), _socket.MSG_CMSG_CLOEXEC
-            )
-            if not msg:
-                os._exit(0)
-            for level, kind, data in anc:
-                if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
-                    fds.frombytes(data[: len(data) - (len(data) % fd_size)])
-            req = marshal.loads(msg)
-            op = req.get("op")
-            if op == "exec":
-                try:
-                    pid = os.fork()
-                except OSError as exc:  # the sandbox's own processes used up its limits
-                    send({"id": req["id"], "status": 126, "timed_out": False, "spawn": str(exc)})
-                else:
-                    if pid == 0:
-                        _child(req, list(fds), (fd, wake_r, wake_w))
-                    timeout = req.get("timeout")
-                    running[pid] = {
-                        "id": req["id"],
-                        "deadline": time.monotonic() + timeout if timeout else None,
-                        "timed_out": False,
-                    }
-                    by_id[req["id"]] = pid
-            elif op == "kill":
-                pid = by_id.get(req["id"])
-                if pid is not None:
-                    kill_group(pid)
-            elif op == "killall":
+    def run(self):
+        self.send({"ready": True})
+        while True:
+            now = time.monotonic()
+            deadlines = [j["deadline"] for j in self.running.values() if j["deadline"] is not None]
+            wait = max(0.0, min(deadlines) - now) if deadlines else None
+            if self.limits is not None:
+                wait = _TICK_S if wait is None else min(wait, _TICK_S)
+            readable, _, _ = select.select([self.fd, self.wake_r], [], [], wait)
+            why = self.limits.over() if self.limits is not None else None
+            if why is not None:
+                for job in self.running.values():
+                    job["limit"] = why
                 _try(os.kill, -1, _signal.SIGKILL)  # everyone in the namespace but ourselves
-                # Reap them before answering: zombies still count against the process limit,
-                # and the next exec (a task's check) must be able to start.
-                give_up = time.monotonic() + 5
-                while reap() and time.monotonic() < give_up:
-                    time.sleep(0.002)
-                send({"op": "killall"})
-            for f in fds:
-                os.close(f)
+            if self.wake_r in readable:
+                try:
+                    while os.read(self.wake_r, 4096):
+                        pass
+                except BlockingIOError:
+                    pass
+            self.reap()
+            if self.fwd is not None and self.fwd.pid is None:
+                self.fwd.spawn(self.ctrl)
+            if self.fd in readable:
+                self.receive()
+            self.expire()
+
+    def receive(self):
+        fds = array.array("i")
+        msg, anc, _, _ = self.ctrl.recvmsg(
+            1 << 20, _socket.CMSG_SPACE(16 * self.fd_size), _socket.MSG_CMSG_CLOEXEC
+        )
+        if not msg:
+            os._exit(0)
+        for level, kind, data in anc:
+            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - (len(data) % self.fd_size)])
+        req = marshal.loads(msg)
+        op = req.get("op")
+        if op == "exec":
+            self.exec(req, list(fds))
+        elif op == "kill":
+            pid = self.by_id.get(req["id"])
+            if pid is not None:
+                _try(os.killpg, pid, _signal.SIGKILL)
+        elif op == "killall":
+            _try(os.kill, -1, _signal.SIGKILL)  # everyone in the namespace but ourselves
+            # Reap them before answering: zombies still count against the process limit, and
+            # the next exec (a task's check) must be able to start.
+            give_up = time.monotonic() + 5
+            while self.reap() and time.monotonic() < give_up:
+                time.sleep(0.002)
+            self.send({"op": "killall"})
+        for f in fds:
+            os.close(f)
+
+    def exec(self, req, fds):
+        try:
+            pid = os.fork()
+        except OSError as exc:  # the sandbox's own processes used up its limits
+            self.send({"id": req["id"], "status": 126, "timed_out": False, "spawn": str(exc)})
+            return
+        if pid == 0:
+            _child(req, fds, (self.fd, self.wake_r, self.wake_w))
+        timeout = req.get("timeout")
+        self.running[pid] = {
+            "id": req["id"],
+            "deadline": time.monotonic() + timeout if timeout else None,
+            "timed_out": False,
+        }
+        self.by_id[req["id"]] = pid
+
+    def expire(self):
         now = time.monotonic()
-        for pid, job in running.items():
+        for pid, job in self.running.items():
             if job["deadline"] is not None and now >= job["deadline"]:
                 job["timed_out"], job["deadline"] = True, None
-                kill_group(pid)
+                _try(os.killpg, pid, _signal.SIGKILL)
 
 
 def _listen(port):

@@ -188,22 +188,27 @@ class BubblewrapSandbox(Sandbox):
                 raise
             raise SandboxError(f"local sandbox did not start: {exc}") from None
 
+    async def _start_bridge(self) -> None:
+        """The model bridge on a unix socket the sandbox gets bound in (network: model-only)."""
+        assert self.config.model is not None
+        self._dir = tempfile.mkdtemp(prefix="evalgate-sbx-")
+        os.mkdir(f"{self._dir}/run")
+        self._bridge = ModelBridge(self.config.model, f"{self._dir}/run/model.sock")
+        await self._bridge.start()
+        # Reachable by the sandbox's (possibly dropped) uid; the random path and the bridge
+        # token keep everyone else out.
+        for path, mode in ((self._dir, 0o711), (f"{self._dir}/run", 0o711)):
+            os.chmod(path, mode)
+        os.chmod(f"{self._dir}/run/model.sock", 0o666)
+        self.model_env = self._bridge.sandbox_env
+
     async def _start(self) -> None:
         cfg = self.config
         loop = asyncio.get_running_loop()
         _, _, py_env = _python()
         self._python_env = dict(py_env)
         if cfg.network == "model-only" and cfg.model is not None:
-            self._dir = tempfile.mkdtemp(prefix="evalgate-sbx-")
-            os.mkdir(f"{self._dir}/run")
-            self._bridge = ModelBridge(cfg.model, f"{self._dir}/run/model.sock")
-            await self._bridge.start()
-            # Reachable by the sandbox's (possibly dropped) uid; the random path and the
-            # bridge token keep everyone else out.
-            for path, mode in ((self._dir, 0o711), (f"{self._dir}/run", 0o711)):
-                os.chmod(path, mode)
-            os.chmod(f"{self._dir}/run/model.sock", 0o666)
-            self.model_env = self._bridge.sandbox_env
+            await self._start_bridge()
         self._cgroup = _Cgroup.create(self.id, cfg)
         host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = host_sock
