@@ -5,38 +5,30 @@ Backends come in as arguments (``open_server``), so tests and the Action can sub
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalgate import __version__
 from evalgate.compare.paired import LoadedRun, compare_with_baselines, load_run, summary_of
 from evalgate.config.load import Config
 from evalgate.config.spec import EvalSettings
-from evalgate.errors import InfraError, UsageError
+from evalgate.errors import UsageError
 from evalgate.gate import Verdict, decide
 from evalgate.report import render_scorecard, verdict_json
 from evalgate.report.html import render_html, report_url
 from evalgate.report.junit import render_junit
-from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
-from evalgate.run.cache import ResponseCache
-from evalgate.run.costs import cost_usd
-from evalgate.run.engine import run_suite
-from evalgate.run.fingerprint import dataset_hash, fingerprint
-from evalgate.run.journal import order_records, resume_journal
+from evalgate.run.budget import BudgetMeter
+from evalgate.run.fingerprint import dataset_hash
 from evalgate.run.progress import Progress
 from evalgate.run.rundir import RunDir, find_run_dirs, find_runs, new_run_id, write_json
-from evalgate.run.sequential import SequentialResult, run_sequential
-from evalgate.run.summary import RunSummary, item_metrics, summarize
+from evalgate.run.sequential import SequentialResult
+from evalgate.run.session import RunContext, evaluate
+from evalgate.run.summary import RunSummary
 from evalgate.sandbox import SandboxBackend, Sandboxes, open_backend
-from evalgate.serve import Endpoint, ServeContext, open_server
-from evalgate.serve.client import ChatClient
+from evalgate.serve import open_server
 from evalgate.suites import Suite, build_suites
 
 __all__ = ["gate_runs", "load_baselines", "resume", "run", "write_report"]
@@ -45,139 +37,6 @@ __all__ = ["gate_runs", "load_baselines", "resume", "run", "write_report"]
 def load_baselines(path: Path) -> dict[tuple[str, str], LoadedRun]:
     """Baseline runs from an output root or a run directory (``--baseline DIR``)."""
     return {key: load_run(p, origin={"run_id": p.name}) for key, p in find_runs(path).items()}
-
-
-def _run_config(
-    config: Config, model: Any, bench: Any, endpoint: Endpoint, suite: Suite, server: Any
-) -> dict[str, Any]:
-    # Which chat template the server applied (vLLM backends resolve one; others: the server's).
-    chat = getattr(server, "chat_template", None)
-    template = chat.record() if chat is not None else None
-    return {
-        "fingerprint": fingerprint(
-            bench,
-            model,
-            endpoint.model_id,
-            suite.items,
-            chat_template=template["sha256"] if template else None,
-            variant=suite.variant,
-        ),
-        "chat_template": template,
-        "suite": suite.name,
-        "evalgate_version": __version__,
-        "config_path": str(config.path),
-        "model": model.model_dump(mode="json"),
-        "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model},
-        "model_id": endpoint.model_id,
-        "benchmark": bench.model_dump(mode="json"),
-        "gate": config.gate.model_dump(mode="json"),
-        "budget": config.budget.model_dump(mode="json"),
-    }
-
-
-def _metadata(summary: RunSummary, bench: Any, time_s: float) -> dict[str, Any]:
-    metrics = {k: v.mean for k, v in summary.metrics.items()}
-    return {
-        "benchmark": summary.benchmark,
-        "model": summary.model,
-        "model_id": summary.model_id,
-        "num_examples": summary.n_items,
-        "rollouts_per_example": summary.rollouts,
-        "sampling_args": bench.sampling.model_dump(mode="json"),
-        "time_ms": round(time_s * 1000, 1),
-        "avg_reward": metrics.get("accuracy", metrics.get("reward")),
-        "avg_metrics": {k: v for k, v in metrics.items() if not k.startswith("pass")},
-        "pass_at_k": {k: v for k, v in metrics.items() if k.startswith("pass")},
-        "errors": summary.errors,
-        "error_kinds": summary.error_kinds,
-        "usage": summary.usage,
-        "complete": True,
-    }
-
-
-async def _execute(
-    suite: Suite,
-    bench: Any,
-    endpoint: Endpoint,
-    run_dir: RunDir,
-    progress: Progress,
-    *,
-    baseline: LoadedRun | None,
-    gate: Any,
-    cache: ResponseCache | None = None,
-    cache_identity: str | None = None,
-    skip: frozenset[tuple[str, int]] = frozenset(),
-    stats: dict[str, Any] | None = None,
-    budget: BudgetMeter | None = None,
-) -> tuple[list[dict[str, Any]], SequentialResult | None]:
-    ev = bench.eval
-    progress.start(suite.name, len(suite.items) * ev.rollouts - len(skip))
-    try:
-        async with ChatClient(
-            endpoint,
-            bench.sampling,
-            timeout_s=ev.request_timeout_s,
-            max_retries=ev.max_retries,
-            max_concurrent=ev.max_concurrent,
-            adaptive=ev.adaptive_concurrency,
-            cache=cache if ev.cache else None,
-            cache_identity=cache_identity,
-        ) as client:
-            try:
-                with run_dir.open_journal() as journal:
-
-                    async def run_items(subset: Any) -> list[dict[str, Any]]:
-                        return await run_suite(
-                            subset,
-                            client,
-                            rollouts=ev.rollouts,
-                            max_concurrent=ev.max_concurrent,
-                            journal=journal,
-                            on_result=lambda rec: progress.advance(error=rec["error"] is not None),
-                            skip=skip,
-                            budget=budget,
-                        )
-
-                    if not (ev.sequential and baseline is not None):
-                        return await run_items(suite), None
-                    metric = _primary_metric(gate, baseline)
-                    return await run_sequential(
-                        suite,
-                        baseline,
-                        metric=metric,
-                        rollouts=ev.rollouts,
-                        looks=ev.looks,
-                        margin=gate.margin,
-                        alpha=gate.alpha,
-                        seed=bench.sampling.seed or 0,
-                        run_items=run_items,
-                    )
-            finally:
-                if stats is not None:  # requests, retries and errors by kind, cache hits
-                    stats.update(client.stats.as_dict())
-    finally:
-        progress.finish()
-
-
-def _cache_identity(model: Any, run_config: dict[str, Any]) -> str:
-    # What answers a request, stably across runs: the backend, the model and a digest of its
-    # config (base_url, weights file, quantisation...) and the chat template the server applied.
-    # Not the endpoint's URL alone: an embedded server listens on a new port each run.
-    subject = run_config["fingerprint"]["subject"]
-    return "\n".join(
-        [model.backend, subject["model_id"], subject["model"], subject.get("chat_template") or ""]
-    )
-
-
-def _primary_metric(gate: Any, baseline: LoadedRun) -> str:
-    """The metric sequential looks decide on: the first gated one, else accuracy/reward."""
-    if gate.metrics:
-        return str(gate.metrics[0])
-    names = item_metrics(baseline.records, baseline.rollouts)
-    for name in ("accuracy", "reward"):
-        if name in names:
-            return name
-    return next((n for n in names if not n.startswith(("pass@", "pass^"))), "reward")
 
 
 def _apply_sequential(comparisons: list[Any], decisions: dict[tuple[str, str], Any]) -> list[Any]:
@@ -199,24 +58,6 @@ def _apply_sequential(comparisons: list[Any], decisions: dict[tuple[str, str], A
             comp = dataclasses.replace(comp, metrics=metrics)
         out.append(comp)
     return out
-
-
-def _failed_run(model: Any, bench: Any, name: str, error: str) -> RunSummary:
-    return RunSummary(
-        benchmark=name,
-        model=model.name,
-        model_id=model.model_id,
-        run_dir="",
-        n_items=0,
-        rollouts=bench.eval.rollouts,
-        n_rollouts=0,
-        errors=0,
-        error_kinds={},
-        metrics={},
-        usage={},
-        time_s=0.0,
-        infra_error=error,
-    )
 
 
 def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None = None) -> None:
@@ -302,7 +143,7 @@ def _run_suites(config: Config, suites: list[tuple[Any, Suite]], output_root: Pa
                 environ: dict[str, str], progress: Progress, server_factory: Callable[..., Any],
                 log: Callable[[str], None], baselines: dict[tuple[str, str], LoadedRun] | None,
                 cache_dir: Path | None) -> Verdict:  # fmt: skip
-    ctx = _RunContext(
+    ctx = RunContext(
         config=config,
         run_id=new_run_id(),
         output_root=output_root,
@@ -313,7 +154,7 @@ def _run_suites(config: Config, suites: list[tuple[Any, Suite]], output_root: Pa
         baselines=baselines or {},
         budget=BudgetMeter(config.budget),
     )
-    summaries, decisions = _evaluate(ctx, suites, cache_dir)
+    summaries, decisions = evaluate(ctx, suites, cache_dir)
     verdict = _gate(ctx, summaries, decisions)
     if config.publish.hf_hub is not None and any(s.run_dir for s in summaries):
         _publish_hub(config.publish.hf_hub, ctx.run_id, output_root, environ, log)
@@ -340,54 +181,8 @@ def _publish_hub(
         log(f"[evalgate] warning: publish.hf_hub: not pushed: {exc}")
 
 
-@dataclass
-class _RunContext:
-    """What every (model, benchmark) run of one invocation shares."""
-
-    config: Config
-    run_id: str
-    output_root: Path
-    environ: dict[str, str]
-    progress: Progress
-    server_factory: Callable[..., Any]
-    log: Callable[[str], None]
-    baselines: dict[tuple[str, str], LoadedRun]
-    cache: ResponseCache | None = None
-    # resume: suite name → the existing run directory to finish (None: new runs)
-    run_dirs: dict[str, RunDir] | None = None
-    retry_errors: bool = False
-    budget: BudgetMeter | None = None  # the invocation's caps, shared by every model
-
-    @property
-    def logs(self) -> Path:
-        return self.output_root / "logs" / self.run_id
-
-
-def _evaluate(
-    ctx: _RunContext, suites: list[tuple[Any, Suite]], cache_dir: Path | None
-) -> tuple[list[RunSummary], dict[tuple[str, str], SequentialResult]]:
-    """Run every suite on every model (with the response cache open); what run and resume share."""
-    ctx.logs.mkdir(parents=True, exist_ok=True)
-    summaries: list[RunSummary] = []
-    decisions: dict[tuple[str, str], SequentialResult] = {}
-    ctx.cache = _open_cache(cache_dir, ctx.log)
-    try:
-        for model in ctx.config.models:
-            _run_model(ctx, model, suites, summaries, decisions)
-    finally:
-        if ctx.cache is not None:
-            ctx.cache.close()
-    return summaries, decisions
-
-
-def _open_cache(cache_dir: Path | None, log: Callable[[str], None]) -> ResponseCache | None:
-    if cache_dir is None:
-        return None
-    return ResponseCache.in_dir(cache_dir, warn=lambda msg: log(f"[evalgate] warning: {msg}"))
-
-
 def _gate(
-    ctx: _RunContext,
+    ctx: RunContext,
     summaries: list[RunSummary],
     decisions: dict[tuple[str, str], SequentialResult],
 ) -> Verdict:
@@ -401,160 +196,6 @@ def _gate(
         output_root=ctx.output_root,
         link=report_url(ctx.environ),
     )
-
-
-def _run_model(
-    ctx: _RunContext,
-    model: Any,
-    suites: list[tuple[Any, Suite]],
-    summaries: list[RunSummary],
-    decisions: dict[tuple[str, str], SequentialResult],
-) -> None:
-    """Serve one model and run every suite on it. An infrastructure failure keeps what finished
-    and marks the rest of this model's benchmarks as not run."""
-    config, budget = ctx.config, ctx.budget
-    if budget is not None:
-        if budget.exhausted():  # don't start (and pay for) a server that may not be used
-            reason = f"budget: {budget.reached} reached before model {model.name!r} started"
-            summaries.extend(_failed_run(model, b, s.name, reason) for b, s in suites)
-            return
-        budget.use_model(model)
-    serve_ctx = ServeContext(
-        log_dir=ctx.logs,
-        environ=ctx.environ,
-        config_dir=config.path.parent,
-        benchmarks=tuple(b.name for b in config.benchmarks),
-    )
-    server = ctx.server_factory(model, serve_ctx)
-    try:
-        ctx.log(f"[evalgate] starting model {model.name!r} ({model.backend})")
-        t_serve = time.perf_counter()
-        if budget is not None:
-            budget.gpu_start(gpu_count(model))
-        with server as endpoint:
-            serve_s = time.perf_counter() - t_serve
-            ctx.log(f"[evalgate] model {model.name!r} ready in {serve_s:.1f} s")
-            for bench, suite in suites:
-                summary, seq = _run_one(ctx, model, server, endpoint, bench, suite, serve_s)
-                if seq is not None:
-                    decisions[(model.name, suite.name)] = seq
-                summaries.append(summary)
-    except InfraError as exc:
-        done = {(s.model, s.benchmark) for s in summaries}
-        for bench, suite in suites:
-            if (model.name, suite.name) not in done:
-                summaries.append(_failed_run(model, bench, suite.name, str(exc)))
-    finally:
-        if budget is not None:
-            budget.gpu_stop()
-
-
-def _open_run_dir(
-    ctx: _RunContext, bench: Any, suite: Suite, endpoint: Endpoint, run_cfg: dict[str, Any]
-) -> tuple[RunDir, list[dict[str, Any]], frozenset[tuple[str, int]]]:
-    """A new run directory, or (resume) the existing one with the journal's kept records and the
-    (item, rollout) pairs they cover."""
-    if ctx.run_dirs is None:
-        run_dir = RunDir.create(ctx.output_root, suite.name, endpoint.model_id, ctx.run_id)
-        run_dir.write_config(run_cfg)
-        return run_dir, [], frozenset()
-    run_dir = ctx.run_dirs[suite.name]
-    state = resume_journal(
-        run_dir.results_path, suite.items, bench.eval.rollouts, retry_errors=ctx.retry_errors
-    )
-    if ctx.budget is not None:  # the cap holds over the whole run, kept records included
-        ctx.budget.add_records(state.records)
-    ctx.log(
-        f"[evalgate] {suite.name}: {len(state.records)} rollouts kept, "
-        f"{len(suite.items) * bench.eval.rollouts - len(state.done)} to run "
-        f"({state.dropped} journal lines dropped)"
-    )
-    return run_dir, state.records, frozenset(state.done)
-
-
-def _run_one(
-    ctx: _RunContext,
-    model: Any,
-    server: Any,
-    endpoint: Endpoint,
-    bench: Any,
-    suite: Suite,
-    serve_s: float,
-) -> tuple[RunSummary, SequentialResult | None]:
-    """One benchmark suite on one served model: run, journal, summarise, write metadata."""
-    run_cfg = _run_config(ctx.config, model, bench, endpoint, suite, server)
-    run_dir, kept, skip = _open_run_dir(ctx, bench, suite, endpoint, run_cfg)
-    t0 = time.perf_counter()
-    stats: dict[str, Any] = {}
-    records, seq = asyncio.run(
-        _execute(
-            suite,
-            bench,
-            endpoint,
-            run_dir,
-            ctx.progress,
-            baseline=ctx.baselines.get((model.name, suite.name)),
-            gate=ctx.config.gate,
-            cache=ctx.cache,
-            cache_identity=_cache_identity(model, run_cfg),
-            skip=skip,
-            stats=stats,
-            budget=ctx.budget,
-        )
-    )
-    if kept:
-        records = order_records(kept + records, suite.items)
-    elapsed = time.perf_counter() - t0
-    summary = summarize(
-        records,
-        benchmark=suite.name,
-        model=model.name,
-        model_id=endpoint.model_id,
-        run_dir=str(run_dir.path),
-        n_items=len({r["example_id"] for r in records}),
-        rollouts=bench.eval.rollouts,
-        time_s=elapsed,
-    )
-    stopped = stop_reason(ctx.budget, records, len(suite.items), bench.eval.rollouts)
-    if stopped:  # results are kept (and resumable); the verdict is ERROR
-        summary = dataclasses.replace(summary, infra_error=stopped)
-        ctx.log(
-            f"[evalgate] {suite.name}: {stopped}; to continue: evalgate resume "
-            f"{run_dir.path.name} --budget.FIELD=HIGHER"
-        )
-    summary.extra["benchmark"] = bench.name  # a variant's suite → its benchmark
-    if suite.unenforced_limits:  # a sandbox limit this runner cannot keep: said, not hidden
-        summary.extra["unenforced_limits"] = suite.unenforced_limits
-    if seq is not None:
-        summary.extra["sequential"] = dataclasses.asdict(seq)
-    # Priced from LiteLLM's bundled price list; None for unknown/self-hosted models.
-    summary.extra["cost_usd"] = cost_usd(
-        endpoint.model_id,
-        summary.usage.get("prompt_tokens", 0),
-        summary.usage.get("completion_tokens", 0),
-        params=getattr(model, "params", None),
-    )
-    # What the agents said they spent (command agents on their own API keys).
-    reported = [r["cost_usd"] for r in records if r.get("cost_usd") is not None]
-    agent_cost = sum(reported) if reported else None
-    if summary.extra["cost_usd"] is None:
-        summary.extra["cost_usd"] = agent_cost
-    meta = _metadata(summary, bench, elapsed)
-    meta["cost_usd"] = summary.extra["cost_usd"]
-    meta["agent_cost_usd"] = agent_cost
-    meta["sequential"] = summary.extra.get("sequential")
-    meta["server_startup_ms"] = round(serve_s * 1000, 1)
-    meta["requests"] = stats
-    summary.extra["requests"] = stats  # the scorecard's Runs table shows them
-    if ctx.budget is not None and ctx.budget.caps:
-        meta["budget"] = {**ctx.budget.as_dict(), "stopped": stopped}
-        meta["complete"] = not stopped
-    if ctx.run_dirs is not None:
-        meta["resumed"] = {"kept": len(kept), "ran": len(records) - len(kept)}
-    run_dir.write_metadata(meta)
-    run_dir.attach_log(server.log_path)
-    run_dir.keep_artifacts(suite.name, suite.artifacts())
-    return summary, seq
 
 
 def resume(
@@ -611,7 +252,7 @@ def _resume_runs(config: Config, saved: list[tuple[RunDir, dict[str, Any]]], run
     for (bench, suite), (_, cfg) in zip(suites, saved, strict=True):
         if dataset_hash(suite.items) != cfg["fingerprint"]["dataset"]["hash"]:
             raise UsageError(f"{bench.name}: the dataset changed since the run; start a new one")
-    ctx = _RunContext(
+    ctx = RunContext(
         config=config,
         run_id=run_id,
         output_root=output_root,
@@ -624,5 +265,5 @@ def _resume_runs(config: Config, saved: list[tuple[RunDir, dict[str, Any]]], run
         retry_errors=retry_errors,
         budget=BudgetMeter(config.budget),
     )
-    summaries, decisions = _evaluate(ctx, suites, cache_dir)
+    summaries, decisions = evaluate(ctx, suites, cache_dir)
     return _gate(ctx, summaries, decisions)

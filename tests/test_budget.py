@@ -182,6 +182,8 @@ def test_base_branch_ceiling_cannot_be_raised() -> None:
 class _GPUServer:
     """A `vllm` model's server stand-in: the scripted endpoint, counted as one GPU while up."""
 
+    chat_template = None  # the ModelServer interface: the endpoint applies its own
+
     def __init__(self, url: str, started: list[str]) -> None:
         self.url, self.started = url, started
         self.log_path = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = ["Endpoint", "ModelServer", "ServeContext"]
 
@@ -56,3 +56,6 @@ class ModelServer(Protocol):
         ...
 
     log_path: Path | None  # the server's own log, when it has one
+    # The chat template the server was started with, when evalgate resolved one (vLLM
+    # backends); None when the server applies its own (llama.cpp, an API, LiteLLM).
+    chat_template: Any

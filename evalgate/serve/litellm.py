@@ -167,6 +167,8 @@ def _why_it_exited(lines: list[str]) -> str:
 class LiteLLMServer:
     """A LiteLLM proxy for one model: an existing one (``proxy_url``) or one started here."""
 
+    chat_template = None  # the server applies its own (ModelServer.chat_template)
+
     def __init__(
         self,
         model: Any,

@@ -56,6 +56,8 @@ class LlamaCppServer:
     """llama.cpp's server (``python -m evalgate.serve._llama_server``) on 127.0.0.1,
     health-checked, always stopped."""
 
+    chat_template = None  # the server applies its own (ModelServer.chat_template)
+
     alias = "smollm2"
 
     def __init__(

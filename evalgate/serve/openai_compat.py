@@ -13,6 +13,7 @@ __all__ = ["OpenAICompatServer"]
 
 
 class OpenAICompatServer:
+    chat_template = None  # the server applies its own (ModelServer.chat_template)
     log_path: Path | None = None
 
     def __init__(
