@@ -256,9 +256,11 @@ def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[st
 
 
 def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) -> int:
+    from evalgate.config.checks import check_data
     from evalgate.config.load import load_config
 
     config = load_config(Path(args.config), overrides)
+    notes = check_data(config)  # datasets and templates, as `local` reads them before serving
     models = ", ".join(f"{m.name} ({m.backend})" for m in config.models)
     print(f"{args.config}: OK", file=out)
     print(f"  models: {models}", file=out)
@@ -269,16 +271,15 @@ def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) 
             f"temperature {b.sampling.temperature}, max_tokens {b.sampling.max_tokens}",
             file=out,
         )
+    for note in notes:
+        print(f"  data {note}", file=out)
     return 0
 
 
 def _cmd_schema(out: IO[str]) -> int:
-    from evalgate.config.load import EvalsFile
+    from evalgate.config.schema import json_schema
 
-    schema = EvalsFile.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "evalgate evals.yaml"
-    print(json.dumps(schema, indent=2), file=out)
+    print(json.dumps(json_schema(), indent=2), file=out)
     return 0
 
 
