@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from evalgate import __version__
 from evalgate.errors import EvalgateError, ExitCode, UsageError
@@ -126,11 +126,17 @@ def _parser() -> _Parser:
     runs = sub.add_parser("runs", help="list recent runs under an output root")
     runs.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
     runs.add_argument("--benchmark", help="only this benchmark")
-    runs.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
-    show = sub.add_parser("show", help="details of one run (a run directory or a run id)")
-    show.add_argument("run", help="run directory, or run id (prefix) under --output")
+    runs.add_argument(
+        "--limit", type=int, default=20, help="at most this many (default 20; 0: all)"
+    )
+    show = sub.add_parser(
+        "show", help="details of a run (a run directory, or a run id as `evalgate runs` prints)"
+    )
+    show.add_argument(
+        "run", help="run directory, or run id (prefix) under --output: every benchmark it ran"
+    )
     show.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
-    show.add_argument("--benchmark", help="pick this benchmark's run of an invocation")
+    show.add_argument("--benchmark", help="only this benchmark's run of the invocation")
 
     sub.add_parser(
         "action", help="the GitHub Action's entrypoint (reads INPUT_* and GITHUB_* variables)"
@@ -162,11 +168,25 @@ def _cache_dir(args: argparse.Namespace, environ: dict[str, str]) -> Path | None
     return Path(args.cache_dir) if args.cache_dir else default_cache_dir(environ)
 
 
+def _output_dir(value: str) -> Path:
+    """``--output``: a directory, created when absent; an existing file is a usage error."""
+    output = Path(value)
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"--output {value}: is a file; give a directory (created if absent)")
+    return output
+
+
+def _resume_hint(output: Path, run_id: str) -> None:
+    if any((output / "evals").glob(f"*/{run_id}")):
+        flag = "" if output == Path("outputs") else f" --output {output}"
+        print(f"evalgate: to finish this run: evalgate resume {run_id}{flag}", file=sys.stderr)
+
+
 def _cmd_resume(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:
     from evalgate import pipeline
     from evalgate.run.progress import make_progress
 
-    output = Path(args.output)
+    output = _output_dir(args.output)
     verdict = pipeline.resume(
         args.run,
         output_root=output,
@@ -177,7 +197,7 @@ def _cmd_resume(args: argparse.Namespace, environ: dict[str, str], out: IO[str])
         retry_errors=args.retry_errors,
     )
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
-    print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
+    _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
 
@@ -187,21 +207,28 @@ def _cmd_local(
     from evalgate import pipeline
     from evalgate.config.load import load_config
     from evalgate.run.progress import make_progress
+    from evalgate.run.rundir import new_run_id
 
     config = load_config(Path(args.config), overrides)
-    output = Path(args.output)
+    output = _output_dir(args.output)
     baselines = pipeline.load_baselines(Path(args.baseline)) if args.baseline else None
-    verdict = pipeline.run(
-        config,
-        output_root=output,
-        environ=environ,
-        progress=make_progress(environ),
-        log=lambda line: print(line, file=sys.stderr, flush=True),
-        baselines=baselines,
-        cache_dir=_cache_dir(args, environ),
-    )
+    run_id = new_run_id()
+    try:
+        verdict = pipeline.run(
+            config,
+            output_root=output,
+            environ=environ,
+            progress=make_progress(environ),
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+            baselines=baselines,
+            cache_dir=_cache_dir(args, environ),
+            run_id=run_id,
+        )
+    except KeyboardInterrupt:
+        _resume_hint(output, run_id)
+        raise
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
-    print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
+    _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
 
@@ -226,11 +253,16 @@ def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
     verdict = decide(
         [summary_of(h) for h in heads], gate, error_budgets=budgets, comparisons=comparisons
     )
-    output = Path(args.output) if args.output else Path(args.head) / "compare"
+    output = _output_dir(args.output) if args.output else Path(args.head) / "compare"
     write_report(verdict, output)
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
-    print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
+    _print_verdict(verdict, output)
     return int(verdict.exit_code)
+
+
+def _print_verdict(verdict: Any, output: Path) -> None:
+    shown = "no gate configured" if verdict.status == "UNGATED" else verdict.status
+    print(f"[evalgate] verdict {shown}: {output / 'verdict.json'}", file=sys.stderr)
 
 
 def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:
@@ -340,8 +372,11 @@ def _dispatch(
             found = runs.list_runs(Path(args.output), benchmark=args.benchmark, limit=args.limit)
             runs.print_runs(found, out)
         else:
-            found_run = runs.find_run(Path(args.output), args.run, benchmark=args.benchmark)
-            runs.show_run(found_run, out)
+            found_runs = runs.find_runs(Path(args.output), args.run, benchmark=args.benchmark)
+            for index, info in enumerate(found_runs):
+                if index:
+                    print(file=out)
+                runs.show_run(info, out)
         return 0
     return _cmd_benchmarks(out)
 

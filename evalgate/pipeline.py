@@ -227,10 +227,12 @@ def run(
     log: Callable[[str], None] = print,
     baselines: dict[tuple[str, str], LoadedRun] | None = None,
     cache_dir: Path | None = None,
+    run_id: str | None = None,
 ) -> Verdict:
     """Evaluate every model on every benchmark, gate, and write the report files.
 
     ``cache_dir``: where the response cache lives; None (``--no-cache``) for no cache.
+    ``run_id``: the id the run directories get (the caller names it in `evalgate resume` hints).
     """
     # Load every dataset (and the baseline) before starting any server: a data error should cost
     # no model start-up.
@@ -238,7 +240,7 @@ def run(
     summaries, decisions = _evaluate(
         config,
         suites,
-        run_id=new_run_id(),
+        run_id=run_id or new_run_id(),
         output_root=output_root,
         environ=environ,
         progress=progress,
@@ -356,7 +358,10 @@ def _run_models(
             t_serve = time.perf_counter()
             with server as endpoint:
                 serve_s = time.perf_counter() - t_serve
-                log(f"[evalgate] model {model.name!r} ready in {serve_s:.1f} s")
+                started = (
+                    "reachable at" if model.backend == "openai" else f"ready in {serve_s:.1f} s at"
+                )
+                log(f"[evalgate] model {model.name!r} {started} {endpoint.base_url}")
                 for bench, suite in suites:
                     kept: list[dict[str, Any]] = []
                     skip: frozenset[tuple[str, int]] = frozenset()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
-from evalgate.serve.llama_cpp import INSTALL_HINT
+from evalgate.serve.llama_cpp import INSTALL_COMMAND
 
 __all__ = ["PHASES", "Check", "DoctorReport", "run_doctor"]
 
@@ -149,7 +149,7 @@ def _prerequisites(doc: _Doctor, config: Any) -> None:
                     f"{dist} (model {model.name})",
                     "fail",
                     "not installed",
-                    fix=INSTALL_HINT.removeprefix("install the embedded model: ")
+                    fix=INSTALL_COMMAND
                     if model.backend == "local"
                     else f"pip install 'evalgate-action[{extra}]'",
                 )
