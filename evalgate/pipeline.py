@@ -11,15 +11,11 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
-from evalgate.compare.baseline import find_runs
-from evalgate.compare.paired import LoadedRun, compare_with_baselines, load_run
 from evalgate.config.load import Config
 from evalgate.errors import InfraError, UsageError
-from evalgate.gate import Verdict, decide
-from evalgate.report import render_scorecard, verdict_json
 from evalgate.run.cache import ResponseCache
 from evalgate.run.client import ChatClient
 from evalgate.run.costs import cost_usd
@@ -28,16 +24,23 @@ from evalgate.run.fingerprint import dataset_hash, fingerprint
 from evalgate.run.journal import order_records, resume_journal
 from evalgate.run.progress import Progress
 from evalgate.run.rundir import RunDir, new_run_id, write_json
-from evalgate.run.sequential import SequentialResult, run_sequential
-from evalgate.run.summary import RunSummary, item_metrics, summarize
+from evalgate.run.summary import RunSummary, summarize
 from evalgate.serve import Endpoint, open_server
 from evalgate.suites import Suite, build_suites
+
+if TYPE_CHECKING:  # the gate, the report, baselines and sequential looks load when used
+    from evalgate.compare.paired import LoadedRun
+    from evalgate.gate import Verdict
+    from evalgate.run.sequential import SequentialResult
 
 __all__ = ["load_baselines", "resume", "run", "write_report"]
 
 
 def load_baselines(path: Path) -> dict[tuple[str, str], LoadedRun]:
     """Baseline runs from an output root or a run directory (``--baseline DIR``)."""
+    from evalgate.compare.baseline import find_runs
+    from evalgate.compare.paired import load_run
+
     return {key: load_run(p, origin={"run_id": p.name}) for key, p in find_runs(path).items()}
 
 
@@ -131,6 +134,8 @@ async def _execute(
 
                     if not (ev.sequential and baseline is not None):
                         return await run_items(suite), None
+                    from evalgate.run.sequential import run_sequential
+
                     metric = _primary_metric(gate, baseline)
                     return await run_sequential(
                         suite,
@@ -162,6 +167,8 @@ def _cache_identity(model: Any, run_config: dict[str, Any]) -> str:
 
 def _primary_metric(gate: Any, baseline: LoadedRun) -> str:
     """The metric sequential looks decide on: the first gated one, else accuracy/reward."""
+    from evalgate.run.summary import item_metrics
+
     if gate.metrics:
         return str(gate.metrics[0])
     names = item_metrics(baseline.records, baseline.rollouts)
@@ -212,6 +219,8 @@ def _failed_run(model: Any, bench: Any, name: str, error: str) -> RunSummary:
 
 def write_report(verdict: Verdict, output_root: Path) -> None:
     """scorecard.md and verdict.json for this invocation."""
+    from evalgate.report import render_scorecard, verdict_json
+
     output_root.mkdir(parents=True, exist_ok=True)
     (output_root / "scorecard.md").write_text(render_scorecard(verdict), encoding="utf-8")
     write_json(output_root / "verdict.json", verdict_json(verdict))
@@ -310,6 +319,9 @@ def _gate(
     baselines: dict[tuple[str, str], LoadedRun] | None,
     output_root: Path,
 ) -> Verdict:
+    from evalgate.compare.paired import compare_with_baselines, load_run
+    from evalgate.gate import decide
+
     heads = [load_run(Path(s.run_dir)) for s in summaries if s.run_dir]
     comparisons = _apply_sequential(
         compare_with_baselines(heads, baselines or {}, config.gate), decisions

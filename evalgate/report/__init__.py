@@ -1,9 +1,11 @@
-"""Rendering: a verdict in, Markdown and JSON out. Pure functions, no I/O."""
+"""Rendering: a verdict in, Markdown and JSON out. Pure functions, no I/O (but for jinja2's
+compiled-template cache: compiling the scorecard costs more than rendering it)."""
 
 from __future__ import annotations
 
 import datetime
 import math
+import os
 from dataclasses import asdict
 from typing import Any
 
@@ -14,8 +16,32 @@ from evalgate.gate import Verdict
 
 __all__ = ["render_scorecard", "verdict_json"]
 
+class _TemplateCache(jinja2.FileSystemBytecodeCache):
+    """Compiled templates under the cache dir; a cache that can't be read or written is none."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except (OSError, ValueError, EOFError):
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _bytecode_cache() -> _TemplateCache:
+    from evalgate.run.cache import default_cache_dir
+
+    return _TemplateCache(str(default_cache_dir(os.environ) / "templates"))
+
+
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("evalgate", "report"),
+    bytecode_cache=_bytecode_cache(),
     autoescape=False,
     trim_blocks=True,
     lstrip_blocks=True,
