@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from evalgate import __version__
-from evalgate.errors import EvalgateError, ExitCode, UsageError
+from evalgate.errors import ConfigError, EvalgateError, ExitCode, UsageError
 
 __all__ = ["main"]
 
@@ -208,6 +208,7 @@ def _cmd_local(
     from evalgate.config.load import load_config
     from evalgate.run.progress import make_progress
     from evalgate.run.rundir import new_run_id
+    from evalgate.suites.datasets import DataError
 
     config = load_config(Path(args.config), overrides)
     output = _output_dir(args.output)
@@ -227,6 +228,10 @@ def _cmd_local(
     except KeyboardInterrupt:
         _resume_hint(output, run_id)
         raise
+    except DataError as exc:  # read before any model starts: point at the evals.yaml line
+        if exc.benchmark is None:
+            raise
+        raise ConfigError(f"{config.locate(exc.benchmark, exc.field)}: {exc}") from None
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)

@@ -121,3 +121,18 @@ def test_doctor_suggests_the_readme_install_command() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert INSTALL_COMMAND in readme
     assert "fix=INSTALL_COMMAND" in Path(doctor.__file__).read_text(encoding="utf-8")
+
+
+def test_local_points_a_dataset_error_at_its_evals_yaml_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "d.jsonl").write_text('{"prompt": "a", "answer": "b"}\n{"prompt": "c"\n')
+    config = write_config(
+        tmp_path,
+        "models: [{name: m, backend: openai, base_url: 'http://127.0.0.1:9/v1'}]\n"
+        "benchmarks:\n  - name: d\n    kind: jsonl\n    path: d.jsonl\n",
+    )
+    assert main(["local", str(config), "--output", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"evalgate: error: {config}:5: benchmarks[0].path: ")
+    assert "d.jsonl:2: invalid JSON" in err and len(err.splitlines()) == 1

@@ -16,6 +16,7 @@ from evalgate.gate import Verdict
 
 __all__ = ["render_scorecard", "verdict_json"]
 
+
 class _TemplateCache(jinja2.FileSystemBytecodeCache):
     """Compiled templates under the cache dir; a cache that can't be read or written is none."""
 

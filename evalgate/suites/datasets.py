@@ -30,11 +30,13 @@ def arith_items(size: int, seed: int, max_operand: int, ops: list[str]) -> list[
 
 
 class DataError(ConfigError):
-    """A dataset or template problem; ``field`` is the benchmark field to point at."""
+    """A dataset or template problem; ``field`` is the benchmark field to point at, and
+    ``benchmark`` (set by the suite) whose — so the CLI can name the evals.yaml line."""
 
     def __init__(self, message: str, field: str = "path") -> None:
         super().__init__(message)
         self.field = field
+        self.benchmark: str | None = None
 
 
 def _read_text(path: Path) -> str:

@@ -28,6 +28,14 @@ class QASuite:
 
     @classmethod
     def from_spec(cls, spec: Any) -> QASuite:
+        try:
+            return cls._from_spec(spec)
+        except DataError as exc:
+            exc.benchmark = spec.name
+            raise
+
+    @classmethod
+    def _from_spec(cls, spec: Any) -> QASuite:
         items = load_items(spec)
         wanted = spec.eval.num_examples
         if wanted is not None and wanted > len(items):
