@@ -72,7 +72,7 @@ __all__ = [
 class BenchmarkEntry(Strict):
     """A benchmark in evals.yaml: a registry name with overrides, or inline with `kind`."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow", frozen=True)
     name: str
     """Registry name (see `evalgate benchmarks`) or, with `kind`, your own label."""
     kind: Literal["arith", "jsonl", "hf", "agent", "humaneval", "verifiers"] | None = None
