@@ -136,3 +136,37 @@ def test_local_points_a_dataset_error_at_its_evals_yaml_line(
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"evalgate: error: {config}:5: benchmarks[0].path: ")
     assert "d.jsonl:2: invalid JSON" in err and len(err.splitlines()) == 1
+
+
+def test_quickstart_passes_against_its_baseline_and_fails_a_regression(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's three steps, on a deterministic stand-in for the model: with the
+    quickstart's item counts and margin, an unchanged PR PASSes (at arith n = 20 and δ = 3 pp it
+    could only ever be INCONCLUSIVE), and the README's regression FAILs."""
+    quickstart = ROOT / "examples/quickstart/evals.yaml"
+    rows = (ROOT / "examples/quickstart/capitals.jsonl").read_text(encoding="utf-8")
+    capitals = {r["prompt"]: r["answer"] for r in map(json.loads, rows.splitlines())}
+
+    def model(body: dict[str, Any], n: int) -> str:
+        text = body["messages"][-1]["content"]
+        if text.startswith("What is the capital of "):
+            return capitals[text.removeprefix("What is the capital of ").rstrip("?")]
+        return answer_arith(body, n) if text.startswith("What is ") else "42"
+
+    url = scripted_server(model).base_url
+    served = ["--models.smollm2.backend=openai", f"--models.smollm2.base_url={url}"]
+    out = tmp_path / "outputs"
+
+    def local(*args: str) -> int:
+        argv = ["local", str(quickstart), *served, "--no-cache", *args]
+        return main(argv, environ={"CI": "1"})
+
+    assert local("--output", str(out)) == 0
+    assert local("--output", str(out / "pr"), "--baseline", str(out)) == 0
+    verdict = json.loads((out / "pr" / "verdict.json").read_text())
+    assert verdict["status"] == "PASS"
+    assert {c["kind"] for c in verdict["checks"] if c["status"] == "PASS"} >= {"baseline"}
+    regressed = ["--benchmarks.arith.prompt_template=Answer with a number."]
+    assert local("--output", str(out / "reg"), "--baseline", str(out), *regressed) == 1
+    assert "smollm2 / arith / accuracy: Δ -1.000" in (out / "reg" / "scorecard.md").read_text()
