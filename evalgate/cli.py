@@ -187,15 +187,20 @@ def _cmd_resume(args: argparse.Namespace, environ: dict[str, str], out: IO[str])
     from evalgate.run.progress import make_progress
 
     output = _output_dir(args.output)
-    verdict = pipeline.resume(
-        args.run,
-        output_root=output,
-        environ=environ,
-        progress=make_progress(environ),
-        log=lambda line: print(line, file=sys.stderr, flush=True),
-        cache_dir=_cache_dir(args, environ),
-        retry_errors=args.retry_errors,
-    )
+    try:
+        verdict = pipeline.resume(
+            args.run,
+            output_root=output,
+            environ=environ,
+            progress=make_progress(environ),
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+            cache_dir=_cache_dir(args, environ),
+            retry_errors=args.retry_errors,
+        )
+    except KeyboardInterrupt:  # interrupted again: the same command goes on from there
+        flag = "" if output == Path("outputs") else f" --output {output}"
+        print(f"evalgate: to finish this run: evalgate resume {args.run}{flag}", file=sys.stderr)
+        raise
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)
