@@ -23,7 +23,7 @@ class _TemplateCache(jinja2.FileSystemBytecodeCache):
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         try:
             super().load_bytecode(bucket)
-        except (OSError, ValueError, EOFError):
+        except (OSError, ValueError, EOFError, TypeError):  # unreadable or truncated: recompile
             bucket.reset()
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
