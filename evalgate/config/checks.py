@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from evalgate.errors import ConfigError
@@ -86,6 +87,11 @@ def check_data(config: Any) -> list[str]:
 
     notes = []
     for bench in config.benchmarks:
+        if bench.kind == "agent" and not Path(bench.tasks).exists():
+            raise ConfigError(
+                f"{config.locate(bench.name, 'tasks')}: {bench.tasks}: no such task directory "
+                "or file (relative paths start at the evals.yaml)"
+            )
         if bench.kind not in _DATA_KINDS:
             notes.append(f"{bench.name}: {bench.kind} data are read at run time (not checked)")
             continue

@@ -260,7 +260,16 @@ def _locate(origin: dict[Path_, Layer], tpath: Path_) -> str:
 
 # Fields that checks after loading (data files, templates, sizes) point at.
 _HAS_LINE = re.compile(r"^(.+:\d+|command line): ")
-_LOCATED = ("", "path", "prompt_template", "eval.num_examples", "size", "scorer", "id_field")
+_LOCATED = (
+    "",
+    "path",
+    "tasks",
+    "prompt_template",
+    "eval.num_examples",
+    "size",
+    "scorer",
+    "id_field",
+)
 
 
 # Patterns in the spec, said in words: a raw regular expression is no help to a user.
