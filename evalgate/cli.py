@@ -14,10 +14,17 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from evalgate import __version__
-from evalgate.errors import EvalgateError, ExitCode, UsageError, crash_report, secret_values
+from evalgate.errors import (
+    ConfigError,
+    EvalgateError,
+    ExitCode,
+    UsageError,
+    crash_report,
+    secret_values,
+)
 
 __all__ = ["main"]
 
@@ -97,7 +104,11 @@ def _parser() -> _Parser:
     )
     compare.add_argument("--output", help="where to write scorecard.md and verdict.json")
 
-    validate = sub.add_parser("validate", help="check an evals.yaml and print the resolved plan")
+    validate = sub.add_parser(
+        "validate",
+        help="every check `local` makes before its first request (schema, data files, "
+        "templates, threshold metrics, sizes), the resolved plan and a cost estimate",
+    )
     validate.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
 
     doctor = sub.add_parser(
@@ -141,14 +152,20 @@ def _parser() -> _Parser:
         "--public", action="store_true", help="create the repository public (default: private)"
     )
 
-    runs = sub.add_parser("runs", help="list recent runs under an output root")
+    runs = sub.add_parser("runs", help="list recent runs under an output root, complete or not")
     runs.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
     runs.add_argument("--benchmark", help="only this benchmark")
-    runs.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
-    show = sub.add_parser("show", help="details of one run (a run directory or a run id)")
-    show.add_argument("run", help="run directory, or run id (prefix) under --output")
+    runs.add_argument(
+        "--limit", type=int, default=20, help="at most this many (default 20; 0: all)"
+    )
+    show = sub.add_parser(
+        "show", help="details of a run (a run directory, or a run id as `evalgate runs` prints)"
+    )
+    show.add_argument(
+        "run", help="run directory, or run id (prefix) under --output: every benchmark it ran"
+    )
     show.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
-    show.add_argument("--benchmark", help="pick this benchmark's run of an invocation")
+    show.add_argument("--benchmark", help="only this benchmark's run of the invocation")
 
     sub.add_parser(
         "action", help="the GitHub Action's entrypoint (reads INPUT_* and GITHUB_* variables)"
@@ -205,25 +222,44 @@ def _resume_budget(overrides: list[str]) -> dict[str, object]:
     return data
 
 
+def _output_dir(value: str) -> Path:
+    """``--output``: a directory, created when absent; an existing file is a usage error."""
+    output = Path(value)
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"--output {value}: is a file; give a directory (created if absent)")
+    return output
+
+
+def _resume_hint(output: Path, run_id: str) -> None:
+    if any((output / "evals").glob(f"*/{run_id}")):
+        flag = "" if output == Path("outputs") else f" --output {output}"
+        print(f"evalgate: to finish this run: evalgate resume {run_id}{flag}", file=sys.stderr)
+
+
 def _cmd_resume(
     args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
 ) -> int:
     from evalgate import pipeline
     from evalgate.run.progress import make_progress
 
-    output = Path(args.output)
-    verdict = pipeline.resume(
-        args.run,
-        output_root=output,
-        environ=environ,
-        progress=make_progress(environ),
-        log=lambda line: print(line, file=sys.stderr, flush=True),
-        cache_dir=_cache_dir(args, environ),
-        retry_errors=args.retry_errors,
-        budget=_resume_budget(overrides),
-    )
+    output = _output_dir(args.output)
+    try:
+        verdict = pipeline.resume(
+            args.run,
+            output_root=output,
+            environ=environ,
+            progress=make_progress(environ),
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+            cache_dir=_cache_dir(args, environ),
+            retry_errors=args.retry_errors,
+            budget=_resume_budget(overrides),
+        )
+    except KeyboardInterrupt:  # interrupted again: the same command goes on from there
+        flag = "" if output == Path("outputs") else f" --output {output}"
+        print(f"evalgate: to finish this run: evalgate resume {args.run}{flag}", file=sys.stderr)
+        raise
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
-    print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
+    _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
 
@@ -233,21 +269,33 @@ def _cmd_local(
     from evalgate import pipeline
     from evalgate.config.load import load_config
     from evalgate.run.progress import make_progress
+    from evalgate.run.rundir import new_run_id
+    from evalgate.suites.datasets import DataError
 
     config = load_config(Path(args.config), overrides)
-    output = Path(args.output)
+    output = _output_dir(args.output)
     baselines = pipeline.load_baselines(Path(args.baseline)) if args.baseline else None
-    verdict = pipeline.run(
-        config,
-        output_root=output,
-        environ=environ,
-        progress=make_progress(environ),
-        log=lambda line: print(line, file=sys.stderr, flush=True),
-        baselines=baselines,
-        cache_dir=_cache_dir(args, environ),
-    )
+    run_id = new_run_id()
+    try:
+        verdict = pipeline.run(
+            config,
+            output_root=output,
+            environ=environ,
+            progress=make_progress(environ),
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+            baselines=baselines,
+            cache_dir=_cache_dir(args, environ),
+            run_id=run_id,
+        )
+    except KeyboardInterrupt:
+        _resume_hint(output, run_id)
+        raise
+    except DataError as exc:  # read before any model starts: point at the evals.yaml line
+        if exc.benchmark is None:
+            raise
+        raise ConfigError(f"{config.locate(exc.benchmark, exc.field)}: {exc}") from None
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
-    print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
+    _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
 
@@ -264,11 +312,16 @@ def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
     else:  # the policy the baseline was gated with: a PR can't loosen its own gate
         recorded = next(iter(base.values())).config.get("gate", {})
         gate = GateSettings.model_validate(recorded)
-    output = Path(args.output) if args.output else Path(args.head) / "compare"
+    output = _output_dir(args.output) if args.output else Path(args.head) / "compare"
     verdict = pipeline.gate_runs(heads, base, gate, output_root=output)
     print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
-    print(f"[evalgate] verdict {verdict.status}: {output / 'verdict.json'}", file=sys.stderr)
+    _print_verdict(verdict, output)
     return int(verdict.exit_code)
+
+
+def _print_verdict(verdict: Any, output: Path) -> None:
+    shown = "no gate configured" if verdict.status == "UNGATED" else verdict.status
+    print(f"[evalgate] verdict {shown}: {output / 'verdict.json'}", file=sys.stderr)
 
 
 def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:
@@ -294,9 +347,11 @@ def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[st
 
 
 def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) -> int:
+    from evalgate.config.checks import check_data
     from evalgate.config.load import load_config
 
     config = load_config(Path(args.config), overrides)
+    notes = check_data(config)  # datasets and templates, as `local` reads them before serving
     models = ", ".join(f"{m.name} ({m.backend})" for m in config.models)
     print(f"{args.config}: OK", file=out)
     print(f"  models: {models}", file=out)
@@ -308,6 +363,8 @@ def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) 
             file=out,
         )
     _print_estimate(config, out)
+    for note in notes:
+        print(f"  data {note}", file=out)
     return 0
 
 
@@ -336,12 +393,9 @@ def _print_estimate(config: object, out: IO[str]) -> None:
 
 
 def _cmd_schema(out: IO[str]) -> int:
-    from evalgate.config.load import EvalsFile
+    from evalgate.config.schema import json_schema
 
-    schema = EvalsFile.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "evalgate evals.yaml"
-    print(json.dumps(schema, indent=2), file=out)
+    print(json.dumps(json_schema(), indent=2), file=out)
     return 0
 
 
@@ -432,8 +486,11 @@ def _dispatch(
             found = runs.list_runs(Path(args.output), benchmark=args.benchmark, limit=args.limit)
             runs.print_runs(found, out)
         else:
-            found_run = runs.find_run(Path(args.output), args.run, benchmark=args.benchmark)
-            runs.show_run(found_run, out)
+            found_runs = runs.find_runs(Path(args.output), args.run, benchmark=args.benchmark)
+            for index, info in enumerate(found_runs):
+                if index:
+                    print(file=out)
+                runs.show_run(info, out)
         return 0
     return _cmd_benchmarks(out)
 

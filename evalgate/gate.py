@@ -22,7 +22,12 @@ from evalgate.compare.paired import MetricComparison, RunComparison, threshold_t
 from evalgate.errors import ExitCode
 from evalgate.run.summary import RunSummary
 
-__all__ = ["Check", "Verdict", "decide"]
+__all__ = ["NO_GATE", "Check", "Verdict", "decide"]
+
+NO_GATE = (
+    "no gate configured: nothing was compared — set gate.thresholds in evals.yaml, "
+    "or compare with a baseline (--baseline DIR)"
+)
 
 Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR", "INFO"]
 _SEVERITY = ("ERROR", "FAIL", "INCONCLUSIVE", "PASS")
@@ -46,7 +51,7 @@ class Check:
 
 @dataclass(frozen=True)
 class Verdict:
-    status: Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR"]
+    status: Literal["PASS", "FAIL", "INCONCLUSIVE", "ERROR", "UNGATED"]
     checks: tuple[Check, ...]
     runs: tuple[RunSummary, ...]
     reasons: tuple[str, ...]
@@ -61,6 +66,7 @@ class Verdict:
             return ExitCode.GATE_FAILED if fail else ExitCode.PASS
         return {
             "PASS": ExitCode.PASS,
+            "UNGATED": ExitCode.PASS,
             "FAIL": ExitCode.GATE_FAILED,
             "ERROR": ExitCode.INFRA,
         }[self.status]
@@ -200,6 +206,10 @@ def decide(
         for c in checks
         if c.status in ("FAIL", "ERROR", "INCONCLUSIVE")
     )
+    if status == "PASS" and not any(c.kind in ("threshold", "baseline") for c in checks):
+        # Scores with nothing to hold them to are not a PASS: say so, exit 0.
+        status = "UNGATED"
+        reasons = (NO_GATE,)
     return Verdict(
         status=status,  # type: ignore[arg-type]
         checks=tuple(checks),

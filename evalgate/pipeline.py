@@ -10,32 +10,33 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evalgate.compare.paired import LoadedRun, compare_with_baselines, load_run, summary_of
 from evalgate.config.load import Config
 from evalgate.config.spec import EvalSettings
 from evalgate.errors import UsageError
-from evalgate.gate import Verdict, decide
-from evalgate.report import render_scorecard, verdict_json
-from evalgate.report.html import render_html, report_url
-from evalgate.report.junit import render_junit
 from evalgate.run.budget import BudgetMeter
 from evalgate.run.fingerprint import dataset_hash
 from evalgate.run.progress import Progress
 from evalgate.run.rundir import RunDir, find_run_dirs, find_runs, new_run_id, write_json
-from evalgate.run.sequential import SequentialResult
 from evalgate.run.session import RunContext, evaluate
-from evalgate.run.summary import RunSummary
 from evalgate.sandbox import SandboxBackend, Sandboxes, open_backend
 from evalgate.serve import open_server
 from evalgate.suites import Suite, build_suites
+
+if TYPE_CHECKING:  # comparing, gating and reporting load when a run gets there (start-up time)
+    from evalgate.compare.paired import LoadedRun
+    from evalgate.gate import Verdict
+    from evalgate.run.sequential import SequentialResult
+    from evalgate.run.summary import RunSummary
 
 __all__ = ["gate_runs", "load_baselines", "resume", "run", "write_report"]
 
 
 def load_baselines(path: Path) -> dict[tuple[str, str], LoadedRun]:
     """Baseline runs from an output root or a run directory (``--baseline DIR``)."""
+    from evalgate.compare.paired import load_run
+
     return {key: load_run(p, origin={"run_id": p.name}) for key, p in find_runs(path).items()}
 
 
@@ -63,6 +64,10 @@ def _apply_sequential(comparisons: list[Any], decisions: dict[tuple[str, str], A
 def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None = None) -> None:
     """scorecard.md, verdict.json, junit.xml and report.html for this invocation; the scorecard
     links the report when ``report_url`` (where the uploaded outputs are) is known."""
+    from evalgate.report import render_scorecard, verdict_json
+    from evalgate.report.html import render_html
+    from evalgate.report.junit import render_junit
+
     output_root.mkdir(parents=True, exist_ok=True)
     scorecard = render_scorecard(verdict, report_url=report_url)
     (output_root / "scorecard.md").write_text(scorecard, encoding="utf-8")
@@ -87,6 +92,9 @@ def gate_runs(
     own summaries; a live run passes its own (they carry infrastructure failures, which left no
     run directory).
     """
+    from evalgate.compare.paired import compare_with_baselines, summary_of
+    from evalgate.gate import decide
+
     comparisons = _apply_sequential(compare_with_baselines(heads, baselines, gate), decisions or {})
     if summaries is None:
         summaries = [summary_of(h) for h in heads]
@@ -115,8 +123,11 @@ def run(
     baselines: dict[tuple[str, str], LoadedRun] | None = None,
     cache_dir: Path | None = None,
     sandbox_factory: Callable[[str], SandboxBackend] = open_backend,
+    run_id: str | None = None,
 ) -> Verdict:
     """Evaluate every model on every benchmark, gate, and write the report files.
+
+    ``run_id``: the id the run directories get (the caller names it in `evalgate resume` hints).
 
     ``cache_dir``: where the response cache lives; None (``--no-cache``) for no cache.
     ``server_factory`` / ``sandbox_factory``: the backends (model servers, sandboxes), passed in
@@ -127,7 +138,7 @@ def run(
         # cost no model start-up.
         suites = [(b, s) for b in config.benchmarks for s in build_suites(b, sandboxes)]
         return _run_suites(config, suites, output_root, environ, progress, server_factory, log,
-                           baselines, cache_dir)  # fmt: skip
+                           baselines, cache_dir, run_id or new_run_id())  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -142,10 +153,10 @@ def _sandboxes(factory: Callable[[str], SandboxBackend]) -> Iterator[Sandboxes]:
 def _run_suites(config: Config, suites: list[tuple[Any, Suite]], output_root: Path,
                 environ: dict[str, str], progress: Progress, server_factory: Callable[..., Any],
                 log: Callable[[str], None], baselines: dict[tuple[str, str], LoadedRun] | None,
-                cache_dir: Path | None) -> Verdict:  # fmt: skip
+                cache_dir: Path | None, run_id: str) -> Verdict:  # fmt: skip
     ctx = RunContext(
         config=config,
-        run_id=new_run_id(),
+        run_id=run_id,
         output_root=output_root,
         environ=environ,
         progress=progress,
@@ -186,6 +197,9 @@ def _gate(
     summaries: list[RunSummary],
     decisions: dict[tuple[str, str], SequentialResult],
 ) -> Verdict:
+    from evalgate.compare.paired import load_run
+    from evalgate.report.html import report_url
+
     heads = [load_run(Path(s.run_dir)) for s in summaries if s.run_dir]
     return gate_runs(
         heads,

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from evalgate.cli import main
 from evalgate.config.load import load_config
@@ -13,17 +18,30 @@ from evalgate.errors import ConfigError
 from tests.conftest import ROOT, write_config
 
 MALFORMED = sorted((Path(__file__).parent / "data" / "malformed").glob("*.yaml"))
+VALID = sorted((Path(__file__).parent / "data" / "valid").glob("*.yaml"))
+
+
+def _header(path: Path) -> dict[str, str]:
+    """``# expect: …`` (a substring of the error), ``# schema: n/a (why)``, ``# secret: …``."""
+    out = {}
+    for line in path.read_bytes().decode("utf-8", "replace").splitlines():
+        if not line.startswith("# ") or ": " not in line:
+            break
+        key, _, value = line[2:].partition(": ")
+        out[key] = value
+    return out
 
 
 def test_corpus_is_large_enough() -> None:
-    assert len(MALFORMED) >= 20
+    assert len(MALFORMED) >= 60
+    assert len(VALID) >= 3
 
 
 @pytest.mark.parametrize("path", MALFORMED, ids=lambda p: p.stem)
 def test_malformed_file_gives_one_line_error(
     path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    expected = path.read_text(encoding="utf-8").splitlines()[0].removeprefix("# expect: ")
+    header = _header(path)
     code = main(["validate", str(path)])
     err = capsys.readouterr().err
     assert code == 2
@@ -31,7 +49,83 @@ def test_malformed_file_gives_one_line_error(
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith(f"evalgate: error: {path}"), lines[0]
-    assert expected in lines[0]
+    assert header["expect"] in lines[0]
+    assert "should match pattern" not in lines[0]  # a raw regular expression helps nobody
+    if "secret" in header:
+        assert header["secret"] not in err
+
+
+def _schema_validator() -> Any:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "evals.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+@pytest.mark.parametrize("path", MALFORMED, ids=lambda p: p.stem)
+def test_schema_rejects_what_validate_rejects(path: Path) -> None:
+    """An editor using evals.schema.json flags every mistake a JSON Schema can express; the
+    corpus marks the others (`# schema: n/a (why)`: YAML syntax, files, the registry…)."""
+    header = _header(path)
+    if header.get("schema", "").startswith("n/a"):
+        pytest.skip(f"not expressible in a JSON Schema: {header['schema']}")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    errors = list(_schema_validator().iter_errors(data))
+    assert errors, f"{path.name}: the schema accepts what validate rejects"
+
+
+def test_schema_covers_most_of_the_corpus() -> None:
+    expressible = [p for p in MALFORMED if not _header(p).get("schema", "").startswith("n/a")]
+    assert len(expressible) >= 35
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_valid_edge_cases_are_accepted(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+    data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+    assert not list(_schema_validator().iter_errors(data))
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "expect"),
+    [
+        (
+            "huge.yaml",
+            lambda p: p.write_text("benchmarks: [arith]\n" + "# padding\n" * 5_500_000),
+            "at most 2 MB is read",
+        ),
+        ("loop.yaml", lambda p: p.symlink_to(p), "cannot read file"),
+        ("dir.yaml", lambda p: p.mkdir(), "is a directory"),
+        ("absent.yaml", lambda p: None, "file not found"),
+    ],
+)
+def test_unreadable_config_is_one_line_and_quick(
+    tmp_path: Path, name: str, make: Any, expect: str
+) -> None:
+    """In a subprocess, with a generous timeout: a hang (alias bomb, 53 MB file) fails here."""
+    path = tmp_path / name
+    make(path)
+    _assert_quick_one_line(path, expect)
+
+
+def test_alias_bomb_does_not_hang() -> None:
+    _assert_quick_one_line(
+        Path(__file__).parent / "data" / "malformed" / "38_alias_bomb.yaml", "aliases"
+    )
+
+
+def _assert_quick_one_line(path: Path, expect: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalgate", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,  # not a timing assertion: a hang would otherwise block the suite
+        env=env,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expect in lines[0], proc.stderr
+    assert lines[0].startswith(f"evalgate: error: {path}")
 
 
 def test_example_validates(capsys: pytest.CaptureFixture[str]) -> None:

@@ -81,8 +81,60 @@ def test_template_error_is_caught_before_any_model_call(tmp_path: Path) -> None:
     spec = _bench(
         tmp_path, "{name: d, kind: jsonl, path: d.jsonl, prompt_template: '{{ question }}'}"
     )
-    with pytest.raises(ConfigError, match="prompt_template: 'question' is undefined"):
+    with pytest.raises(ConfigError, match="'question' is undefined") as info:
         QASuite.from_spec(spec)
+    assert info.value.field == "prompt_template"  # validate points at the evals.yaml line
+    assert "names the template can use: answer, id, prompt" in str(info.value)
+
+
+def test_csv_with_bom_and_crlf_keeps_its_id_column(tmp_path: Path) -> None:
+    """Excel writes a BOM: without utf-8-sig the first column is named '\ufeffid', the ids
+    become row numbers and every baseline reads as not comparable."""
+    (tmp_path / "d.csv").write_bytes(b"\xef\xbb\xbfid,prompt,answer\r\nq1,a,b\r\nq2,c,d\r\n")
+    items = load_items(_bench(tmp_path, "{name: d, kind: jsonl, path: d.csv}"))
+    assert [(i.id, i.prompt, i.answer) for i in items] == [("q1", "a", "b"), ("q2", "c", "d")]
+
+
+def test_jsonl_with_bom_and_crlf(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_bytes(
+        b'\xef\xbb\xbf{"id": "x", "prompt": "a", "answer": 1}\r\n\r\n{"id": "y", "prompt": "b", '
+        b'"answer": 2}\r\n'
+    )
+    items = load_items(_bench(tmp_path, "{name: d, kind: jsonl, path: d.jsonl}"))
+    assert [(i.id, i.answer) for i in items] == [("x", "1"), ("y", "2")]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"prompt": "a", "answer": null}\n', "d.jsonl:1: field 'answer' is null"),
+        (b'{"prompt": ["a"], "answer": "b"}\n', "field 'prompt' must be text or a number"),
+        (
+            b'{"prompt": "a", "answer": "b"}\n{"prompt": "\xe9", "answer": "b"}\n',
+            "d.jsonl:2: not UTF-8",
+        ),
+    ],
+)
+def test_bad_values_name_the_line(tmp_path: Path, content: bytes, message: str) -> None:
+    (tmp_path / "d.jsonl").write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        load_items(_bench(tmp_path, "{name: d, kind: jsonl, path: d.jsonl}"))
+    assert message in str(info.value)
+    assert "have:" not in str(info.value)  # a null answer is not a missing column
+
+
+def test_a_directory_is_not_a_dataset(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_items(_bench(tmp_path, "{name: d, kind: jsonl, path: d}"))
+
+
+def test_more_items_asked_for_than_exist_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text('{"prompt": "a", "answer": "b"}\n')
+    spec = _bench(tmp_path, "{name: d, kind: jsonl, path: d.jsonl, eval: {num_examples: 5}}")
+    with pytest.raises(ConfigError, match="5 items asked for, but benchmark 'd' has 1") as info:
+        QASuite.from_spec(spec)
+    assert info.value.field == "eval.num_examples"
 
 
 def test_hf_loader_on_a_local_file_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -86,4 +86,4 @@ def test_kill_then_resume_via_cli(tmp_path: Path, scripted_server: Any) -> None:
     assert meta["resumed"]["kept"] + meta["resumed"]["ran"] == 20
     assert meta["num_examples"] == 10 and meta["avg_reward"] == 1.0
     verdict = json.loads((tmp_path / "out" / "verdict.json").read_text())
-    assert verdict["status"] == "PASS"
+    assert verdict["status"] == "UNGATED"  # nothing gated: not a PASS

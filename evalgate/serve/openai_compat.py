@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from evalgate.errors import ConfigError
+from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.base import Endpoint
 
 __all__ = ["OpenAICompatServer"]
@@ -37,12 +39,29 @@ class OpenAICompatServer:
                     f"model {self.model.name!r}: no API key found; set the environment variable "
                     f"{self.model.api_key_env} (named by api_key_env)"
                 )
+        self._probe()
         return Endpoint(
             base_url=self.model.base_url.rstrip("/"),
             model=self.model.model_id,
             api_key=key,
             model_id=self.model.model_id,
         )
+
+    def _probe(self) -> None:
+        """One TCP connect before any request: a wrong URL or a stopped server is named at once,
+        not after every rollout has spent its retries on it."""
+        url = self.model.base_url
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            with socket.create_connection((parts.hostname or "", port), timeout=10):
+                pass
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            raise InfraError(
+                f"model {self.model.name!r}: cannot reach {url} ({reason}); is the server "
+                "running, and is base_url right?"
+            ) from None
 
     def __exit__(self, *exc: object) -> None:
         return None

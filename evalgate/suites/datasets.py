@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import random
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from typing import Any
 from evalgate.errors import ConfigError, InfraError
 from evalgate.suites.base import Item
 
-__all__ = ["arith_items", "file_items", "hf_items", "load_items"]
+__all__ = ["DataError", "arith_items", "file_items", "hf_items", "load_items"]
 
 
 def arith_items(size: int, seed: int, max_operand: int, ops: list[str]) -> list[Item]:
@@ -28,40 +29,81 @@ def arith_items(size: int, seed: int, max_operand: int, ops: list[str]) -> list[
     return items
 
 
-def _rows_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise ConfigError(f"{path}:{lineno}: each line must be a JSON object")
-            yield lineno, row
+class DataError(ConfigError):
+    """A dataset or template problem; ``field`` is the benchmark field to point at, and
+    ``benchmark`` (set by the suite) whose — so the CLI can name the evals.yaml line."""
+
+    def __init__(self, message: str, field: str = "path") -> None:
+        super().__init__(message)
+        self.field = field
+        self.benchmark: str | None = None
 
 
-def _rows_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
+def _read_text(path: Path) -> str:
+    """The file's text: a UTF-8 BOM dropped (Excel writes one), CRLF or LF alike."""
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory; `path` must name a JSONL or CSV file")
+    if not path.is_file():
+        raise DataError(f"{path}: dataset file not found")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not UTF-8 text; save the file as UTF-8") from None
+
+
+def _rows_jsonl(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                f"{path}:{lineno}: invalid JSON ({exc.msg}, column {exc.colno})"
+            ) from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{lineno}: each line must be a JSON object")
+        yield lineno, row
+
+
+def _rows_csv(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    # strict: an unclosed quote is an error, not a row that swallows the rest of the file.
+    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+    done = 1  # the header's line; a failing record starts on the line after the last good one
+    try:
         for row in reader:
             yield reader.line_num, row
+            done = reader.line_num
+    except csv.Error as exc:
+        raise DataError(f"{path}:{done + 1}: invalid CSV ({exc}); check the quotes") from None
+
+
+def _text(row: dict[str, Any], name: str, where: str) -> str:
+    value = row[name]
+    if isinstance(value, dict | list):
+        kind = "an object" if isinstance(value, dict) else "a list"
+        raise DataError(f"{where}: field {name!r} must be text or a number (got {kind})")
+    return str(value)
 
 
 def _to_item(row: dict[str, Any], index: int, where: str, spec: Any) -> Item:
-    for need in (spec.prompt_field, spec.answer_field):
-        if row.get(need) is None:
+    for need, setting in ((spec.prompt_field, "prompt_field"), (spec.answer_field, "answer_field")):
+        if need not in row:
             have = ", ".join(sorted(map(str, row))) or "none"
-            raise ConfigError(
-                f"{where}: missing field {need!r} (have: {have}); set prompt_field/answer_field"
-            )
+            raise DataError(f"{where}: missing field {need!r} (have: {have}); set {setting}")
+        if row[need] is None:
+            raise DataError(f"{where}: field {need!r} is null; every row needs a {need}")
     item_id = row.get(spec.id_field) if spec.id_field else None
     group = row.get(spec.group_field) if spec.group_field else None
     return Item(
-        id=str(item_id) if item_id is not None else str(index),
-        prompt=str(row[spec.prompt_field]),
-        answer=str(row[spec.answer_field]),
+        id=_text(row, spec.id_field, where) if item_id is not None else str(index),
+        prompt=_text(row, spec.prompt_field, where),
+        answer=_text(row, spec.answer_field, where),
         group=str(group) if group is not None else None,
         fields=row,
     )
@@ -69,20 +111,16 @@ def _to_item(row: dict[str, Any], index: int, where: str, spec: Any) -> Item:
 
 def file_items(spec: Any) -> list[Item]:
     path = Path(spec.path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: dataset file not found (benchmark {spec.name!r}, field path)")
+    text = _read_text(path)
     fmt = spec.format
     if fmt == "auto":
         fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
-    rows = _rows_csv(path) if fmt == "csv" else _rows_jsonl(path)
-    try:
-        items = [_to_item(row, i, f"{path}:{ln}", spec) for i, (ln, row) in enumerate(rows)]
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    _check_unique(items, str(path))
-    if not items:
-        raise ConfigError(f"{path}: the dataset has no rows")
-    return items
+    rows = _rows_csv(path, text) if fmt == "csv" else _rows_jsonl(path, text)
+    located = [(_to_item(row, i, f"{path}:{ln}", spec), ln) for i, (ln, row) in enumerate(rows)]
+    if not located:
+        raise DataError(f"{path}: the dataset has no rows")
+    _check_unique([item for item, _ in located], str(path), [ln for _, ln in located])
+    return [item for item, _ in located]
 
 
 def hf_items(spec: Any) -> list[Item]:
@@ -112,12 +150,17 @@ def hf_items(spec: Any) -> list[Item]:
     return items
 
 
-def _check_unique(items: list[Item], where: str) -> None:
-    seen: set[str] = set()
-    for item in items:
+def _check_unique(items: list[Item], where: str, lines: list[int] | None = None) -> None:
+    seen: dict[str, int] = {}
+    for index, item in enumerate(items):
         if item.id in seen:
-            raise ConfigError(f"{where}: duplicate item id {item.id!r} (ids must be unique)")
-        seen.add(item.id)
+            at = f"{where}:{lines[index]}" if lines else where
+            first = f" (first on line {lines[seen[item.id]]})" if lines else ""
+            raise DataError(
+                f"{at}: duplicate item id {item.id!r}{first}; ids must be unique, or set "
+                "id_field: null to number the rows"
+            )
+        seen[item.id] = index
 
 
 def load_items(spec: Any) -> list[Item]:

@@ -7,9 +7,8 @@ from typing import Any
 
 import jinja2
 
-from evalgate.errors import ConfigError
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
-from evalgate.suites.datasets import load_items
+from evalgate.suites.datasets import DataError, load_items
 from evalgate.suites.scorers import Scorer, make_scorer
 
 __all__ = ["QASuite"]
@@ -29,14 +28,31 @@ class QASuite(SuiteDefaults):
 
     @classmethod
     def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> QASuite:
+        try:
+            return cls._from_spec(spec)
+        except DataError as exc:
+            exc.benchmark = spec.name
+            raise
+
+    @classmethod
+    def _from_spec(cls, spec: Any) -> QASuite:
         items = load_items(spec)
-        if spec.eval.num_examples is not None:
-            items = items[: spec.eval.num_examples]
+        wanted = spec.eval.num_examples
+        if wanted is not None and wanted > len(items):
+            # A promise of more items than exist must not shrink silently to what there is.
+            raise DataError(
+                f"{wanted} items asked for, but benchmark {spec.name!r} has {len(items)}; "
+                f"set eval.num_examples to at most {len(items)}, or null for all",
+                field="eval.num_examples",
+            )
+        if wanted is not None:
+            items = items[:wanted]
         try:
             template = _JINJA.from_string(spec.prompt_template)
         except jinja2.TemplateSyntaxError as exc:
-            raise ConfigError(
-                f"benchmark {spec.name!r}: prompt_template: line {exc.lineno}: {exc.message}"
+            raise DataError(
+                f"benchmark {spec.name!r}: template line {exc.lineno}: {exc.message}",
+                field="prompt_template",
             ) from None
         messages = {}
         for item in items:
@@ -44,9 +60,12 @@ class QASuite(SuiteDefaults):
                 text = template.render(
                     {**item.fields, "prompt": item.prompt, "answer": item.answer, "id": item.id}
                 )
-            except jinja2.UndefinedError as exc:
-                raise ConfigError(
-                    f"benchmark {spec.name!r}: prompt_template: {exc.message} (item {item.id})"
+            except jinja2.TemplateError as exc:  # undefined name, a filter failing on a value
+                have = ", ".join(sorted({"prompt", "answer", "id", *map(str, item.fields)}))
+                raise DataError(
+                    f"benchmark {spec.name!r}: {exc.message} for item {item.id!r} "
+                    f"(names the template can use: {have})",
+                    field="prompt_template",
                 ) from None
             msgs = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
             messages[item.id] = [*msgs, {"role": "user", "content": text}]

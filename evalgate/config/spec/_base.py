@@ -2,16 +2,56 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
-__all__ = ["BaselineSettings", "EvalSettings", "GateSettings", "Sampling", "Strict"]
+__all__ = ["BaselineSettings", "EvalSettings", "Fraction", "GateSettings", "Sampling", "Strict"]
+
+_YES_NO = "must be a number, not a yes/no value"
+
+
+def _numeric_only(annotation: Any) -> bool:
+    """True when the field takes int/float but not bool (YAML 1.1 reads `yes` as true)."""
+    if get_origin(annotation) is Annotated:
+        return _numeric_only(get_args(annotation)[0])
+    members = (
+        get_args(annotation)
+        if get_origin(annotation) in (Union, types.UnionType)
+        else (annotation,)
+    )
+    return bool(set(members) & {int, float}) and bool not in members
+
+
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(_YES_NO)
+    return value
 
 
 class Strict(BaseModel):
     # Unknown keys are errors (a typo in a gate policy must not pass silently); frozen after load.
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # Field docstrings become schema descriptions in evalgate.config.schema, not here: pydantic
+    # reads them by parsing each class's source, a third of the spec's import time.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_yes_no_numbers(cls, data: Any) -> Any:
+        # pydantic turns true into 1.0: `temperature: yes` would silently run at 1.0. (A model
+        # validator, as field validators may not touch union tags; the loader adds the field.)
+        if isinstance(data, dict):
+            for name, value in data.items():
+                field = cls.model_fields.get(name)
+                if isinstance(value, bool) and field and _numeric_only(field.annotation):
+                    raise PydanticCustomError("yes_no_number", _YES_NO, {"field": name})
+        return data
+
+
+# A score in [0, 1]: a threshold of 30 meant as 30 % is an error with a hint, not a crash later.
+Fraction = Annotated[float, Field(ge=0.0, le=1.0), BeforeValidator(_not_bool)]
 
 
 class Sampling(Strict):
@@ -62,7 +102,7 @@ class EvalSettings(Strict):
 class GateSettings(Strict):
     """The gate policy. In the Action it is read from the base branch, never from the PR."""
 
-    thresholds: dict[str, dict[str, float]] = Field(default_factory=dict)
+    thresholds: dict[str, dict[str, Fraction]] = Field(default_factory=dict)
     """Minimum scores, `{benchmark: {metric: min}}`. FAIL when the score is significantly below
     (one-sided test at `alpha`), PASS when its lower bound clears it, else INCONCLUSIVE."""
     margin: float = Field(0.03, ge=0.0, le=1.0)

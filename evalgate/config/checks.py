@@ -1,0 +1,103 @@
+"""Checks beyond the schema: what a run would trip over before (or instead of) its first request.
+
+``check_policy`` runs inside ``load_config`` (no I/O): threshold metrics a benchmark's scorer never
+produces, ``gate.metrics`` typos, more generated items asked for than exist. ``check_data`` is what
+``evalgate validate`` adds: it reads every dataset, checks its rows, and renders each prompt
+template, exactly as ``local`` does before it starts a model — each error points at the line of
+evals.yaml that set the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import ConfigError
+
+__all__ = ["check_data", "check_policy", "produced_metrics"]
+
+# Kinds whose rollouts report exactly {"accuracy": reward}; verifiers environments name their own.
+_ACCURACY_KINDS = {"arith", "jsonl", "hf", "agent", "humaneval"}
+# Kinds whose items `validate` reads (hf datasets are fetched at run time; agent tasks and
+# humaneval need their packages and sandboxes: `evalgate doctor` checks those).
+_DATA_KINDS = {"arith", "jsonl"}
+
+
+def produced_metrics(bench: Any) -> set[str] | None:
+    """The metrics a benchmark's runs report; None when only the environment knows."""
+    if bench.kind not in _ACCURACY_KINDS:
+        return None
+    k = bench.eval.rollouts
+    return {"accuracy"} | ({f"pass@{k}", f"pass^{k}"} if k > 1 else set())
+
+
+def _unknown_metric(metric: str, produced: set[str], bench: str) -> str:
+    close = difflib.get_close_matches(metric, sorted(produced), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    if metric.startswith(("pass@", "pass^")) and metric not in produced:
+        hint += f" ({metric} needs eval.rollouts = {metric[5:]} on {bench})"
+    return f"{bench} never produces metric {metric!r}{hint}; it produces: " + ", ".join(
+        sorted(produced)
+    )
+
+
+def check_policy(config: Any, where: Callable[[tuple[str | int, ...]], str]) -> None:
+    """Static gate checks; ``where(path)`` gives ``file:line`` of an evals.yaml path."""
+    by_name = {b.name: b for b in config.benchmarks}
+    for name, minimums in config.gate.thresholds.items():
+        produced = produced_metrics(by_name[name])
+        for metric in minimums:
+            if produced is not None and metric not in produced:
+                at = where(("gate", "thresholds", name, metric))
+                raise ConfigError(
+                    f"{at}: gate.thresholds.{name}.{metric}: "
+                    f"{_unknown_metric(metric, produced, name)}"
+                )
+    everything: set[str] = set()
+    for bench in config.benchmarks:
+        produced = produced_metrics(bench)
+        if produced is None:
+            return  # an environment's metrics are known only once it runs
+        everything |= produced
+    for index, metric in enumerate(config.gate.metrics or []):
+        if metric not in everything:
+            raise ConfigError(
+                f"{where(('gate', 'metrics', index))}: gate.metrics[{index}]: "
+                f"{_unknown_metric(metric, everything, 'no benchmark')}"
+            )
+    for bench in config.benchmarks:
+        wanted = bench.eval.num_examples
+        if bench.kind == "arith" and wanted is not None and wanted > bench.size:
+            raise ConfigError(
+                f"{config.locate(bench.name, 'eval.num_examples')}: {wanted} items asked for, "
+                f"but {bench.name} generates size = {bench.size}; raise size (at most 100000) "
+                "or lower num_examples"
+            )
+
+
+def check_data(config: Any) -> list[str]:
+    """Read every dataset and render every template; one line per benchmark for the plan.
+
+    Raises the first problem as a ConfigError prefixed with the evals.yaml line of the field.
+    """
+    from evalgate.suites.datasets import DataError
+    from evalgate.suites.qa import QASuite
+
+    notes = []
+    for bench in config.benchmarks:
+        if bench.kind == "agent" and not Path(bench.tasks).exists():
+            raise ConfigError(
+                f"{config.locate(bench.name, 'tasks')}: {bench.tasks}: no such task directory "
+                "or file (relative paths start at the evals.yaml)"
+            )
+        if bench.kind not in _DATA_KINDS:
+            notes.append(f"{bench.name}: {bench.kind} data are read at run time (not checked)")
+            continue
+        try:
+            suite = QASuite.from_spec(bench)
+        except DataError as exc:
+            raise ConfigError(f"{config.locate(bench.name, exc.field)}: {exc}") from None
+        notes.append(f"{bench.name}: {len(suite.items)} items read, prompt template rendered")
+    return notes
