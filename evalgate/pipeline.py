@@ -100,6 +100,7 @@ async def _execute(
     cache: ResponseCache | None = None,
     cache_identity: str | None = None,
     skip: frozenset[tuple[str, int]] = frozenset(),
+    kept: list[dict[str, Any]] | None = None,
     stats: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], SequentialResult | None]:
     ev = bench.eval
@@ -142,6 +143,7 @@ async def _execute(
                         alpha=gate.alpha,
                         seed=bench.sampling.seed or 0,
                         run_items=run_items,
+                        prior=kept,  # a resumed run's looks count the journal's rollouts
                     )
             finally:
                 if stats is not None:  # requests, retries and errors by kind, cache hits
@@ -393,6 +395,7 @@ def _run_models(
                             cache=cache,
                             cache_identity=_cache_identity(model, run_cfg),
                             skip=skip,
+                            kept=kept,
                             stats=stats,
                         )
                     )

@@ -39,6 +39,7 @@ from evalgate.stats._estimates import Estimate, item_scores, mean_ci
 from evalgate.stats._multiplicity import holm
 from evalgate.stats._paired import FAIL as FAIL
 from evalgate.stats._paired import INCONCLUSIVE as INCONCLUSIVE
+from evalgate.stats._paired import MIN_GROUPS as MIN_GROUPS
 from evalgate.stats._paired import PASS as PASS
 from evalgate.stats._paired import PairedResult, paired_compare, verdict
 from evalgate.stats._paired import _mcnemar_p as _mcnemar_p
@@ -46,17 +47,17 @@ from evalgate.stats._passk import pass_at_k, pass_hat_k
 from evalgate.stats._power import _mcnemar_critical as _mcnemar_critical
 from evalgate.stats._power import mde, mde_for_test, mde_paired
 from evalgate.stats._sequential import (
-    curtailed,
     look_sizes,
+    nominal_alpha,
     obrien_fleming_bounds,
+    repeated_p,
+    sequential_compare,
     sequential_decision,
-    sequential_z,
 )
 
 __all__ = [
     "Estimate",
     "PairedResult",
-    "curtailed",
     "holm",
     "item_scores",
     "look_sizes",
@@ -64,11 +65,13 @@ __all__ = [
     "mde_for_test",
     "mde_paired",
     "mean_ci",
+    "nominal_alpha",
     "obrien_fleming_bounds",
     "paired_compare",
     "pass_at_k",
     "pass_hat_k",
+    "repeated_p",
+    "sequential_compare",
     "sequential_decision",
-    "sequential_z",
     "verdict",
 ]
