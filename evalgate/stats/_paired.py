@@ -4,14 +4,15 @@ One method per kind of data, and the bounds shown are the inversion of the test 
 PASS ⇔ lower bound > −margin and FAIL ⇔ upper bound < 0 hold by construction:
 
 * binary scores (k = 1), no groups: the exact unconditional score test (:mod:`._exact`);
-* fractional or graded scores: a sign-flip permutation test on the per-item differences,
-  inverted exactly (its p-value is a step function of the shift, see :func:`_sign_flip`);
+* fractional or graded scores: non-inferiority by the betting confidence bound (valid for any
+  bounded data, see :mod:`._betting`), regression by a sign-flip permutation test on the
+  per-item differences, inverted exactly (a step function of the shift, see :func:`_sign_flip`);
 * grouped items: the test on the items AND the sign-flip on group sums (both must reject, so a
   ``group`` column can only make the gate stricter); with fewer than ``MIN_GROUPS`` groups the
   non-inferiority side uses Hoeffding's distribution-free bound instead of the sign-flip, and
   ``note`` says so;
-* differences without any variance are never evidence: they get Hoeffding's bound too (binary
-  data need no such rule: the exact test accounts for them).
+* differences without any variance are never evidence: group differences without variance get
+  Hoeffding's bound; the exact and betting tests on items need no such rule.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from evalgate.stats._betting import betting_lower
 from evalgate.stats._common import (
     _as_pair,
     _check_alpha,
@@ -65,7 +67,7 @@ class PairedResult:
     hi: float  # one-sided (1 − level) upper bound on Δ: the inverted regression test
     p_regression: float  # H0: Δ ≥ 0 vs H1: Δ < 0
     p_noninferiority: float  # H0: Δ ≤ −margin vs H1: Δ > −margin
-    method: str  # "exact-unconditional" | "sign-flip-permutation" | "hoeffding" | "cluster-..."
+    method: str  # "exact-unconditional" | "betting / sign-flip-permutation" | "cluster-..."
     discordant: tuple[int, int] | None  # (b, c) = (base 1 & head 0, base 0 & head 1) if binary
     margin: float
     alpha: float
@@ -200,11 +202,13 @@ def _item_bounds(
         lo, hi, p_ni, p_reg = exact_paired(n_b, n_c, n, float(margin), float(alpha))
         return _Bounds(lo, hi, p_ni, p_reg), "exact-unconditional", ""
     d = h - b
-    if np.ptp(d) == 0.0:
-        note = "every item differs by the same amount (no variance): Hoeffding bounds"
-        return _hoeffding(d, np.ones(n), margin, alpha, width), "hoeffding", note
+    # Non-inferiority: the betting bound, valid for any bounded data (a few broken items make d
+    # skewed, and the sign-flip's symmetry fails there). Regression: the sign-flip, exact when
+    # the PR changes nothing (base and PR exchangeable within each item).
     flip = _sign_flip(d, np.ones(n), margin, alpha, *resamples)
-    return flip, "sign-flip-permutation", ""
+    lo, p_ni = betting_lower(d, -width, width, -margin, alpha, resamples[1])
+    found = _Bounds(lo, flip.hi, p_ni, flip.p_reg, flip.used, flip.exact)
+    return found, "betting / sign-flip-permutation", ""
 
 
 def _group_bounds(

@@ -264,6 +264,14 @@ def _sign_flip_mde(
         # the sign-flip test is the sign test on the hit units (conditional McNemar, ψ0 = 0).
         edge = _mcnemar_critical(np.arange(n_units + 1, dtype=float), alpha)
         return _exact_mde(n_units, 0.0, 0.0, alpha, power, edge)
+    u_b, u_h = scaled
+    within = float(np.mean(d**2)) / 2.0
+    spread = (float(np.mean(u_b * (1.0 - u_b))) + float(np.mean(u_h * (1.0 - u_h)))) / 2.0
+    phi = within / (within + spread)  # > 0: d is not all zero here
+    p_bar = min(max(float(np.mean(u_b)), 0.05), 1.0)
+    kappa = (1.0 - phi) * (1.0 - p_bar) / p_bar
+    if n_units <= _ENUMERATED_UNITS:
+        return _few_units_mde(units, n, var_d, phi, kappa, alpha, power)
     sps = _scipy_stats()
     # Discreteness: the sign-flip sum T = Σ ε_u·e_u lives on a lattice of step 2g (g the
     # grid of the |e_u|); with the critical value at a random offset on that lattice, the test
@@ -281,12 +289,6 @@ def _sign_flip_mde(
     lam = t_crit * (1.0 - 1.0 / (4.0 * df)) + float(sps.norm.ppf(power)) * math.sqrt(
         1.0 + t_crit * t_crit / (2.0 * df)
     )
-    u_b, u_h = scaled
-    within = float(np.mean(d**2)) / 2.0
-    spread = (float(np.mean(u_b * (1.0 - u_b))) + float(np.mean(u_h * (1.0 - u_h)))) / 2.0
-    phi = within / (within + spread)  # > 0: d is not all zero here
-    p_bar = min(max(float(np.mean(u_b)), 0.05), 1.0)
-    kappa = (1.0 - phi) * (1.0 - p_bar) / p_bar
     # Var(d) under the alternative: var_d + φ(Δ − Δ²) + κΔ² (see mde_for_test, point 3).
     # Solve Δ² = s²·(1 + (φΔ + (κ − φ)Δ²)/var_d), s = λ·SE₀, for its positive root.
     s2 = (lam * se0) ** 2
@@ -296,3 +298,44 @@ def _sign_flip_mde(
         return math.inf
     delta = (lin + math.sqrt(lin * lin + 4.0 * quad * s2)) / (2.0 * quad)
     return delta if delta < 1.0 else math.inf
+
+
+# Up to this many units the sign-flip test's power is computed over every sign pattern (the t
+# approximation understates the MDE of, e.g., 5 groups, where only "all 5 negative" rejects).
+_ENUMERATED_UNITS = 10
+_POWER_DRAWS = 1_000
+
+
+def _few_units_mde(
+    units: np.ndarray,
+    n: int,
+    var_d: float,
+    phi: float,
+    kappa: float,
+    alpha: float,
+    power: float,
+) -> float:
+    """MDE of the enumerated sign-flip test on G ≤ _ENUMERATED_UNITS unit sums, by a seeded
+    Monte-Carlo power over normal unit sums: e_u ~ N(−Δ·m_u, s²·m_u/m̄·inflation(Δ)), s² the
+    units' observed spread and the inflation that of the alternative (see mde_for_test)."""
+    n_units = units.size
+    sizes = np.full(n_units, n / n_units)  # equal shares: the spread below is per unit anyway
+    spread = float(np.var(units, ddof=1)) if n_units > 1 else 0.0
+    if n_units < 2 or spread <= 0.0:
+        return math.inf
+    patterns = 1.0 - 2.0 * ((np.arange(1 << n_units)[:, None] >> np.arange(n_units)) & 1)
+    draws = np.random.default_rng(0).standard_normal((_POWER_DRAWS, n_units))
+    allowed = math.floor(alpha * (1 << n_units) + 1e-9)  # patterns at or above T, at most
+
+    def reached(delta: float) -> float:
+        inflation = 1.0 + (phi * delta + (kappa - phi) * delta * delta) / var_d
+        e = -delta * sizes + draws * math.sqrt(spread * max(inflation, 0.0))
+        t = -e  # large when the PR regressed
+        above = np.count_nonzero(t @ patterns.T >= t.sum(axis=1)[:, None] - 1e-12, axis=1)
+        return float(np.mean(above <= allowed)) - power
+
+    if allowed < 1 or reached(1.0) < 0.0:
+        return math.inf
+    from scipy import optimize
+
+    return float(optimize.brentq(reached, 0.0, 1.0, xtol=1e-4))
