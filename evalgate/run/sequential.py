@@ -117,7 +117,9 @@ async def run_sequential(
             alpha=alpha,
             n_total=len(order),
             clusters=clusters,
-            seed=seed,
+            # The statistics' seed (sign-flip draws, betting order) is the one `evalgate
+            # compare` uses, so the scorecard reproduces this decision exactly.
+            seed=0,
         )
         history.append({"look": look, "items": len(seen), "decision": decision})
         if decision is not None:
