@@ -37,7 +37,7 @@ _REFINE_POINTS = 8
 # never depends on it.
 _BOUND_TOL = 2e-4
 # Points probed beyond a bound found by bisection (see _bisect).
-_PROBES = 3
+_PROBES = 2
 # Two z values closer than this are the same value computed in a different order.
 _Z_TIES = 1e-9
 
@@ -92,18 +92,20 @@ def _region_edge(z_obs: float, n: int, d0: float) -> np.ndarray:
     return lo
 
 
+@functools.lru_cache(maxsize=64)
+def _log_choose(n: int) -> np.ndarray:
+    """log C(n, m) for m = 0..n."""
+    sp = _special()
+    m = np.arange(n + 1, dtype=float)
+    return sp.gammaln(n + 1.0) - sp.gammaln(m + 1.0) - sp.gammaln(n - m + 1.0)
+
+
 def _tail(edge: np.ndarray, n: int, d0: float, psi: np.ndarray) -> np.ndarray:
     """P_{Δ0, ψ}(b ≤ b*(M)) for each ψ: Σ_m Bin(m; n, ψ)·Bin-CDF(b*(m); m, p_b/ψ)."""
     sp = _special()
     m = np.arange(n + 1, dtype=float)
     psi = np.clip(psi, 1e-300, 1.0)[:, None]
-    log_pmf = (
-        sp.gammaln(n + 1.0)
-        - sp.gammaln(m + 1.0)
-        - sp.gammaln(n - m + 1.0)
-        + sp.xlogy(m, psi)
-        + sp.xlog1py(n - m, -psi)
-    )
+    log_pmf = _log_choose(n) + sp.xlogy(m, psi) + sp.xlog1py(n - m, -psi)
     weight = np.exp(log_pmf)
     q = np.broadcast_to(np.clip((psi - d0) / (2.0 * psi), 0.0, 1.0), weight.shape)
     k = np.broadcast_to(edge, weight.shape)
@@ -140,24 +142,41 @@ def p_less(b: int, c: int, n: int, d0: float) -> float:
     return p_greater(c, b, n, -d0)
 
 
-def _bisect(reject: Callable[[float], bool], rejected: float, accepted: float) -> float:
-    """The rejected end of the outermost crossing between ``rejected`` and ``accepted``.
+def _bisect(
+    pvalue: Callable[[float], float], alpha: float, rejected: float, accepted: float
+) -> float:
+    """The rejected end of the outermost crossing of p = alpha between the two points.
 
-    Exact tests are discrete, so p(Δ0) can wiggle across α near the bound: after each bisection
-    a few points just beyond it are probed, and the search moves out past any that is accepted.
+    Regula falsi on Φ⁻¹(p) (nearly linear in Δ0), Illinois-modified so that both ends move
+    (Dowell & Jarratt 1971), falling back to halving when an end stalls. Exact tests are
+    discrete, so p(Δ0) can wiggle across α near the bound: a few points just beyond the bound
+    are then probed, and the search moves out past any that is accepted.
     """
+    ndtri = _special().ndtri
+    target = float(ndtri(alpha))
+
+    def g(x: float) -> float:
+        return float(ndtri(min(max(pvalue(x), 1e-300), 1.0 - 1e-16))) - target
+
     outer = rejected
     while True:
+        g_r, g_a, side = g(rejected), g(accepted), 0
         while abs(accepted - rejected) > _BOUND_TOL:
-            mid = (rejected + accepted) / 2.0
-            if reject(mid):
-                rejected = mid
+            x = rejected - g_r * (accepted - rejected) / (g_a - g_r) if g_a != g_r else math.nan
+            span = accepted - rejected
+            if not math.isfinite(x) or not 0.05 < (x - rejected) / span < 0.95:
+                x = rejected + span / 2.0
+            g_x = g(x)
+            if g_x <= 0.0:  # rejected
+                rejected, g_r = x, g_x
+                g_a, side = (g_a / 2.0 if side == -1 else g_a), -1
             else:
-                accepted = mid
+                accepted, g_a = x, g_x
+                g_r, side = (g_r / 2.0 if side == 1 else g_r), 1
         step = math.copysign(2.0 * _BOUND_TOL, outer - accepted)
         probes = [rejected + k * step for k in range(1, _PROBES + 1)]
         probes = [x for x in probes if (x - outer) * step < 0.0]  # stay inside the bracket
-        again = [x for x in probes if not reject(x)]
+        again = [x for x in probes if pvalue(x) > alpha]
         if not again:
             return rejected
         rejected, accepted = outer, again[-1]
@@ -173,37 +192,45 @@ def exact_paired(
     inverting the exact unconditional score test; p_noninferiority tests H0: Δ ≤ −margin,
     p_regression H0: Δ ≥ 0. Cached: the bench and curtailment ask for the same counts often.
     """
-    p_ni = p_greater(b, c, n, -margin)
-    p_reg = p_less(b, c, n, 0.0)
     est = (c - b) / n
     se = math.sqrt(max((b + c) / n, 1.0 / n) / n)
 
+    @functools.cache
+    def p_lower(d0: float) -> float:
+        return p_greater(b, c, n, d0)
+
+    @functools.cache
+    def p_upper(d0: float) -> float:
+        return p_less(b, c, n, d0)
+
+    p_ni, p_reg = p_lower(-margin), p_upper(0.0)
+
     def lower_rejects(d0: float) -> bool:
-        return p_greater(b, c, n, d0) <= alpha
+        return p_lower(d0) <= alpha
 
     def upper_rejects(d0: float) -> bool:
-        return p_less(b, c, n, d0) <= alpha
+        return p_upper(d0) <= alpha
 
     # Lower bound: the decision point −margin brackets the search on one side.
     if p_ni <= alpha:
         accepted = est if not lower_rejects(est) else min(1.0, est + 4.0 * se)
-        lo = _bisect(lower_rejects, -margin, max(accepted, -margin + _BOUND_TOL))
+        lo = _bisect(p_lower, alpha, -margin, max(accepted, -margin + _BOUND_TOL))
         lo = max(lo, math.nextafter(-margin, math.inf))
     else:
-        far = max(-1.0, min(est, -margin) - 6.0 * se)
+        far = max(-1.0, min(est, -margin) - 3.0 * se)  # most bounds lie within 2.5 SE
         while far > -1.0 and not lower_rejects(far):
-            far = max(-1.0, far - 6.0 * se)
-        lo = -1.0 if not lower_rejects(far) else _bisect(lower_rejects, far, -margin)
+            far = max(-1.0, far - 3.0 * se)
+        lo = -1.0 if not lower_rejects(far) else _bisect(p_lower, alpha, far, -margin)
     # Upper bound: bracketed by the decision point 0.
     if p_reg <= alpha:
         accepted = est if not upper_rejects(est) else max(-1.0, est - 4.0 * se)
-        hi = _bisect(upper_rejects, 0.0, min(accepted, -_BOUND_TOL))
+        hi = _bisect(p_upper, alpha, 0.0, min(accepted, -_BOUND_TOL))
         hi = min(hi, math.nextafter(0.0, -math.inf))
     else:
-        far = min(1.0, max(est, 0.0) + 6.0 * se)
+        far = min(1.0, max(est, 0.0) + 3.0 * se)
         while far < 1.0 and not upper_rejects(far):
-            far = min(1.0, far + 6.0 * se)
-        hi = 1.0 if not upper_rejects(far) else _bisect(upper_rejects, far, 0.0)
+            far = min(1.0, far + 3.0 * se)
+        hi = 1.0 if not upper_rejects(far) else _bisect(p_upper, alpha, far, 0.0)
     return lo, hi, p_ni, p_reg
 
 
