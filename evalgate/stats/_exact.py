@@ -17,8 +17,11 @@ and the whole computation is a (ψ grid) x (m) array.
 
 The one-sided (1 − α) bounds are the inversion of the same test: L is the infimum of the Δ0 that
 H0: Δ ≤ Δ0 does not reject, U the supremum of the Δ0 that H0: Δ ≥ Δ0 does not reject. The
-decision points (−δ and 0) are tested directly and the bisection is bracketed by them, so
-"L > −δ ⇔ p_noninferiority ≤ α" and "U < 0 ⇔ p_regression ≤ α" hold by construction.
+decision points (−δ and 0) are tested directly and the search is bracketed by them, so
+"L > −δ ⇔ p_noninferiority ≤ α" and "U < 0 ⇔ p_regression ≤ α" hold by construction. A discrete
+test's p(Δ0) is not quite monotone, so the search probes 0.1 pp steps beyond each crossing and
+beyond a decision point whose p is near α, and keeps the outermost crossing it finds; pockets
+narrower than a probe step may still exceed α by a few % of α.
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ _REFINE_POINTS = 8
 # Bounds are found to this precision on the Δ scale (the scorecard shows 0.1 pp); the decision
 # never depends on it.
 _BOUND_TOL = 2e-4
-# Points probed beyond a bound found by bisection (see _bisect).
-_PROBES = 2
+# Points probed beyond a bound found by bisection, and beyond a decision point whose p is near α
+# (see _bisect, _envelope): p(Δ0) of a discrete test wiggles by a few % of itself.
+_PROBES = 3
+_PROBE_STEP = 1e-3
 # Two z values closer than this are the same value computed in a different order.
 _Z_TIES = 1e-9
 
@@ -173,13 +178,31 @@ def _bisect(
             else:
                 accepted, g_a = x, g_x
                 g_r, side = (g_r / 2.0 if side == 1 else g_r), 1
-        step = math.copysign(2.0 * _BOUND_TOL, outer - accepted)
+        step = math.copysign(_PROBE_STEP, outer - accepted)
         probes = [rejected + k * step for k in range(1, _PROBES + 1)]
         probes = [x for x in probes if (x - outer) * step < 0.0]  # stay inside the bracket
         again = [x for x in probes if pvalue(x) > alpha]
         if not again:
             return rejected
         rejected, accepted = outer, again[-1]
+
+
+def _envelope(
+    pvalue: Callable[[float], float], d0: float, beyond: float, alpha: float
+) -> tuple[float, float]:
+    """(p, where): p at the decision point d0, raised to the largest p a few steps beyond it
+    (towards the null) when it is near alpha, and the point where that p was found.
+
+    The test that decides then rejects at d0 only if it also rejects just beyond, so the bound
+    (the outermost crossing, see _bisect) lies on the same side of d0 as the decision says.
+    """
+    worst, where = pvalue(d0), d0
+    if alpha / 3.0 <= worst <= alpha:
+        for k in range(1, _PROBES + 1):
+            x = d0 + beyond * k * _PROBE_STEP
+            if -1.0 <= x <= 1.0 and pvalue(x) > worst:
+                worst, where = pvalue(x), x
+    return worst, where
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -203,7 +226,8 @@ def exact_paired(
     def p_upper(d0: float) -> float:
         return p_less(b, c, n, d0)
 
-    p_ni, p_reg = p_lower(-margin), p_upper(0.0)
+    p_ni, at_ni = _envelope(p_lower, -margin, -1.0, alpha)
+    p_reg, at_reg = _envelope(p_upper, 0.0, 1.0, alpha)
 
     def lower_rejects(d0: float) -> bool:
         return p_lower(d0) <= alpha
@@ -217,20 +241,20 @@ def exact_paired(
         lo = _bisect(p_lower, alpha, -margin, max(accepted, -margin + _BOUND_TOL))
         lo = max(lo, math.nextafter(-margin, math.inf))
     else:
-        far = max(-1.0, min(est, -margin) - 3.0 * se)  # most bounds lie within 2.5 SE
+        far = max(-1.0, min(est, at_ni) - 3.0 * se)  # most bounds lie within 2.5 SE
         while far > -1.0 and not lower_rejects(far):
             far = max(-1.0, far - 3.0 * se)
-        lo = -1.0 if not lower_rejects(far) else _bisect(p_lower, alpha, far, -margin)
+        lo = -1.0 if not lower_rejects(far) else _bisect(p_lower, alpha, far, at_ni)
     # Upper bound: bracketed by the decision point 0.
     if p_reg <= alpha:
         accepted = est if not upper_rejects(est) else max(-1.0, est - 4.0 * se)
         hi = _bisect(p_upper, alpha, 0.0, min(accepted, -_BOUND_TOL))
         hi = min(hi, math.nextafter(0.0, -math.inf))
     else:
-        far = min(1.0, max(est, 0.0) + 3.0 * se)
+        far = min(1.0, max(est, at_reg) + 3.0 * se)
         while far < 1.0 and not upper_rejects(far):
             far = min(1.0, far + 3.0 * se)
-        hi = 1.0 if not upper_rejects(far) else _bisect(p_upper, alpha, far, 0.0)
+        hi = 1.0 if not upper_rejects(far) else _bisect(p_upper, alpha, far, at_reg)
     return lo, hi, p_ni, p_reg
 
 
