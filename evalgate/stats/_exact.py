@@ -213,7 +213,7 @@ def exact_paired(
 
     lower / upper are one-sided (1 − alpha) bounds on Δ = (c − b)/n's population value, from
     inverting the exact unconditional score test; p_noninferiority tests H0: Δ ≤ −margin,
-    p_regression H0: Δ ≥ 0. Cached: the bench and curtailment ask for the same counts often.
+    p_regression H0: Δ ≥ 0. Cached: simulations and sequential looks ask for the same counts often.
     """
     est = (c - b) / n
     se = math.sqrt(max((b + c) / n, 1.0 / n) / n)
