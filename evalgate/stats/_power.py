@@ -242,7 +242,8 @@ def mde_for_test(
     codes, n_units = _cluster_codes(clusters, n)
     units = np.bincount(codes, weights=d, minlength=n_units) / width
     se0 = _clustered_se(d, codes, n_units) / width
-    return max(item, width * _sign_flip_mde(units, d / width, se0, scaled, alpha, power))
+    group = _sign_flip_mde(units, d / width, se0, scaled, alpha, power)
+    return max(item, width * group)
 
 
 def _sign_flip_mde(
@@ -271,7 +272,9 @@ def _sign_flip_mde(
     p_bar = min(max(float(np.mean(u_b)), 0.05), 1.0)
     kappa = (1.0 - phi) * (1.0 - p_bar) / p_bar
     if n_units <= _ENUMERATED_UNITS:
-        return _few_units_mde(units, n, var_d, phi, kappa, alpha, power)
+        # Var(Δ_u) of a proportional drop is Δ²·Var(p_u)/p̄² ≤ Δ²(1 − p̄)/p̄: with this few
+        # units an estimate of Var(p_u) would be too noisy to promise the power, so the bound.
+        return _few_units_mde(units, n, var_d, phi, (1.0 - p_bar) / p_bar, alpha, power)
     sps = _scipy_stats()
     # Discreteness: the sign-flip sum T = Σ ε_u·e_u lives on a lattice of step 2g (g the
     # grid of the |e_u|); with the critical value at a random offset on that lattice, the test
@@ -311,13 +314,17 @@ def _few_units_mde(
     n: int,
     var_d: float,
     phi: float,
-    kappa: float,
+    spread_bound: float,
     alpha: float,
     power: float,
 ) -> float:
     """MDE of the enumerated sign-flip test on G ≤ _ENUMERATED_UNITS unit sums, by a seeded
-    Monte-Carlo power over normal unit sums: e_u ~ N(−Δ·m_u, s²·m_u/m̄·inflation(Δ)), s² the
-    units' observed spread and the inflation that of the alternative (see mde_for_test)."""
+    Monte-Carlo power over normal unit sums e_u ~ N(−Δ·m_u, v_u(Δ)).
+
+    v_u(Δ) = s²·(1 + φ(Δ − Δ²)/var d) + m_u²·Δ²·spread_bound: the units' observed spread s²
+    with the within-item growth of the alternative, plus the spread a proportional drop puts
+    between the units' means, Var(Δ_u) = Δ²·Var(p_u)/p̄² (see mde_for_test).
+    """
     n_units = units.size
     sizes = np.full(n_units, n / n_units)  # equal shares: the spread below is per unit anyway
     spread = float(np.var(units, ddof=1)) if n_units > 1 else 0.0
@@ -328,9 +335,9 @@ def _few_units_mde(
     allowed = math.floor(alpha * (1 << n_units) + 1e-9)  # patterns at or above T, at most
 
     def reached(delta: float) -> float:
-        inflation = 1.0 + (phi * delta + (kappa - phi) * delta * delta) / var_d
-        e = -delta * sizes + draws * math.sqrt(spread * max(inflation, 0.0))
-        t = -e  # large when the PR regressed
+        within = spread * max(1.0 + phi * (delta - delta * delta) / var_d, 0.0)
+        sd = np.sqrt(within + (sizes * delta) ** 2 * spread_bound)
+        t = delta * sizes - draws * sd  # −e: large when the PR regressed
         above = np.count_nonzero(t @ patterns.T >= t.sum(axis=1)[:, None] - 1e-12, axis=1)
         return float(np.mean(above <= allowed)) - power
 
