@@ -120,7 +120,14 @@ def draw(
 
 
 def _decide(
-    cell: Cell, base: np.ndarray, head: np.ndarray, seed: int, *, margin: float, alpha: float
+    cell: Cell,
+    base: np.ndarray,
+    head: np.ndarray,
+    seed: int,
+    *,
+    margin: float,
+    alpha: float,
+    with_mde: bool,
 ) -> tuple[str, float, float, bool]:
     """(status, reported MDE, share of items used, regression detected) for one simulated PR.
 
@@ -128,7 +135,13 @@ def _decide(
     MDE is below the margin the status at Δ = −MDE may rightly be PASS (Δ within the margin).
     """
     clusters = np.arange(cell.n) // (cell.n // cell.groups) if cell.groups else None
-    common = {"margin": margin, "alpha": alpha, "seed": seed, "n_resamples": SIM_RESAMPLES}
+    common = {
+        "margin": margin,
+        "alpha": alpha,
+        "seed": seed,
+        "n_resamples": SIM_RESAMPLES,
+        "with_mde": with_mde,
+    }
     if not cell.sequential:
         mc = compare_metric("accuracy", base, head, clusters=clusters, **common)
         return mc.status, float(mc.mde or math.nan), 1.0, mc.result.hi < 0.0
@@ -151,11 +164,12 @@ def _decide(
 def simulate(
     cell: Cell, *, runs: int, drop: float, seed: int, margin: float, alpha: float
 ) -> dict[str, np.ndarray]:
-    """Statuses, reported MDEs and items used for ``runs`` simulated PRs at Δ = −drop."""
+    """Statuses, reported MDEs (A/A runs only) and items used for ``runs`` PRs at Δ = −drop."""
     rng = np.random.default_rng(seed)
     base, head = draw(cell, rng, runs, drop)
     out = [
-        _decide(cell, base[r], head[r], seed + r, margin=margin, alpha=alpha) for r in range(runs)
+        _decide(cell, base[r], head[r], seed + r, margin=margin, alpha=alpha, with_mde=drop == 0.0)
+        for r in range(runs)
     ]
     status, mde, used, detected = zip(*out, strict=True)
     return {

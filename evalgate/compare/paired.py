@@ -287,12 +287,14 @@ def compare_metric(
     seed: int = 0,
     design: tuple[int, int] | None = None,
     n_resamples: int = 10_000,
+    with_mde: bool = True,
 ) -> MetricComparison:
     """One metric's paired test, its bounds, its MDE and its status (before Holm).
 
     ``design`` = (look, looks) for a run decided by sequential looks: the bounds are then the
     repeated confidence bounds at the look's nominal level and the p-values repeated p-values
     (:func:`evalgate.stats.sequential_compare`), valid whatever look the run stopped at.
+    ``with_mde=False`` skips the MDE (simulations that only count verdicts).
     """
     if design is None:
         result = stats.paired_compare(
@@ -319,7 +321,7 @@ def compare_metric(
     level = result.level or result.alpha
     # The effect the gate's own FAIL test detects with 80 % power at the level it ran at, under
     # the stated assumption (the PR only lowers scores, uniformly or proportionally).
-    mde = stats.mde_for_test(base, head, clusters=clusters, alpha=level)
+    mde = stats.mde_for_test(base, head, clusters=clusters, alpha=level) if with_mde else None
     return MetricComparison(name, result, stats.verdict(result), mde, result.note)
 
 
