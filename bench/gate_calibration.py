@@ -205,7 +205,7 @@ def run_cell(cell: Cell, index: int, args: argparse.Namespace, mdes: dict[Cell, 
     bound = args.alpha + 2.0 * math.sqrt(args.alpha * (1.0 - args.alpha) / args.runs)
     marks = [_mark(false_fail <= bound), _mark(false_pass <= bound)]
     row = (
-        f"{cell.label:<24}{false_fail:>7.3f}{false_pass:>8.3f}{_mark(false_pass <= bound):>3}"
+        f"{cell.label:<27}{false_fail:>7.3f}{false_pass:>8.3f}{_mark(false_pass <= bound):>3}"
         f"{100 * mde:>8.2f}"
     )
     if cell.sequential or not math.isfinite(mde) or mde >= 1.0:
@@ -243,11 +243,11 @@ def main(argv: list[str] | None = None) -> int:
         f"error rates ok when ≤ α + 2 MC SE = {bound:.3f}; power ok when ≥ 0.80 − 2 MC SE\n"
     )
     print(
-        f"{'cell':<24}{'A/A':>7}{'PASS at':>8}{'':>3}{'MDE':>8}{'power':>8}{'':>3}"
+        f"{'cell':<27}{'A/A':>7}{'PASS at':>8}{'':>3}{'MDE':>8}{'power':>8}{'':>3}"
         f"{'items at':>10}{'':>3}{'calls':>9}"
     )
     print(
-        f"{'':<24}{'FAIL':>7}{'Δ = −δ':>8}{'':>3}{'(pp)':>8}{'at MDE':>8}{'':>3}"
+        f"{'':<27}{'FAIL':>7}{'Δ = −δ':>8}{'':>3}{'(pp)':>8}{'at MDE':>8}{'':>3}"
         f"{'2×MDE':>10}{'':>3}{'saved':>9}"
     )
     mdes: dict[Cell, float] = {}
