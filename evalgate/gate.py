@@ -3,8 +3,10 @@
 Outcomes, most severe first:
 
 - ERROR: the infrastructure failed, or more rollouts errored than the budget: no score is trusted;
-- FAIL: a significant regression against the baseline, or a threshold missed significantly —
-  significance across every tested metric and benchmark adjusted with Holm's step-down;
+- FAIL: a significant regression against the baseline (upper bound of Δ < 0), or a threshold
+  missed significantly — significance across every tested metric and benchmark adjusted with
+  Holm's step-down (on repeated p-values for runs decided by sequential looks, so the
+  α-spending across looks and Holm across metrics both hold);
 - INCONCLUSIVE: the data decide neither way (the exit status follows ``on_inconclusive``);
 - PASS: every compared metric is non-inferior (lower bound of Δ > −δ; an intersection–union
   test, so no adjustment is needed) and every threshold is cleared.
@@ -153,6 +155,10 @@ def _comparison_checks(comp: RunComparison) -> list[Check]:
             )
             continue
         reason = f"Δ {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}], margin −{r.margin:.3f}"
+        if r.level is not None:
+            reason += f" (repeated bounds at nominal one-sided level {r.level:.4g})"
+        if r.note:
+            reason += f"; {r.note}"
         out.append(
             Check(
                 comp.model,
@@ -166,6 +172,12 @@ def _comparison_checks(comp: RunComparison) -> list[Check]:
             )
         )
     return out
+
+
+def _holm_rank(checks: list[Check], testable: list[int], i: int) -> int:
+    """m − j + 1 for the j-th smallest p: the divisor of α Holm applies to check i."""
+    smaller = sum(1 for j in testable if (checks[j].p or 0.0) < (checks[i].p or 0.0))
+    return len(testable) - smaller
 
 
 def decide(
@@ -194,7 +206,11 @@ def decide(
             continue
         new: Status = "FAIL" if reject else "INCONCLUSIVE"
         if c.status == "FAIL" and not reject:
-            reason = c.reason + " — not significant after Holm adjustment"
+            # The bounds shown are at α; Holm asks this test for a smaller level.
+            reason = (
+                c.reason + f" — not significant after Holm adjustment across {len(testable)} "
+                f"tests (p = {c.p:.3g} needs ≤ {gate.alpha:g}/{_holm_rank(checks, testable, i)})"
+            )
         else:
             reason = c.reason
         checks[i] = Check(**{**c.__dict__, "status": new, "reason": reason})

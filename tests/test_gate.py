@@ -149,3 +149,21 @@ def test_threshold_test_identical_clustered_items_fall_back_to_exact() -> None:
     assert one[0] == "INCONCLUSIVE" and one[1] == pytest.approx(0.5)  # P(X <= 0 | n=1, p=.5)
     five = threshold_test(np.zeros(5), 0.5, clusters=["g"] * 5, alpha=0.05)
     assert five[0] == "FAIL" and five[1] == pytest.approx(0.5**5)
+
+
+def test_sequential_rows_use_repeated_p_in_holm_and_say_so() -> None:
+    # At look 2 of 4 the bounds are repeated (nominal level ≈ 0.0071) and the p-values repeated:
+    # a fixed-sample p of 0.02 is not a FAIL there, and Holm sees the repeated p.
+    from evalgate.compare.paired import compare_metric
+
+    base = np.r_[np.ones(60), np.zeros(40)]
+    head = base.copy()
+    head[:7] = 0.0  # 7 regressions, no fixes, out of 100 items
+    fixed = compare_metric("accuracy", base, head, clusters=None, margin=0.03, alpha=0.05)
+    seq = compare_metric(
+        "accuracy", base, head, clusters=None, margin=0.03, alpha=0.05, design=(2, 4)
+    )
+    assert fixed.status == "FAIL" and fixed.result.hi < 0.0
+    assert seq.result.level == pytest.approx(stats.nominal_alpha(2, 4, 0.05))
+    assert seq.result.p_regression > fixed.result.p_regression
+    assert (seq.status == "FAIL") == (seq.result.hi < 0.0) == (seq.result.p_regression <= 0.05)

@@ -6,6 +6,7 @@ base right on 140, PR right on 132, with 26 items lost and 18 gained (b/c = 26/1
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -73,8 +74,13 @@ def test_worked_example_is_inconclusive(tmp_path: Path, scripted_server: Any) ->
     result = _baseline_check(verdict)["comparison"]["result"]
     assert result["n"] == N and result["discordant"] == [26, 18]
     assert result["base_mean"] == 0.70 and result["head_mean"] == 0.66
-    assert result["p_regression"] == pytest.approx(0.146, abs=0.001)  # exact McNemar
-    assert result["p_noninferiority"] == pytest.approx(0.38, abs=0.01)
+    # The gate's exact unconditional test (not the notes' conditional McNemar 0.146 and Wald
+    # 0.38; README "How the gate decides" says where the notes differ): same verdict.
+    assert result["method"] == "exact-unconditional"
+    assert result["p_regression"] == pytest.approx(0.1247, abs=0.001)
+    assert result["p_noninferiority"] == pytest.approx(0.455, abs=0.005)
+    # The bounds shown are the inversion of the same tests: INCONCLUSIVE ⇔ lo ≤ −δ and hi ≥ 0.
+    assert result["lo"] <= -0.05 and result["hi"] >= 0.0
     scorecard = (tmp_path / "head" / "scorecard.md").read_text()
     assert "| m | qa | accuracy | 70.0% | 66.0% | -4.0 pp" in scorecard
     assert "26 regressed, 18 improved" in scorecard
@@ -215,3 +221,45 @@ def test_compare_rejects_a_folder_without_runs(
     assert main(["compare", str(tmp_path / "empty"), str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("evalgate: error:") and "no evalgate runs found" in err
+
+
+def test_quickstart_capitals_unchanged_is_not_a_pass_from_five_groups(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    # The quickstart's capitals (20 items in 5 groups), the same answers twice: Δ = 0 with no
+    # variance, from 5 groups. That is no evidence of non-inferiority at δ = 3 pp.
+    import shutil
+
+    from tests.conftest import ROOT
+
+    shutil.copy(ROOT / "examples" / "quickstart" / "capitals.jsonl", tmp_path / "capitals.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "capitals.jsonl").read_text().splitlines()]
+    answers = {r["prompt"]: r["answer"] for r in rows[::2]}  # right on half of them
+
+    def script(body: dict[str, Any], n: int) -> str:
+        country = body["messages"][-1]["content"]
+        return answers.get(country, "I don't know")
+
+    server = scripted_server(script)
+    config = write_config(
+        tmp_path,
+        f"""
+models: [{{name: m, backend: openai, base_url: "{server.base_url}", model: org/m}}]
+benchmarks: [{{name: capitals, kind: jsonl, path: capitals.jsonl, scorer: {{type: contains}}}}]
+""",
+    )
+    out = tmp_path / "out"
+    assert main(["local", str(config), "--output", str(out / "base")], environ={"CI": "1"}) == 0
+    main(
+        ["local", str(config), "--output", str(out / "head"), "--baseline", str(out / "base")],
+        environ={"CI": "1"},
+    )
+    verdict = json.loads((out / "head" / "verdict.json").read_text())
+    check = _baseline_check(verdict)
+    result = check["comparison"]["result"]
+    assert result["n_clusters"] == 5 and result["delta"] == 0.0
+    assert check["status"] == "INCONCLUSIVE" and verdict["status"] == "INCONCLUSIVE"
+    assert result["lo"] <= -0.03  # the bound shown agrees with the verdict
+    assert "too few groups (5 < 20)" in check["reason"]
+    scorecard = html.unescape((out / "head" / "scorecard.md").read_text())  # "<" is escaped
+    assert "too few groups (5 < 20) to decide non-inferiority" in scorecard

@@ -79,3 +79,52 @@ def test_sequential_without_baseline_runs_everything(tmp_path: Path, scripted_se
     code, verdict = _run(tmp_path, config, "only", "--eval.sequential=true")
     assert code == 0 and len(server.requests) == N
     assert "sequential" not in verdict["runs"][0]["extra"]
+
+
+def _record(item_id: str, score: float) -> dict[str, Any]:
+    return {"example_id": item_id, "error": None, "metrics": {"accuracy": score}, "reward": score}
+
+
+def test_resumed_looks_count_the_journal_rollouts() -> None:
+    # A run interrupted after its first look kept 100 rollouts in its journal, all regressions.
+    # On resume the first look must see them (and FAIL at once), not an empty head.
+    import asyncio
+    from types import SimpleNamespace
+
+    from evalgate.run.fingerprint import item_hash
+    from evalgate.run.sequential import plan_order, run_sequential
+    from evalgate.suites.base import Item
+
+    items = [Item(f"q{i:03d}", f"Q{i}", f"A{i}") for i in range(N)]
+    baseline = SimpleNamespace(
+        records=[
+            {**_record(it.id, 1.0), "item_hash": item_hash(it.prompt, it.answer)} for it in items
+        ],
+        rollouts=1,
+    )
+    order, _, _ = plan_order(items, baseline, "accuracy", seed=0)
+    kept = [_record(it.id, 0.0) for it in order[: N // 4]]  # the journal: look 1, all broken
+    calls: list[list[str]] = []
+
+    async def run_items(subset: Any) -> list[dict[str, Any]]:
+        todo = [it for it in subset.items if it.id not in {r["example_id"] for r in kept}]
+        calls.append([it.id for it in todo])
+        return [_record(it.id, 1.0) for it in todo]
+
+    suite = SimpleNamespace(items=items, name="qa")
+    records, result = asyncio.run(
+        run_sequential(
+            suite,
+            baseline,
+            metric="accuracy",
+            rollouts=1,
+            looks=4,
+            margin=0.03,
+            alpha=0.05,
+            seed=0,
+            run_items=run_items,
+            prior=kept,
+        )
+    )
+    assert result is not None and (result.decision, result.look) == ("FAIL", 1)
+    assert calls == [[]] and records == []  # nothing re-run, nothing run beyond look 1

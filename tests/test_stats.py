@@ -17,7 +17,7 @@ from evalgate import stats
 from evalgate.stats import (
     Estimate,
     PairedResult,
-    curtailed,
+    _exact,
     holm,
     item_scores,
     look_sizes,
@@ -29,8 +29,8 @@ from evalgate.stats import (
     paired_compare,
     pass_at_k,
     pass_hat_k,
+    sequential_compare,
     sequential_decision,
-    sequential_z,
     verdict,
 )
 
@@ -139,47 +139,135 @@ def test_mean_ci_degenerate_sizes() -> None:
 # --------------------------------------------------------------------------- paired, binary
 
 
-@pytest.mark.parametrize(
-    ("b", "c", "p_notes", "tol"),
-    [(26, 18, 0.146, 5e-4), (12, 4, 0.038, 5e-4), (34, 26, 0.18, 5e-3), (17, 9, 0.084, 5e-4)],
-)
-def test_mcnemar_worked_examples(b: int, c: int, p_notes: float, tol: float) -> None:
+def brute_unconditional_p(b: int, c: int, n: int, d0: float, grid: int = 801) -> float:
+    """Independent brute force of the exact unconditional p of H0: Δ ≤ d0 (large z rejects).
+
+    Every table (x, y, n − x − y); Tango's z from a numerically maximised restricted likelihood;
+    the tail {z ≥ z_obs} summed with multinomial probabilities; sup over a fine ψ grid.
+    """
+    from scipy import optimize
+
+    def z_of(x: int, y: int) -> float:
+        low, high = max(0.0, -d0) + 1e-12, (1.0 - d0) / 2.0 - 1e-12
+
+        def nll(pb: float) -> float:
+            pc, rest = pb + d0, 1.0 - 2.0 * pb - d0
+            return -(
+                x * math.log(pb) + y * math.log(max(pc, 1e-300)) + (n - x - y) * math.log(rest)
+            )
+
+        pb = optimize.minimize_scalar(
+            nll, bounds=(low, high), method="bounded", options={"xatol": 1e-12}
+        ).x
+        var = (2 * pb + d0 - d0 * d0) / n
+        num = (y - x) / n - d0
+        return (
+            num / math.sqrt(var)
+            if var > 1e-15
+            else (0.0 if abs(num) < 1e-12 else math.copysign(math.inf, num))
+        )
+
+    tables = [(x, y) for x in range(n + 1) for y in range(n + 1 - x)]
+    z = np.array([z_of(x, y) for x, y in tables])
+    z_obs = z_of(b, c)
+    region = np.array(tables)[z >= z_obs - 1e-7]
+    best = 0.0
+    for psi in np.linspace(abs(d0), 1.0, grid):
+        pb, pc = (psi - d0) / 2.0, (psi + d0) / 2.0
+        probs = sps.multinomial.pmf(
+            np.column_stack([region, n - region.sum(axis=1)]), n, [pb, pc, max(0.0, 1 - psi)]
+        )
+        best = max(best, float(np.nansum(probs)))
+    return best
+
+
+@pytest.mark.parametrize(("b", "c", "d0"), [(3, 0, -0.1), (0, 0, -0.1), (5, 2, 0.0), (2, 6, 0.05)])
+def test_exact_unconditional_p_matches_brute_force(b: int, c: int, d0: float) -> None:
+    assert _exact.p_greater(b, c, 30, d0) == pytest.approx(
+        brute_unconditional_p(b, c, 30, d0), abs=2e-3
+    )
+
+
+def test_score_z_falls_in_b_for_fixed_discordance() -> None:
+    # _region_edge's binary search relies on it, over the whole (b, m) triangle.
+    for n in (20, 200):
+        for d0 in np.linspace(-0.95, 0.95, 39):
+            m = np.arange(n + 1)[:, None]
+            b = np.minimum(np.arange(n + 1)[None, :], m)
+            z = _exact.score_z(b, m - b, n, float(d0))
+            assert np.all(np.diff(z, axis=1) <= 1e-9), (n, d0)
+
+
+@pytest.mark.parametrize(("b", "c"), [(26, 18), (12, 4), (34, 26), (17, 9)])
+def test_worked_examples_same_verdicts_as_the_notes(b: int, c: int) -> None:
+    # The notes quote conditional McNemar p; the gate's unconditional test is a little more
+    # powerful (p below McNemar's here) and FAILs exactly where the notes' p ≤ .05 does.
     base, head = notes_example(b, c)
     res = paired_compare(base, head, margin=0.05)
-    assert res.method == "mcnemar-exact"
+    assert res.method == "exact-unconditional"
     assert res.discordant == (b, c)
     assert res.n == 200 and res.delta == pytest.approx(-0.04)
     assert (res.base_mean, res.head_mean) == pytest.approx((0.70, 0.66))
-    assert res.p_regression == pytest.approx(p_notes, abs=tol)
-    exact = sps.binomtest(b, b + c, 0.5, alternative="greater").pvalue
-    assert res.p_regression == pytest.approx(exact, rel=1e-10)
+    mcnemar = sps.binomtest(b, b + c, 0.5, alternative="greater").pvalue
+    assert res.p_regression <= mcnemar
+    assert (res.p_regression <= 0.05) == (mcnemar <= 0.05)
 
 
 def test_worked_example_noninferiority_and_verdict() -> None:
     base, head = notes_example(26, 18)
     res = paired_compare(base, head, margin=0.05, alpha=0.05)
-    assert res.p_noninferiority == pytest.approx(0.38, abs=5e-3)
+    assert res.p_noninferiority == pytest.approx(0.455, abs=5e-3)  # notes (Wald): 0.38
     assert res.se == pytest.approx(math.sqrt((44 / 200 - 0.04**2) / 200), rel=1e-12)
     assert verdict(res, margin=0.05, alpha=0.05) == "INCONCLUSIVE"
+    assert res.lo <= -0.05 and res.hi >= 0.0
     # Only 12/4 reaches significance: a FAIL.
     assert verdict(paired_compare(*notes_example(12, 4), margin=0.05)) == "FAIL"
 
 
-def test_binary_bounds_agree_with_noninferiority_p() -> None:
-    # Wald bounds and the Wald non-inferiority test share one SE, so L > −margin ⇔ p < alpha.
-    for b, c in itertools.product(range(0, 40, 3), range(0, 40, 3)):
-        res = paired_compare(*binary_pair(b, c, 100, 200), margin=0.03, alpha=0.05)
-        assert (res.lo > -0.03) == (res.p_noninferiority < 0.05), (b, c)
+def test_verdict_and_bounds_agree_for_every_small_table() -> None:
+    # Every (b, c) with b, c ≤ 12 at n = 200, δ = 3 pp: PASS ⇔ lo > −δ, FAIL ⇔ hi < 0 (and not
+    # PASS), and the bounds are the inverted tests: the bound itself and points beyond it are
+    # rejected, a point inside it is not.
+    for b, c in itertools.product(range(13), range(13)):
+        res = paired_compare(*binary_pair(b, c, 120, 200), margin=0.03, alpha=0.05)
+        got = verdict(res)
+        assert (got == "PASS") == (res.lo > -0.03), (b, c, res)
+        assert (got == "FAIL") == (res.hi < 0.0 and res.lo <= -0.03), (b, c, res)
+        assert res.lo <= res.delta <= res.hi, (b, c)
+        # A discrete test's p(Δ0) is not quite monotone: pockets narrower than the 0.1 pp probe
+        # step beyond a bound may exceed α by a few % of α; at the probes it never does.
+        for beyond, slack in ((0.0, 1.0), (4e-4, 1.05), (1e-3, 1.0), (2e-3, 1.0), (1e-2, 1.0)):
+            assert _exact.p_greater(b, c, 200, res.lo - beyond) <= 0.05 * slack, (b, c, beyond)
+            assert _exact.p_less(b, c, 200, res.hi + beyond) <= 0.05 * slack, (b, c, beyond)
+        assert _exact.p_greater(b, c, 200, res.lo + 2e-3) > 0.05 or res.lo > -0.03
+        assert _exact.p_less(b, c, 200, res.hi - 2e-3) > 0.05 or res.hi < 0.0
+    # The issue's tables: 3/0 is a significant regression, never a PASS.
+    three = paired_compare(*binary_pair(3, 0, 137, 200), margin=0.03)
+    assert verdict(three) == "FAIL" and three.hi < 0.0 and three.lo < -0.03
+
+
+def test_pr_that_only_breaks_items_passes_at_most_alpha() -> None:
+    # Each passing item fails with probability δ / mean: true Δ = −δ, c = 0. Exact over b: PASS
+    # happens for b up to some b_max (fewer breaks, more evidence), so P(PASS) = P(b ≤ b_max).
+    for n, passing in ((50, 35), (200, 140), (500, 350)):
+        rate = 0.03 * n / passing
+        b_max = -1
+        while verdict(paired_compare(*binary_pair(b_max + 1, 0, passing - b_max - 1, n))) == "PASS":
+            b_max += 1
+        assert verdict(paired_compare(*binary_pair(b_max + 2, 0, passing - b_max - 2, n))) != "PASS"
+        assert sps.binom.cdf(b_max, passing, rate) <= 0.05, (n, b_max)
 
 
 def test_binary_no_discordant_pairs() -> None:
     base, head = binary_pair(0, 0, 150, 200)
     res = paired_compare(base, head, margin=0.03)
     assert res.p_regression == 1.0 and res.discordant == (0, 0)
-    assert res.se > 0.0  # Agresti-Min adjustment, not a zero-width interval
+    assert res.lo < 0.0 < res.hi  # not a zero-width interval
     assert verdict(res) == "PASS"  # 200 identical items are non-inferior at 3 pp
     tiny = paired_compare(np.ones(5), np.ones(5), margin=0.03)
     assert verdict(tiny) == "INCONCLUSIVE"  # ...but 5 identical items prove nothing
+    twenty = paired_compare(np.ones(20), np.ones(20), margin=0.03)
+    assert verdict(twenty) == "INCONCLUSIVE" and twenty.lo <= -0.03
 
 
 # --------------------------------------------------------------------------- paired, permutation
@@ -191,10 +279,12 @@ def test_permutation_exact_matches_enumeration_n10() -> None:
     head = np.clip(base - 0.08 + rng.normal(0, 0.15, 10), 0, 1)
     res = paired_compare(base, head, margin=0.05)
     d = head - base
-    assert res.method == "sign-flip-permutation" and res.exact
+    assert res.method == "betting / sign-flip-permutation" and res.exact
     assert res.n_resamples == 2**10
     assert res.p_regression == pytest.approx(brute_sign_flip(-d), abs=1e-12)
-    assert res.p_noninferiority == pytest.approx(brute_sign_flip(d + 0.05), abs=1e-12)
+    # The upper bound inverts the same enumeration: beyond it the test rejects, inside not.
+    for shift, expect in ((res.hi + 1e-6, True), (res.hi - 1e-6, False)):
+        assert (brute_sign_flip(shift - d) <= 0.05) == expect
 
 
 def test_permutation_monte_carlo_close_to_enumeration() -> None:
@@ -206,7 +296,6 @@ def test_permutation_monte_carlo_close_to_enumeration() -> None:
     assert not res.exact and res.n_resamples == 10_000
     # MC SE ≤ 0.005 at R = 10,000; 0.02 is four of them.
     assert res.p_regression == pytest.approx(brute_sign_flip(-d), abs=0.02)
-    assert res.p_noninferiority == pytest.approx(brute_sign_flip(d + 0.03), abs=0.02)
 
 
 def test_permutation_counts_tied_statistics() -> None:
@@ -239,7 +328,6 @@ def test_clustered_permutation_treats_cluster_as_one_unit() -> None:
     )
     assert dup.method == "cluster-sign-flip-permutation" and dup.n_clusters == 40
     assert dup.p_regression == plain.p_regression
-    assert dup.p_noninferiority == plain.p_noninferiority
     assert dup.delta == pytest.approx(plain.delta)
     assert dup.se == pytest.approx(plain.se, rel=1e-12)
     # Ignoring the clusters double-counts the evidence: SE shrinks by ~sqrt(2), p shrinks.
@@ -254,15 +342,35 @@ def test_clustered_permutation_exact_and_label_invariant() -> None:
     ids = np.repeat(np.arange(len(sizes)), sizes)
     base = rng.random(ids.size)
     head = np.clip(base + rng.normal(-0.05, 0.2, ids.size), 0, 1)
-    res = paired_compare(base, head, clusters=ids, margin=0.02)
     sums = np.bincount(ids, weights=head - base)
-    assert res.exact and res.n_clusters == 8
-    assert res.p_regression == pytest.approx(brute_sign_flip(-sums), abs=1e-12)
-    assert res.p_noninferiority == pytest.approx(
-        brute_sign_flip(sums + 0.02 * np.array(sizes)), abs=1e-12
-    )
+    flip = stats._paired._sign_flip(sums, np.array(sizes, float), 0.02, 0.05, 10_000, 0)
+    assert flip.exact and flip.used == 2**8
+    assert flip.p_reg == pytest.approx(brute_sign_flip(-sums), abs=1e-12)
+    assert flip.p_ni == pytest.approx(brute_sign_flip(sums + 0.02 * np.array(sizes)), abs=1e-12)
+    res = paired_compare(base, head, clusters=ids, margin=0.02)
+    assert res.n_clusters == 8 and res.p_regression >= flip.p_reg
+    assert "too few groups (8 < 20)" in res.note
     names = np.array([f"passage-{i}" for i in ids])
     assert paired_compare(base, head, clusters=names, margin=0.02) == res
+
+
+def test_few_identical_groups_are_not_a_pass() -> None:
+    # The quickstart's capitals: 20 items in 5 groups, two identical runs. Δ = 0 with zero
+    # variance is no evidence; the sign-flip's 1/32 must not make it a PASS.
+    base = np.r_[np.ones(17), np.zeros(3)]
+    res = paired_compare(base, base.copy(), clusters=np.arange(20) // 4, margin=0.03)
+    assert verdict(res) == "INCONCLUSIVE" and res.lo <= -0.03
+    assert "too few groups (5 < 20)" in res.note
+    # A group column never makes the gate more lenient than the same items ungrouped.
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        b = (rng.random(200) < 0.7).astype(float)
+        h = np.where(rng.random(200) < 0.05, 1 - b, b)
+        plain = paired_compare(b, h, margin=0.03)
+        for g in (5, 40):
+            grouped = paired_compare(b, h, clusters=np.arange(200) // (200 // g), margin=0.03)
+            assert grouped.lo <= plain.lo and grouped.hi >= plain.hi
+            assert not (verdict(grouped) == "PASS" and verdict(plain) != "PASS")
 
 
 def test_binary_with_clusters_uses_cluster_permutation() -> None:
@@ -283,8 +391,27 @@ def test_all_zero_differences() -> None:
     s = np.array([0.25, 0.5, 0.75, 1.0, 0.5])
     res = paired_compare(s, s.copy(), margin=0.03)
     assert res.p_regression == 1.0
-    assert res.p_noninferiority == pytest.approx(2.0**-5)  # only the identity beats it
+    assert verdict(res) == "INCONCLUSIVE" and res.lo <= -0.03  # no variance is no evidence
     assert res.delta == 0.0 and res.se == 0.0
+    many = np.tile(s, 60)  # 300 identical fractional items: the betting bound does PASS
+    assert verdict(paired_compare(many, many.copy(), margin=0.03)) == "PASS"
+
+
+def test_betting_bound_holds_alpha_when_a_pr_breaks_a_few_rollouts() -> None:
+    # k = 4, the PR replays the base's rollouts and breaks each passing one with probability f
+    # (true Δ = −δ): d is 0 or negative, the corner where a sign-flip PASSes too often.
+    rng = np.random.default_rng(8)
+    n, k, runs = 50, 4, 300
+    p = rng.uniform(0.3, 0.95, n)
+    f = 0.03 / p.mean()
+    passes = 0
+    for r in range(runs):
+        rollouts = rng.random((n, k)) < p[:, None]
+        broken = rollouts & (rng.random((n, k)) >= f)
+        res = paired_compare(rollouts.mean(1), broken.mean(1), n_resamples=500, seed=r)
+        passes += verdict(res) == "PASS"
+        assert (verdict(res) == "PASS") == (res.lo > -0.03)
+    assert passes / runs <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs)
 
 
 def test_degenerate_inputs_raise() -> None:
@@ -302,7 +429,8 @@ def test_degenerate_inputs_raise() -> None:
 
 def test_single_item_does_not_crash() -> None:
     res = paired_compare([0.5], [0.25])
-    assert res.n == 1 and math.isnan(res.se) and math.isnan(res.lo)
+    assert res.n == 1 and math.isnan(res.se)
+    assert (res.lo, res.hi) == (-1.0, 1.0)  # one item bounds nothing
     assert res.p_regression == 0.5  # exact: 2 sign patterns
     assert verdict(res) == "INCONCLUSIVE"
 
@@ -384,14 +512,12 @@ def test_mde_paired_fractional_and_clustered() -> None:
 # --------------------------------------------------------------------------- MDE of the gate's test
 
 
-def exact_mcnemar_power(n: int, p_b: float, p_c: float, alpha: float = 0.05) -> float:
-    """Brute force: Σ over every (b, c) table of P(table)·[binomtest p ≤ alpha]."""
+def exact_gate_power(n: int, p_b: float, p_c: float, alpha: float = 0.05) -> float:
+    """Brute force: Σ over every (b, c) table of P(table)·[the gate's regression p ≤ alpha]."""
     total = 0.0
     for b in range(n + 1):
         for c in range(n + 1 - b):
-            if b + c == 0:
-                continue
-            if sps.binomtest(b, b + c, 0.5, alternative="greater").pvalue > alpha:
+            if _exact.p_less(b, c, n, 0.0) > alpha:
                 continue
             rest = n - b - c
             ways = math.comb(n, b) * math.comb(n - b, c)
@@ -412,16 +538,17 @@ def test_mcnemar_critical_values_are_the_gates(alpha: float) -> None:
     np.testing.assert_array_equal(crit, expected)
 
 
-@pytest.mark.parametrize(("both_right", "rho"), [(12, 0.0), (21, 0.6)])
-def test_mde_for_test_mcnemar_is_exact_power(both_right: int, rho: float) -> None:
-    # n = 30, 3 + 3 discordant (ψ0 = 0.2); mean(base) 0.5 → ρ̂ = 0, mean(base) 0.8 → ρ̂ = 0.6.
+@pytest.mark.parametrize("both_right", [12, 21])
+def test_mde_for_test_binary_is_exact_power(both_right: int) -> None:
+    # n = 30, 3 + 3 discordant (ψ0 = 0.2). The MDE assumes the drop only adds b-type pairs
+    # (ρ = 1: ψ = ψ0 + Δ, the worst case for any drop that only lowers items' pass rates).
     base, head = binary_pair(3, 3, both_right, 30)
     delta = mde_for_test(base, head)
     assert 0.0 < delta < 1.0
 
     def power_at(effect: float) -> float:
-        psi = min(1.0, max(effect, 0.2 + rho * effect))
-        return exact_mcnemar_power(30, (psi + effect) / 2, (psi - effect) / 2)
+        psi = min(1.0, 0.2 + effect)
+        return exact_gate_power(30, (psi + effect) / 2, (psi - effect) / 2)
 
     assert power_at(delta) == pytest.approx(0.8, abs=1e-6)
     assert power_at(0.97 * delta) < 0.8  # the smallest such effect, not just some root
@@ -430,12 +557,13 @@ def test_mde_for_test_mcnemar_is_exact_power(both_right: int, rho: float) -> Non
 
 
 def test_mde_for_test_zero_discordance_is_finite() -> None:
-    # All 200 pairs agree: a regression can only show as new b pairs, and McNemar rejects at
-    # b ≥ 5 with c = 0, so the MDE solves P(Binomial(200, Δ) ≥ 5) = 0.8.
+    # All 200 pairs agree: a regression can only show as new b pairs, and the gate's test
+    # rejects b/0 from some b*, so the MDE solves P(Binomial(200, Δ) ≥ b*) = 0.8.
     base, head = binary_pair(0, 0, 140, 200)
     delta = mde_for_test(base, head)
     assert math.isfinite(delta) and 0.0 < delta < 0.1
-    assert sps.binom.sf(4, 200, delta) == pytest.approx(0.8, abs=1e-6)
+    b_star = next(b for b in range(1, 50) if _exact.p_less(b, 0, 200, 0.0) <= 0.05)
+    assert sps.binom.sf(b_star - 1, 200, delta) == pytest.approx(0.8, abs=1e-6)
     # Same for the sign-flip paths: identical graded scores, and clusters.
     graded = np.random.default_rng(1).random(200)
     assert 0.0 < mde_for_test(graded, graded) < 0.1
@@ -447,7 +575,7 @@ def test_mde_for_test_zero_discordance_is_finite() -> None:
 
 
 def test_mde_for_test_too_few_units_is_infinite() -> None:
-    # Exact McNemar needs ≥ 5 discordant pairs at α = .05 (2^-4 > .05): 4 items never reject.
+    # 4 items: even b = 4, c = 0 is not significant at α = .05, so no effect reaches 80 %.
     base, head = binary_pair(1, 1, 1, 4)
     assert mde_for_test(base, head) == math.inf
     # 3 clusters: even all three flipped the same way give p = 1/8.
@@ -481,36 +609,36 @@ def _fixtures(reps: int) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray |
 
 
 @pytest.mark.parametrize("kind", ["k1", "k4", "graded", "clustered"])
-def test_mde_for_test_monotone_in_n_and_near_formula_for_large_n(kind: str) -> None:
+def test_mde_for_test_monotone_in_n_and_never_below_formula(kind: str) -> None:
     values = []
-    for reps in (1, 2, 4, 8, 16):
+    for reps in (1, 2, 4, 8):
         base, head, clusters = _fixtures(reps)[kind]
         calibrated = mde_for_test(base, head, clusters=clusters)
         formula = mde_paired(base, head, clusters=clusters)
         assert math.isfinite(calibrated)
-        # Never below the normal-theory figure, and not wildly above it even at 50 items.
-        assert 0.99 * formula <= calibrated <= 1.35 * formula
+        # Never below the normal-theory figure (it also allows for the variance a drop adds).
+        assert 0.99 * formula <= calibrated <= 1.6 * formula
         values.append(calibrated)
     assert all(later < earlier for earlier, later in itertools.pairwise(values))
-    base, head, clusters = _fixtures(400)[kind]  # 20,000 items (4,000 clusters)
-    ratio = mde_for_test(base, head, clusters=clusters) / mde_paired(base, head, clusters=clusters)
-    assert 0.99 <= ratio <= 1.03
 
 
 def test_mde_for_test_t_multiplier_matches_noncentral_t() -> None:
-    # Continuous scores (no lattice) and mean(base) < 1/2 (ρ̂ = 0): Δ = λ·SE·sqrt(1 − φΔ²/var d),
-    # λ by Abramowitz & Stegun 26.7.10. Check λ against scipy's noncentral t.
+    # Continuous scores (no lattice): Δ = λ·SE_alt with the variance under the alternative
+    # var d + φ(Δ − Δ²) + κΔ² (mde_for_test, point 3); λ by Abramowitz & Stegun 26.7.10.
+    # Check λ against scipy's noncentral t.
     rng = np.random.default_rng(4)
     z = sps.norm.isf(0.05)
-    for n in (8, 12, 40, 200):
+    for n in (12, 40, 200):  # up to 10 units the power is enumerated instead (_few_units_mde)
         base = rng.uniform(0.0, 0.7, n)
         head = np.clip(base + rng.normal(0.0, 0.1, n), 0.0, 1.0)
-        assert base.mean() < 0.5
         d = head - base
         within = np.mean(d**2) / 2
         phi = within / (within + (np.mean(base * (1 - base)) + np.mean(head * (1 - head))) / 2)
+        p_bar = max(base.mean(), 0.05)
+        kappa = (1 - phi) * (1 - p_bar) / p_bar
         delta = mde_for_test(base, head)
-        se = math.sqrt((d.var(ddof=1) - phi * delta**2) / n)
+        var_alt = d.var(ddof=1) + phi * (delta - delta**2) + kappa * delta**2
+        se = math.sqrt(var_alt / n)
         t_crit = z * math.sqrt((n - 1) / (n - z * z))
         assert sps.nct.sf(t_crit, n - 1, delta / se) == pytest.approx(0.8, abs=0.003)
 
@@ -523,13 +651,16 @@ def test_mde_for_test_scales_with_the_score_range() -> None:
     )
 
 
-@pytest.mark.parametrize("kind", ["k4", "clustered"])
-def test_mde_for_test_power_by_simulation(kind: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "shape"), [("k4", "uniform"), ("k4", "proportional"), ("clustered", "proportional")]
+)
+def test_mde_for_test_power_by_simulation(kind: str, shape: str) -> None:
     # Items succeed with probability p_i (clusters: shared p and a per-run shock per cluster and
-    # arm); the PR arm loses Δ on every item, so the population Δ is exact. The gate's test at
-    # Δ = −MDE (MDE: median over 101 A/A runs) should have 80 % power; 400 runs: MC SE 0.02.
+    # arm); the PR arm loses Δ on every item (uniform) or Δ·p_i/mean(p) (proportional), so the
+    # population Δ is exact. The gate's test at Δ = −MDE (MDE: median over 101 A/A runs) must
+    # have at least 80 % power (within 2 Monte-Carlo SE of 300 runs).
     rng = np.random.default_rng(21)
-    n, runs = 200, 400
+    n, runs = 200, 300
     if kind == "k4":
         k, clusters, p = 4, None, rng.uniform(0.4, 0.9, n)
     else:
@@ -537,8 +668,9 @@ def test_mde_for_test_power_by_simulation(kind: str) -> None:
 
     def draw(delta: float) -> tuple[np.ndarray, np.ndarray]:
         shock = np.zeros((2, n)) if clusters is None else rng.normal(0, 0.06, (2, 40))[:, clusters]
-        arms = np.clip(p + shock, 0.0, 1.0) - [[0.0], [delta]]
-        base, head = rng.binomial(k, arms) / k
+        arms = np.clip(p + shock, 0.0, 1.0)
+        drop = np.full(n, delta) if shape == "uniform" else delta * arms[1] / p.mean()
+        base, head = rng.binomial(k, np.clip(arms - np.stack([np.zeros(n), drop]), 0, 1)) / k
         return base, head
 
     delta = float(np.median([mde_for_test(*draw(0.0), clusters=clusters) for _ in range(101)]))
@@ -546,7 +678,7 @@ def test_mde_for_test_power_by_simulation(kind: str) -> None:
     for r in range(runs):
         res = paired_compare(*draw(delta), clusters=clusters, n_resamples=1000, seed=r)
         hits += res.p_regression <= 0.05
-    assert 0.74 <= hits / runs <= 0.88
+    assert hits / runs >= 0.80 - 2 * math.sqrt(0.8 * 0.2 / runs)
 
 
 # --------------------------------------------------------------------------- pass@k
@@ -608,31 +740,42 @@ def test_look_sizes() -> None:
     assert look_sizes(10, 3) == [4, 7, 10]
 
 
-def test_sequential_z_binary_is_mcnemar_z() -> None:
-    base, head = binary_pair(15, 5, 20, 50)
-    z_ni, z_reg = sequential_z(base, head, margin=0.05)
-    assert z_reg == pytest.approx((15 - 5) / math.sqrt(20))
-    res = paired_compare(base, head, margin=0.05)
-    assert sps.norm.sf(z_ni) == pytest.approx(res.p_noninferiority)
+def test_repeated_p_is_the_design_level() -> None:
+    for k in range(1, 5):
+        nominal = stats.nominal_alpha(k, 4, 0.05)
+        assert nominal == pytest.approx(sps.norm.sf(obrien_fleming_bounds(4, 0.05)[k - 1]))
+        assert stats.repeated_p(nominal, k, 4) == pytest.approx(0.05, abs=1e-6)
+        assert stats.repeated_p(0.5 * nominal, k, 4) < 0.05 < stats.repeated_p(2 * nominal, k, 4)
+    assert stats.repeated_p(0.3, 1, 1) == 0.3
 
 
 def test_sequential_stops_early_on_clear_results() -> None:
-    bounds = obrien_fleming_bounds(4, 0.05)
     base, head = binary_pair(20, 0, 20, 50)  # 20 regressions, no fixes, in the first 50 items
-    kw = {"looks": 4, "margin": 0.03, "alpha": 0.05, "n_total": 200, "bounds": bounds}
+    kw = {"looks": 4, "margin": 0.03, "alpha": 0.05, "n_total": 200}
     assert sequential_decision(base, head, look=1, **kw) == "FAIL"
-    same = np.r_[np.ones(40), np.zeros(10)]
-    assert sequential_z(same, same, margin=0.03)[0] == pytest.approx(
-        0.03 / math.sqrt(((1.0 * 52) - 0) / 52**3)
-    )
-    assert sequential_decision(same, same, look=2, **kw) is None  # 50 ties are not yet enough
+    same = np.r_[np.ones(70), np.zeros(30)]
+    assert sequential_decision(same, same, look=2, **kw) is None  # 100 ties are not yet enough
     many_same = np.r_[np.ones(140), np.zeros(60)]
     assert sequential_decision(many_same[:150], many_same[:150], look=3, **kw) == "PASS"
 
 
+def test_sequential_bounds_are_repeated_intervals_that_agree_with_the_decision() -> None:
+    # At look k the bounds are the fixed-sample method's at the nominal α_k, the p-values the
+    # repeated p-values: verdict ⇔ bounds, as at a fixed sample size.
+    for b, c in [(12, 0), (6, 0), (0, 0), (9, 9), (15, 3)]:
+        base, head = binary_pair(b, c, 60, 100)
+        for look in (2, 4):
+            res = sequential_compare(base, head, look=look, looks=4, margin=0.03, alpha=0.05)
+            nominal = stats.nominal_alpha(look, 4, 0.05)
+            fixed = paired_compare(base, head, margin=0.03, alpha=nominal)
+            assert (res.lo, res.hi, res.level) == (fixed.lo, fixed.hi, nominal)
+            got = verdict(res)
+            assert (got == "PASS") == (res.lo > -0.03)
+            assert (got == "FAIL") == (res.hi < 0.0 and res.lo <= -0.03)
+
+
 def test_sequential_final_look_is_fixed_sample_verdict() -> None:
-    bounds = obrien_fleming_bounds(4, 0.05)
-    final_alpha = sps.norm.sf(bounds[-1])
+    final_alpha = stats.nominal_alpha(4, 4, 0.05)
     for b, c in [(26, 18), (12, 4), (5, 30), (14, 14)]:
         base, head = notes_example(b, c) if b - c == 8 else binary_pair(b, c, 100, 200)
         out = sequential_decision(base, head, look=4, looks=4, margin=0.05, alpha=0.05, n_total=200)
@@ -672,46 +815,6 @@ def test_sequential_rejects_bad_looks() -> None:
         sequential_decision([1, 0], [1, 0], look=5, looks=4, margin=0.03, alpha=0.05, n_total=8)
     with pytest.raises(ValueError):
         sequential_decision([1, 0], [1, 0], look=1, looks=4, margin=0.03, alpha=0.05, n_total=1)
-
-
-def completion_verdicts(base: np.ndarray, head: np.ndarray, n_total: int) -> set[str]:
-    """Brute force: the fixed-sample verdict for every outcome of the remaining items."""
-    kinds = [(1.0, 0.0), (0.0, 1.0), (0.0, 0.0)]  # a regression, a fix, a tie
-    out = set()
-    for rest in itertools.product(kinds, repeat=n_total - base.size):
-        b = np.r_[base, [r[0] for r in rest]]
-        h = np.r_[head, [r[1] for r in rest]]
-        out.add(verdict(paired_compare(b, h, margin=0.05, alpha=0.05)))
-    return out
-
-
-def test_curtailment_matches_brute_force() -> None:
-    rng = np.random.default_rng(12)
-    n_total, seen = 24, 19
-    decided = undecided = 0
-    for trial in range(40):
-        # Vary the discordance so that all three verdicts and both answers show up.
-        p_b, p_c = rng.uniform(0, 0.5, 2)
-        u = rng.random(seen)
-        base = ((u < p_b) | (u > 1 - 0.3)).astype(float)
-        head = ((u >= p_b) & (u < p_b + p_c) | (u > 1 - 0.3)).astype(float)
-        got = curtailed(base, head, n_total, margin=0.05, alpha=0.05)
-        possible = completion_verdicts(base, head, n_total)
-        if got is None:
-            undecided += 1
-            assert len(possible) > 1, trial
-        else:
-            decided += 1
-            assert possible == {got}, trial
-    assert decided and undecided
-
-
-def test_curtailment_edges() -> None:
-    assert curtailed([0.5, 1.0], [0.5, 0.0], 10) is None  # not binary
-    base, head = notes_example(12, 4)
-    assert curtailed(base, head, 200, margin=0.05) == "FAIL"  # nothing left to see
-    with pytest.raises(ValueError):
-        curtailed(base, head, 100)
 
 
 def test_estimate_is_frozen() -> None:

@@ -23,9 +23,11 @@ __all__ = [
     "LoadedRun",
     "MetricComparison",
     "RunComparison",
+    "compare_metric",
     "compare_runs",
     "compare_with_baselines",
     "load_run",
+    "sequential_design",
     "summary_of",
     "threshold_test",
 ]
@@ -272,6 +274,64 @@ def threshold_test(
     return ("FAIL" if p_below <= alpha else "INCONCLUSIVE"), p_below, lo
 
 
+def sequential_design(run: LoadedRun) -> tuple[int, int] | None:
+    """(look, looks) when ``run`` stopped (or finished) under sequential looks, else None."""
+    seq = run.metadata.get("sequential") or {}
+    try:
+        return int(seq["look"]), int(seq["looks"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def compare_metric(
+    name: str,
+    base: np.ndarray,
+    head: np.ndarray,
+    *,
+    clusters: list[Any] | np.ndarray | None,
+    margin: float,
+    alpha: float,
+    seed: int = 0,
+    design: tuple[int, int] | None = None,
+    n_resamples: int = 10_000,
+    with_mde: bool = True,
+) -> MetricComparison:
+    """One metric's paired test, its bounds, its MDE and its status (before Holm).
+
+    ``design`` = (look, looks) for a run decided by sequential looks: the bounds are then the
+    repeated confidence bounds at the look's nominal level and the p-values repeated p-values
+    (:func:`evalgate.stats.sequential_compare`), valid whatever look the run stopped at.
+    ``with_mde=False`` skips the MDE (simulations that only count verdicts).
+    """
+    if design is None:
+        result = stats.paired_compare(
+            base,
+            head,
+            clusters=clusters,
+            margin=margin,
+            alpha=alpha,
+            seed=seed,
+            n_resamples=n_resamples,
+        )
+    else:
+        result = stats.sequential_compare(
+            base,
+            head,
+            look=design[0],
+            looks=design[1],
+            clusters=clusters,
+            margin=margin,
+            alpha=alpha,
+            seed=seed,
+            n_resamples=n_resamples,
+        )
+    level = result.level or result.alpha
+    # The effect the gate's own FAIL test detects with 80 % power at the level it ran at, under
+    # the stated assumption (the PR only lowers scores, uniformly or proportionally).
+    mde = stats.mde_for_test(base, head, clusters=clusters, alpha=level) if with_mde else None
+    return MetricComparison(name, result, stats.verdict(result), mde, result.note)
+
+
 def compare_runs(
     base: LoadedRun,
     head: LoadedRun,
@@ -313,6 +373,7 @@ def compare_runs(
     ]
     results: list[MetricComparison] = []
     flips: list[Flip] = []
+    design = sequential_design(head)
     n_paired = 0
     for name in names:
         b_vals, h_vals = base_metrics.get(name, {}), head_metrics.get(name, {})
@@ -325,14 +386,18 @@ def compare_runs(
         groups = [head_items[i][0].get("group") for i in ids]
         clusters = [g if g is not None else f"item:{i}" for g, i in zip(groups, ids, strict=True)]
         use_clusters = clusters if any(g is not None for g in groups) else None
-        result = stats.paired_compare(
-            b, h, clusters=use_clusters, margin=margin, alpha=alpha, seed=seed
+        results.append(
+            compare_metric(
+                name,
+                b,
+                h,
+                clusters=use_clusters,
+                margin=margin,
+                alpha=alpha,
+                seed=seed,
+                design=design,
+            )
         )
-        # The effect the gate's own test detects with 80 % power (not the normal formula,
-        # which overstates the power of exact and permutation tests by ~10 %).
-        mde = stats.mde_for_test(b, h, clusters=use_clusters, alpha=alpha)
-        status = stats.verdict(result)
-        results.append(MetricComparison(name, result, status, mde))
         n_paired = max(n_paired, len(ids))
         if not flips:
             flips = _flips(ids, b, h, base_items, head_items)

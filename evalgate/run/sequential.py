@@ -1,10 +1,11 @@
 """Sequential early stopping: spend fewer model calls when the verdict is already clear.
 
 Group-sequential design (O'Brien & Fleming 1979): the items paired with the baseline run in a
-seeded order, and after each of ``looks`` equal slices the paired test looks at what it has,
-against boundaries that keep the overall error rates at α; deterministic curtailment stops as
-soon as no outcome of the remaining items could change the verdict. The boundaries and the
-decision are :func:`evalgate.stats.sequential_decision`; this module only schedules the calls.
+seeded order, and after each of ``looks`` equal slices the paired test looks at what it has, at
+the look's nominal level, so that its bounds are repeated confidence intervals that keep the
+overall error rates at α. The decision is :func:`evalgate.stats.sequential_decision`; this
+module only schedules the calls. On ``resume`` the rollouts kept from the journal count at
+every look (``prior``): the looks see the same items as an uninterrupted run would.
 """
 
 from __future__ import annotations
@@ -79,17 +80,19 @@ async def run_sequential(
     alpha: float,
     seed: int,
     run_items: Callable[[Subset], Awaitable[list[dict[str, Any]]]],
+    prior: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], SequentialResult | None]:
-    """Run ``suite`` look by look; returns the records and the sequential decision.
+    """Run ``suite`` look by look; returns the new records and the sequential decision.
 
     Unpaired items (new, or changed since the baseline) run with the first look: they don't
     inform the paired test but still count for thresholds. Without paired items it runs all.
+    ``prior``: records already made (a resumed run's journal); they are not returned again,
+    but every look counts them, as it would have had the run not been interrupted.
     """
     order, unpaired, base_scores = plan_order(suite.items, baseline, metric, seed)
     if not order:
         return await run_items(Subset(suite, list(suite.items))), None
     sizes = stats.look_sizes(len(order), looks)
-    bounds = stats.obrien_fleming_bounds(looks, alpha)
     groups = {it.id: it.group for it in order}
     records: list[dict[str, Any]] = []
     done, decision, history = 0, None, []
@@ -97,7 +100,7 @@ async def run_sequential(
         chunk = order[done:size] + (unpaired if look == 1 else [])
         records += await run_items(Subset(suite, chunk))
         done = size
-        head = item_metrics(records, rollouts).get(metric, {})
+        head = item_metrics(list(prior or []) + records, rollouts).get(metric, {})
         seen = [it.id for it in order[:size] if it.id in head]  # errored items drop out
         if not seen:
             continue
@@ -114,8 +117,9 @@ async def run_sequential(
             alpha=alpha,
             n_total=len(order),
             clusters=clusters,
-            bounds=bounds,
-            seed=seed,
+            # The statistics' seed (sign-flip draws, betting order) is the one `evalgate
+            # compare` uses, so the scorecard reproduces this decision exactly.
+            seed=0,
         )
         history.append({"look": look, "items": len(seen), "decision": decision})
         if decision is not None:

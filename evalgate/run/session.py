@@ -97,6 +97,7 @@ async def _execute(
     cache: ResponseCache | None = None,
     cache_identity: str | None = None,
     skip: frozenset[tuple[str, int]] = frozenset(),
+    kept: list[dict[str, Any]] | None = None,
     stats: dict[str, Any] | None = None,
     budget: BudgetMeter | None = None,
 ) -> tuple[list[dict[str, Any]], SequentialResult | None]:
@@ -143,6 +144,7 @@ async def _execute(
                         alpha=gate.alpha,
                         seed=bench.sampling.seed or 0,
                         run_items=run_items,
+                        prior=kept,  # a resumed run's looks count the journal's rollouts
                     )
             finally:
                 if stats is not None:  # requests, retries and errors by kind, cache hits
@@ -352,6 +354,7 @@ def _run_one(
             cache=ctx.cache,
             cache_identity=_cache_identity(model, run_cfg),
             skip=skip,
+            kept=kept,
             stats=stats,
             budget=ctx.budget,
         )

@@ -3,42 +3,42 @@
 Pure functions: estimates with confidence intervals, the paired PR-vs-base comparison, the
 three-valued verdict, Holm's multiplicity correction, minimum detectable effects (the
 normal-theory formula, and the one calibrated to the gate's own tests), pass@k / pass^k, and
-group-sequential (O'Brien-Fleming) stopping with deterministic curtailment.
+group-sequential (O'Brien-Fleming) looks with repeated confidence intervals.
 
 Conventions used throughout:
 
 * The unit of analysis is the item (Miller 2024, "Adding Error Bars to Evals", arXiv
-  2411.00640): rollouts are averaged per item first, and items sharing a group id are resampled /
-  sign-flipped together as one cluster.
+  2411.00640): rollouts are averaged per item first, and items sharing a group id are also
+  tested as one unit per group.
 * Δ = mean(head) − mean(base). ``lo`` / ``hi`` of a :class:`PairedResult` are the one-sided
   (1 − α) lower / upper bounds on Δ (the ends of a two-sided 1 − 2α interval).
-* The verdict is decided by the two one-sided p-values; the bounds are for display. Where the
-  two can disagree (exact McNemar vs a Wald bound, a permutation test vs a t bound) the p-value
-  wins, because it is the test whose error rate the gate promises.
+* One method per kind of data, and the bounds are the inversion of the tests whose p-values
+  decide, so PASS ⇔ lo > −margin and FAIL ⇔ hi < 0 (PASS first) hold by construction.
 
 Layout (private modules; import everything from ``evalgate.stats``):
 
 * ``_estimates``: :class:`Estimate`, :func:`item_scores`, :func:`mean_ci`;
-* ``_paired``: :class:`PairedResult`, :func:`paired_compare` (exact McNemar, sign-flip
-  permutation) and :func:`verdict`;
+* ``_paired``: :class:`PairedResult`, :func:`paired_compare` and :func:`verdict`;
+* ``_exact``: the exact unconditional test for paired 0/1 scores and its inversion;
+* ``_betting``: the betting lower bound for bounded (fractional) differences;
 * ``_multiplicity``: :func:`holm`;
 * ``_power``: :func:`mde`, :func:`mde_paired`, :func:`mde_for_test`;
 * ``_passk``: :func:`pass_at_k`, :func:`pass_hat_k`;
-* ``_sequential``: O'Brien-Fleming bounds, :func:`look_sizes`, :func:`sequential_z`,
-  :func:`curtailed`, :func:`sequential_decision`;
+* ``_sequential``: O'Brien-Fleming bounds, :func:`look_sizes`, :func:`nominal_alpha`,
+  :func:`repeated_p`, :func:`sequential_compare`, :func:`sequential_decision`;
 * ``_common``: input validation, standard errors, and the lazy scipy imports (scipy is not
   imported with this package, only on the first computation that needs it).
 """
 
 from __future__ import annotations
 
-# The ``X as X`` imports are not in __all__ but were attributes of the single-file module, so they
-# stay reachable as evalgate.stats.X (the verdict strings, and the McNemar helpers that
-# tests/test_stats.py checks against scipy).
+# The ``X as X`` imports are not in __all__ but stay reachable as evalgate.stats.X (the verdict
+# strings, the group threshold, and the McNemar helpers that tests/test_stats.py checks).
 from evalgate.stats._estimates import Estimate, item_scores, mean_ci
 from evalgate.stats._multiplicity import holm
 from evalgate.stats._paired import FAIL as FAIL
 from evalgate.stats._paired import INCONCLUSIVE as INCONCLUSIVE
+from evalgate.stats._paired import MIN_GROUPS as MIN_GROUPS
 from evalgate.stats._paired import PASS as PASS
 from evalgate.stats._paired import PairedResult, paired_compare, verdict
 from evalgate.stats._paired import _mcnemar_p as _mcnemar_p
@@ -46,17 +46,17 @@ from evalgate.stats._passk import pass_at_k, pass_hat_k
 from evalgate.stats._power import _mcnemar_critical as _mcnemar_critical
 from evalgate.stats._power import mde, mde_for_test, mde_paired
 from evalgate.stats._sequential import (
-    curtailed,
     look_sizes,
+    nominal_alpha,
     obrien_fleming_bounds,
+    repeated_p,
+    sequential_compare,
     sequential_decision,
-    sequential_z,
 )
 
 __all__ = [
     "Estimate",
     "PairedResult",
-    "curtailed",
     "holm",
     "item_scores",
     "look_sizes",
@@ -64,11 +64,13 @@ __all__ = [
     "mde_for_test",
     "mde_paired",
     "mean_ci",
+    "nominal_alpha",
     "obrien_fleming_bounds",
     "paired_compare",
     "pass_at_k",
     "pass_hat_k",
+    "repeated_p",
+    "sequential_compare",
     "sequential_decision",
-    "sequential_z",
     "verdict",
 ]

@@ -20,6 +20,7 @@ from evalgate.stats._common import (
     _plain_se,
     _scipy_stats,
 )
+from evalgate.stats._exact import regression_edge
 
 # --------------------------------------------------------------------------- power
 
@@ -123,20 +124,22 @@ def _mcnemar_critical(m: np.ndarray, alpha: float) -> np.ndarray:
         crit = crit - down + up
 
 
-def _mcnemar_mde(n: int, psi0: float, rho: float, alpha: float, power: float) -> float:
-    """Smallest Δ at which exact McNemar on n pairs rejects with probability ``power``.
+def _exact_mde(
+    n: int, psi0: float, rho: float, alpha: float, power: float, edge: np.ndarray
+) -> float:
+    """Smallest Δ at which the exact unconditional test on n pairs rejects with ``power``.
 
     Cells: p_b = P(base 1, head 0), p_c = P(base 0, head 1), with p_b − p_c = Δ and the
     discordance ψ = p_b + p_c = psi0 + rho·Δ (see mde_for_test), at least Δ (p_c ≥ 0). The
     number of discordant pairs is M ~ Binomial(n, ψ) and b | M ~ Binomial(M, p_b/ψ), so the
-    power is Σ_m P(M = m)·P(b ≥ b*(m) | m): the exact unconditional power of the conditional
-    test (Suissa & Shuster 1991, Biometrics 47:361; Fagerland, Lydersen & Laake 2013, BMC Med
-    Res Methodol 13:91). Only m within 8 SD of nψ is summed (the rest is negligible).
+    power is Σ_m P(M = m)·P(b ≥ b*(m) | m), with b*(m) the rejection edge of the gate's exact
+    unconditional test (``edge``; Suissa & Shuster 1991, Biometrics 47:361).
+    Only m within 8 SD of nψ is summed (the rest is negligible).
     Returns inf when no Δ ≤ 1 reaches the power (too few pairs for the test ever to reject).
     """
     from scipy import optimize, special  # lazy, like scipy.stats (see _scipy_stats)
 
-    crit = np.zeros(n + 1)  # b*(m), filled in as the root search reaches each m
+    crit = edge  # b*(m), the smallest b the test rejects with m discordant pairs
 
     def shortfall(delta: float) -> float:
         psi = min(1.0, max(delta, psi0 + rho * delta))
@@ -145,10 +148,7 @@ def _mcnemar_mde(n: int, psi0: float, rho: float, alpha: float, power: float) ->
         spread = 8.0 * math.sqrt(n * psi * (1.0 - psi)) + 1.0
         first, last = max(0, math.floor(n * psi - spread)), min(n, math.ceil(n * psi + spread))
         m = np.arange(first, last + 1, dtype=float)
-        known = crit[first : last + 1]  # a view: filling it fills the cache
-        todo = known == 0.0
-        if todo.any():
-            known[todo] = _mcnemar_critical(m[todo], alpha)
+        known = crit[first : last + 1]
         log_pmf = (
             special.gammaln(n + 1.0)
             - special.gammaln(m + 1.0)
@@ -192,41 +192,32 @@ def mde_for_test(
 ) -> float:
     """The regression (true Δ = −MDE) that the gate's FAIL test detects with probability ``power``.
 
-    This is the MDE to report on the scorecard. :func:`mde` / :func:`mde_paired` give the
+    This is the MDE the scorecard reports. :func:`mde` / :func:`mde_paired` give the
     normal-theory (z_{1−α} + z_power)·SE, which overstates the power of the tests that
-    :func:`paired_compare` actually runs (``p_regression``, one-sided ``alpha``; the
-    non-inferiority margin plays no part in it). This function accounts, for data like
-    ``base`` / ``head`` (aligned per-item scores, as for paired_compare), for:
+    :func:`paired_compare` runs (``p_regression`` at one-sided ``alpha``). This function
+    accounts, for data like ``base`` / ``head`` (aligned per-item scores), for:
 
-    1. Discreteness. Exact McNemar and sign-flip tests on lumpy data (0/1 scores, means of k
-       rollouts, cluster sums) reject with probability below alpha under H0, and so less often
-       under the alternative too.
-    2. Small samples. The sign-flip test behaves as a t-test with C − 1 degrees of freedom
-       (C = items, or clusters): with 40 clusters the critical value is t_39, not z.
-    3. The variance grows under the alternative. If an item's base arm scores 1 with
-       probability p, lowering that by Δ_i changes the discordance P(base ≠ head) by exactly
-       Δ_i·(2p − 1) (arms independent given the item), i.e. ρ·Δ on average, with ρ = 2·mean(base)
-       − 1 when the drop is the same on every item (a logit shift, which concentrates it on
-       middling items, gives a smaller ρ when mean(base) > 1/2). We use ρ̂ = 2·mean(base) − 1
-       clipped to [0, 1], never assuming the discordance falls (ρ = 1 is the worst case: a
-       regression that only turns passes into fails). For fractional scores only the
-       within-item share φ of Var(d) responds (φ = 1/k for means of k rollouts), estimated as
-       (mean d²/2) / (mean d²/2 + mean s(1 − s)) from the same data.
+    1. Discreteness: exact and sign-flip tests on lumpy data reject with probability below
+       alpha under H0, and so less often under the alternative too.
+    2. Small samples: the sign-flip test behaves as a t-test with C − 1 degrees of freedom
+       (C = items, or groups).
+    3. How the variance grows under the alternative. The assumption (stated on the
+       scorecard): the regression only lowers items' scores, by the same amount on every item
+       (uniform) or in proportion to each item's score (proportional), or anything between.
+       Lowering an item's pass rate p by Δ_i changes the discordance P(base ≠ head) by
+       Δ_i·(2p − 1) ≤ |Δ_i|, so ψ = ψ̂ + ρΔ with ρ = 1 bounds every such drop (the "PR only
+       breaks items" corner attains it). For fractional scores the within-item share φ of
+       Var(d) grows by at most φ(|Δ| − Δ²) and the spread of a proportional drop across
+       items adds (1 − φ)·Δ²·(1 − p̄)/p̄ (Var(p_i) ≤ p̄(1 − p̄)); both are included.
+    4. Groups: the gate FAILs grouped data only when the item test and the group sign-flip both
+       reject, so the MDE is the larger of the two.
 
-    Binary scores without clusters (exact McNemar): the exact power, summed over the binomial
-    distribution of the discordant count with discordance ψ̂ + ρ̂·Δ (ψ̂ = observed discordant
-    fraction), solved for ``power``. Otherwise (sign-flip on items or cluster sums): Δ = λ·SE,
-    with SE² = SE₀²·(1 + φ̂(ρ̂Δ − Δ²)/var(d)) (scores scaled to [0, 1]; exact for 0/1 items,
-    and assuming the drop is even across items otherwise), SE₀ the (clustered) SE paired_compare
-    uses, and λ the t-test noncentrality giving ``power`` at the continuity-corrected critical
-    value of the sign-flip test.
-
-    Returns a positive effect on the score scale; ``math.inf`` when the test cannot reach the
-    power at any possible effect (fewer than 5 items, or clusters, at alpha = .05). With no
-    discordance at all (identical arms) the result is finite: it is the effect at which a
-    regression that turns whole items (clusters) from pass to fail is detected. Takes about a
-    millisecond for a few hundred items (under 30 ms at 200,000). Raises ValueError on a length
-    mismatch, on no items, or on non-finite scores.
+    Binary scores: the exact power of the exact unconditional test, summed over the binomial
+    distribution of the discordant count, solved for ``power``. Otherwise: Δ = λ·SE(Δ) with λ
+    the t-test noncentrality giving ``power`` at the continuity-corrected critical value of the
+    sign-flip test. Returns a positive effect on the score scale; ``math.inf`` when the test
+    cannot reach the power at any effect (too few items or groups). Raises ValueError on a
+    length mismatch, on no items, or on non-finite scores.
     """
     _check_alpha(alpha)
     _check_alpha(power, "power")
@@ -239,25 +230,51 @@ def mde_for_test(
     # [0, 1] by the smallest interval containing [0, 1] and the scores, and back at the end.
     low = min(0.0, float(b.min()), float(h.min()))
     width = max(1.0, float(b.max()), float(h.max())) - low
-    rho = min(1.0, max(0.0, 2.0 * (float(b.mean()) - low) / width - 1.0))
-
-    if clusters is None and _is_binary(b) and _is_binary(h):
-        return _mcnemar_mde(n, float(np.mean(d != 0.0)), rho, alpha, power)
-
-    if clusters is not None:
-        codes, n_units = _cluster_codes(clusters, n)
-        units = np.bincount(codes, weights=d, minlength=n_units)
-        se0 = _clustered_se(d, codes, n_units)
+    scaled = ((b - low) / width, (h - low) / width)
+    if _is_binary(b) and _is_binary(h):
+        item = _exact_mde(n, float(np.mean(d != 0.0)), 1.0, alpha, power, regression_edge(n, alpha))
     else:
-        units, n_units, se0 = d, n, _plain_se(d)
+        item = width * _sign_flip_mde(
+            d / width, d / width, _plain_se(d) / width, scaled, alpha, power
+        )
+    if clusters is None:
+        return item
+    codes, n_units = _cluster_codes(clusters, n)
+    units = np.bincount(codes, weights=d, minlength=n_units) / width
+    se0 = _clustered_se(d, codes, n_units) / width
+    group = _sign_flip_mde(units, d / width, se0, scaled, alpha, power)
+    return max(item, width * group)
+
+
+def _sign_flip_mde(
+    units: np.ndarray,
+    d: np.ndarray,
+    se0: float,
+    scaled: tuple[np.ndarray, np.ndarray],
+    alpha: float,
+    power: float,
+) -> float:
+    """MDE of the sign-flip regression test on ``units`` (item differences or group sums),
+    everything on the [0, 1] score scale; see :func:`mde_for_test`."""
+    n_units, n = units.size, d.size
     var_d = float(d.var(ddof=1)) if n > 1 else 0.0
     sum_sq = float(np.sum(units**2))
     if n_units < 2 or not (se0 > 0.0 and var_d > 0.0 and sum_sq > 0.0):
-        # Nothing to scale (no differences, or none that survive summing by cluster): take the
+        # Nothing to scale (no differences, or none that survive summing by group): take the
         # worst-case shape, a regression that turns whole units from full marks to none. Then
-        # the exact sign-flip test is the sign test on the hit units, as McNemar with ψ0 = 0.
-        return width * _mcnemar_mde(n_units, 0.0, 0.0, alpha, power)
-
+        # the sign-flip test is the sign test on the hit units (conditional McNemar, ψ0 = 0).
+        edge = _mcnemar_critical(np.arange(n_units + 1, dtype=float), alpha)
+        return _exact_mde(n_units, 0.0, 0.0, alpha, power, edge)
+    u_b, u_h = scaled
+    within = float(np.mean(d**2)) / 2.0
+    spread = (float(np.mean(u_b * (1.0 - u_b))) + float(np.mean(u_h * (1.0 - u_h)))) / 2.0
+    phi = within / (within + spread)  # > 0: d is not all zero here
+    p_bar = min(max(float(np.mean(u_b)), 0.05), 1.0)
+    kappa = (1.0 - phi) * (1.0 - p_bar) / p_bar
+    if n_units <= _ENUMERATED_UNITS:
+        # Var(Δ_u) of a proportional drop is Δ²·Var(p_u)/p̄² ≤ Δ²(1 − p̄)/p̄: with this few
+        # units an estimate of Var(p_u) would be too noisy to promise the power, so the bound.
+        return _few_units_mde(units, n, var_d, phi, (1.0 - p_bar) / p_bar, alpha, power)
     sps = _scipy_stats()
     # Discreteness: the sign-flip sum T = Σ ε_u·e_u lives on a lattice of step 2g (g the
     # grid of the |e_u|); with the critical value at a random offset on that lattice, the test
@@ -271,20 +288,61 @@ def mde_for_test(
     # first order (Lehmann & Romano 2005, Testing Statistical Hypotheses, §15.2).
     df = n_units - 1
     t_crit = crit * math.sqrt(df / (n_units - crit * crit))
-    # Noncentrality λ with P(noncentral t_df(λ) > t_crit) = power, by the normal approximation
-    # of Abramowitz & Stegun (1964) 26.7.10.
+    # Noncentrality λ with P(noncentral t_df(λ) > t_crit) = power (Abramowitz & Stegun 26.7.10).
     lam = t_crit * (1.0 - 1.0 / (4.0 * df)) + float(sps.norm.ppf(power)) * math.sqrt(
         1.0 + t_crit * t_crit / (2.0 * df)
     )
-    # Variance under the alternative, on the [0, 1] scale: Var(d) changes by φ(ρΔ − Δ²) +
-    # (1 − φ)·Var(Δ_i); the last term (uneven drops across fractional items) is dropped.
-    u_b, u_h, u_d = (b - low) / width, (h - low) / width, d / width
-    within = float(np.mean(u_d**2)) / 2.0
-    spread = (float(np.mean(u_b * (1.0 - u_b))) + float(np.mean(u_h * (1.0 - u_h)))) / 2.0
-    phi = within / (within + spread)  # > 0: d is not all zero here
-    # Solve Δ² = s²·(1 + φ(width·ρ·Δ − Δ²)/var_d), s = λ·SE₀, for its positive root.
+    # Var(d) under the alternative: var_d + φ(Δ − Δ²) + κΔ² (see mde_for_test, point 3).
+    # Solve Δ² = s²·(1 + (φΔ + (κ − φ)Δ²)/var_d), s = λ·SE₀, for its positive root.
     s2 = (lam * se0) ** 2
-    quad = 1.0 + s2 * phi / var_d
-    lin = s2 * phi * width * rho / var_d
+    quad = 1.0 - s2 * (kappa - phi) / var_d
+    lin = s2 * phi / var_d
+    if quad <= 0.0:
+        return math.inf
     delta = (lin + math.sqrt(lin * lin + 4.0 * quad * s2)) / (2.0 * quad)
-    return delta if delta < width else math.inf
+    return delta if delta < 1.0 else math.inf
+
+
+# Up to this many units the sign-flip test's power is computed over every sign pattern (the t
+# approximation understates the MDE of, e.g., 5 groups, where only "all 5 negative" rejects).
+_ENUMERATED_UNITS = 10
+_POWER_DRAWS = 500
+
+
+def _few_units_mde(
+    units: np.ndarray,
+    n: int,
+    var_d: float,
+    phi: float,
+    spread_bound: float,
+    alpha: float,
+    power: float,
+) -> float:
+    """MDE of the enumerated sign-flip test on G ≤ _ENUMERATED_UNITS unit sums, by a seeded
+    Monte-Carlo power over normal unit sums e_u ~ N(−Δ·m_u, v_u(Δ)).
+
+    v_u(Δ) = s²·(1 + φ(Δ − Δ²)/var d) + m_u²·Δ²·spread_bound: the units' observed spread s²
+    with the within-item growth of the alternative, plus the spread a proportional drop puts
+    between the units' means, Var(Δ_u) = Δ²·Var(p_u)/p̄² (see mde_for_test).
+    """
+    n_units = units.size
+    sizes = np.full(n_units, n / n_units)  # equal shares: the spread below is per unit anyway
+    spread = float(np.var(units, ddof=1)) if n_units > 1 else 0.0
+    if n_units < 2 or spread <= 0.0:
+        return math.inf
+    patterns = 1.0 - 2.0 * ((np.arange(1 << n_units)[:, None] >> np.arange(n_units)) & 1)
+    draws = np.random.default_rng(0).standard_normal((_POWER_DRAWS, n_units))
+    allowed = math.floor(alpha * (1 << n_units) + 1e-9)  # patterns at or above T, at most
+
+    def reached(delta: float) -> float:
+        within = spread * max(1.0 + phi * (delta - delta * delta) / var_d, 0.0)
+        sd = np.sqrt(within + (sizes * delta) ** 2 * spread_bound)
+        t = delta * sizes - draws * sd  # −e: large when the PR regressed
+        above = np.count_nonzero(t @ patterns.T >= t.sum(axis=1)[:, None] - 1e-12, axis=1)
+        return float(np.mean(above <= allowed)) - power
+
+    if allowed < 1 or reached(1.0) < 0.0:
+        return math.inf
+    from scipy import optimize
+
+    return float(optimize.brentq(reached, 0.0, 1.0, xtol=1e-3))

@@ -1,0 +1,76 @@
+"""A lower confidence bound on a bounded mean that holds for any distribution: betting.
+
+The sign-flip test of non-inferiority assumes that the differences, shifted by the margin, are
+symmetric; a PR that breaks a few items of a fractional benchmark gives many zero differences and
+a few large negative ones, and there the sign-flip PASSes far more often than α (the bench's
+"breaks k = 4" cells). The non-inferiority side for fractional scores therefore uses the betting
+confidence bound of Waudby-Smith & Ramdas (2024, JRSS-B 86:1, "Estimating means of bounded
+random variables by betting"): for data in [0, 1] and a candidate mean m, the capital
+K_t(m) = Π_{i ≤ t} (1 + λ_i·(x_i − m)) is a nonnegative supermartingale when the mean is ≤ m,
+so by Ville's inequality P(max_t K_t(m) ≥ 1/α) ≤ α: a valid test for every n, skew and number
+of distinct values. The bets are their predictable plug-in λ_i (a function of x_1..x_{i−1}
+only), truncated at 0.75/m so that no factor can reach 0 (WSR 2024, §5); the bound is found by
+bisection on the rejection of each m.
+
+The items have no natural order; they are betted on in a seeded random order, so the bound is
+deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Bets are capped at this fraction of the most they could be without risking ruin (1/m).
+_MAX_BET = 0.75
+_BOUND_TOL = 1e-4
+
+
+def _bets(x: np.ndarray, alpha: float) -> np.ndarray:
+    """Predictable plug-in bets λ_i = sqrt(2 log(1/α) / (n σ̂²_{i−1})) (WSR 2024, eq. 26)."""
+    n = x.size
+    i = np.arange(1, n + 1, dtype=float)
+    mu = (0.5 + np.cumsum(x)) / (i + 1.0)
+    var = (0.25 + np.cumsum((x - mu) ** 2)) / (i + 1.0)
+    prev = np.r_[0.25, var[:-1]]  # σ̂² from the items before i only
+    return np.sqrt(2.0 * math.log(1.0 / alpha) / (n * prev))
+
+
+def _log_capital(x: np.ndarray, bets: np.ndarray, m: float) -> float:
+    """log max_t K_t(m), the bets truncated at _MAX_BET / m."""
+    capped = np.minimum(bets, _MAX_BET / max(m, 1e-12))
+    return float(np.max(np.cumsum(np.log1p(capped * (x - m)))))
+
+
+def betting_lower(
+    values: np.ndarray, low: float, high: float, d0: float, alpha: float, seed: int
+) -> tuple[float, float]:
+    """(lower bound, p-value of H0: mean ≤ d0) for values in [low, high].
+
+    The p-value is 1 / max_t K_t(d0) (capped at 1); the bound is the infimum of the m that are
+    not rejected, found by bisection with d0 as one end, so "bound > d0 ⇔ p ≤ alpha" exactly.
+    """
+    width = high - low
+    order = np.random.default_rng(seed).permutation(values.size)
+    x = (values[order] - low) / width
+    bets = _bets(x, alpha)
+
+    def reject(m: float) -> bool:  # m on the original scale
+        return _log_capital(x, bets, (m - low) / width) >= math.log(1.0 / alpha)
+
+    p = min(1.0, math.exp(-_log_capital(x, bets, (d0 - low) / width)))
+    if p <= alpha:
+        rejected, accepted = d0, float(values.mean())
+        if reject(accepted):  # cannot happen with bets ≤ 1 at the mean, but stay safe
+            return accepted, p
+    else:
+        rejected, accepted = low, d0
+        if not reject(rejected + 1e-12):
+            return low, p
+    while accepted - rejected > _BOUND_TOL:
+        mid = (rejected + accepted) / 2.0
+        rejected, accepted = (mid, accepted) if reject(mid) else (rejected, mid)
+    if p <= alpha:
+        rejected = max(rejected, math.nextafter(d0, math.inf))
+    return rejected, p
