@@ -18,10 +18,11 @@ RUN apt-get update \
 
 FROM python:3.11-slim
 # git: result store and the base branch's gate policy; bubblewrap: the sandbox where namespaces
-# are allowed. No build tools: llama.cpp's server comes prebuilt (xllamacpp wheel). Each RUN
-# removes what it downloaded itself, or the layer would keep it.
+# are allowed; libgomp1: OpenMP runtime that the xllamacpp wheel links but does not bundle. No
+# build tools: llama.cpp's server comes prebuilt. Each RUN removes what it downloaded itself, or
+# the layer would keep it.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git bubblewrap \
+ && apt-get install -y --no-install-recommends git bubblewrap libgomp1 \
  && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/*
 COPY --from=docker-cli /docker /usr/local/bin/docker
 

