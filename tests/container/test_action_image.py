@@ -90,6 +90,7 @@ class Scenario:
     ws: Path
     origin: Path
     github: FakeGitHub
+    push_outputs: Path
     runs: dict[str, Run] = field(default_factory=dict)
 
 
@@ -232,7 +233,7 @@ def scenario(docker: str, image: str, git_remote: tuple[Path, str]) -> Iterator[
         _ok(_git(ws, "commit", "-q", "-m", "evals"))
         _ok(_git(ws, "push", "-q", "origin", "HEAD:main"))
         base = _ok(_git(ws, "rev-parse", "HEAD"))
-        sc = Scenario(ws=ws, origin=origin, github=github)
+        sc = Scenario(ws=ws, origin=origin, github=github, push_outputs=base_dir / "push-outputs")
         temp = base_dir / "_temp"
         # The runner's checkout: its user's files; actions/checkout leaves it on the commit.
         _chown(ws)
@@ -241,6 +242,8 @@ def scenario(docker: str, image: str, git_remote: tuple[Path, str]) -> Iterator[
                 "head_commit": {"id": base, "message": "evals"}}  # fmt: skip
         sc.runs["push"] = run_action(docker, image, sc, temp, "push", push, base,
                                      "refs/heads/main")  # fmt: skip
+        if (ws / "evalgate-outputs").is_dir():  # the PR runs write the same folder
+            shutil.copytree(ws / "evalgate-outputs", sc.push_outputs)
 
         # The PR: a README change; the runner checks out its head (as uid 1001).
         _ok(_git(ws, "checkout", "-q", "-b", "feature", user=RUNNER_UID))
@@ -266,6 +269,20 @@ def _host_path(sc: Scenario, reported: str) -> Path:
     return sc.ws / reported
 
 
+# The default git-branch store as root on a checkout owned by uid 1001 needs git's
+# safe.directory for the store's git too, and the runner's user needs its files back: the
+# gitops branch of issue 13 ("one git wrapper", ownership restored). Until it is merged, what
+# depends on it is a strict xfail; the lead sets this to True at merge.
+GITOPS_FIX_MERGED = False
+needs_gitops_fix = pytest.mark.xfail(
+    not GITOPS_FIX_MERGED,
+    strict=True,
+    reason="issue 13, gitops branch (one git wrapper: safe.directory for the store; ownership "
+    "restored): not merged into this branch yet",
+)
+
+
+@needs_gitops_fix
 def test_push_to_main_stores_the_baseline(scenario: Scenario) -> None:
     run = scenario.runs["push"]
     assert run.code == 0, run.log[-4000:]
@@ -279,6 +296,7 @@ def test_push_to_main_stores_the_baseline(scenario: Scenario) -> None:
     )
 
 
+@needs_gitops_fix
 def test_pr_runs_twice_with_one_sticky_comment(scenario: Scenario) -> None:
     for name in ("pr-1", "pr-2"):
         run = scenario.runs[name]
@@ -296,9 +314,9 @@ def test_pr_runs_twice_with_one_sticky_comment(scenario: Scenario) -> None:
 
 
 def test_sandboxed_benchmarks_ran_in_containers_that_saw_no_secret(scenario: Scenario) -> None:
-    run = scenario.runs["pr-2"]
+    run = scenario.runs["push"]
     assert "using the docker backend" in run.log  # bubblewrap cannot create namespaces here
-    results = _host_path(scenario, run.outputs["results_dir"])
+    results = scenario.push_outputs
     rows = {}
     for path in results.rglob("results.jsonl"):
         for line in path.read_text().splitlines():
@@ -322,11 +340,7 @@ def test_no_sandbox_container_is_left(scenario: Scenario, docker: str) -> None:
     assert left == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13, gitops helper's branch: the store's git operations and outputs still leave "
-    "root-owned files in the checkout; flip when that fix is merged",
-)
+@needs_gitops_fix
 def test_the_runner_user_can_still_fetch_and_clean(scenario: Scenario) -> None:
     _ok(_git(scenario.ws, "fetch", "-q", "origin", user=RUNNER_UID))
     _ok(_git(scenario.ws, "clean", "-ffdx", user=RUNNER_UID))
