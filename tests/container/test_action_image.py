@@ -51,6 +51,7 @@ version: 1
 models:
   - name: smollm2
     backend: local
+    n_threads: 1               # llama.cpp's spinning threads starve on a shared 2-core machine
 benchmarks:
   - name: arith
     eval: {num_examples: 8}
