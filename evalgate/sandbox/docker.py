@@ -78,7 +78,9 @@ class DockerSandbox(Sandbox):
         a += ["--ulimit", "core=0"]
         for path in (WORKDIR, "/tmp"):
             a += ["--tmpfs", f"{path}:rw,exec,size={cfg.disk_mb}m,mode=1777"]
-        a += ["--workdir", WORKDIR]
+        # No --workdir: Docker (20.10 at least) re-creates a workdir that is a --tmpfs mount as
+        # root 0755, losing mode=1777, and uid 1000 cannot write its workspace. Each exec names
+        # its own working directory instead.
         if self._dir is not None:
             a += ["-v", f"{host_path(self._docker, self._dir)}/run:/run/evalgate:ro"]
         for mount in cfg.mounts:
