@@ -292,9 +292,6 @@ def test_push_to_main_stores_the_baseline(scenario: Scenario) -> None:
     base = _ok(_git(scenario.origin, "rev-parse", "main"))
     stored = {p.split("/")[2] for p in listing.split() if p.startswith(f"runs/{base}/")}
     assert {s.split("--")[0] for s in stored} == {"arith", "humaneval", "sandbox-env"}
-    assert scenario.github.requests("POST") == [] or all(
-        "/comments" not in e.path for e in scenario.github.requests("POST")
-    )
 
 
 @needs_gitops_fix
@@ -327,7 +324,8 @@ def test_sandboxed_benchmarks_ran_in_containers_that_saw_no_secret(scenario: Sce
     sandboxed = {k: r for k, r in rows.items() if k[0] != "arith"}
     assert all(r["error"] is None for r in sandboxed.values()), sandboxed
     (env_task,) = [r for k, r in sandboxed.items() if k[0] == "sandbox-env"]
-    assert env_task["reward"] == 1.0, env_task  # its check passed: no secret, no host port
+    # Its check passed: no secret, no host port, not root.
+    assert env_task["reward"] == 1.0, json.dumps(env_task, indent=1)[-3000:]
     for path in results.rglob("*"):
         if path.is_file():
             assert RUNTIME_TOKEN not in path.read_text(errors="replace"), path
