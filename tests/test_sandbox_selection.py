@@ -126,3 +126,23 @@ def test_scratch_goes_under_a_mounted_directory(
     assert docker_mod.scratch_root("docker") == str(tmp_path)
     monkeypatch.setattr(docker_mod, "_mounts", lambda docker: None)
     assert docker_mod.scratch_root("docker") is None  # on a host: the default temp dir
+
+
+def test_kill_all_cannot_reach_the_containers_own_processes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`kill -9 -1` as the sandbox user must not end `sleep infinity` (the container would stop:
+    "is not running" for every later exec, the agent task's check included)."""
+    seen: list[list[str]] = []
+
+    async def fake_run(cmd: list[str], **kw: object) -> tuple[int, bytes, bytes, bool, bool]:
+        seen.append(cmd)
+        return 0, b"", b"", False, False
+
+    monkeypatch.setattr(docker_mod, "run_process", fake_run)
+    box = DockerSandbox(SandboxConfig(), "docker")
+    run_user = box.run_argv()[box.run_argv().index("--user") + 1]
+    asyncio.run(box.kill_all())
+    (cmd,) = seen
+    exec_user = cmd[cmd.index("--user") + 1]
+    assert run_user.split(":")[0] != exec_user.split(":")[0] != "0"

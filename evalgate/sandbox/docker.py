@@ -7,7 +7,9 @@ Needs a reachable Docker daemon (``docker info`` succeeds). Each sandbox is a co
   /run/evalgate and a relay inside listens on 127.0.0.1:18080 (the image needs ``python3``);
 - a read-only root filesystem, tmpfs ``/workspace`` and ``/tmp`` of ``disk_mb`` each;
 - ``--cpus``, ``--memory`` (no swap), ``--pids-limit``: cgroup limits, enforced by Docker;
-- ``--cap-drop ALL``, ``no-new-privileges``, user 1000:1000;
+- ``--cap-drop ALL``, ``no-new-privileges``; execs run as user 1000:1000, the container's own
+  processes (``sleep infinity``, the model relay) as 65534:65534, so the ``kill -9 -1`` of
+  :meth:`Sandbox.kill_all` (as 1000) ends an agent's left-overs but not the container itself;
 - labels ``evalgate.sandbox=1`` (+ the config's labels), for ``docker rm -f`` of leftovers.
 
 Per-exec timeouts run ``timeout -s KILL`` inside the container (the image needs coreutils):
@@ -50,6 +52,8 @@ from evalgate.sandbox.subprocess import run_process
 __all__ = ["DEFAULT_IMAGE", "DockerBackend", "DockerSandbox", "host_path", "own_container"]
 
 DEFAULT_IMAGE = "python:3.11-slim"
+SANDBOX_USER = "1000:1000"  # what sandboxed commands run as
+KEEPER_USER = "65534:65534"  # the container's own processes: out of kill_all's reach
 _DAEMON_SOURCE = os.path.join(os.path.dirname(__file__), "_sandboxd.py")
 
 
@@ -71,7 +75,7 @@ class DockerSandbox(Sandbox):
         a += ["--label", "evalgate.sandbox=1"]
         for key, value in cfg.labels.items():
             a += ["--label", f"{key}={value}"]
-        a += ["--network", "none", "--read-only", "--user", "1000:1000"]
+        a += ["--network", "none", "--read-only", "--user", KEEPER_USER]
         a += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
         a += ["--cpus", f"{cfg.cpus:g}", "--memory", f"{cfg.memory_mb}m"]
         a += ["--memory-swap", f"{cfg.memory_mb}m", "--pids-limit", str(cfg.pids)]
@@ -133,7 +137,7 @@ class DockerSandbox(Sandbox):
         max_output: int,
     ) -> tuple[int, bytes, bytes, bool, bool]:
         self._check_alive()
-        cmd = [self._docker, "exec", "-i", "--workdir", cwd]
+        cmd = [self._docker, "exec", "-i", "--user", SANDBOX_USER, "--workdir", cwd]
         for key, value in env.items():
             cmd += ["-e", f"{key}={value}"]
         limit = max(1, math.ceil(timeout_s))
