@@ -68,13 +68,21 @@ eval: {max_concurrent: 4}
 """
 
 # Passes only where the runner's secrets and the host's loopback are out of reach: no
-# ACTIONS_RUNTIME_TOKEN or job token in the sandbox's environment, no route to the GitHub
-# stand-in's port (the action's container shares the host's network; its sandboxes must not).
+# ACTIONS_RUNTIME_TOKEN or job token in the sandbox's environment (by name, or by value: each
+# value is spliced from two halves, so that the check's own text, which results.jsonl records,
+# does not hold it), no route to the GitHub stand-in's port (the action's container shares the
+# host's network; its sandboxes must not), not root.
 CHECK = """\
-! (env; cat /proc/1/environ) 2>/dev/null | tr '\\0' '\\n' | grep -q -e {runtime} -e {token} \
+a={runtime_a}; b={runtime_b}; c={token_a}; d={token_b}; \
+! (env; cat /proc/1/environ) 2>/dev/null | tr '\\0' '\\n' \
+  | grep -q -e "$a$b" -e "$c$d" -e ACTIONS_RUNTIME_TOKEN -e INPUT_GITHUB_TOKEN \
 && ! python3 -c 'import socket; socket.create_connection(("127.0.0.1", {port}), 3)' 2>/dev/null \
 && test "$(id -u)" != 0
 """
+
+
+def _halves(secret: str) -> dict[str, str]:
+    return {"a": secret[: len(secret) // 2], "b": secret[len(secret) // 2 :]}
 
 
 @dataclass
@@ -223,7 +231,9 @@ def scenario(docker: str, image: str, git_remote: tuple[Path, str]) -> Iterator[
         task = ws / "tasks" / "sandbox-env"
         task.mkdir(parents=True)
         port = github.url.rsplit(":", 1)[1]
-        check = CHECK.format(runtime=RUNTIME_TOKEN, token=TOKEN, port=port)
+        r, k = _halves(RUNTIME_TOKEN), _halves(TOKEN)
+        check = CHECK.format(runtime_a=r["a"], runtime_b=r["b"], token_a=k["a"], token_b=k["b"],
+                             port=port)  # fmt: skip
         (task / "task.yaml").write_text(yaml.safe_dump({
             "description": "The sandbox sees none of the runner's secrets and no host port.",
             "prompt": "Reply with the word done.", "check": {"command": check, "timeout_s": 30},
