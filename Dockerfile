@@ -4,8 +4,8 @@
 # instead of building. This file stays its only source: CI builds and tests the PR's version.
 #
 # FLAVOR=full (`docker build --build-arg FLAVOR=full`, released as `v1-full`) adds the
-# `verifiers` benchmark kind and LiteLLM's proxy in its own venv: together ~0.9 GB (transformers,
-# sympy; litellm[proxy]), more than everything else, for two opt-in backends.
+# `verifiers` benchmark kind and LiteLLM's proxy in its own venv: together ~1 GB (transformers,
+# sympy; litellm[proxy]: 2.1 GB in all), as much as everything else, for two opt-in features.
 FROM python:3.11-slim AS docker-cli
 # Only the docker CLI (one static binary) from Debian's docker.io: inside the Action, sandboxes
 # are sibling containers on the runner's daemon (/var/run/docker.sock, mounted by the runner),
