@@ -3,11 +3,19 @@
 ``local`` (bubblewrap), ``docker`` and ``modal`` are the backends a benchmark can choose
 (``sandbox.backend`` in evals.yaml); ``subprocess`` is the non-isolating reference that tests and
 benchmarks compare against.
+
+``local`` falls back to ``docker`` where bubblewrap cannot create namespaces but a Docker daemon
+answers: the case of the Action's container, where Docker's default seccomp profile refuses
+bubblewrap's ``clone(CLONE_NEWUSER)`` and a container action cannot loosen it, while the runner
+mounts its daemon's socket into every container action. The containment is the same kind
+(no network, resource limits, a throw-away filesystem; the docker backend enforces them with
+cgroups) and the backend used is named on stderr and in the scorecard's limits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 
 from evalgate._lazy import load_entry
@@ -54,9 +62,19 @@ def backend_class(name: str) -> type[SandboxBackend]:
 
 
 def open_backend(name: str) -> SandboxBackend:
-    """An instance of backend ``name``; :class:`SandboxError` (an infra error) naming why not."""
+    """An instance of backend ``name``; :class:`SandboxError` (an infra error) naming why not.
+
+    ``local`` falls back to ``docker`` when bubblewrap cannot run here and Docker can (see the
+    module's docstring)."""
     cls = backend_class(name)
     reason = cls.unavailable()
+    if reason is not None and name == "local":
+        docker = backend_class("docker")
+        why_not = docker.unavailable()
+        if why_not is None:
+            print(f"evalgate: sandbox: {reason}; using the docker backend", file=sys.stderr)
+            return docker()
+        reason += f"; the docker fallback is unavailable too: {why_not}"
     if reason is not None:
         raise SandboxError(f"sandbox backend {name!r} is unavailable: {reason}")
     return cls()

@@ -7,19 +7,31 @@ Needs a reachable Docker daemon (``docker info`` succeeds). Each sandbox is a co
   /run/evalgate and a relay inside listens on 127.0.0.1:18080 (the image needs ``python3``);
 - a read-only root filesystem, tmpfs ``/workspace`` and ``/tmp`` of ``disk_mb`` each;
 - ``--cpus``, ``--memory`` (no swap), ``--pids-limit``: cgroup limits, enforced by Docker;
-- ``--cap-drop ALL``, ``no-new-privileges``, user 1000:1000;
+- ``--cap-drop ALL``, ``no-new-privileges``; execs run as user 1000:1000, the container's own
+  processes (``sleep infinity``, the model relay) as 65534:65534, so the ``kill -9 -1`` of
+  :meth:`Sandbox.kill_all` (as 1000) ends an agent's left-overs but not the container itself;
 - labels ``evalgate.sandbox=1`` (+ the config's labels), for ``docker rm -f`` of leftovers.
 
 Per-exec timeouts run ``timeout -s KILL`` inside the container (the image needs coreutils):
 killing the ``docker exec`` client alone would leave the command running.
+
+Run from inside a container (the Action's, talking to the runner's daemon through the mounted
+``/var/run/docker.sock``), bind-mount sources must be *host* paths: the daemon resolves them on
+its host, not in our container. The backend then reads its own container's mounts
+(``docker inspect``), keeps its scratch directory under one of them (``$RUNNER_TEMP``, which the
+runner mounts at /github/runner_temp) and translates every source; a path no mount covers is a
+:class:`SandboxError`, never a silently empty mount. Sandboxes get only the environment each exec
+names (``docker exec -e``): nothing of ours, ``ACTIONS_RUNTIME_TOKEN`` included, reaches them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import math
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -37,9 +49,11 @@ from evalgate.sandbox.base import (
 from evalgate.sandbox.bridge import ModelBridge
 from evalgate.sandbox.subprocess import run_process
 
-__all__ = ["DEFAULT_IMAGE", "DockerBackend", "DockerSandbox"]
+__all__ = ["DEFAULT_IMAGE", "DockerBackend", "DockerSandbox", "host_path", "own_container"]
 
 DEFAULT_IMAGE = "python:3.11-slim"
+SANDBOX_USER = "1000:1000"  # what sandboxed commands run as
+KEEPER_USER = "65534:65534"  # the container's own processes: out of kill_all's reach
 _DAEMON_SOURCE = os.path.join(os.path.dirname(__file__), "_sandboxd.py")
 
 
@@ -61,18 +75,20 @@ class DockerSandbox(Sandbox):
         a += ["--label", "evalgate.sandbox=1"]
         for key, value in cfg.labels.items():
             a += ["--label", f"{key}={value}"]
-        a += ["--network", "none", "--read-only", "--user", "1000:1000"]
+        a += ["--network", "none", "--read-only", "--user", KEEPER_USER]
         a += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
         a += ["--cpus", f"{cfg.cpus:g}", "--memory", f"{cfg.memory_mb}m"]
         a += ["--memory-swap", f"{cfg.memory_mb}m", "--pids-limit", str(cfg.pids)]
         a += ["--ulimit", "core=0"]
         for path in (WORKDIR, "/tmp"):
             a += ["--tmpfs", f"{path}:rw,exec,size={cfg.disk_mb}m,mode=1777"]
-        a += ["--workdir", WORKDIR]
+        # No --workdir: Docker (20.10 at least) re-creates a workdir that is a --tmpfs mount as
+        # root 0755, losing mode=1777, and uid 1000 cannot write its workspace. Each exec names
+        # its own working directory instead.
         if self._dir is not None:
-            a += ["-v", f"{self._dir}/run:/run/evalgate:ro"]
+            a += ["-v", f"{host_path(self._docker, self._dir)}/run:/run/evalgate:ro"]
         for mount in cfg.mounts:
-            a += ["-v", f"{mount.source}:{mount.target}:ro"]
+            a += ["-v", f"{host_path(self._docker, str(mount.source))}:{mount.target}:ro"]
         a += [cfg.image or DEFAULT_IMAGE, "sleep", "infinity"]
         return a
 
@@ -87,7 +103,7 @@ class DockerSandbox(Sandbox):
     async def _start(self) -> None:
         cfg = self.config
         if cfg.network == "model-only" and cfg.model is not None:
-            self._dir = tempfile.mkdtemp(prefix="evalgate-dkr-")
+            self._dir = tempfile.mkdtemp(prefix="evalgate-dkr-", dir=scratch_root(self._docker))
             os.mkdir(f"{self._dir}/run")
             self._bridge = ModelBridge(cfg.model, f"{self._dir}/run/model.sock")
             await self._bridge.start()
@@ -121,7 +137,7 @@ class DockerSandbox(Sandbox):
         max_output: int,
     ) -> tuple[int, bytes, bytes, bool, bool]:
         self._check_alive()
-        cmd = [self._docker, "exec", "-i", "--workdir", cwd]
+        cmd = [self._docker, "exec", "-i", "--user", SANDBOX_USER, "--workdir", cwd]
         for key, value in env.items():
             cmd += ["-e", f"{key}={value}"]
         limit = max(1, math.ceil(timeout_s))
@@ -149,6 +165,74 @@ class DockerSandbox(Sandbox):
             await self._bridge.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
+
+
+_CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
+
+
+def own_container(mountinfo: str = "/proc/self/mountinfo") -> str | None:
+    """The id of the container this process runs in, or None on a host.
+
+    Docker bind-mounts each container's /etc/hostname from ``<data-root>/containers/<id>/``;
+    /proc/self/mountinfo names that path whatever the container's hostname is."""
+    try:
+        with open(mountinfo, encoding="utf-8") as fh:
+            found = _CONTAINER_ID.search(fh.read())
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+@functools.cache
+def _mounts(docker: str) -> tuple[tuple[str, str], ...] | None:
+    """(destination, host source) of our container's bind mounts, longest destination first;
+    None where our paths are the daemon's: on a host, or in a container the daemon does not know
+    (a daemon running inside it, as in docker-in-docker)."""
+    cid = own_container()
+    if cid is None:
+        return None
+    out = subprocess.run(
+        [docker, "inspect", "--format", "{{json .Mounts}}", cid],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if out.returncode != 0:
+        return None
+    pairs = [(m["Destination"], m["Source"]) for m in json.loads(out.stdout or "[]")]
+    return tuple(sorted(pairs, key=lambda p: len(p[0]), reverse=True))
+
+
+def host_path(docker: str, path: str) -> str:
+    """``path`` (in this process's filesystem) as the Docker daemon's host sees it."""
+    mounts = _mounts(docker)
+    if mounts is None:
+        return path
+    for dest, source in mounts:
+        if path == dest or path.startswith(dest.rstrip("/") + "/"):
+            return source + path[len(dest.rstrip("/")) :]
+    raise SandboxError(
+        f"docker sandbox: {path} is inside this container only, so the Docker daemon cannot "
+        "mount it into a sandbox; keep it under a bind-mounted directory (e.g. the workspace)"
+    )
+
+
+def scratch_root(docker: str) -> str | None:
+    """Where sandbox scratch directories go: the default temp dir on a host; in a container,
+    a bind-mounted one ($RUNNER_TEMP in the Action), so sandboxes can mount what we put there."""
+    if _mounts(docker) is None:
+        return None
+    for candidate in (os.environ.get("RUNNER_TEMP"), "/github/runner_temp", tempfile.gettempdir()):
+        if candidate and os.path.isdir(candidate):
+            try:
+                host_path(docker, candidate)
+            except SandboxError:
+                continue
+            return candidate
+    raise SandboxError(
+        "docker sandbox: no bind-mounted scratch directory in this container "
+        "(set RUNNER_TEMP to one)"
+    )
 
 
 class DockerBackend(SandboxBackend):
