@@ -276,7 +276,9 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
         overrides=inputs.overrides,
         token=token,
     )
-    config = policy.applied(config)
+    config, raised = policy.applied(config)
+    if raised:  # the PR lifted a budget cap the base branch sets
+        pub.notices.append(raised)
     baseline_settings = config.baseline
     mode = inputs.baseline or baseline_settings.mode
     if policy.source == "first-adoption" and mode != "none":

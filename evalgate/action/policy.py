@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from evalgate.action import git as gitops
 from evalgate.config.load import Config, load_config
+from evalgate.config.spec.budget import apply_ceiling
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
 from evalgate.gate import Check, Verdict
 
@@ -53,13 +54,15 @@ class BasePolicy:
             return {}
         return {b.name: measurement(b) for b in self.config.benchmarks}
 
-    def applied(self, config: Config) -> Config:
-        """``config`` (the PR's) with the base's gate and baseline settings."""
+    def applied(self, config: Config) -> tuple[Config, str | None]:
+        """``config`` (the PR's) with the base's gate and baseline settings, and its budget held
+        under the base's caps (a ceiling the PR cannot raise); plus a note naming any cap the PR
+        tried to raise."""
         if self.config is None:
-            return config
-        return config.model_copy(
-            update={"gate": self.config.gate, "baseline": self.config.baseline}
-        )
+            return config, None
+        budget, note = apply_ceiling(config.budget, self.config.budget)
+        update = {"gate": self.config.gate, "baseline": self.config.baseline, "budget": budget}
+        return config.model_copy(update=update), note
 
     def note(self, config_name: str, overridden: list[str] | tuple[str, ...] = ()) -> str:
         """One plain sentence for the scorecard: which policy judged this run. ``overridden``:

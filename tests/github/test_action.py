@@ -753,3 +753,19 @@ def test_a_personal_token_keeps_updating_its_own_comment(
     (body,) = github.bodies(REPO, PR)  # "in progress" (by mona) was rewritten, not duplicated
     assert "evalgate: PASS" in body
     assert "set the input `comment_author: mona`" in (ws.tmp / "summary").read_text()
+
+
+def test_pr_cannot_raise_the_base_branchs_budget(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    """The base's budget caps are a ceiling: a PR that lifts them runs under the base's, and
+    the scorecard says which cap it tried to raise."""
+    base = ws.commit(_evals(ws.url) + "budget: {tokens: 100}\n", "main")
+    _git(ws.ws, "push", "-q", "origin", "main")
+    ws.base = base
+    head = ws.pr(_evals(ws.url) + "budget: {tokens: 1000000}\n")
+    code, log = _run(_pr_env(ws, github, pr_event, head, baseline="none"))
+    assert code == 3, log  # stopped by the base's 100-token cap, not the PR's million
+    verdict = json.loads((ws.ws / "evalgate-outputs" / "verdict.json").read_text())
+    assert "budget: tokens 100 reached" in json.dumps(verdict)
+    assert "tokens 1,000,000 > 100" in (ws.tmp / "summary").read_text()
