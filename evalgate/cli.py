@@ -62,6 +62,20 @@ def _parser() -> _Parser:
     parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    _run_commands(sub)
+    _gate_commands(sub)
+    _ops_commands(sub)
+    _results_commands(sub)
+    sub.add_parser(
+        "action", help="the GitHub Action's entrypoint (reads INPUT_* and GITHUB_* variables)"
+    )
+    sub.add_parser("schema", help="print the JSON Schema of evals.yaml (for editors)")
+    sub.add_parser("benchmarks", help="list the built-in benchmarks and their defaults")
+    return parser
+
+
+def _run_commands(sub: Any) -> None:
+    """local and resume: the commands that call the model."""
     local = sub.add_parser(
         "local",
         help="run evals.yaml on this machine (a dry run of the Action: no keys, no PR)",
@@ -91,6 +105,9 @@ def _parser() -> _Parser:
     )
     _cache_arguments(resume)
 
+
+def _gate_commands(sub: Any) -> None:
+    """compare and validate: deciding without a model."""
     compare = sub.add_parser(
         "compare",
         help="gate HEAD's saved runs against BASE's, paired per item (runs no model); the "
@@ -111,6 +128,9 @@ def _parser() -> _Parser:
     )
     validate.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
 
+
+def _ops_commands(sub: Any) -> None:
+    """doctor and the Modal lifecycle: the stack around a run."""
     doctor = sub.add_parser(
         "doctor",
         help="check the stack in phases: prerequisites, credentials, deploy, smoke request, "
@@ -141,6 +161,9 @@ def _parser() -> _Parser:
                 "--all", action="store_true", help="every evalgate-tagged app in the environment"
             )
 
+
+def _results_commands(sub: Any) -> None:
+    """push, runs, show: what a run left behind."""
     push = sub.add_parser(
         "push",
         help="upload a run to a Hugging Face dataset repository (one folder per run; HF_TOKEN)",
@@ -166,13 +189,6 @@ def _parser() -> _Parser:
     )
     show.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
     show.add_argument("--benchmark", help="only this benchmark's run of the invocation")
-
-    sub.add_parser(
-        "action", help="the GitHub Action's entrypoint (reads INPUT_* and GITHUB_* variables)"
-    )
-    sub.add_parser("schema", help="print the JSON Schema of evals.yaml (for editors)")
-    sub.add_parser("benchmarks", help="list the built-in benchmarks and their defaults")
-    return parser
 
 
 def _cache_arguments(parser: argparse.ArgumentParser) -> None:

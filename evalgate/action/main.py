@@ -318,6 +318,13 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
         encoding="utf-8",
     )
 
+    return _report(ctx, inputs, pub, verdict, policy, config, store, out_root)
+
+
+def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verdict, policy: Any,
+            config: Config, store: ResultStore | None, out_root: Path) -> int:  # fmt: skip
+    """The verdict out: the policy note and trend added, baselines stored on the default branch,
+    the comment, the scorecard file, the summary and the outputs."""
     markdown = (out_root / "scorecard.md").read_text(encoding="utf-8")
     if note := policy.note(inputs.config, _overridden(inputs, config)):
         markdown += f"\n> **Policy:** {note}.\n"
