@@ -10,6 +10,7 @@ import pytest
 
 from evalgate.sandbox import Mount, SandboxConfig, SandboxError, backend_class, open_backend
 from evalgate.sandbox import docker as docker_mod
+from evalgate.sandbox.base import ExecCall
 from evalgate.sandbox.docker import DockerBackend, DockerSandbox, host_path, own_container
 
 CID = "0123456789abcdef" * 4
@@ -112,7 +113,7 @@ def test_exec_passes_only_the_environment_it_names(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(docker_mod, "run_process", fake_run)
     box = DockerSandbox(SandboxConfig(), "docker")
-    asyncio.run(box._exec(["true"], timeout_s=5, stdin=None, env={"A": "1"}, cwd="/", max_output=9))
+    asyncio.run(box._exec(ExecCall(["true"], timeout_s=5, env={"A": "1"}, max_output=9)))
     (cmd,) = seen
     assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "-e"] == ["A=1"]
     assert "runtime-token-sentinel" not in " ".join(cmd)

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_OUTPUT",
     "MODEL_PORT",
     "WORKDIR",
+    "ExecCall",
     "ExecResult",
     "ModelRoute",
     "Mount",
@@ -62,6 +63,21 @@ class SandboxError(InfraError):
 
 class SandboxFileError(Exception):
     """A file operation inside the sandbox failed (missing file, not a directory, too large)."""
+
+
+@dataclass(frozen=True)
+class ExecCall:
+    """One command for a backend's :meth:`Sandbox._exec`: what runs, with what, and the limits."""
+
+    argv: list[str]
+    timeout_s: float
+    stdin: bytes | None = None
+    env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ENV))
+    cwd: str = "/"
+    max_output: int = 64 << 10
+
+    def unpack(self) -> tuple[list[str], float, bytes | None, dict[str, str], str, int]:
+        return self.argv, self.timeout_s, self.stdin, self.env, self.cwd, self.max_output
 
 
 @dataclass(frozen=True)
@@ -161,16 +177,7 @@ class Sandbox(abc.ABC):
     # -- the one primitive each backend implements ------------------------------------------
 
     @abc.abstractmethod
-    async def _exec(
-        self,
-        argv: list[str],
-        *,
-        timeout_s: float,
-        stdin: bytes | None,
-        env: dict[str, str],
-        cwd: str,
-        max_output: int,
-    ) -> tuple[int, bytes, bytes, bool, bool]:
+    async def _exec(self, call: ExecCall) -> tuple[int, bytes, bytes, bool, bool]:
         """Run argv; return (exit_code, stdout, stderr, timed_out, truncated)."""
 
     @abc.abstractmethod
@@ -208,12 +215,14 @@ class Sandbox(abc.ABC):
         data = stdin.encode() if isinstance(stdin, str) else stdin
         t0 = time.perf_counter()
         code, out, err, timed_out, truncated = await self._exec(
-            _argv(command),
-            timeout_s=timeout_s,
-            stdin=data,
-            env=full_env,
-            cwd=cwd,
-            max_output=max_output,
+            ExecCall(
+                _argv(command),
+                timeout_s=timeout_s,
+                stdin=data,
+                env=full_env,
+                cwd=cwd,
+                max_output=max_output,
+            )
         )
         return ExecResult(
             exit_code=code,
@@ -227,12 +236,14 @@ class Sandbox(abc.ABC):
     async def read_file(self, path: str, *, max_bytes: int = 16 << 20, cwd: str = WORKDIR) -> bytes:
         """A file's bytes, read inside the sandbox (its symlinks resolve in the sandbox's view)."""
         code, out, err, timed_out, truncated = await self._exec(
-            ["cat", "--", path],
-            timeout_s=30.0,
-            stdin=None,
-            env=dict(DEFAULT_ENV),
-            cwd=cwd,
-            max_output=max_bytes,
+            ExecCall(
+                ["cat", "--", path],
+                timeout_s=30.0,
+                stdin=None,
+                env=dict(DEFAULT_ENV),
+                cwd=cwd,
+                max_output=max_bytes,
+            )
         )
         if timed_out:
             raise SandboxFileError(f"{path}: reading timed out (a FIFO or device?)")
@@ -251,12 +262,14 @@ class Sandbox(abc.ABC):
         if mode is not None:
             script += f' && chmod {mode:o} -- "$1"'
         code, _, err, timed_out, _ = await self._exec(
-            ["/bin/sh", "-c", script, "sh", path],
-            timeout_s=60.0,
-            stdin=payload,
-            env=dict(DEFAULT_ENV),
-            cwd=cwd,
-            max_output=64 << 10,
+            ExecCall(
+                ["/bin/sh", "-c", script, "sh", path],
+                timeout_s=60.0,
+                stdin=payload,
+                env=dict(DEFAULT_ENV),
+                cwd=cwd,
+                max_output=64 << 10,
+            )
         )
         if code != 0 or timed_out:
             detail = err.decode("utf-8", "replace").strip() or f"exit {code}"
@@ -270,12 +283,14 @@ class Sandbox(abc.ABC):
         """
         script = 'chmod -R u+rwX -- "$1" 2>/dev/null; exec tar -C "$1" -cf - .'
         code, out, err, timed_out, truncated = await self._exec(
-            ["/bin/sh", "-c", script, "sh", path],
-            timeout_s=120.0,
-            stdin=None,
-            env=dict(DEFAULT_ENV),
-            cwd="/",
-            max_output=max_bytes,
+            ExecCall(
+                ["/bin/sh", "-c", script, "sh", path],
+                timeout_s=120.0,
+                stdin=None,
+                env=dict(DEFAULT_ENV),
+                cwd="/",
+                max_output=max_bytes,
+            )
         )
         if timed_out or code != 0 or truncated:
             detail = err.decode("utf-8", "replace").strip()[-300:] or f"exit {code}"
@@ -291,12 +306,14 @@ class Sandbox(abc.ABC):
         namespace's init, which is the backend's own supervisor.
         """
         await self._exec(
-            ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"],
-            timeout_s=10.0,
-            stdin=None,
-            env=dict(DEFAULT_ENV),
-            cwd="/",
-            max_output=4096,
+            ExecCall(
+                ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"],
+                timeout_s=10.0,
+                stdin=None,
+                env=dict(DEFAULT_ENV),
+                cwd="/",
+                max_output=4096,
+            )
         )
 
     async def __aenter__(self) -> Sandbox:

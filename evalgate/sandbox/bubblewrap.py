@@ -71,6 +71,7 @@ from evalgate.sandbox._io import Drain, Feed, read_line, wait_exit
 from evalgate.sandbox.base import (
     MODEL_PORT,
     WORKDIR,
+    ExecCall,
     Sandbox,
     SandboxBackend,
     SandboxConfig,
@@ -342,16 +343,8 @@ class BubblewrapSandbox(Sandbox):
 
     # -- exec ------------------------------------------------------------------------------
 
-    async def _exec(
-        self,
-        argv: list[str],
-        *,
-        timeout_s: float,
-        stdin: bytes | None,
-        env: dict[str, str],
-        cwd: str,
-        max_output: int,
-    ) -> tuple[int, bytes, bytes, bool, bool]:
+    async def _exec(self, call: ExecCall) -> tuple[int, bytes, bytes, bool, bool]:
+        argv, timeout_s, stdin, env, cwd, max_output = call.unpack()
         self._check_alive()
         loop = asyncio.get_running_loop()
         in_r, in_w = os.pipe()

@@ -41,6 +41,7 @@ import time
 from evalgate.sandbox.base import (
     MODEL_PORT,
     WORKDIR,
+    ExecCall,
     Sandbox,
     SandboxBackend,
     SandboxConfig,
@@ -126,16 +127,8 @@ class DockerSandbox(Sandbox):
             if code != 0:
                 raise SandboxError(f"docker sandbox: model relay failed: {err.decode()[:300]}")
 
-    async def _exec(
-        self,
-        argv: list[str],
-        *,
-        timeout_s: float,
-        stdin: bytes | None,
-        env: dict[str, str],
-        cwd: str,
-        max_output: int,
-    ) -> tuple[int, bytes, bytes, bool, bool]:
+    async def _exec(self, call: ExecCall) -> tuple[int, bytes, bytes, bool, bool]:
+        argv, timeout_s, stdin, env, cwd, max_output = call.unpack()
         self._check_alive()
         cmd = [self._docker, "exec", "-i", "--user", SANDBOX_USER, "--workdir", cwd]
         for key, value in env.items():

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 from evalgate.sandbox.base import (
     WORKDIR,
+    ExecCall,
     Mount,
     Sandbox,
     SandboxBackend,
@@ -84,16 +85,8 @@ class ModalSandbox(Sandbox):
                 "EVAL_MODEL": config.model.model,
             }
 
-    async def _exec(
-        self,
-        argv: list[str],
-        *,
-        timeout_s: float,
-        stdin: bytes | None,
-        env: dict[str, str],
-        cwd: str,
-        max_output: int,
-    ) -> tuple[int, bytes, bytes, bool, bool]:
+    async def _exec(self, call: ExecCall) -> tuple[int, bytes, bytes, bool, bool]:
+        argv, timeout_s, stdin, env, cwd, max_output = call.unpack()
         self._check_alive()
         limit = max(1, math.ceil(timeout_s))
         loop = asyncio.get_running_loop()

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 
 from evalgate.sandbox._io import Drain, Feed, wait_exit
-from evalgate.sandbox.base import WORKDIR, Sandbox, SandboxBackend, SandboxConfig
+from evalgate.sandbox.base import WORKDIR, ExecCall, Sandbox, SandboxBackend, SandboxConfig
 
 __all__ = ["SubprocessBackend", "SubprocessSandbox", "run_process"]
 
@@ -86,16 +86,8 @@ class SubprocessSandbox(Sandbox):
             return self.root + cwd[len(WORKDIR) :]
         return cwd
 
-    async def _exec(
-        self,
-        argv: list[str],
-        *,
-        timeout_s: float,
-        stdin: bytes | None,
-        env: dict[str, str],
-        cwd: str,
-        max_output: int,
-    ) -> tuple[int, bytes, bytes, bool, bool]:
+    async def _exec(self, call: ExecCall) -> tuple[int, bytes, bytes, bool, bool]:
+        argv, timeout_s, stdin, env, cwd, max_output = call.unpack()
         self._check_alive()
         # Path arguments naming the workspace are mapped; text inside scripts is not.
         argv = [self._path(a) if a.startswith(WORKDIR) else a for a in argv]
