@@ -121,6 +121,10 @@ class InspectSuite(SuiteDefaults):
             "max_tokens": spec.sampling.max_tokens,
             "top_p": spec.sampling.top_p,
             "seed": spec.sampling.seed,
+            # evalgate's retry policy, not inspect's (which retries for hours): an unreachable
+            # model must end as counted errors, not a hung gate.
+            "max_retries": spec.eval.max_retries,
+            "attempt_timeout": int(spec.eval.request_timeout_s),
         }
         argv = [inspect_python(), str(RUNNER), "run", "--task", spec.task]
         argv += ["--task-args", json.dumps(spec.task_args), "--model", ep.model]
