@@ -168,5 +168,5 @@ def test_main_vs_main_at_temperature_is_not_a_fail(tmp_path: Path) -> None:
     assert verdict["status"] != "FAIL", (tmp_path / "cmp" / "scorecard.md").read_text()
     comps = {c["benchmark"]: c for c in verdict["comparisons"]}
     assert comps["arith"]["comparable"] and comps["arith"]["changes"] == ["sampling"]
-    # k = 2 fractional per-item scores take the permutation path, not McNemar.
-    assert comps["arith"]["metrics"][0]["result"]["method"] == "sign-flip-permutation"
+    # k = 2 fractional per-item scores: the betting bound (PASS) and sign-flip (FAIL), not McNemar.
+    assert comps["arith"]["metrics"][0]["result"]["method"] == "betting / sign-flip-permutation"
