@@ -281,7 +281,12 @@ class Sandbox(abc.ABC):
         Modes are first made readable to their owner (the sandboxed user owns everything it
         wrote), so a file the agent locked with ``chmod 000`` is copied, not an error.
         """
-        script = 'chmod -R u+rwX -- "$1" 2>/dev/null; exec tar -C "$1" -cf - .'
+        # The folder's entries, not the folder itself: restoring "." would chmod/utime the
+        # target's root, which the sandboxed user does not own under docker (a root tmpfs).
+        script = (
+            'chmod -R u+rwX -- "$1" 2>/dev/null; cd -- "$1" && '
+            "find . -mindepth 1 -maxdepth 1 -print0 | tar --null -cf - -T -"
+        )
         code, out, err, timed_out, truncated = await self._exec(
             ExecCall(
                 ["/bin/sh", "-c", script, "sh", path],
