@@ -43,3 +43,18 @@ def test_show_unknown_run_is_a_usage_error(
 ) -> None:
     assert main(["show", "nope", "--output", str(tmp_path)]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
+
+
+def test_run_ids_sort_by_creation_time_within_a_second() -> None:
+    """Baselines ("newest wins") and listings order runs by id: two runs started within one
+    second must still sort in the order they were created."""
+    import time
+
+    from evalgate.run.rundir import new_run_id
+
+    ids = []
+    for _ in range(5):
+        ids.append(new_run_id())
+        time.sleep(0.002)  # distinct milliseconds, as two runs always are
+    assert ids == sorted(ids)
+    assert len(ids[0]) == len("20261124-073627-123abc")

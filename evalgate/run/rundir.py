@@ -27,7 +27,14 @@ __all__ = ["RunDir", "find_run_dirs", "find_runs", "new_run_id", "write_json"]
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+    """``YYYYmmdd-HHMMSS-mmmrrr``: UTC time to the millisecond, then 3 random hex digits.
+
+    Ids sort by creation time ("newest wins" for baselines, newest first in listings), also for
+    two runs started within one second; the random tail keeps parallel jobs apart."""
+    now = time.time()
+    millis = int(now * 1000) % 1000
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    return f"{stamp}-{millis:03d}{secrets.token_hex(2)[:3]}"
 
 
 def _slug(text: str) -> str:
