@@ -196,7 +196,7 @@ def test_tracing_is_off_without_both_keys(environ: dict[str, str]) -> None:
 
 
 def test_tracing_is_on_with_both_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tracing, "_langfuse_installed", lambda: True)
+    monkeypatch.setattr(tracing, "_langfuse_installed", lambda environ: True)
     environ = {**KEYS, "LANGFUSE_HOST": "http://127.0.0.1:1"}
     config = lt.proxy_config(_model(), environ)
     assert config["litellm_settings"]["success_callback"] == ["langfuse"]
@@ -206,7 +206,7 @@ def test_tracing_is_on_with_both_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_tracing_keys_without_the_sdk_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tracing, "_langfuse_installed", lambda: False)
+    monkeypatch.setattr(tracing, "_langfuse_installed", lambda environ: False)
     with pytest.raises(ConfigError, match="langfuse"):
         lt.proxy_config(_model(), KEYS)
 

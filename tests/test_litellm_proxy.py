@@ -33,6 +33,7 @@ from aiohttp import web
 
 from evalgate.cli import main
 from evalgate.config.spec.models import LiteLLMModel, LocalModel
+from evalgate.serve import tracing
 from evalgate.serve.litellm import LiteLLMServer, litellm_python
 from evalgate.serve.llama_cpp import LlamaCppServer
 from evalgate.serve.tracing import LANGFUSE_ENV
@@ -244,8 +245,9 @@ def langfuse_host() -> Iterator[tuple[str, list[dict[str, Any]]]]:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("langfuse") is None,
-    reason="needs the Langfuse SDK v2: pip install 'langfuse>=2.59.7,<3'",
+    not tracing._langfuse_installed(os.environ),
+    reason="needs the Langfuse SDK v2 in the proxy's interpreter: "
+    "pip install 'langfuse>=2.59.7,<3'",
 )
 def test_langfuse_traces_go_to_the_configured_host(
     tmp_path: Path, scripted_server: Any, langfuse_host: tuple[str, list[dict[str, Any]]]

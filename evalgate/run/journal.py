@@ -38,7 +38,8 @@ __all__ = [
     "rewrite_journal",
 ]
 
-# Every results.jsonl line has exactly these keys (see evalgate.run.engine).
+# Every results.jsonl line has at least these keys (see evalgate.run.engine; a suite may add
+# `reason` or `cost_usd`).
 RECORD_KEYS = frozenset(
     {
         "example_id",

@@ -10,6 +10,8 @@ interpreter (``pip install 'langfuse>=2.59.7,<3'``; v3+ is LiteLLM's separate ``
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,8 +36,21 @@ def langfuse_enabled(environ: Mapping[str, str]) -> bool:
     return all(environ.get(name) for name in LANGFUSE_KEYS)
 
 
-def _langfuse_installed() -> bool:
-    return importlib.util.find_spec("langfuse") is not None
+def _langfuse_installed(environ: Mapping[str, str]) -> bool:
+    """Whether the proxy's interpreter has the SDK: the callback runs in the proxy, which may be
+    a side venv (EVALGATE_LITELLM_PYTHON), not in this process."""
+    from evalgate.serve.litellm import litellm_python
+
+    python = litellm_python(environ) or sys.executable
+    if python == sys.executable:
+        return importlib.util.find_spec("langfuse") is not None
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('langfuse') is None)"
+    try:
+        return (
+            subprocess.run([python, "-c", probe], capture_output=True, timeout=60).returncode == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def litellm_callback_settings(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -46,7 +61,7 @@ def litellm_callback_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     """
     if not langfuse_enabled(environ):
         return {}
-    if not _langfuse_installed():
+    if not _langfuse_installed(environ):
         raise ConfigError(
             "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY are set, so calls would be traced, but "
             f"the langfuse package is not installed: {LANGFUSE_INSTALL_HINT} (or unset the keys)"
