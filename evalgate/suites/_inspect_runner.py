@@ -4,18 +4,27 @@ A separate process, for two reasons. The task file is the PR's code, and no PR c
 process that decides the verdict (README, "Threat model"). And inspect_ai needs an ``openai``
 newer than verifiers allows, so it usually lives in its own venv (``EVALGATE_INSPECT_PYTHON``).
 This file therefore imports nothing from evalgate: it is run by path, with only the stdlib and
-inspect_ai. It speaks JSON lines on stdout (``list``) or into a file (``run``).
+inspect_ai. It speaks JSON lines into the file ``--out`` names, never on stdout: a task's own
+prints ("Loading dataset…") go to stdout and must not be read as data.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
 import os
 import sys
-from pathlib import Path
-from typing import Any
+
+# Run by path, Python puts this file's folder (evalgate/suites/) first on sys.path, where its
+# siblings (datasets.py, verifiers.py, …) would shadow the third-party modules a task imports
+# (Hugging Face ``datasets``: every hf_dataset task "had no @task"). Dropped before any import;
+# The same as -P, which only Python 3.11+ knows.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 
 def _text(value: Any) -> str:
@@ -81,36 +90,77 @@ def _epochs(task: Any) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     task = _load_task(args.task, json.loads(args.task_args))
-    print(json.dumps({"task": {"epochs": _epochs(task)}}), flush=True)  # before the samples
-    for n, sample in enumerate(task.dataset, 1):
-        sid = sample.id if sample.id is not None else n  # inspect numbers id-less samples 1..n
-        meta = sample.metadata or {}
-        row = {"id": str(sid), "input": _text(sample.input), "target": _text(sample.target)}
-        if "group" in meta:
-            row["group"] = str(meta["group"])
-        print(json.dumps(row), flush=True)
+    with open(args.out, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"task": {"epochs": _epochs(task)}}) + "\n")  # before the samples
+        for n, sample in enumerate(task.dataset, 1):
+            sid = sample.id if sample.id is not None else n  # inspect numbers id-less 1..n
+            meta = sample.metadata or {}
+            row = {"id": str(sid), "input": _text(sample.input), "target": _text(sample.target)}
+            if "group" in meta:
+                row["group"] = str(meta["group"])
+            fh.write(json.dumps(row) + "\n")
     return 0
 
 
-def _reward(sample: Any) -> tuple[float | None, dict[str, Any]]:
-    """The first scorer's value as a float in [0, 1] (inspect's own value_to_float: C/I, yes/no,
-    numbers), plus every score for the record."""
+class ScoreShape(Exception):
+    """A score evalgate cannot turn into one reward without being told how (a dict without
+    ``score_key``, or without that key): the config's to fix, never a silent 0."""
+
+
+def _as_float(value: Any) -> float | None:
+    """inspect's own value_to_float (C/I, yes/no, numbers), which returns 0 for what it does not
+    know (a dict, a list) rather than raising: those are refused before it sees them."""
     from inspect_ai.scorer import value_to_float
 
-    to_float = value_to_float()
+    if isinstance(value, dict | list):
+        return None
+    try:
+        return float(value_to_float()(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _reward(sample: Any, score_key: str | None) -> tuple[float | None, dict[str, Any]]:
+    """The first scorer's value as a float in [0, 1], plus every score for the record. A
+    dict-valued score (``{"utility": 0, "security": 1.0}``) gives the reward of the key that
+    ``score_key`` names; one benchmark per key gates each key."""
     scores = {name: s.value for name, s in (sample.scores or {}).items()}
     if not sample.scores:
         return None, scores
-    first = next(iter(sample.scores.values()))
-    try:
-        value = float(to_float(first.value))
-    except (TypeError, ValueError):
-        return None, scores
-    return min(1.0, max(0.0, value)), scores
+    name, first = next(iter(sample.scores.items()))
+    value = first.value
+    if isinstance(value, dict):
+        keys = ", ".join(sorted(map(str, value)))
+        if score_key is None:
+            raise ScoreShape(
+                f"scorer {name!r} gives a dict-valued score (keys: {keys}): set `score_key` to "
+                "the key this benchmark gates (one benchmark per key to gate several)"
+            )
+        if score_key not in value:
+            raise ScoreShape(f"score_key {score_key!r}: scorer {name!r} gives keys {keys}")
+        value = value[score_key]
+    elif score_key is not None:
+        raise ScoreShape(
+            f"score_key {score_key!r}: scorer {name!r} gives a single value ({value!r}), not a "
+            "dict: drop score_key"
+        )
+    reward = _as_float(value)
+    if reward is not None and not 0.0 <= reward <= 1.0:  # clamping would hide a 1–5 scale
+        raise ScoreShape(
+            f"scorer {name!r} gives {reward:g}, outside 0–1: evalgate gates a 0–1 reward "
+            "(wrap the scorer to scale it, or gate a task whose score is 0–1)"
+        )
+    return reward, scores
 
 
-def _record(sample: Any) -> dict[str, Any]:
-    reward, scores = _reward(sample)
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value if isinstance(value, int | float | str | bool) or value is None else str(value)
+
+
+def _record(sample: Any, score_key: str | None = None) -> dict[str, Any]:
+    reward, scores = _reward(sample, score_key)
     usage = {"prompt_tokens": 0, "completion_tokens": 0}
     for u in (sample.model_usage or {}).values():
         usage["prompt_tokens"] += int(getattr(u, "input_tokens", 0) or 0)
@@ -125,9 +175,7 @@ def _record(sample: Any) -> dict[str, Any]:
         "id": str(sample.id),
         "epoch": int(sample.epoch),
         "reward": reward,
-        "scores": {
-            k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in scores.items()
-        },
+        "scores": {k: _plain(v) for k, v in scores.items()},
         "completion": sample.output.completion if sample.output else "",
         "messages": messages,
         "usage": usage,
@@ -148,21 +196,39 @@ def cmd_run(args: argparse.Namespace) -> int:
         "fail_on_error": False,  # a sample's error is that rollout's error, counted by evalgate
     }
     generate = {k: v for k, v in json.loads(args.generate).items() if v is not None}
+    roles = {}
+    if args.grader:  # model-graded scorers ask for the "grader" role (get_model(role="grader"))
+        from inspect_ai.model import get_model
+
+        grader = json.loads(args.grader)
+        roles["grader"] = get_model(
+            f"openai-api/evalgate-grader/{grader['model']}",
+            base_url=grader["base_url"],
+            api_key=os.environ.get("EVALGATE_GRADER_API_KEY") or "none",
+        )
     logs = inspect_eval(
         _load_task(args.task, json.loads(args.task_args)),
         model=f"openai-api/evalgate/{args.model}",
         model_base_url=args.base_url,
         epochs=args.epochs,
         sample_id=args.sample_id or None,
+        model_roles=roles or None,
         **common,
         **generate,
     )
     log = read_eval_log(logs[0].location)
+    try:
+        records = [_record(sample, args.score_key) for sample in log.samples or []]
+    except ScoreShape as exc:
+        print(f"ScoreShape: {exc}", file=sys.stderr, flush=True)
+        return SCORE_SHAPE
     with open(args.out, "w", encoding="utf-8") as fh:
-        for sample in log.samples or []:
-            fh.write(json.dumps(_record(sample)) + "\n")
-    print(json.dumps({"status": log.status, "log": str(logs[0].location)}), flush=True)
+        for record in records:
+            fh.write(json.dumps(record) + "\n")
     return 0
+
+
+SCORE_SHAPE = 5  # the exit status that says "the config must say how to read this score"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,11 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     for p in (lst, run):
         p.add_argument("--task", required=True)
         p.add_argument("--task-args", default="{}")
+        p.add_argument("--out", required=True, help="where the JSON lines go (not stdout)")
     run.add_argument("--model", required=True)
     run.add_argument("--base-url", required=True)
     run.add_argument("--epochs", type=int, default=1)
     run.add_argument("--log-dir", required=True)
-    run.add_argument("--out", required=True)
+    run.add_argument("--score-key", default=None)
+    run.add_argument("--grader", default=None, help='{"model": …, "base_url": …} as JSON')
     run.add_argument("--max-connections", type=int, default=8)
     run.add_argument("--generate", default="{}", help="GenerateConfig fields as JSON")
     run.add_argument("--sample-id", action="append", default=[])

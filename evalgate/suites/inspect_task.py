@@ -34,6 +34,7 @@ from evalgate.suites.base import Item, Outcome, SuiteDefaults
 __all__ = ["InspectSuite", "inspect_python"]
 
 RUNNER = Path(__file__).with_name("_inspect_runner.py")
+SCORE_SHAPE = 5  # the runner's exit status for a score the config must say how to read
 INSTALL = (
     "inspect_ai is not installed for EVALGATE_INSPECT_PYTHON (or this interpreter): "
     "python -m venv .venv-inspect && .venv-inspect/bin/pip install 'inspect-ai==0.3.285' "
@@ -47,19 +48,22 @@ def inspect_python(environ: dict[str, str] | None = None) -> str:
     return env.get("EVALGATE_INSPECT_PYTHON") or sys.executable
 
 
-def _runner_env(api_key: str | None) -> dict[str, str]:
+def _runner_env(api_key: str | None, grader_key: str | None = None) -> dict[str, str]:
     # inspect's openai-api provider reads <SERVICE>_API_KEY; the service is "evalgate".
     env = {k: v for k, v in os.environ.items() if not k.startswith("INSPECT_EVAL_")}
     env["EVALGATE_API_KEY"] = api_key or "none"
+    env["EVALGATE_GRADER_API_KEY"] = grader_key or "none"
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
-async def _call(argv: list[str], *, cwd: Path, api_key: str | None) -> tuple[int, str, str]:
+async def _call(
+    argv: list[str], *, cwd: Path, api_key: str | None, grader_key: str | None = None
+) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=cwd,
-        env=_runner_env(api_key),
+        env=_runner_env(api_key, grader_key),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -122,9 +126,14 @@ class InspectSuite(SuiteDefaults):
                 "such as `inspect_evals/gsm8k`)"
             )
         cwd = Path(file).parent if file.endswith(".py") else Path.cwd()
-        argv = [inspect_python(), str(RUNNER), "list", "--task", spec.task]
-        argv += ["--task-args", json.dumps(spec.task_args)]
-        code, out, err = asyncio.run(_call(argv, cwd=cwd, api_key=None))
+        with tempfile.TemporaryDirectory(prefix="evalgate-inspect-list-") as tmp:
+            listing = Path(tmp) / "samples.jsonl"
+            argv = [inspect_python(), str(RUNNER), "list", "--task", spec.task]
+            argv += ["--task-args", json.dumps(spec.task_args), "--out", str(listing)]
+            code, _, err = asyncio.run(_call(argv, cwd=cwd, api_key=None))
+            # The samples come through their own file: stdout is the task's (inspect_evals
+            # prints "Loading dataset…" there).
+            text = listing.read_text(encoding="utf-8") if code == 0 else ""
         if code != 0:
             if "No module named 'inspect_ai'" in err:
                 raise ConfigError(f"benchmark {spec.name!r}: {INSTALL}")
@@ -132,7 +141,7 @@ class InspectSuite(SuiteDefaults):
                 f"benchmark {spec.name!r}: inspect could not load task {spec.task!r}: "
                 f"{_last_line(err)}"
             )
-        rows = [json.loads(line) for line in out.splitlines() if line.strip()]
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
         meta = next((r["task"] for r in rows if "task" in r), {})
         rows = [r for r in rows if "task" not in r]
         _check_epochs(spec, int(meta.get("epochs", 1)))
@@ -169,9 +178,21 @@ class InspectSuite(SuiteDefaults):
         argv += ["--log-dir", str(self.log_dir), "--out", str(out_file)]
         argv += ["--max-connections", str(spec.eval.max_concurrent)]
         argv += ["--generate", json.dumps(generate)]
+        if spec.score_key is not None:
+            argv += ["--score-key", spec.score_key]
+        grader_key = None
+        if spec.grader is not None:
+            argv += [
+                "--grader",
+                json.dumps({"model": spec.grader.model, "base_url": spec.grader.base_url}),
+            ]
+            if spec.grader.api_key_env:
+                grader_key = os.environ.get(spec.grader.api_key_env)
         for item_id in self._wanted if self._wanted is not None else [i.id for i in self.items]:
             argv += ["--sample-id", item_id]
-        code, _, err = await _call(argv, cwd=self.cwd, api_key=ep.api_key)
+        code, _, err = await _call(argv, cwd=self.cwd, api_key=ep.api_key, grader_key=grader_key)
+        if code == SCORE_SHAPE:
+            raise ConfigError(f"benchmark {spec.name!r}: task {spec.task!r}: {_last_line(err)}")
         if code != 0 or not out_file.is_file():
             raise InfraError(f"inspect: task {spec.task!r} failed: {_last_line(err)}")
         results = {}

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from evalgate.config.spec._base import EvalSettings, Sampling, Strict, empty_list
+from evalgate.config.spec._base import URL, EnvName, EvalSettings, Sampling, Strict, empty_list
 
 __all__ = [
     "AgentBenchmark",
@@ -24,6 +24,7 @@ __all__ = [
     "HFBenchmark",
     "HumanEvalBenchmark",
     "InspectBenchmark",
+    "InspectGrader",
     "NumericScorer",
     "RegexScorer",
     "SandboxSpec",
@@ -287,6 +288,17 @@ class VerifiersBenchmark(CommonBenchmark):
     """Where v1 rollouts execute; never a remote service unless chosen here."""
 
 
+class InspectGrader(Strict):
+    """An OpenAI-compatible endpoint serving the grader model of a model-graded inspect task."""
+
+    base_url: URL
+    """The grader's OpenAI-compatible base URL (`http://host:port/v1`)."""
+    model: str = Field(min_length=1)
+    """The model name the grader's endpoint serves."""
+    api_key_env: EnvName | None = None
+    """Environment variable holding the grader endpoint's key (the key stays out of files)."""
+
+
 class InspectBenchmark(CommonBenchmark):
     """An inspect_ai task, scored by the task's own scorer (each sample an item, each epoch a
     rollout). inspect runs in its own process, with `EVALGATE_INSPECT_PYTHON` if set."""
@@ -298,6 +310,12 @@ class InspectBenchmark(CommonBenchmark):
     task (`inspect_evals/gsm8k`, with that package installed for inspect's interpreter)."""
     task_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the task function (`-T` in `inspect eval`)."""
+    score_key: str | None = Field(None, min_length=1)
+    """For a scorer whose value is a dict (`{utility: 0, security: 1.0}`): the key this
+    benchmark gates. One benchmark per key gates several; a dict without it is refused."""
+    grader: InspectGrader | None = None
+    """The model a model-graded task's scorer asks for (inspect's `grader` role); part of the
+    exam, like the scorer."""
 
 
 Benchmark = Annotated[
