@@ -264,9 +264,13 @@ CATALOGUE_TASKS = """
 from inspect_ai import task
 from inspect_ai.dataset import MemoryDataset
 
-import inspect_evals.arc.arc as arc
-import inspect_evals.gsm8k.gsm8k as gsm8k
-import inspect_evals.simpleqa.simpleqa as simpleqa
+import importlib
+
+# the modules, not the task functions their packages re-export under the same names
+arc = importlib.import_module("inspect_evals.arc.arc")
+gsm8k = importlib.import_module("inspect_evals.gsm8k.gsm8k")
+simpleqa = importlib.import_module("inspect_evals.simpleqa.simpleqa")
+simpleqa_data = importlib.import_module("inspect_evals.simpleqa.dataset")
 
 GSM8K = [
     {"question": f"Tom has {a} apples and buys {b} more. How many apples?",
@@ -300,7 +304,7 @@ def arc_local():
 @task
 def simpleqa_local():
     simpleqa.simpleqa_dataset = lambda *a, **kw: MemoryDataset(
-        [simpleqa.record_to_sample(r) for r in SIMPLEQA]
+        [simpleqa_data.simpleqa_record_to_sample(r) for r in SIMPLEQA]
     )
     return simpleqa.simpleqa(scorer="original")
 """
@@ -308,6 +312,8 @@ def simpleqa_local():
 
 def _catalogue_model(body: dict[str, Any], n: int) -> str:
     text = body["messages"][-1]["content"]
+    if "Predicted answer" in text:  # the grader's prompt: A correct, B incorrect, C not attempted
+        return "A" if "I do not know" not in text.split("Predicted answer")[-1] else "C"
     if "apples" in text:
         a, b = map(int, re.findall(r"\d+", text.split("Tom has")[1])[:2])
         return f"Adding.\nANSWER: {a + b if a != 7 else 99}"
@@ -317,8 +323,6 @@ def _catalogue_model(body: dict[str, Any], n: int) -> str:
     if "Who wrote book" in text:
         (i,) = map(int, re.findall(r"book (\d+)", text))
         return f"Author {i}" if i % 2 == 0 else "I do not know"
-    if "Author" in text:  # the grader's prompt: A correct, B incorrect, C not attempted
-        return "A" if "I do not know" not in text.split("Predicted answer")[-1] else "C"
     return "I cannot help with that."
 
 
