@@ -136,6 +136,9 @@ class RunComparison:
     # Baseline items the PR never ran because its sequential looks stopped early (not in
     # n_base_only: the PR did not drop them).
     n_not_run: int = 0
+    # Items another model (a LiteLLM fallback) answered on one side and not the same way on the
+    # other: not paired, since the pair would compare two models (README, "LiteLLM").
+    n_fallback: int = 0
 
 
 def _measurement_diff(base: LoadedRun, head: LoadedRun) -> str | None:
@@ -160,6 +163,11 @@ def _by_item(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     for rec in records:
         out.setdefault(rec["example_id"], []).append(rec)
     return out
+
+
+def _served(records: list[dict[str, Any]]) -> frozenset[str]:
+    """The models other than the configured one that answered an item's rollouts."""
+    return frozenset(name for rec in records for name in rec.get("served_by") or {})
 
 
 def _excerpt(value: Any, limit: int = 160) -> str:
@@ -366,6 +374,8 @@ def compare_runs(
     base_items, head_items = _by_item(base.records), _by_item(head.records)
     hashes = {i: recs[0].get("item_hash") for i, recs in base_items.items()}
     same = [i for i in head_items if i in hashes and hashes[i] == head_items[i][0].get("item_hash")]
+    mixed = {i for i in same if _served(base_items[i]) != _served(head_items[i])}
+    same = [i for i in same if i not in mixed]
     base_only = len(set(base_items) - set(head_items))
     seq = head.metadata.get("sequential") or {}
     not_run = 0
@@ -378,9 +388,12 @@ def compare_runs(
         "n_base_only": base_only - not_run,
         "n_not_run": not_run,
         "n_head_only": len(set(head_items) - set(base_items)),
-        "n_changed": sum(1 for i in head_items if i in hashes) - len(same),
+        "n_changed": sum(1 for i in head_items if i in hashes) - len(same) - len(mixed),
+        "n_fallback": len(mixed),
     }
     reason = _measurement_diff(base, head)
+    if reason is None and not same and mixed:
+        reason = f"{len(mixed)} items answered by a fallback model on one side only: none paired"
     if reason is None and not same:
         reason = "no item in common (different dataset or item ids)"
     if reason is not None:

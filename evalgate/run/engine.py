@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Iterator
 from typing import IO, Any
 
 from evalgate.errors import InfraError
+from evalgate.serve import served
 from evalgate.serve.client import RequestFailed, dumps
 from evalgate.suites.base import Item, Outcome, Suite
 
@@ -157,12 +158,15 @@ async def run_suite(
                 ihash = hashes[item.id] = _item_hash(item.prompt, item.answer)
             started = wall_clock()
             t0 = perf_counter()
-            try:
-                out: Outcome | Exception = await rollout(item, index, client)
-            except (RequestFailed, InfraError) as exc:
-                out = exc  # an infrastructure failure: counted as an error, never scored 0
+            with served.collect() as others:  # replies another model (a fallback) served
+                try:
+                    out: Outcome | Exception = await rollout(item, index, client)
+                except (RequestFailed, InfraError) as exc:
+                    out = exc  # an infrastructure failure: counted as an error, never scored 0
             latency_ms = round((perf_counter() - t0) * 1e3, 1)
             rec = _record(item, ihash, index, out, started, latency_ms)
+            if others:  # only then: every other record keeps its keys
+                rec["served_by"] = others
             usage = rec["usage"]
             results.append(rec)
             if budget is not None:

@@ -335,12 +335,31 @@ def _open_run_dir(
 def _costs(summary: RunSummary, model: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The run's cost: priced from LiteLLM's bundled price list (None for unknown or self-hosted
     models), else what the agents said they spent (command agents on their own API keys)."""
-    summary.extra["cost_usd"] = cost_usd(
-        summary.model_id,
-        summary.usage.get("prompt_tokens", 0),
-        summary.usage.get("completion_tokens", 0),
-        params=getattr(model, "params", None),
+    params = getattr(model, "params", None)
+    others: dict[str, dict[str, int]] = {}  # tokens a fallback served, by the model that did
+    for rec in records:
+        for name, seen in (rec.get("served_by") or {}).items():
+            mine = others.setdefault(
+                name, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+            )
+            for k in mine:
+                mine[k] += int(seen.get(k) or 0)
+    own_in = summary.usage.get("prompt_tokens", 0) - sum(
+        o["prompt_tokens"] for o in others.values()
     )
+    own_out = summary.usage.get("completion_tokens", 0) - sum(
+        o["completion_tokens"] for o in others.values()
+    )
+    parts = [cost_usd(summary.model_id, own_in, own_out, params=params)]
+    if others and not (own_in or own_out):  # the configured model answered nothing
+        parts = []
+    # A fallback's tokens at the fallback's price (the config's custom prices are the primary's);
+    # one unknown price makes the total unknown rather than an undercount.
+    parts += [cost_usd(n, o["prompt_tokens"], o["completion_tokens"]) for n, o in others.items()]
+    summary.extra["cost_usd"] = None if None in parts else sum(p for p in parts if p is not None)
+    if others:
+        summary.extra["served_by"] = others
+        summary.extra["fallback_rollouts"] = sum(1 for r in records if r.get("served_by"))
     reported = [r["cost_usd"] for r in records if r.get("cost_usd") is not None]
     agent_cost = sum(reported) if reported else None
     if summary.extra["cost_usd"] is None:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from yarl import URL
 
+from evalgate.serve import served
 from evalgate.serve.base import Endpoint
 
 if TYPE_CHECKING:
@@ -97,6 +98,7 @@ class Reply:
     latency_s: float
     attempts: int  # HTTP attempts this reply took; 0 when it came from the cache
     cached: bool = False
+    served_by: str | None = None  # the model that answered, when not the one asked (fallbacks)
 
 
 class RequestFailed(Exception):
@@ -342,10 +344,12 @@ class ChatClient:
             try:
                 status, raw, headers = await self._exchange(session, payload, result)
                 if status == 200:
-                    reply = self._parse(raw, start, attempt + 1)
+                    reply = self._parse(raw, start, attempt + 1, headers)
                     if limit is not None:
                         limit.succeeded()
-                    if key is not None:
+                    if reply.served_by is not None:
+                        served.note(reply.served_by, reply.usage)
+                    elif key is not None:  # a fallback's answer is never replayed as the model's
                         self.cache.put(key, reply.text, reply.usage)  # type: ignore[union-attr]
                     return reply
                 error = RequestFailed(f"http_{status}", raw[:200].decode("utf-8", "replace"))
@@ -408,7 +412,7 @@ class ChatClient:
                     f"no result after {self.max_redirects} redirects ({target})",
                 )
 
-    def _parse(self, raw: bytes, start: float, attempts: int) -> Reply:
+    def _parse(self, raw: bytes, start: float, attempts: int, headers: Any = None) -> Reply:
         try:
             data = loads(raw)
             text = data["choices"][0]["message"]["content"]
@@ -426,4 +430,5 @@ class ChatClient:
             usage=usage,
             latency_s=time.perf_counter() - start,
             attempts=attempts,
+            served_by=served.other_model(self.endpoint.model, data.get("model"), headers),
         )

@@ -1,0 +1,55 @@
+"""Which model answered: a router (LiteLLM's fallbacks) may serve a request with a model other
+than the one configured, and says so in the response's ``model`` (and LiteLLM in its
+``x-litellm-attempted-fallbacks`` header). The client notes each such reply here; the engine
+collects the notes per rollout (a context variable: rollouts run concurrently in one loop), so a
+record, its price and the comparison can name the model that really answered."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = ["collect", "note", "other_model"]
+
+_NOTES: ContextVar[dict[str, dict[str, int]] | None] = ContextVar("evalgate_served", default=None)
+
+
+def other_model(requested: str, responded: Any, headers: Mapping[str, str] | None) -> str | None:
+    """The responding model when it is not the requested one, else None. A dated variant of the
+    requested name (``gpt-4o`` → ``gpt-4o-2024-08-06``) is the same model; LiteLLM's fallback
+    header counts even where the names look alike."""
+    fell_back = False
+    if headers is not None:
+        try:
+            fell_back = int(headers.get("x-litellm-attempted-fallbacks") or 0) > 0
+        except ValueError:
+            fell_back = False
+    if not isinstance(responded, str) or not responded:
+        return None
+    if responded == requested or responded.startswith(requested + "-"):
+        return responded if fell_back else None
+    return responded
+
+
+def note(model: str, usage: Mapping[str, int]) -> None:
+    """Counts one reply's tokens against ``model`` for the rollout being run (if one is)."""
+    notes = _NOTES.get()
+    if notes is None:
+        return
+    seen = notes.setdefault(model, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0})
+    seen["requests"] += 1
+    seen["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
+    seen["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+
+
+@contextmanager
+def collect() -> Iterator[dict[str, dict[str, int]]]:
+    """The replies another model served during this block: {model: requests and tokens}."""
+    notes: dict[str, dict[str, int]] = {}
+    token = _NOTES.set(notes)
+    try:
+        yield notes
+    finally:
+        _NOTES.reset(token)
