@@ -32,7 +32,13 @@ from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
 from evalgate.action.policy import apply_policy, policy_checks, read_base_policy
 from evalgate.action.publish_mode import publish_artifact
-from evalgate.action.publisher import Notices, missing_token_notice, portable, with_notices
+from evalgate.action.publisher import (
+    Notices,
+    missing_token_notice,
+    portable,
+    under_title,
+    with_notices,
+)
 from evalgate.action.trend import trend_section
 from evalgate.action.workspace import leaves_workspace_as_found
 from evalgate.compare.paired import LoadedRun, load_run
@@ -101,6 +107,14 @@ class _Publisher:
                 author=self.author,
             )
         except GitHubError as exc:  # a comment is a courtesy: it never changes the verdict
+            if exc.rate_limited:
+                # GitHub asked for a wait the client could not make: another write seconds
+                # later is what its secondary limits punish (longer blocks), so none this run.
+                self.degraded = True
+                exc_text = f"GitHub's rate limit refused the PR comment ({exc}); not tried again"
+                self.notices.append(exc_text, key="comment")
+                self.log(actions.annotation("warning", f"evalgate: {exc_text}"))
+                return
             self.notices.append(f"could not post the PR comment: {exc}", key="comment")
             self.log(actions.annotation("warning", f"evalgate: could not comment: {exc}"))
             return
@@ -327,7 +341,7 @@ def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verd
     the comment, the scorecard file, the summary and the outputs."""
     markdown = (out_root / "scorecard.md").read_text(encoding="utf-8")
     if note := policy.note(inputs.config, _overridden(inputs, config)):
-        markdown += f"\n> **Policy:** {note}.\n"
+        markdown = under_title(markdown, f"> **Policy:** {note}.\n")  # as the README says
     # From here on an error still reports the complete scorecard (summary, outputs, comment).
     pub.scorecard, pub.outputs = markdown, _outputs(verdict, out_root)
     if store is not None:

@@ -29,6 +29,7 @@ __all__ = [
     "Notices",
     "missing_token_notice",
     "portable",
+    "under_title",
     "with_notices",
 ]
 
@@ -72,7 +73,11 @@ def with_notices(markdown: str, notices: Notices) -> str:
     if not notices:
         return markdown
     # A blank line between notes: consecutive quoted lines would render as one paragraph.
-    block = "\n\n".join(f"> **Note:** {n}" for n in notices) + "\n"
+    return under_title(markdown, "\n\n".join(f"> **Note:** {n}" for n in notices) + "\n")
+
+
+def under_title(markdown: str, block: str) -> str:
+    """``markdown`` with ``block`` right under its title (or first, if untitled)."""
     title, newline, rest = markdown.partition("\n")
     if title.startswith("#") and newline:
         return f"{title}\n\n{block}\n{rest.lstrip(chr(10))}"

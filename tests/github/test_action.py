@@ -769,3 +769,33 @@ def test_pr_cannot_raise_the_base_branchs_budget(
     verdict = json.loads((ws.ws / "evalgate-outputs" / "verdict.json").read_text())
     assert "budget: tokens 100 reached" in json.dumps(verdict)
     assert "tokens 1,000,000 > 100" in (ws.tmp / "summary").read_text()
+
+
+def test_a_rate_limit_it_cannot_wait_out_stops_all_writes_for_the_run(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    """GitHub asks to wait an hour: writing again seconds later (the final scorecard) is what
+    its secondary limits punish, so the run writes nothing more and says so once."""
+    limited = {"message": "You have exceeded a secondary rate limit."}
+    github.faults.append(Fault("POST", 403, limited, {"retry-after": "3600"}, times=50))
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 0, log
+    writes = [r for r in github.requests() if r.method in ("POST", "PATCH", "PUT", "DELETE")]
+    assert len(writes) == 1, writes  # the "in progress" comment only, never tried again
+    summary = (ws.tmp / "summary").read_text()
+    assert summary.count("refused the PR comment") == 1, summary
+
+
+def test_the_policy_note_goes_under_the_title_not_after_the_footer(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
+    assert code == 0, log
+    (body,) = github.bodies(REPO, PR)
+    scorecard = (ws.ws / "evalgate-outputs" / "scorecard.md").read_text()
+    for text in (body, scorecard, (ws.tmp / "summary").read_text()):
+        policy = text.index("> **Policy:**")
+        assert policy < text.index("<sub>evalgate "), text  # above the footer
+        assert text.index("## ") < policy < text.index("###"), text  # under the title
