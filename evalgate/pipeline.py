@@ -76,7 +76,7 @@ def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None 
     from evalgate.report.junit import render_junit
 
     output_root.mkdir(parents=True, exist_ok=True)
-    scorecard = render_scorecard(verdict, report_url=report_url)
+    scorecard = render_scorecard(verdict, report_url=report_url, relative_to=output_root)
     (output_root / "scorecard.md").write_text(scorecard, encoding="utf-8")
     (output_root / "report.html").write_text(render_html(verdict), encoding="utf-8")
     write_json(output_root / "verdict.json", verdict_json(verdict))

@@ -13,6 +13,7 @@ import math
 import os
 import re
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -188,9 +189,20 @@ def render_scorecard(
     max_flips: int = 20,
     max_reasons: int = 20,
     report_url: str | None = None,
+    relative_to: Path | None = None,
 ) -> str:
     """The Markdown scorecard. ``show_details=False`` drops the collapsed sections (for size);
-    ``report_url``: where report.html can be opened (a link line when known)."""
+    ``report_url``: where report.html can be opened (a link line when known); ``relative_to``:
+    the scorecard's folder, that run folders inside it are named relative to (an absolute path
+    is the writing machine's or container's, meaningless to the reader)."""
+
+    def where(path: str) -> str:
+        if relative_to is None or not path:
+            return path
+        base = os.path.realpath(relative_to)
+        full = os.path.realpath(path)
+        return os.path.relpath(full, base) if full.startswith(base + os.sep) else path
+
     template = _ENV.get_template("scorecard.md.j2")
     runs = {(r.model, r.benchmark): r for r in verdict.runs}
     baseline_checks = {
@@ -212,6 +224,7 @@ def render_scorecard(
         requests=_numeric(_requests),
         cell=_cell,
         code=code_span,
+        where=where,
         origin=_origin,
         n_flips=n_flips,
         matrix=_matrix(verdict),
