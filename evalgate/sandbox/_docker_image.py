@@ -1,8 +1,9 @@
 """Challenge images for the docker backend: a task's own image, built once per content digest.
 
 A Terminal-Bench or SWE-bench-style task brings a Dockerfile (:class:`ImageBuild`). It is built
-as ``evalgate-task:<digest>``: the tag *is* the content digest, so an unchanged task is never
-built twice (in one run or the next) and a changed one always gets a new image. Concurrent
+as ``evalgate-task:<digest>``, the digest of its content and of its base images' ids, so an
+unchanged task is never built twice (in one run or the next) and a changed one, or one whose
+``FROM`` image was rebuilt, always gets a new image. Concurrent
 rollouts of one task wait on the one build. A build that fails is an infrastructure error that
 quotes the end of the build log: the task cannot run, the agent did nothing wrong. A prebuilt
 image (``image``) that the daemon does not have is pulled, once.
@@ -14,9 +15,11 @@ a conda PATH) is read once with ``docker image inspect``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import json
 import os
+import re
 import sys
 import tarfile
 import time
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from evalgate.sandbox.base import ImageBuild, SandboxError
 from evalgate.sandbox.subprocess import run_process
 
-__all__ = ["ImageInfo", "Images", "strip_top"]
+__all__ = ["ImageInfo", "Images", "base_images", "strip_top"]
 
 TAG_PREFIX = "evalgate-task"
 _BUILD_TIMEOUT_S = 3600.0
@@ -37,6 +40,36 @@ class ImageInfo:
     tag: str
     workdir: str
     env: dict[str, str]
+
+
+_ARG = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?", re.IGNORECASE)
+_FROM = re.compile(r"^\s*FROM\s+(.*)$", re.IGNORECASE)
+_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+def base_images(dockerfile: str) -> list[str]:
+    """The images a Dockerfile's stages start ``FROM``, in order: not ``scratch``, not an
+    earlier stage's name; global ``ARG`` defaults substituted (``FROM base:${V}``)."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    found: list[str] = []
+    for line in dockerfile.splitlines():
+        if (arg := _ARG.match(line)) and not found:  # ARGs before the first FROM are global
+            args[arg.group(1)] = arg.group(2) or ""
+            continue
+        match = _FROM.match(line)
+        if match is None:
+            continue
+        words = [w for w in match.group(1).split() if not w.startswith("--")]
+        if not words:
+            continue
+        image = _VAR.sub(lambda m: args.get(m.group(1), ""), words[0])
+        if len(words) >= 3 and words[1].lower() == "as":
+            stages.add(words[2].lower())
+        if image.lower() in stages or image == "scratch" or image in found:
+            continue
+        found.append(image)
+    return found
 
 
 def _say(text: str) -> None:
@@ -59,7 +92,7 @@ class Images:
         """The image a challenge container runs: ``build``'s (built if needed), else ``image``."""
         if build is None and not image:
             raise SandboxError("docker sandbox: a challenge container needs an image or a build")
-        ref = f"{TAG_PREFIX}:{build.digest[:32]}" if build is not None else str(image)
+        ref = await self._tag(build) if build is not None else str(image)
         async with self._lock(ref):
             if ref not in self._info:
                 info = await self._inspect(ref)
@@ -70,6 +103,23 @@ class Images:
                     raise SandboxError(f"docker sandbox: image {ref!r} is not on this daemon")
                 self._info[ref] = info
         return self._info[ref]
+
+    async def _tag(self, build: ImageBuild) -> str:
+        """``evalgate-task:<digest>`` of the build context *and* the base images' ids: a
+        rebuilt ``FROM`` image (pulled anew, retagged) gives a new task image. A base the daemon
+        lacks counts by name (the build pulls it; the next run keys on its id)."""
+        try:
+            with open(os.path.join(build.context, build.dockerfile), encoding="utf-8") as fh:
+                bases = base_images(fh.read())
+        except (OSError, UnicodeDecodeError):
+            bases = []  # the build itself says what is wrong with the Dockerfile
+        h = hashlib.sha256(build.digest.encode())
+        for base in bases:
+            argv = [self.docker, "image", "inspect", "--format", "{{.Id}}", base]
+            code, out, _, _, _ = await run_process(argv, timeout_s=60, stdin=None, max_output=4096)
+            ident = out.decode("utf-8", "replace").strip() if code == 0 else ""
+            h.update(f"\0{base}\0{ident}".encode())
+        return f"{TAG_PREFIX}:{h.hexdigest()[:32]}"
 
     async def _inspect(self, ref: str) -> ImageInfo | None:
         argv = [self.docker, "image", "inspect", "--format", "{{json .Config}}", ref]
