@@ -43,6 +43,10 @@ def gpus_needed(opts: Any) -> int:
     return int(opts.tensor_parallel_size) * int(opts.data_parallel_size)
 
 
+def _flags(extra: Any) -> set[str]:
+    return {str(arg).split("=", 1)[0] for arg in extra}
+
+
 def check_extra_args(extra: list[str]) -> None:
     for arg in extra:
         flag = arg.split("=", 1)[0]
@@ -82,8 +86,10 @@ def serve_args(
         args.append("--trust-remote-code")
     # vLLM would otherwise apply the repository's generation_config.json (top_k, repetition
     # penalty, …) on top of what evals.yaml asks for; a revision bump could then move scores
-    # without any visible change. `extra_args: [--generation-config, auto]` restores it.
-    args += ["--generation-config", "vllm"]
+    # without any visible change. `extra_args: [--generation-config, auto]` restores it, in
+    # place of this default rather than after it (vLLM warns on a duplicate flag).
+    if "--generation-config" not in _flags(opts.extra_args):
+        args += ["--generation-config", "vllm"]
     if chat_template is not None:
         args += ["--chat-template", chat_template]
     return args + list(opts.extra_args)
