@@ -20,6 +20,7 @@ import pytest
 from evalgate.config.spec import ModalVLLMModel
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve import ServeContext, modal_vllm
+from evalgate.serve._cuda import cuda_image
 from evalgate.serve.chat_template import ChatTemplate
 from evalgate.serve.modal_vllm import (
     ModalVLLMServer,
@@ -390,7 +391,7 @@ def test_image_follows_modals_vllm_guide_with_pinned_tools(
     spec = describe(_model(secrets=["huggingface", "team-s3"]), chat_template=DEFERRED)
     _, function = build_app(spec, secret_values={"VLLM_API_KEY": "k"}, template_text=None)
     (registry,) = [c for c in calls if c[0] == "from_registry"]
-    assert registry[1][0] == modal_vllm.CUDA_IMAGE and registry[1][0].startswith("nvidia/cuda:")
+    assert registry[1][0] == cuda_image("0.33.0") and registry[1][0].startswith("nvidia/cuda:")
     assert "-devel-" in registry[1][0] and registry[2]["add_python"] == PY
     (uv,) = [c for c in calls if c[0] == "uv_pip_install"]
     assert uv[1] == ("vllm==0.33.0",) and uv[2]["uv_version"] == modal_vllm.UV_VERSION

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import ConfigError, InfraError
+from evalgate.serve._cuda import cuda_image
 from evalgate.serve._health import NotReady, wait_until_ready
 from evalgate.serve._modal_ops import FUNCTION_NAME, MANAGED_TAG, ModalOps, first_line
 from evalgate.serve._vllm_args import gpus_needed, serve_command
@@ -71,10 +72,9 @@ MODAL_HTTP_LIMIT_S = 150.0
 # vLLM batches internally: one container takes the whole run's concurrency.
 MAX_INPUTS = 1000
 # The image Modal's vLLM guide builds on: CUDA's devel image (nvcc and headers for the kernels
-# vLLM and FlashInfer compile at start-up), Python added by Modal at this interpreter's minor
-# version (cloudpickle), vLLM installed by a pinned uv. Pinned: an image that changes under a
-# tag would change what a baseline measured.
-CUDA_IMAGE = "nvidia/cuda:12.8.1-devel-ubuntu22.04"
+# vLLM and FlashInfer compile at start-up) at the CUDA the pinned vLLM's torch links (see
+# serve/_cuda.py), Python added by Modal at this interpreter's minor version (cloudpickle), vLLM
+# installed by a pinned uv.
 UV_VERSION = "0.9.5"
 # A persistent deployment outlives this process, so its key must come from the environment.
 API_KEY_ENV = "EVALGATE_VLLM_API_KEY"
@@ -169,7 +169,7 @@ def describe(
         mode=model.mode,
         gpu=model.gpu,
         python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
-        base_image=CUDA_IMAGE,
+        base_image=cuda_image(model.vllm_version),
         uv_version=UV_VERSION,
         packages=(f"vllm=={model.vllm_version}",),
         # Faster hub downloads through the Xet backend (a no-op for older huggingface_hub).
