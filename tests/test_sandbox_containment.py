@@ -410,3 +410,36 @@ def test_hostile_tasks_fail_cleanly_while_others_pass(
     assert hits == 0
     assert _bwrap_processes() == processes_before
     assert elapsed < 60
+
+
+def _host_uids_of(marker: str) -> set[int]:
+    """The host uids of the processes whose command line holds ``marker``."""
+    uids = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                status = Path(f"/proc/{pid}/status").read_text()
+                uids.add(int(status.split("Uid:")[1].split()[0]))
+        except (OSError, IndexError):
+            continue
+    return uids
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bwrap drops to nobody only when evalgate is root")
+def test_a_bridge_sandbox_never_runs_bwrap_as_host_root() -> None:
+    """The bridge folder is bound in: it must not keep bwrap from dropping to nobody."""
+    route = ModelRoute(base_url="http://127.0.0.1:9/v1", model="m")
+    marker = secrets.token_hex(8)
+
+    async def go(network: str) -> set[int]:
+        config = SandboxConfig(timeout_s=30, network=network, model=route)  # type: ignore[arg-type]
+        async with await open_backend("local").create(config) as box:
+            r = await box.exec(
+                ["sh", "-c", f"sh -c 'sleep 30; : {marker}' & echo started"], timeout_s=10
+            )
+            assert r.ok, r.stderr
+            return _host_uids_of(marker)
+
+    for network in ("none", "model-only"):
+        uids = run(go(network))
+        assert uids and 0 not in uids, (network, uids)  # the sandbox's processes are not root

@@ -196,9 +196,10 @@ class BubblewrapSandbox(Sandbox):
         os.mkdir(f"{self._dir}/run")
         self._bridge = ModelBridge(self.config.model, f"{self._dir}/run/model.sock")
         await self._bridge.start()
-        # Reachable by the sandbox's (possibly dropped) uid; the random path and the bridge
-        # token keep everyone else out.
-        for path, mode in ((self._dir, 0o711), (f"{self._dir}/run", 0o711)):
+        # Reachable by the sandbox's dropped uid (nobody, when evalgate is root): the bound
+        # folder readable, as _drop_prefix requires of every bound source, else bwrap would run
+        # as host root. It holds the socket alone; the bridge token keeps everyone else out.
+        for path, mode in ((self._dir, 0o711), (f"{self._dir}/run", 0o755)):
             os.chmod(path, mode)
         os.chmod(f"{self._dir}/run/model.sock", 0o666)
         self.model_env = self._bridge.sandbox_env
