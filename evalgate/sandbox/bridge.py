@@ -14,8 +14,10 @@ proxy forwards a fixed set of OpenAI API paths to the model under test and nowhe
   no cookies), query strings are dropped, and JSON nested deeper than :data:`MAX_JSON_DEPTH` is
   refused before it is parsed;
 - usage is counted from the responses, so a command agent's token use is measured, not taken
-  from the agent's word; past the route's ``max_requests`` or ``max_tokens`` the bridge
-  answers 429 (counted as ``refused``).
+  from the agent's word (a response without usage, e.g. a stream without ``include_usage``, is
+  estimated from its bytes, four to a token, and counted as ``estimated``; negative counts are
+  refused); past the route's ``max_requests`` or ``max_tokens`` the bridge answers 429
+  (counted as ``refused``).
 
 The inner half (a TCP listener inside the sandbox relaying to this socket) is in
 ``_sandboxd.py``.
@@ -167,19 +169,26 @@ class ModelBridge:
                     if key.lower() not in _HOP_HEADERS and key.lower() != "content-encoding":
                         response.headers[key] = value
                 await response.prepare(request)
-                tail = b""
+                tail, size = b"", 0
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)
                     tail = (tail + chunk)[-65536:]
+                    size += len(chunk)
                 await response.write_eof()
-                self._count(tail)
+                if upstream.status < 400 and not self._count(tail):
+                    # No usage in the answer: what crossed the bridge, four bytes to a token
+                    # (a budget then over-counts, never under-counts).
+                    self.usage["prompt_tokens"] += len(body) // 4
+                    self.usage["completion_tokens"] += size // 4
+                    self.usage["estimated"] += 1
                 return response
         except aiohttp.ClientError as exc:
             self.usage["errors"] += 1
             return self._refuse(502, f"bridge: upstream failed: {exc}")
 
-    def _count(self, tail: bytes) -> None:
-        """Add the response's token usage (plain JSON, or the last SSE event that has one)."""
+    def _count(self, tail: bytes) -> bool:
+        """Add the response's token usage (plain JSON, or the last SSE event that has one);
+        whether it had one."""
         usage: Any = None
         text = tail.decode("utf-8", "replace").strip()
         try:
@@ -199,4 +208,6 @@ class ModelBridge:
                 ("completion_tokens", ("completion_tokens", "output_tokens")),
             ):
                 value = next((usage[k] for k in theirs if isinstance(usage.get(k), int)), 0)
-                self.usage[ours] += value
+                self.usage[ours] += max(0, value)  # a negative count would lift the cap
+            return True
+        return False
