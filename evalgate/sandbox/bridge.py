@@ -10,6 +10,10 @@ proxy forwards a fixed set of OpenAI API paths to the model under test and nowhe
 - the request's ``model`` is forced to the model under test (an agent cannot swap models):
   POST bodies must be JSON objects (arrays, other JSON and non-JSON are refused), ``GET`` is
   allowed for ``/v1/models`` only, other methods are refused;
+- nothing that reaches past the model or multiplies what it is asked passes (:func:`beyond`):
+  no tool but ``function`` tools (no ``web_search``, ``mcp``, ``file_search``…), no
+  ``server_url`` or ``web_search_options`` anywhere, no image, file or audio input, no ``n`` or
+  ``best_of`` above 1;
 - only an allow-list of headers passes (no ``OpenAI-Organization``/``-Project``, no ``api-key``,
   no cookies), query strings are dropped, and JSON nested deeper than :data:`MAX_JSON_DEPTH` is
   refused before it is parsed;
@@ -36,7 +40,7 @@ from aiohttp import web
 
 from evalgate.sandbox.base import MODEL_PORT, ModelRoute
 
-__all__ = ["ALLOWED_PATHS", "MAX_JSON_DEPTH", "ModelBridge", "json_depth"]
+__all__ = ["ALLOWED_PATHS", "MAX_JSON_DEPTH", "ModelBridge", "beyond", "json_depth"]
 
 # Paths under /v1 a sandbox may call; everything else (files, fine-tuning, admin) is refused.
 MAX_JSON_DEPTH = 64
@@ -49,6 +53,44 @@ _HOP_HEADERS = frozenset(
 _PASS_HEADERS = frozenset({"content-type", "accept", "user-agent", "openai-beta"})
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _BRACKETS = re.compile(rb"[\[\]{}]")
+
+
+# Keys that make the upstream fetch or search on the sandbox's behalf, anywhere in a request.
+_FETCHING_KEYS = frozenset({"server_url", "web_search_options", "image_url", "file_url", "file_id"})
+# Content parts that carry more than text (images, files, audio): a benchmark's agent sends text.
+_MEDIA_PARTS = frozenset({"image_url", "input_image", "input_file", "file", "input_audio"})
+
+
+def beyond(payload: dict[str, Any]) -> str | None:
+    """Why ``payload`` asks for more than the model under test answering text, or None.
+
+    ``payload`` is a parsed request (its depth already bounded by :data:`MAX_JSON_DEPTH`).
+    """
+    for key in ("n", "best_of"):
+        value = payload.get(key)
+        if value is not None and value != 1:
+            return f"{key}={value!r} (one completion per request)"
+    tools = payload.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind != "function":
+            return f"tool type {kind!r} (function tools only)"
+        if "server_url" in tool:
+            return "'server_url'"
+    # The messages, not the tools' parameter schemas (a parameter may well be named image_url).
+    stack: list[Any] = [{k: v for k, v in payload.items() if k != "tools"}]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _FETCHING_KEYS:
+                    return f"{key!r}"
+                if key == "type" and value in _MEDIA_PARTS:
+                    return f"content of type {value!r} (text only)"
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
 
 
 def json_depth(body: bytes, limit: int) -> int:
@@ -139,6 +181,9 @@ class ModelBridge:
             payload = None
         if not isinstance(payload, dict):
             return self._refuse(400, "the request body must be a JSON object")
+        why = beyond(payload)
+        if why is not None:
+            return self._refuse(400, f"{why} is not allowed through the model bridge")
         payload["model"] = self.route.model
         return json.dumps(payload).encode()
 
