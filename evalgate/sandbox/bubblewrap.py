@@ -66,6 +66,7 @@ from evalgate.sandbox._host import (
     _etc_dir,
     _guard_shell,
     _python,
+    reachable_source,
 )
 from evalgate.sandbox._io import Drain, Feed, read_line, wait_exit
 from evalgate.sandbox.base import (
@@ -125,7 +126,8 @@ class BubblewrapSandbox(Sandbox):
         cfg = self.config
         bwrap, version = self._backend.bwrap
         py, py_prefix, py_env = _python()
-        binds = [(m.source, m.target) for m in cfg.mounts]
+        # Sources nobody could reach are bound from a reachable copy: bwrap never runs as root.
+        binds = [(reachable_source(m.source), m.target) for m in cfg.mounts]
         if py_prefix is not None:
             binds.append((py_prefix, "/opt/python"))
         if self._bridge is not None:
