@@ -211,6 +211,8 @@ BEYOND = {
         {"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}}]}]}),
     "input_image": ("responses", {"input": [{"role": "user", "content": [
         {"type": "input_image", "image_url": "https://example.invalid/a.png"}]}]}),
+    "background": ("responses", {"input": "hi", "background": True}),
+    "audio out": ("chat/completions", {**CHAT, "modalities": ["text", "audio"], "audio": {}}),
     "input_file": ("responses", {"input": [{"role": "user", "content": [
         {"type": "input_file", "file_url": "https://example.invalid/a.pdf"}]}]}),
 }  # fmt: skip

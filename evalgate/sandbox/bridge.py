@@ -70,6 +70,11 @@ def beyond(payload: dict[str, Any]) -> str | None:
         value = payload.get(key)
         if value is not None and value != 1:
             return f"{key}={value!r} (one completion per request)"
+    if payload.get("background"):
+        return "a background request (it would outlive the sandbox)"
+    modalities = payload.get("modalities") or ["text"]
+    if "audio" in payload or not isinstance(modalities, list) or modalities != ["text"]:
+        return "output other than text (modalities, audio)"
     tools = payload.get("tools")
     for tool in tools if isinstance(tools, list) else []:
         kind = tool.get("type") if isinstance(tool, dict) else None
