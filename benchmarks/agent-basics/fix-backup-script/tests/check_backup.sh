@@ -1,6 +1,7 @@
 # Hidden check: run the agent's backup.sh on a fresh copy of docs/ with one more awkward name.
 set -eu
 : "${CONFINE:?run this check through evalgate, which sets CONFINE}"
+rm -rf -- "${CHECKS:-/nonexistent}"  # read already: nothing for the agent's script to rewrite
 ws=$(pwd)
 tmp=$(mktemp -d)
 cp -R "$ws/docs" "$ws/backup.sh" "$tmp/"
