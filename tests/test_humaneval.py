@@ -250,6 +250,7 @@ FORGERIES = {
     for pid in {os.getppid(), 1} | {int(p) for p in os.listdir('/proc') if p.isdigit()}:
         if pid == os.getpid():
             continue
+        found = set()
         try:
             maps = open(f'/proc/{pid}/maps').read().splitlines()
             mem = open(f'/proc/{pid}/mem', 'rb')
@@ -264,13 +265,13 @@ FORGERIES = {
                 data = mem.read(hi - lo)
             except (OSError, ValueError, OverflowError):
                 continue
-            for m in re.finditer(rb'\\n?([0-9a-f]{32})\\n', data):
-                for fd in os.listdir(f'/proc/{pid}/fd'):
-                    try:
-                        w = os.open(f'/proc/{pid}/fd/{fd}', os.O_WRONLY)
-                        os.write(w, b'EVALGATE-PASS ' + m.group(1) + b'\\n')
-                    except OSError:
-                        pass
+            found |= set(re.findall(rb'(?<![0-9a-f])([0-9a-f]{32})(?![0-9a-f])', data))
+        lines = b''.join(b'EVALGATE-PASS ' + n + b'\\n' for n in found)
+        for fd in os.listdir(f'/proc/{pid}/fd') if found else []:
+            try:
+                os.write(os.open(f'/proc/{pid}/fd/{fd}', os.O_WRONLY | os.O_NONBLOCK), lines)
+            except OSError:
+                pass
     os._exit(0)
 """,
     # The test compares with ==: an object equal to everything.
@@ -321,3 +322,46 @@ def test_only_literals_cross_from_the_completion(scripted_server) -> None:
     assert right["reward"] == 1.0
     assert tuple_["reward"] == 0.0 and tuple_["reason"].startswith("failed: AssertionError")
     assert iterator["reward"] == 0.0 and "list_iterator" in iterator["reason"], iterator
+
+
+@pytest.mark.skipif(
+    backend_class("local").unavailable() is not None,
+    reason="the reference backend contains nothing (as root, it may ptrace anything)",
+)
+def test_the_judge_process_is_out_of_the_completions_reach() -> None:
+    """The worker can neither open the judge's memory nor ptrace it (the judge is non-dumpable);
+    what the worker reports on stderr says so."""
+    import json
+    import secrets
+
+    from evalgate.sandbox import SandboxConfig, open_backend
+    from evalgate.suites.humaneval import _JUDGE, build_solution
+
+    probe = (
+        "    import ctypes, os, sys\n"
+        "    judge = os.getppid()\n"
+        "    try:\n"
+        "        open(f'/proc/{judge}/mem', 'r+b')\n"
+        "        print('mem opened', file=sys.stderr)\n"
+        "    except OSError as exc:\n"
+        "        print('mem denied', exc.errno, file=sys.stderr)\n"
+        "    print('ptrace', ctypes.CDLL(None).ptrace(16, judge, 0, 0), file=sys.stderr)\n"
+        "    return False\n"
+    )
+    problem = PROBLEMS["HumanEval/0"]
+    job = {
+        "nonce": secrets.token_hex(16),
+        "solution": build_solution(problem, probe),
+        "exam": f"{problem['prompt']}\n\n{problem['test']}\n",
+        "entry": problem["entry_point"],
+        "source": _JUDGE,
+    }
+
+    async def go() -> Any:
+        async with await open_backend("local").create(SandboxConfig(timeout_s=60)) as box:
+            argv = ["python3", "-I", "-S", "-c", _JUDGE, "judge"]
+            return await box.exec(argv, stdin=json.dumps(job), timeout_s=30)
+
+    result = asyncio.run(go())
+    assert "mem denied 13" in result.stderr and "ptrace -1" in result.stderr, result.stderr
+    assert "mem opened" not in result.stderr and "EVALGATE-FAIL" in result.stdout
