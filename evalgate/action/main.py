@@ -259,6 +259,13 @@ def _annotate(verdict: Verdict, pub: _Publisher) -> None:
 
 def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: _Publisher,
          server_factory: Callable[..., Any]) -> int:  # fmt: skip
+    # The base commit's tree, where the exam's files are read: it must outlive the run.
+    with tempfile.TemporaryDirectory(prefix="evalgate-exam-") as exam_tree:
+        return _run_in(ctx, inputs, environ, pub, server_factory, Path(exam_tree))
+
+
+def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: _Publisher,
+            server_factory: Callable[..., Any], exam_tree: Path) -> int:  # fmt: skip
     workdir = (ctx.workspace / inputs.working_directory).resolve()
     out_root = (workdir / inputs.output_dir).resolve()
     pub.crash_dir = out_root
@@ -273,9 +280,12 @@ def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: 
         inputs.config,
         config,
         is_pr=ctx.is_pr,
+        into=exam_tree,
         overrides=inputs.overrides,
         token=token,
     )
+    if note := policy.exam_note(inputs.config):  # first on the scorecard, under its title
+        pub.notices.append(note)
     config, raised = policy.applied(config)
     if raised:  # the PR lifted a budget cap the base branch sets
         pub.notices.append(raised)

@@ -198,7 +198,9 @@ def test_pr_cannot_loosen_its_own_gate(
     assert code == 1  # judged with the base branch's 5-point margin, not the PR's 60
     summary = (ws.tmp / "summary").read_text()
     assert "the base branch's policy" in summary and "was applied" in summary
-    assert "this PR's changes to the gate, the baseline settings apply after merge" in summary
+    assert "this PR changes the exam (gate; baseline): the gate used the base branch's exam" in (
+        summary
+    )
     body = github.bodies(REPO, PR)[0]
     assert "margin δ = 5.0 pp" in body and "Compared with the baseline" in body
 
@@ -611,9 +613,13 @@ def test_a_scorer_change_cannot_pass(
     loose = base_bench.replace("}", ", scorer: {type: contains}}")
     head = ws.pr(_evals(ws.url).replace(base_bench, loose))
     code, log = _run(_pr_env(ws, github, pr_event, head, results_store="none"))
-    assert code == 1, log
     (body,) = github.bodies(REPO, PR)
-    assert "qa: this PR changes its scorer" in body and "cannot PASS" in body
+    # Not an error: the run is scored by the base's scorer, and the comment says so first.
+    first = body.split("\n\n")[1]
+    assert "this PR changes the exam (qa: scorer): the gate used the base branch's exam" in first
+    run_config = next((ws.ws / "evalgate-outputs" / "evals").rglob("run_config.json"))
+    assert json.loads(run_config.read_text())["benchmark"]["scorer"]["type"] == "exact"
+    assert code == 0, log
 
 
 def test_an_unreadable_base_policy_is_an_error_not_the_prs_policy(
