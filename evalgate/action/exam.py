@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel
+
 from evalgate.action import git as gitops
 from evalgate.config.load import Config
 from evalgate.config.split import field_role, merge_benchmark
@@ -100,7 +102,7 @@ def _relative(value: str, root: Path) -> tuple[str, Path] | None:
 def _fields(obj: Any, prefix: str) -> Iterator[tuple[str, Any]]:
     for name in type(obj).model_fields:
         path, value = f"{prefix}.{name}", getattr(obj, name)
-        if field_role(path) is None and hasattr(value, "model_fields"):
+        if field_role(path) is None and isinstance(value, BaseModel):
             yield from _fields(value, path)  # a section whose fields are classified one by one
         else:
             yield path, value

@@ -1,0 +1,292 @@
+"""The PR brings the candidate; the base branch sets the exam (issue 22's table, row by row).
+
+Each test is a pull request an adversarial author would write: the Action runs on a local origin
+holding a base commit and the PR's commit, and must end FAIL or ERROR, with the reason in the
+comment's first lines. An unchanged PR still PASSes, at the same cost.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_github import FakeGitHub
+from test_action import PR, REPO, Workspace, _git, _pr_event
+
+from evalgate.action import run_action
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script(body: dict[str, Any], n: int) -> Any:
+    """Right on every item, unless the system prompt asks to regress (wrong on even items) or to
+    error (a 500 on even items)."""
+    i = int(body["messages"][-1]["content"].strip().removeprefix("Q"))
+    system = body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
+    if "error" in system and i % 2 == 0:
+        return (500, "overloaded", {})
+    return "wrong" if "regress" in system and i % 2 == 0 else f"A{i}"
+
+
+def _evals(url: str, system: str = "Answer.", extra: str = "", model: str = "") -> str:
+    return f"""
+models:
+  - {{name: m, backend: openai, base_url: "{url}", model: org/m{model}}}
+benchmarks:
+  - {{name: qa, kind: jsonl, path: qa.jsonl, system_prompt: "{system}"}}
+gate: {{margin: 0.05, thresholds: {{qa: {{accuracy: 0.9}}}}}}
+eval: {{max_retries: 1, request_timeout_s: 10}}
+{extra}"""
+
+
+class Exam(Workspace):
+    """A workspace whose PR commits may change any file, not only evals.yaml."""
+
+    def __init__(self, tmp: Path, url: str, base_evals: str) -> None:
+        super().__init__(tmp, url)
+        self.base = self.commit(base_evals, "main")
+        _git(self.ws, "push", "-q", "origin", "main")
+
+    def pr_files(self, evals: str, files: dict[str, str | Path] | None = None) -> str:
+        """Commit the PR: evals.yaml and ``files`` (text, or a Path: a symlink to it)."""
+        _git(self.ws, "checkout", "-q", "-B", "feature", self.base)
+        for name, content in (files or {}).items():
+            path = self.ws / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, Path):
+                path.symlink_to(content)
+            else:
+                path.write_text(content)
+        head = self.commit(evals, "feature")
+        _git(self.ws, "push", "-q", "-f", "origin", "feature")
+        return head
+
+    def rows(self, answer: Any = None, prompt: Any = None) -> str:
+        answer = answer or (lambda i: f"A{i}")
+        prompt = prompt or (lambda i: f"Q{i}")
+        rows = [{"id": f"q{i:02d}", "prompt": prompt(i), "answer": answer(i)} for i in range(60)]
+        return "\n".join(json.dumps(r) for r in rows) + "\n"
+
+
+@pytest.fixture
+def model(scripted_server: Any) -> Any:
+    return scripted_server(_script)
+
+
+@pytest.fixture
+def exam(tmp_path: Path, model: Any) -> Exam:
+    return Exam(tmp_path, model.base_url, _evals(model.base_url))
+
+
+def _run_pr(exam: Exam, github: FakeGitHub, pr_event: dict[str, Any], head: str) -> tuple[int, str]:
+    env = exam.environ("pull_request", _pr_event(pr_event, exam, head), head,
+                       "refs/pull/42/merge", github.url, results_store="none")  # fmt: skip
+    out = io.StringIO()
+    code = run_action(env, out=out)
+    return code, out.getvalue()
+
+
+def _head_lines(github: FakeGitHub, n: int = 4) -> str:
+    (body,) = github.bodies(REPO, PR)
+    return "\n".join(body.splitlines()[:n])
+
+
+def test_an_unchanged_pr_passes_at_the_same_cost(
+    exam: Exam, model: Any, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    head = exam.pr_files(_evals(exam.url, system="Answer briefly."))
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 0, log
+    assert "evalgate: PASS" in _head_lines(github)
+    assert "changes the exam" not in github.bodies(REPO, PR)[0]
+    assert len(model.requests) == 2 * 60  # the baseline's re-run and the PR's: nothing more
+
+
+def test_answers_edited_in_the_data_file_are_scored_with_the_bases(
+    exam: Exam, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    # The model regresses on the even items; the PR "fixes" their answers to what it says.
+    data = exam.rows(answer=lambda i: "wrong" if i % 2 == 0 else f"A{i}")
+    head = exam.pr_files(_evals(exam.url, system="Please regress."), {"qa.jsonl": data})
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 1, log
+    first = _head_lines(github)
+    assert "evalgate: FAIL" in first
+    assert "this PR changes the exam (qa: the files of path (qa.jsonl))" in first
+    assert "the gate used the base branch's exam" in first
+
+
+def test_whitespace_added_to_every_prompt_stays_paired_with_the_bases_items(
+    exam: Exam, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    data = exam.rows(prompt=lambda i: f"Q{i} ")
+    head = exam.pr_files(_evals(exam.url, system="Please regress."), {"qa.jsonl": data})
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 1, log
+    assert "evalgate: FAIL" in _head_lines(github)
+    assert "30 regressed" in github.bodies(REPO, PR)[0]
+
+
+def test_a_looser_error_budget_is_the_bases(
+    exam: Exam, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    # The model errors on every item it would fail; the PR tolerates 90 % errors, no retries.
+    evals = _evals(exam.url, system="Please error.").replace(
+        "eval: {max_retries: 1, request_timeout_s: 10}",
+        "eval: {max_retries: 0, max_error_rate: 0.9, request_timeout_s: 10}",
+    )
+    head = exam.pr_files(evals)
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 3, log  # base's 5 % error budget: an infrastructure error, never a PASS
+    body = github.bodies(REPO, PR)[0]
+    assert "ERROR" in _head_lines(github, 2) or "could not finish" in _head_lines(github, 2)
+    assert "this PR changes the exam (qa: eval)" in body
+
+
+@pytest.mark.parametrize(
+    "model_yaml",
+    [
+        # the job's own token, to an endpoint the PR chose
+        ", api_key_env: INPUT_GITHUB_TOKEN",
+        # a secret the base never sends anywhere, to the base's own host
+        ", api_key_env: EXTRA_SECRET",
+    ],
+    ids=["job-token-to-new-host", "new-secret-to-old-host"],
+)
+def test_a_secret_goes_only_where_the_base_sends_it(
+    exam: Exam, model: Any, scripted_server: Any, github: FakeGitHub, pr_event: dict[str, Any],
+    model_yaml: str,
+) -> None:  # fmt: skip
+    thief = scripted_server(_script)
+    url = thief.base_url if "INPUT_GITHUB_TOKEN" in model_yaml else exam.url
+    head = exam.pr_files(_evals(url, model=model_yaml))
+    env = exam.environ("pull_request", _pr_event(pr_event, exam, head), head,
+                       "refs/pull/42/merge", github.url, results_store="none")  # fmt: skip
+    env["EXTRA_SECRET"] = "s3cr3t-value-never-sent"
+    code = run_action(env, out=io.StringIO())
+    assert code == 2
+    first = _head_lines(github)
+    assert "api_key_env: this PR would send" in first and "refused" in first
+    assert thief.requests == [] and model.requests == []  # nothing was sent anywhere
+
+
+def test_an_old_secret_to_a_new_host_is_refused(
+    tmp_path: Path, model: Any, scripted_server: Any, github: FakeGitHub,
+    pr_event: dict[str, Any],
+) -> None:  # fmt: skip
+    base = _evals(model.base_url, model=", api_key_env: PROVIDER_KEY")
+    exam = Exam(tmp_path, model.base_url, base)
+    thief = scripted_server(_script)
+    head = exam.pr_files(base.replace(model.base_url, thief.base_url))
+    env = exam.environ("pull_request", _pr_event(pr_event, exam, head), head,
+                       "refs/pull/42/merge", github.url, results_store="none")  # fmt: skip
+    env["PROVIDER_KEY"] = "provider-key-value"
+    assert run_action(env, out=io.StringIO()) == 2
+    assert "would send PROVIDER_KEY to http://127.0.0.1" in _head_lines(github)
+    assert thief.requests == []
+
+
+def _agent_pr(exam: Exam, variant: str, files: dict[str, str | Path] | None = None) -> str:
+    shutil.copytree(ROOT / "benchmarks" / "agent-basics" / "hello-file",
+                    exam.ws / "tasks" / "hello-file")  # fmt: skip
+    agent = f"""  - name: ag
+    kind: agent
+    tasks: tasks
+    variants: [{{name: v, {variant}}}]
+"""
+    evals = _evals(exam.url).replace("benchmarks:\n", "benchmarks:\n" + agent)
+    return exam.pr_files(evals, files)
+
+
+@pytest.mark.parametrize(
+    ("variant", "link"),
+    [
+        ("skills_dir: /root/.ssh", None),
+        ("mcp_config: /proc/self/environ", None),
+        ("skills_dir: skills", Path("/root/.ssh")),
+        ("mcp_config: mcp.json", Path("/proc/self/environ")),
+    ],
+    ids=["host-skills-dir", "host-mcp-config", "skills-symlink-out", "mcp-symlink-out"],
+)
+def test_paths_out_of_the_repository_are_refused(
+    exam: Exam, model: Any, github: FakeGitHub, pr_event: dict[str, Any], variant: str,
+    link: Path | None,
+) -> None:  # fmt: skip
+    files: dict[str, str | Path] = {}
+    if link is not None:
+        files[variant.split(": ")[1]] = link
+    head = _agent_pr(exam, variant, files)
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 2, log
+    first = _head_lines(github)
+    assert "is outside the repository" in first, first
+    assert model.requests == []
+
+
+def test_publishing_and_sandbox_network_are_the_bases(
+    exam: Exam, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    extra = "publish: {hf_hub: {repo: any/repo, private: false}}\n"
+    head = exam.pr_files(_evals(exam.url, extra=extra))
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 0, log  # not an error: the base's exam ran, and the comment says so first
+    assert "this PR changes the exam (publish)" in _head_lines(github)
+    assert "hf_hub" not in log  # nothing was pushed anywhere
+
+
+# -- agent tasks: the sandbox is the base's ------------------------------------------------------
+
+AGENT = r"""#!/usr/bin/env python3
+import os, sys
+args = sys.argv[1:]
+cwd = args[args.index("-cwd") + 1] if "-cwd" in args else os.getcwd()
+if "-lazy" not in args:
+    with open(os.path.join(cwd, "hello.txt"), "w") as fh:
+        fh.write("Hello, evalgate!\n")
+"""
+
+
+def _agent_evals(url: str, args: str, sandbox: str) -> str:
+    return f"""
+models:
+  - {{name: m, backend: openai, base_url: "{url}", model: org/m}}
+benchmarks:
+  - name: ag
+    kind: agent
+    tasks: tasks
+    agent: {{type: command, command: ["./agent.py"{args}]}}
+    sandbox: {{{sandbox}}}
+gate: {{margin: 0.05}}
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="agent tasks run in bubblewrap")
+def test_a_sandbox_change_is_the_bases_and_a_regression_fails(
+    tmp_path: Path, model: Any, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    ws = tmp_path / "ws"
+    exam = Exam.__new__(Exam)
+    Workspace.__init__(exam, tmp_path, model.base_url)
+    task = (ROOT / "benchmarks" / "agent-basics" / "hello-file" / "task.yaml").read_text()
+    for i in range(24):  # groups of their own: enough to decide a regression against the base
+        folder = ws / "tasks" / f"hello-{i:02d}"
+        folder.mkdir(parents=True)
+        (folder / "task.yaml").write_text(task.replace("group: files", f"group: g{i}"))
+    agent = ws / "agent.py"
+    agent.write_text(AGENT)
+    agent.chmod(agent.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    exam.base = exam.commit(_agent_evals(exam.url, "", "timeout_s: 120, network: none"), "main")
+    _git(ws, "push", "-q", "origin", "main")
+    head = exam.pr_files(_agent_evals(exam.url, ', "-lazy"', "timeout_s: 121, network: none"))
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 1, log
+    first = _head_lines(github)
+    assert "evalgate: FAIL" in first
+    assert "this PR changes the exam (ag: sandbox)" in first
+    assert os.path.exists(ws / "evalgate-outputs")
