@@ -290,3 +290,19 @@ def test_a_sandbox_change_is_the_bases_and_a_regression_fails(
     assert "evalgate: FAIL" in first
     assert "this PR changes the exam (ag: sandbox)" in first
     assert os.path.exists(ws / "evalgate-outputs")
+
+
+@pytest.mark.parametrize("target", ["/proc/self/environ", ".ssh/id_ed25519"])
+def test_a_symlink_out_of_a_task_folder_is_refused(
+    exam: Exam, model: Any, github: FakeGitHub, pr_event: dict[str, Any], target: str
+) -> None:
+    secret = exam.tmp / target  # the job's HOME; /proc/self/environ stays absolute
+    if not secret.exists():
+        secret.parent.mkdir(parents=True, exist_ok=True)
+        secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    head = _agent_pr(exam, "args: []", {"tasks/hello-file/tests/leak.txt": secret})
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 2, log
+    first = _head_lines(github)
+    assert "a symlink out of the task folder" in first, first
+    assert not any("BEGIN OPENSSH" in json.dumps(r) for r in model.requests)
