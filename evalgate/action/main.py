@@ -71,6 +71,7 @@ class _Publisher:
             self.client = GitHubClient(inputs.github_token, api_url=ctx.api_url)
         self.key = sticky_key(ctx.workflow, inputs.comment_key)
         self.degraded = False  # the token may not comment here: not tried again this run
+        self.posted = False  # the comment was written (publish mode's exit code says so)
         if notice := missing_token_notice(ctx, inputs):
             self.notices.append(notice)
             self.log(actions.annotation("notice", f"evalgate: {notice}"))
@@ -104,6 +105,7 @@ class _Publisher:
             self.notices.append(f"could not post the PR comment: {exc}", key="comment")
             self.log(actions.annotation("warning", f"evalgate: could not comment: {exc}"))
             return
+        self.posted = not result.degraded
         if result.author and result.author != self.author:
             # The token is not the job's own (a PAT or an App): keep updating what it wrote.
             self.notices.append(

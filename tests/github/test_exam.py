@@ -306,3 +306,29 @@ def test_a_symlink_out_of_a_task_folder_is_refused(
     first = _head_lines(github)
     assert "a symlink out of the task folder" in first, first
     assert not any("BEGIN OPENSSH" in json.dumps(r) for r in model.requests)
+
+
+# -- publish mode: its outcome is what it did, never the artifact's claim ------------------------
+
+
+@pytest.mark.parametrize("claimed", ["PASS", "FAIL"])
+def test_publish_modes_exit_code_is_what_it_posted(
+    exam: Exam, github: FakeGitHub, claimed: str
+) -> None:
+    from fake_github import Fault
+    from test_action import _workflow_run_event
+
+    results = exam.ws / "downloaded"
+    results.mkdir()
+    (results / "scorecard.md").write_text(f"## evalgate: {claimed}\n\nfrom the artifact\n")
+    (results / "verdict.json").write_text(json.dumps({"status": claimed, "exit_code": 0}))
+    forbidden = {"message": "Resource not accessible by integration"}
+    github.faults.append(Fault("POST", 403, body=forbidden, times=10))
+    env = exam.environ("workflow_run", _workflow_run_event(exam), exam.base, "refs/heads/main",
+                       github.url, mode="publish", results_dir="downloaded")  # fmt: skip
+    code = run_action(env, out=io.StringIO())
+    assert code == 3  # nothing was posted: whatever the artifact says, this job did not publish
+    outputs = exam.outputs()
+    assert outputs["verdict"] == "ERROR" and outputs["reported_verdict"] == claimed
+    summary = (exam.tmp / "summary").read_text()
+    assert f"verdict as reported by the PR's job: {claimed}" in summary
