@@ -332,3 +332,22 @@ def test_publish_modes_exit_code_is_what_it_posted(
     assert outputs["verdict"] == "ERROR" and outputs["reported_verdict"] == claimed
     summary = (exam.tmp / "summary").read_text()
     assert f"verdict as reported by the PR's job: {claimed}" in summary
+
+
+# -- the merge-base is known, or the run is an error -----------------------------------------------
+
+
+def test_a_merge_base_git_cannot_find_is_an_error_not_the_base_tip(exam: Exam) -> None:
+    from evalgate.action import git as gitops
+    from evalgate.errors import InfraError
+
+    _git(exam.ws, "checkout", "-q", "--orphan", "unrelated")
+    (exam.ws / "other.txt").write_text("no common history\n")
+    _git(exam.ws, "add", "-A")
+    _git(exam.ws, "commit", "-q", "-m", "unrelated")
+    head = _git(exam.ws, "rev-parse", "HEAD")
+    with pytest.raises(InfraError, match="shares no history|cannot find where"):
+        gitops.merge_base(exam.ws, exam.base, head)
+    with pytest.raises(InfraError, match="cannot find where this PR left the base branch"):
+        gitops.merge_base(exam.ws, exam.base, "0123456789abcdef" * 2 + "01234567")
+    assert gitops.merge_base(exam.ws, exam.base, exam.base) == exam.base
