@@ -28,6 +28,7 @@ from evalgate.config.split import field_role, merge_benchmark
 from evalgate.errors import ConfigError
 
 __all__ = [
+    "anchor_local_data",
     "check_paths",
     "check_secret_routes",
     "exam_changes",
@@ -36,9 +37,28 @@ __all__ = [
     "secret_routes",
 ]
 
-# Exam fields that hold a path (resolved to an absolute one by the loader): the PR's edits to
-# the files they name are exam changes too.
-_PATH_FIELDS = ("path", "tasks", "env_path", "task")
+# Exam fields that hold a path (resolved to an absolute one by the loader, or by
+# anchor_local_data): the PR's edits to the files they name are exam changes too.
+_PATH_FIELDS = ("path", "tasks", "env_path", "task", "data_files", "dataset")
+
+
+def anchor_local_data(config: Config, cwd: Path) -> Config:
+    """``config`` with an hf benchmark's local ``data_files`` (and a ``dataset`` that is a local
+    folder) made absolute against ``cwd``, where `datasets` would look for them: in the base's
+    tree they must name the base's files, not the PR's checkout."""
+    benchmarks = []
+    for bench in config.benchmarks:
+        update: dict[str, Any] = {}
+        if bench.kind == "hf":
+            files = bench.data_files
+            if isinstance(files, str) and not Path(files).is_absolute():
+                update["data_files"] = str(cwd / files)
+            elif isinstance(files, list):
+                update["data_files"] = [f if Path(f).is_absolute() else str(cwd / f) for f in files]
+            if not Path(bench.dataset).is_absolute() and (cwd / bench.dataset).exists():
+                update["dataset"] = str(cwd / bench.dataset)
+        benchmarks.append(bench.model_copy(update=update) if update else bench)
+    return config.model_copy(update={"benchmarks": tuple(benchmarks)})
 
 
 def materialise(workdir: Path, sha: str, into: Path) -> None:
@@ -99,6 +119,24 @@ def _relative(value: str, root: Path) -> tuple[str, Path] | None:
     return rel.as_posix() + (f"@{func}" if func else ""), full
 
 
+def _path_change(name: str, old: Any, new: Any, base_root: Path, pr_root: Path) -> str | None:
+    """How a path field changed: "" (not at all), its name (another path), "the files of …"
+    (the same path, other contents); None when the values are not paths in the two trees."""
+    olds = [old] if isinstance(old, str) else old
+    news = [new] if isinstance(new, str) else new
+    if not isinstance(olds, list) or not isinstance(news, list) or len(olds) != len(news):
+        return None
+    for a_value, b_value in zip(olds, news, strict=True):
+        a, b = _relative(a_value, base_root), _relative(b_value, pr_root)
+        if a is None or b is None:
+            return None
+        if a[0] != b[0]:
+            return name
+        if _digest(a[1]) != _digest(b[1]):
+            return f"the files of {name} ({a[0]})"
+    return ""
+
+
 def _fields(obj: Any, prefix: str) -> Iterator[tuple[str, Any]]:
     for name in type(obj).model_fields:
         path, value = f"{prefix}.{name}", getattr(obj, name)
@@ -126,14 +164,14 @@ def exam_changes(base: Config, base_root: Path, pr: Config, pr_root: Path) -> li
                     continue
                 name = path.removeprefix("benchmarks[].")
                 old = mine.get(path)
-                if name in _PATH_FIELDS and isinstance(old, str) and isinstance(value, str):
-                    a, b = _relative(old, base_root), _relative(value, pr_root)
-                    if a is not None and b is not None:
-                        if a[0] != b[0]:
-                            changed.append(name)
-                        elif _digest(a[1]) != _digest(b[1]):
-                            changed.append(f"the files of {name} ({a[0]})")
-                        continue
+                found = (
+                    _path_change(name, old, value, base_root, pr_root)
+                    if name in _PATH_FIELDS
+                    else None
+                )
+                if found is not None:
+                    changed += [found] if found else []
+                    continue
                 if old != value:
                     changed.append(name)
         if changed:

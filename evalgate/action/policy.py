@@ -166,6 +166,11 @@ def read_base_policy(
             base = load_config(path, overrides)
         except ConfigError:  # an override may name a benchmark only the PR has
             base = load_config(path)
+        # Where `datasets` looks for local files (the working directory), in the base's tree.
+        here = Path.cwd().resolve()
+        if here == top or top in here.parents:
+            base = exam.anchor_local_data(base, into / here.relative_to(top))
+            config = exam.anchor_local_data(config, here)
     except gitops.GitFailed as exc:
         raise PolicyError(
             f"cannot read the base branch's {config_path} at {base_sha[:12]} ({exc}); the gate "

@@ -346,8 +346,29 @@ def test_a_merge_base_git_cannot_find_is_an_error_not_the_base_tip(exam: Exam) -
     _git(exam.ws, "add", "-A")
     _git(exam.ws, "commit", "-q", "-m", "unrelated")
     head = _git(exam.ws, "rev-parse", "HEAD")
-    with pytest.raises(InfraError, match="shares no history|cannot find where"):
+    with pytest.raises(InfraError, match=r"shares no history|cannot find where"):
         gitops.merge_base(exam.ws, exam.base, head)
     with pytest.raises(InfraError, match="cannot find where this PR left the base branch"):
         gitops.merge_base(exam.ws, exam.base, "0123456789abcdef" * 2 + "01234567")
     assert gitops.merge_base(exam.ws, exam.base, exam.base) == exam.base
+
+
+def test_local_hf_data_files_are_read_from_the_bases_tree(tmp_path: Path) -> None:
+    from evalgate.action.exam import anchor_local_data, exam_changes, merge
+    from evalgate.config.load import load_config
+
+    evals = """
+benchmarks:
+  - {name: h, kind: hf, dataset: json, data_files: data/h.jsonl, split: train}
+"""
+    trees = {}
+    for side, answer in (("base", "A"), ("pr", "B")):
+        root = tmp_path / side
+        (root / "data").mkdir(parents=True)
+        (root / "data" / "h.jsonl").write_text(json.dumps({"prompt": "Q", "answer": answer}))
+        (root / "evals.yaml").write_text(evals)
+        trees[side] = anchor_local_data(load_config(root / "evals.yaml"), root)
+    (bench,) = merge(trees["base"], trees["pr"]).benchmarks
+    assert bench.data_files == str(tmp_path / "base" / "data" / "h.jsonl")
+    changes = exam_changes(trees["base"], tmp_path / "base", trees["pr"], tmp_path / "pr")
+    assert changes == ["h: the files of data_files (data/h.jsonl)"]
