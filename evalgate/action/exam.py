@@ -137,6 +137,14 @@ def _path_change(name: str, old: Any, new: Any, base_root: Path, pr_root: Path) 
     return ""
 
 
+def _which(name: str, old: Any, new: Any) -> list[str]:
+    """``name``, or its sub-fields that differ (``eval.max_error_rate``) when it is a section."""
+    if isinstance(old, BaseModel) and type(old) is type(new):
+        subs = [f for f in type(old).model_fields if getattr(old, f) != getattr(new, f)]
+        return [f"{name}.{f}" for f in subs] or [name]
+    return [name]
+
+
 def _fields(obj: Any, prefix: str) -> Iterator[tuple[str, Any]]:
     for name in type(obj).model_fields:
         path, value = f"{prefix}.{name}", getattr(obj, name)
@@ -173,10 +181,10 @@ def exam_changes(base: Config, base_root: Path, pr: Config, pr_root: Path) -> li
                     changed += [found] if found else []
                     continue
                 if old != value:
-                    changed.append(name)
+                    changed += _which(name, old, value)
         if changed:
             out.append(f"{bench.name}: {', '.join(dict.fromkeys(changed))}")
-    for section in ("gate", "baseline", "budget", "publish"):
+    for section in ("gate", "baseline", "publish"):  # a budget is a ceiling: apply_ceiling's note
         if getattr(base, section) != getattr(pr, section):
             out.append(section)
     return out
@@ -261,7 +269,10 @@ def _candidate_paths(config: Config) -> Iterator[tuple[str, str]]:
                     yield f"{bench.name}: variants.{variant.name}.{name}", value
         command = getattr(getattr(bench, "agent", None), "command", None)
         if command and os.sep in command[0]:  # a bare name is a program on PATH
-            yield f"{bench.name}: agent.command", command[0]
+            yield (
+                f"{bench.name}: agent.command (a bare program name is looked up on PATH)",
+                (command[0]),
+            )
     for model in config.models:
         if template := getattr(model, "chat_template", None):
             full = Path(config.path).parent / Path(template).expanduser()

@@ -146,7 +146,7 @@ def test_a_looser_error_budget_is_the_bases(
     assert code == 3, log  # base's 5 % error budget: an infrastructure error, never a PASS
     body = github.bodies(REPO, PR)[0]
     assert "ERROR" in _head_lines(github, 2) or "could not finish" in _head_lines(github, 2)
-    assert "this PR changes the exam (qa: eval)" in body
+    assert "this PR changes the exam (qa: eval.max_error_rate, eval.max_retries)" in body
 
 
 @pytest.mark.parametrize(
@@ -288,7 +288,7 @@ def test_a_sandbox_change_is_the_bases_and_a_regression_fails(
     assert code == 1, log
     first = _head_lines(github)
     assert "evalgate: FAIL" in first
-    assert "this PR changes the exam (ag: sandbox)" in first
+    assert "this PR changes the exam (ag: sandbox.timeout_s)" in first
     assert os.path.exists(ws / "evalgate-outputs")
 
 
@@ -372,3 +372,40 @@ benchmarks:
     assert bench.data_files == str(tmp_path / "base" / "data" / "h.jsonl")
     changes = exam_changes(trees["base"], tmp_path / "base", trees["pr"], tmp_path / "pr")
     assert changes == ["h: the files of data_files (data/h.jsonl)"]
+
+
+def _config(tmp_path: Path, name: str, models: str) -> Any:
+    from evalgate.config.load import load_config
+
+    (tmp_path / name).mkdir()
+    path = tmp_path / name / "evals.yaml"
+    path.write_text(f"models:\n{models}\nbenchmarks: [arith]\n")
+    return load_config(path)
+
+
+LITELLM = "  - {name: m, backend: litellm, model: openai/gpt-4o-mini, api_key_env: OPENAI_API_KEY"
+
+
+@pytest.mark.parametrize(
+    ("pr", "refused"),
+    [
+        (LITELLM + "}", None),
+        (LITELLM + ", params: {temperature_hint: 1}}", None),
+        (LITELLM + ', api_base: "http://127.0.0.1:9/v1"}', "OPENAI_API_KEY to http://127.0.0.1:9"),
+        (LITELLM + ", params: {vertex_credentials: os.environ/GITHUB_TOKEN}}", "GITHUB_TOKEN"),
+        (LITELLM.replace("OPENAI_API_KEY", "INPUT_GITHUB_TOKEN") + "}", "INPUT_GITHUB_TOKEN"),
+        ("  - {name: m, backend: modal-vllm, model: org/m}", "HF_TOKEN to Modal"),
+    ],
+    ids=["same", "other-params", "new-api-base", "params-env", "renamed-key", "to-modal"],
+)
+def test_secret_routes_of_litellm_and_modal(tmp_path: Path, pr: str, refused: str | None) -> None:
+    from evalgate.action.exam import check_secret_routes
+    from evalgate.errors import ConfigError
+
+    base, head = _config(tmp_path, "base", LITELLM + "}"), _config(tmp_path, "pr", pr)
+    if refused is None:
+        check_secret_routes(base, head, "evals.yaml")
+        return
+    with pytest.raises(ConfigError, match="refused") as err:
+        check_secret_routes(base, head, "evals.yaml")
+    assert refused in str(err.value) and "\n" not in str(err.value)
