@@ -259,10 +259,14 @@ def check_secret_routes(base: Config, pr: Config, config_name: str) -> None:
 
 def _candidate_paths(config: Config) -> Iterator[tuple[str, str]]:
     for bench in config.benchmarks:
-        for name in _PATH_FIELDS:
+        for name in ("path", "tasks", "env_path", "task"):  # made absolute by the loader
             value = getattr(bench, name, None)
             if isinstance(value, str) and (name != "task" or ".py" in value):
                 yield f"{bench.name}: {name}", value.partition("@")[0]
+        files = getattr(bench, "data_files", None)
+        for value in [files] if isinstance(files, str) else files or []:
+            if Path(value).is_absolute():  # a relative one is looked up in the checkout
+                yield f"{bench.name}: data_files", value
         for variant in getattr(bench, "variants", ()):
             for name in ("skills_dir", "mcp_config"):
                 if (value := getattr(variant, name)) is not None:

@@ -283,12 +283,13 @@ def test_a_sandbox_change_is_the_bases_and_a_regression_fails(
     agent.chmod(agent.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     exam.base = exam.commit(_agent_evals(exam.url, "", "timeout_s: 120, network: none"), "main")
     _git(ws, "push", "-q", "origin", "main")
-    head = exam.pr_files(_agent_evals(exam.url, ', "-lazy"', "timeout_s: 121, network: none"))
+    sandbox = "timeout_s: 121, network: none, verifier_network: true"
+    head = exam.pr_files(_agent_evals(exam.url, ', "-lazy"', sandbox))
     code, log = _run_pr(exam, github, pr_event, head)
     assert code == 1, log
     first = _head_lines(github)
     assert "evalgate: FAIL" in first
-    assert "this PR changes the exam (ag: sandbox.timeout_s)" in first
+    assert "this PR changes the exam (ag: sandbox.timeout_s, sandbox.verifier_network)" in first
     assert os.path.exists(ws / "evalgate-outputs")
 
 
