@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import stat
 from pathlib import Path
@@ -266,23 +265,32 @@ gate: {{margin: 0.05}}
 """
 
 
+_BASE_SANDBOX = "timeout_s: 120, network: none"
+
+
+def _agent_exam(tmp_path: Path, url: str) -> Exam:
+    """A base commit with 24 agent tasks (one group each: enough to decide a regression) and a
+    command agent that solves them unless run with -lazy."""
+    exam = Exam.__new__(Exam)
+    Workspace.__init__(exam, tmp_path, url)
+    task = (ROOT / "benchmarks" / "agent-basics" / "hello-file" / "task.yaml").read_text()
+    for i in range(24):
+        folder = exam.ws / "tasks" / f"hello-{i:02d}"
+        folder.mkdir(parents=True)
+        (folder / "task.yaml").write_text(task.replace("group: files", f"group: g{i}"))
+    agent = exam.ws / "agent.py"
+    agent.write_text(AGENT)
+    agent.chmod(agent.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    exam.base = exam.commit(_agent_evals(url, "", _BASE_SANDBOX), "main")
+    _git(exam.ws, "push", "-q", "origin", "main")
+    return exam
+
+
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="agent tasks run in bubblewrap")
 def test_a_sandbox_change_is_the_bases_and_a_regression_fails(
     tmp_path: Path, model: Any, github: FakeGitHub, pr_event: dict[str, Any]
 ) -> None:
-    ws = tmp_path / "ws"
-    exam = Exam.__new__(Exam)
-    Workspace.__init__(exam, tmp_path, model.base_url)
-    task = (ROOT / "benchmarks" / "agent-basics" / "hello-file" / "task.yaml").read_text()
-    for i in range(24):  # groups of their own: enough to decide a regression against the base
-        folder = ws / "tasks" / f"hello-{i:02d}"
-        folder.mkdir(parents=True)
-        (folder / "task.yaml").write_text(task.replace("group: files", f"group: g{i}"))
-    agent = ws / "agent.py"
-    agent.write_text(AGENT)
-    agent.chmod(agent.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    exam.base = exam.commit(_agent_evals(exam.url, "", "timeout_s: 120, network: none"), "main")
-    _git(ws, "push", "-q", "origin", "main")
+    exam = _agent_exam(tmp_path, model.base_url)
     sandbox = "timeout_s: 121, network: none, verifier_network: true"
     head = exam.pr_files(_agent_evals(exam.url, ', "-lazy"', sandbox))
     code, log = _run_pr(exam, github, pr_event, head)
@@ -290,7 +298,26 @@ def test_a_sandbox_change_is_the_bases_and_a_regression_fails(
     first = _head_lines(github)
     assert "evalgate: FAIL" in first
     assert "this PR changes the exam (ag: sandbox.timeout_s, sandbox.verifier_network)" in first
-    assert os.path.exists(ws / "evalgate-outputs")
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="agent tasks run in bubblewrap")
+def test_checks_edited_to_always_pass_are_the_bases(
+    tmp_path: Path, model: Any, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    exam = _agent_exam(tmp_path, model.base_url)
+    checks: dict[str, str | Path] = {}
+    for folder in sorted((exam.ws / "tasks").iterdir()):
+        text = (folder / "task.yaml").read_text()
+        checks[f"tasks/{folder.name}/task.yaml"] = text.replace(
+            "command: 'test -f", "command: 'true ||"
+        )
+    assert all("true ||" in t for t in checks.values() if isinstance(t, str))
+    head = exam.pr_files(_agent_evals(exam.url, ', "-lazy"', _BASE_SANDBOX), checks)
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 1, log
+    first = _head_lines(github)
+    assert "evalgate: FAIL" in first
+    assert "this PR changes the exam (ag: the files of tasks (tasks))" in first
 
 
 @pytest.mark.parametrize("target", ["/proc/self/environ", ".ssh/id_ed25519"])
