@@ -12,9 +12,9 @@ somewhere the base does not, and :func:`check_paths` refuses a path out of the r
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,6 @@ def materialise(workdir: Path, sha: str, into: Path) -> None:
     """The tree of commit ``sha`` (the whole repository), written under ``into``.
 
     A symlink that leads out of the tree is not written: the exam never reads outside it."""
-    data = gitops.git_bytes(workdir, "archive", "--format=tar", sha)
 
     def inside(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
         try:
@@ -73,8 +72,12 @@ def materialise(workdir: Path, sha: str, into: Path) -> None:
         except tarfile.FilterError:
             return None
 
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(into, filter=inside)
+    # On disk, not in memory: a repository can be large.
+    with tempfile.TemporaryDirectory(prefix="evalgate-archive-") as tmp:
+        archive = Path(tmp) / "base.tar"
+        gitops.git(workdir, "archive", "--format=tar", f"--output={archive}", sha, timeout=600)
+        with tarfile.open(archive) as tar:
+            tar.extractall(into, filter=inside)
 
 
 def merge(base: Config, pr: Config) -> Config:

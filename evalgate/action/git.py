@@ -16,7 +16,6 @@ __all__ = [
     "ancestors",
     "ensure_commit",
     "git",
-    "git_bytes",
     "merge_base",
     "show_file",
 ]
@@ -27,14 +26,6 @@ def git(repo: Path, *args: str, timeout: float = 120.0) -> str:
     try:
         return Git(repo, timeout=timeout).run(*args)
     except InfraError as exc:  # git missing or too slow: callers fall back as on any failure
-        raise GitFailed(args, -1, "", str(exc)) from None
-
-
-def git_bytes(repo: Path, *args: str, timeout: float = 300.0) -> bytes:
-    """Like :func:`git`, for output that is not text (``git archive``)."""
-    try:
-        return Git(repo, timeout=timeout).run_bytes(*args)
-    except InfraError as exc:
         raise GitFailed(args, -1, "", str(exc)) from None
 
 
