@@ -152,7 +152,7 @@ def read_base_policy(
             hint="run evalgate on pull_request events from actions/checkout",
         )
     try:
-        top = Path(gitops.git(workdir, "rev-parse", "--show-toplevel").strip())
+        top = Path(gitops.git(workdir, "rev-parse", "--show-toplevel").strip()).resolve()
     except gitops.GitFailed as exc:
         raise PolicyError(f"{workdir} is not a git checkout ({exc})") from None
     exam.check_paths(config, top, config_path)
