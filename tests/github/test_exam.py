@@ -33,13 +33,17 @@ def _script(body: dict[str, Any], n: int) -> Any:
     return "wrong" if "regress" in system and i % 2 == 0 else f"A{i}"
 
 
-def _evals(url: str, system: str = "Answer.", extra: str = "", model: str = "") -> str:
+THRESHOLD = "margin: 0.05, thresholds: {qa: {accuracy: 0.9}}"
+
+
+def _evals(url: str, system: str = "Answer.", extra: str = "", model: str = "",
+           gate: str = THRESHOLD) -> str:  # fmt: skip
     return f"""
 models:
   - {{name: m, backend: openai, base_url: "{url}", model: org/m{model}}}
 benchmarks:
   - {{name: qa, kind: jsonl, path: qa.jsonl, system_prompt: "{system}"}}
-gate: {{margin: 0.05, thresholds: {{qa: {{accuracy: 0.9}}}}}}
+gate: {{{gate}}}
 eval: {{max_retries: 1, request_timeout_s: 10}}
 {extra}"""
 
@@ -124,8 +128,12 @@ def test_answers_edited_in_the_data_file_are_scored_with_the_bases(
 def test_whitespace_added_to_every_prompt_stays_paired_with_the_bases_items(
     exam: Exam, github: FakeGitHub, pr_event: dict[str, Any]
 ) -> None:
+    # Gated on the baseline alone (no threshold): only the pairing with the base's items decides.
+    exam.base = exam.commit(_evals(exam.url, gate="margin: 0.05"), "main")
+    _git(exam.ws, "push", "-q", "origin", "main")
     data = exam.rows(prompt=lambda i: f"Q{i} ")
-    head = exam.pr_files(_evals(exam.url, system="Please regress."), {"qa.jsonl": data})
+    evals = _evals(exam.url, system="Please regress.", gate="margin: 0.05")
+    head = exam.pr_files(evals, {"qa.jsonl": data})
     code, log = _run_pr(exam, github, pr_event, head)
     assert code == 1, log
     assert "evalgate: FAIL" in _head_lines(github)
