@@ -243,12 +243,22 @@ def secret_routes(config: Config) -> set[tuple[str, str]]:
     return {(secret, dest) for m in config.models for _, secret, dest in _model_routes(m)}
 
 
-def check_secret_routes(base: Config, pr: Config, config_name: str) -> None:
-    """Refuse, in one line, a secret the PR would send where the base config never sends it."""
-    allowed = secret_routes(base)
+# The job's own credentials: never a model's key, whatever the base says (the first PR too).
+_JOB_SECRETS = ("INPUT_", "ACTIONS_", "RUNNER_")
+
+
+def check_secret_routes(base: Config | None, pr: Config, config_name: str) -> None:
+    """Refuse, in one line, a secret the PR would send where the base config never sends it
+    (``base`` None: no base config, the first adoption: only the job's own credentials)."""
+    allowed = secret_routes(base) if base is not None else None
     for i, model in enumerate(pr.models):
         for field, secret, dest in _model_routes(model):
-            if (secret, dest) not in allowed:
+            if secret.startswith(_JOB_SECRETS):
+                raise ConfigError(
+                    f"{config_name}: models[{i}] ({model.name}): {field}: {secret} is the "
+                    "job's own credential, never a model's key; refused"
+                )
+            if allowed is not None and (secret, dest) not in allowed:
                 raise ConfigError(
                     f"{config_name}: models[{i}] ({model.name}): {field}: this PR would send "
                     f"{secret} to {dest}, where the base branch never sends it; refused (a "

@@ -156,6 +156,7 @@ def read_base_policy(
     except gitops.GitFailed as exc:
         raise PolicyError(f"{workdir} is not a git checkout ({exc})") from None
     exam.check_paths(config, top, config_path)
+    exam.check_secret_routes(None, config, config_path)  # the job's own tokens, in any case
     try:
         if not _git_state(workdir, base_sha, config_path, token):
             return BasePolicy("first-adoption", base_sha)

@@ -179,7 +179,7 @@ def test_a_secret_goes_only_where_the_base_sends_it(
     code = run_action(env, out=io.StringIO())
     assert code == 2
     first = _head_lines(github)
-    assert "api_key_env: this PR would send" in first and "refused" in first
+    assert "api_key_env: " in first and "refused" in first
     assert thief.requests == [] and model.requests == []  # nothing was sent anywhere
 
 
@@ -445,3 +445,15 @@ def test_secret_routes_of_litellm_and_modal(tmp_path: Path, pr: str, refused: st
     with pytest.raises(ConfigError, match="refused") as err:
         check_secret_routes(base, head, "evals.yaml")
     assert refused in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_jobs_own_token_is_never_a_models_key_even_on_first_adoption(
+    exam: Exam, model: Any, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    (exam.ws / "evals.yaml").unlink()
+    exam.base = exam.commit_removal()
+    head = exam.pr_files(_evals(exam.url, model=", api_key_env: INPUT_GITHUB_TOKEN"))
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 2, log
+    assert "INPUT_GITHUB_TOKEN is the job's own credential" in _head_lines(github)
+    assert model.requests == []
