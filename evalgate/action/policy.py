@@ -189,7 +189,9 @@ def read_base_policy(
 
 
 def policy_checks(policy: BasePolicy, config: Config) -> list[Check]:
-    """A FAIL for every benchmark the base requires that the PR dropped, renamed or re-scored."""
+    """A FAIL for every benchmark the base requires that the PR dropped or renamed. (A changed
+    measurement cannot reach here: the run used the base's exam. The check stays, so that a
+    field the merge ever missed fails instead of passing.)"""
     if policy.config is None:
         return []
     pr = {b.name: measurement(b) for b in config.benchmarks}
