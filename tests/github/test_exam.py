@@ -457,3 +457,28 @@ def test_the_jobs_own_token_is_never_a_models_key_even_on_first_adoption(
     assert code == 2, log
     assert "INPUT_GITHUB_TOKEN is the job's own credential" in _head_lines(github)
     assert model.requests == []
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("  - {name: v, backend: vllm, model: org/m, chat_template: /etc/passwd}", "/etc/passwd"),
+        ("  - {name: v, backend: vllm, model: org/m, chat_template: t.jinja}", None),
+    ],
+    ids=["host-template", "repo-template"],
+)
+def test_a_chat_template_outside_the_repository_is_refused(
+    tmp_path: Path, line: str, refused: str | None
+) -> None:
+    from evalgate.action.exam import check_paths
+    from evalgate.errors import ConfigError
+
+    config = _config(tmp_path, "pr", line)
+    root = config.path.parent
+    (root / "t.jinja").write_text("{{ messages }}")
+    if refused is None:
+        check_paths(config, root, "evals.yaml")
+        return
+    with pytest.raises(ConfigError, match="is outside the repository") as err:
+        check_paths(config, root, "evals.yaml")
+    assert refused in str(err.value)
