@@ -134,8 +134,10 @@ def _run_checks(run: RunSummary, gate: Any, max_error_rate: float) -> list[Check
 
 def _comparison_checks(comp: RunComparison) -> list[Check]:
     if not comp.comparable:
+        # Nothing that cannot be compared passes quietly while the base gates (a baseline
+        # exists, so its margin applies): the PR has not shown it did not regress.
         reason = f"baseline not comparable: {comp.reason}"
-        return [Check(comp.model, comp.benchmark, "-", "baseline", "INCONCLUSIVE", reason)]
+        return [Check(comp.model, comp.benchmark, "-", "baseline", "FAIL", reason, p=0.0)]
     out = []
     for mc in comp.metrics:
         r = mc.result

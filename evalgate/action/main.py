@@ -35,7 +35,7 @@ from evalgate.action.publish_mode import publish_artifact
 from evalgate.action.publisher import Notices, missing_token_notice, portable, with_notices
 from evalgate.action.trend import trend_section
 from evalgate.action.workspace import leaves_workspace_as_found
-from evalgate.compare.paired import LoadedRun, load_run
+from evalgate.compare.paired import LoadedRun
 from evalgate.config.load import Config, load_config
 from evalgate.errors import EvalgateError, ExitCode, crash_report, secret_values
 from evalgate.gate import Verdict
@@ -45,6 +45,7 @@ from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_
 from evalgate.report import code_span
 from evalgate.report.html import render_html, report_url, trend_points
 from evalgate.run.progress import make_progress
+from evalgate.run.rundir import load_run, load_runs
 from evalgate.serve import open_server
 from evalgate.store import ResultStore, RunKey, StoreError, open_store
 
@@ -160,18 +161,10 @@ def _load_stored(stored: Any) -> LoadedRun:
     origin = {"commit": stored.key.commit, "stored_at": stored.stored_at}
     where = f"stored baseline {stored.key.name} @ {stored.key.commit[:12]} ({stored.path})"
     fix = "delete it from the result store, or push to the default branch to store a new one"
-    try:
-        run = load_run(stored.path, origin=origin)
-        _ = (run.benchmark, run.model, run.rollouts)
-        ok = [isinstance(r, dict) and "example_id" in r for r in run.records]
-        bad = ok.index(False) if False in ok else None
+    try:  # the run directory's one loader checks every file, line and field
+        return load_run(stored.path, origin=origin)
     except EvalgateError as exc:
         raise StoreError(f"{where} is corrupt: {exc}", hint=fix) from None
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise StoreError(f"{where} is corrupt: {type(exc).__name__}: {exc}", hint=fix) from None
-    if bad is not None:
-        raise StoreError(f"{where} is corrupt: results.jsonl record {bad + 1}", hint=fix)
-    return run
 
 
 def _rerun_baseline(
@@ -193,10 +186,7 @@ def _rerun_baseline(
             server_factory=server_factory,
             log=log,
         )
-        return {
-            key: load_run(p, origin={"commit": sha, "rerun": True})
-            for key, p in pipeline.find_runs(out_root).items()
-        }
+        return load_runs(out_root, origin=lambda _: {"commit": sha, "rerun": True})
     finally:
         with contextlib.suppress(gitops.GitFailed):
             gitops.git(workdir, "worktree", "remove", "--force", str(tmp / "wt"))
