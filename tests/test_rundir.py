@@ -220,3 +220,20 @@ def test_one_loader_owns_the_layout() -> None:
         and p.name != "rundir.py"
     ]
     assert spelled == []
+
+
+@pytest.mark.parametrize("gate", [{"margin": "abc"}, {"margin": 0.05, "from_the_future": 1}])
+def test_resume_of_a_run_whose_recorded_gate_cannot_be_read_is_one_line_exit_2(
+    tmp_path: Path,
+    runs: Callable[..., int],
+    capsys: pytest.CaptureFixture[str],
+    gate: dict[str, Any],
+) -> None:
+    run = _run_dir(tmp_path / "base", "a")
+    cfg = json.loads((run / "run_config.json").read_text())
+    cfg["gate"] = gate
+    (run / "run_config.json").write_text(json.dumps(cfg))
+    capsys.readouterr()
+    code = main(["resume", str(run), "--output", str(tmp_path / "base")], environ={"CI": "1"})
+    assert code == 2
+    _one_line(capsys.readouterr().err, "run_config.json", "gate.")
