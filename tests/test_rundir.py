@@ -85,6 +85,16 @@ def _duplicate(run: Path) -> str:
     return f"results.jsonl:{len(lines) + 1}"
 
 
+def _two_contents(run: Path) -> str:
+    """Two items under one id (a second rollout of item 1 with item 2's content)."""
+    lines = _lines(run / "results.jsonl")
+    first, second = json.loads(lines[0]), json.loads(lines[1])
+    second.update(example_id=first["example_id"], rollout=1)
+    lines[1] = json.dumps(second) + "\n"
+    (run / "results.jsonl").write_text("".join(lines))
+    return "results.jsonl:2: item_hash"
+
+
 def _bad_config(run: Path) -> str:
     (run / "run_config.json").write_text("[1, 2]")
     return "run_config.json"
@@ -103,6 +113,7 @@ DAMAGES = {
     "cut off mid-line": _torn,
     "no metadata.json": _no_metadata,
     "duplicate record": _duplicate,
+    "one id, two contents": _two_contents,
     "run_config not an object": _bad_config,
     "run_config without model": _no_model,
 }
