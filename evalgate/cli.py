@@ -288,7 +288,7 @@ def _cmd_resume(
         flag = "" if output == Path("outputs") else f" --output {output}"
         print(f"evalgate: to finish this run: evalgate resume {args.run}{flag}", file=sys.stderr)
         raise
-    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    _print_scorecard(output, out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
@@ -326,7 +326,7 @@ def _cmd_local(
         if exc.benchmark is None:
             raise
         raise ConfigError(f"{config.locate(exc.benchmark, exc.field)}: {exc}") from None
-    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    _print_scorecard(output, out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
@@ -342,14 +342,22 @@ def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
     gate = load_config(Path(args.config)).gate if args.config else recorded_gate(base[min(base)])
     output = _output_dir(args.output) if args.output else Path(args.head) / "compare"
     verdict = pipeline.gate_runs(heads, base, gate, output_root=output)
-    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    _print_scorecard(output, out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
 
+def _print_scorecard(output: Path, out: IO[str]) -> None:
+    from evalgate.run.rundir import SCORECARD
+
+    print((output / SCORECARD).read_text(encoding="utf-8"), file=out)
+
+
 def _print_verdict(verdict: Any, output: Path) -> None:
+    from evalgate.run.rundir import VERDICT
+
     shown = "no gate configured" if verdict.status == "UNGATED" else verdict.status
-    print(f"[evalgate] verdict {shown}: {output / 'verdict.json'}", file=sys.stderr)
+    print(f"[evalgate] verdict {shown}: {output / VERDICT}", file=sys.stderr)
 
 
 def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:

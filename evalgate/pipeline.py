@@ -20,7 +20,11 @@ from evalgate.run.budget import BudgetMeter
 from evalgate.run.fingerprint import dataset_hash
 from evalgate.run.progress import Progress
 from evalgate.run.rundir import (
+    JUNIT,
+    REPORT_HTML,
     RUN_CONFIG,
+    SCORECARD,
+    VERDICT,
     RunDir,
     find_run_dirs,
     load_runs,
@@ -92,10 +96,10 @@ def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None 
 
     output_root.mkdir(parents=True, exist_ok=True)
     scorecard = render_scorecard(verdict, report_url=report_url)
-    (output_root / "scorecard.md").write_text(scorecard, encoding="utf-8")
-    (output_root / "report.html").write_text(render_html(verdict), encoding="utf-8")
-    write_json(output_root / "verdict.json", verdict_json(verdict))
-    (output_root / "junit.xml").write_text(render_junit(verdict), encoding="utf-8")
+    (output_root / SCORECARD).write_text(scorecard, encoding="utf-8")
+    (output_root / REPORT_HTML).write_text(render_html(verdict), encoding="utf-8")
+    write_json(output_root / VERDICT, verdict_json(verdict))
+    (output_root / JUNIT).write_text(render_junit(verdict), encoding="utf-8")
 
 
 def gate_runs(

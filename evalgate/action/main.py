@@ -45,7 +45,7 @@ from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_
 from evalgate.report import code_span
 from evalgate.report.html import render_html, report_url, trend_points
 from evalgate.run.progress import make_progress
-from evalgate.run.rundir import load_run, load_runs
+from evalgate.run.rundir import REPORT_HTML, SCORECARD, load_run, load_runs
 from evalgate.serve import open_server
 from evalgate.store import ResultStore, RunKey, StoreError, open_store
 
@@ -231,7 +231,7 @@ def _outputs(verdict: Verdict, out_root: Path) -> dict[str, Any]:
     return {
         "verdict": verdict.status,
         "exit_code": int(verdict.exit_code),
-        "scorecard": str(out_root / "scorecard.md"),
+        "scorecard": str(out_root / SCORECARD),
         "results_dir": str(out_root),
         "summary": json.dumps(summary, sort_keys=True),
     }
@@ -315,7 +315,7 @@ def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verd
             config: Config, store: ResultStore | None, out_root: Path) -> int:  # fmt: skip
     """The verdict out: the policy note and trend added, baselines stored on the default branch,
     the comment, the scorecard file, the summary and the outputs."""
-    markdown = (out_root / "scorecard.md").read_text(encoding="utf-8")
+    markdown = (out_root / SCORECARD).read_text(encoding="utf-8")
     if note := policy.note(inputs.config, _overridden(inputs, config)):
         markdown += f"\n> **Policy:** {note}.\n"
     # From here on an error still reports the complete scorecard (summary, outputs, comment).
@@ -325,7 +325,7 @@ def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verd
         try:
             markdown += trend_section(store, names)
             html = render_html(verdict, trend=trend_points(store, verdict))  # with the trend
-            (out_root / "report.html").write_text(html, encoding="utf-8")
+            (out_root / REPORT_HTML).write_text(html, encoding="utf-8")
             pub.scorecard = markdown
         except StoreError as exc:
             pub.notices.append(f"trend unavailable: {exc}")
@@ -339,7 +339,7 @@ def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verd
     _annotate(verdict, pub)
     pub.comment(markdown)
     # After the comment, so that a failure to post it is noted in the file too.
-    (out_root / "scorecard.md").write_text(with_notices(markdown, pub.notices), encoding="utf-8")
+    (out_root / SCORECARD).write_text(with_notices(markdown, pub.notices), encoding="utf-8")
     pub.finish(markdown, pub.outputs)
     return int(verdict.exit_code)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import ConfigError, InfraError
-from evalgate.run.rundir import EVALS, RUN_FILES, find_run_dirs, load_run
+from evalgate.run.rundir import EVALS, RUN_FILES, SCORECARD, VERDICT, find_run_dirs, load_run
 
 __all__ = ["RUN_FILES", "dataset_card", "push_run", "run_files"]
 
@@ -35,7 +35,7 @@ def _run_dirs(run: str, output_root: Path) -> list[Path]:
 def _scorecard(run_id: str, dirs: list[Path], output_root: Path) -> Path | None:
     """The output root's scorecard, if it is this run's (a later invocation overwrites it)."""
     root = dirs[0].parent.parent.parent if dirs[0].parent.parent.name == EVALS else output_root
-    card, verdict = root / "scorecard.md", root / "verdict.json"
+    card, verdict = root / SCORECARD, root / VERDICT
     try:
         runs = json.loads(verdict.read_text(encoding="utf-8")).get("runs", [])
     except (OSError, ValueError):

@@ -23,19 +23,25 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evalgate.config.spec import GateSettings
 from evalgate.errors import UsageError
+
+if TYPE_CHECKING:  # the gate's model loads when a recorded gate is read (`runs` needs none)
+    from evalgate.config.spec import GateSettings
 
 __all__ = [
     "EVALS",
+    "JUNIT",
     "METADATA",
+    "REPORT_HTML",
     "RESULTS",
     "RUN_CONFIG",
     "RUN_FILES",
+    "SCORECARD",
+    "VERDICT",
     "LoadedRun",
     "RolloutRecord",
     "RunConfig",
@@ -60,6 +66,11 @@ RUN_CONFIG = "run_config.json"  # what ran: model, benchmark, gate, fingerprint 
 RESULTS = "results.jsonl"  # one RolloutRecord per line, appended as rollouts finish
 METADATA = "metadata.json"  # the summary, written when the run finishes
 RUN_FILES = (RUN_CONFIG, RESULTS, METADATA)  # what a store or a push copies
+# Per invocation, at the output root: the report files of the last run written there.
+SCORECARD = "scorecard.md"
+VERDICT = "verdict.json"
+JUNIT = "junit.xml"
+REPORT_HTML = "report.html"
 
 
 def new_run_id() -> str:
@@ -398,6 +409,8 @@ def find_run_dirs(output_root: Path, run: str) -> list[Path]:
 def recorded_gate(run: LoadedRun) -> GateSettings:
     """The gate policy ``run`` recorded (a baseline's, for `evalgate compare`); one a version of
     evalgate cannot read (another version's, a hand edit) is a one-line error naming the fix."""
+    from evalgate.config.spec import GateSettings
+
     try:
         return GateSettings.model_validate(run.config.get("gate") or {})
     except ValidationError as exc:
