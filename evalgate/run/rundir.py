@@ -21,6 +21,7 @@ import re
 import secrets
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -387,7 +388,9 @@ def find_runs(path: Path) -> dict[tuple[str, str], Path]:
     return found
 
 
-def load_runs(path: Path, *, origin: Any = None) -> dict[tuple[str, str], LoadedRun]:
+def load_runs(
+    path: Path, *, origin: Callable[[Path], dict[str, Any]] | None = None
+) -> dict[tuple[str, str], LoadedRun]:
     """:func:`find_runs`, each run read with :func:`load_run`. ``origin(run_dir)`` gives each
     run's origin (default: its run id)."""
     where = origin or (lambda p: {"run_id": p.name})
