@@ -341,7 +341,7 @@ def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
     # Without --config, the policy the baseline was gated with: a PR can't loosen its own gate.
     gate = load_config(Path(args.config)).gate if args.config else recorded_gate(base[min(base)])
     output = _output_dir(args.output) if args.output else Path(args.head) / "compare"
-    verdict = pipeline.gate_runs(heads, base, gate, output_root=output)
+    verdict = pipeline.gate_runs(heads, base, gate, output_root=output, saved=True)
     _print_scorecard(output, out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)

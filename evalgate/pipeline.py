@@ -111,17 +111,21 @@ def gate_runs(
     decisions: dict[tuple[str, str], SequentialResult] | None = None,
     output_root: Path,
     link: str | None = None,
+    saved: bool = False,
 ) -> Verdict:
     """Compare finished runs with their baselines, decide, and write scorecard.md/verdict.json.
 
     What ``run``, ``resume`` and ``evalgate compare`` share. ``summaries`` defaults to the runs'
     own summaries; a live run passes its own (they carry infrastructure failures, which left no
-    run directory).
+    run directory). ``saved``: the heads are saved folders (`compare`), so what the base gates
+    and they lack is a FAIL (:func:`~evalgate.compare.paired.missing_from_head`).
     """
-    from evalgate.compare.paired import compare_with_baselines, summary_of
+    from evalgate.compare.paired import compare_with_baselines, missing_from_head, summary_of
     from evalgate.gate import decide
 
     comparisons = _apply_sequential(compare_with_baselines(heads, baselines, gate), decisions or {})
+    if saved:
+        comparisons += missing_from_head(heads, baselines, gate)
     if summaries is None:
         summaries = [summary_of(h) for h in heads]
     # Each run's error budget is the one it ran with (its run_config), so a run gated later
@@ -227,12 +231,9 @@ def _gate(
     from evalgate.report.html import report_url
 
     heads = [load_run(Path(s.run_dir)) for s in summaries if s.run_dir]
-    # A live run compares what it ran (a benchmark that failed to run is an ERROR of its own);
-    # `evalgate compare` passes every baseline, so a pair the PR run lacks is a FAIL there.
-    ran = {h.key for h in heads}
     return gate_runs(
         heads,
-        {k: v for k, v in ctx.baselines.items() if k in ran},
+        ctx.baselines,
         ctx.config.gate,
         summaries=summaries,
         decisions=decisions,

@@ -20,11 +20,11 @@ TWO = "benchmarks: [{name: a, kind: arith, size: 4}, {name: b, kind: arith, size
 
 
 def _local(tmp_path: Path, url: str, out: str, *extra: str, model: str = "m",
-           benchmarks: str = TWO) -> int:  # fmt: skip
+           benchmarks: str = TWO, gate: str = "margin: 0.05") -> int:  # fmt: skip
     config = write_config(
         tmp_path,
         f"models: [{{name: {model}, backend: openai, base_url: '{url}', model: org/m}}]\n"
-        f"{benchmarks}gate: {{margin: 0.05}}\n",
+        f"{benchmarks}gate: {{{gate}}}\n",
     )
     return main(["local", str(config), "--output", str(tmp_path / out), *extra],
                 environ={"CI": "1"})  # fmt: skip
@@ -197,6 +197,24 @@ def test_compare_fails_a_pr_run_that_lacks_a_gated_benchmark(
     lines = (tmp_path / "cmp" / "scorecard.md").read_text().splitlines()
     first = next(line for line in lines if line.startswith("- "))  # before a's INCONCLUSIVE
     assert first.startswith("- m / b") and "not in the PR run" in first, lines[:8]
+
+
+def test_compare_fails_a_pr_run_that_lacks_a_benchmark_the_base_thresholds(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """No baseline run of b either: the base's recorded gate still has a threshold on it."""
+    import shutil
+
+    url = scripted_server(answer_arith).base_url
+    gate = "margin: 0.05, thresholds: {b: {accuracy: 0.5}}"
+    for out in ("base", "head"):
+        assert _local(tmp_path, url, out, gate=gate) == 0
+        shutil.rmtree(_run_dir(tmp_path / out, "b").parent)
+    code = main(["compare", str(tmp_path / "base"), str(tmp_path / "head"),
+                 "--output", str(tmp_path / "cmp")])  # fmt: skip
+    verdict = json.loads((tmp_path / "cmp" / "verdict.json").read_text())
+    assert (verdict["status"], code) == ("FAIL", 1)
+    assert verdict["reasons"][0].startswith("m / b") and "gate.thresholds" in verdict["reasons"][0]
 
 
 def test_a_baseline_that_matches_no_model_and_benchmark_is_refused_before_the_eval(

@@ -27,6 +27,7 @@ __all__ = [
     "compare_runs",
     "compare_with_baselines",
     "load_run",
+    "missing_from_head",
     "sequential_design",
     "summary_of",
     "threshold_test",
@@ -162,12 +163,7 @@ def compare_with_baselines(
     *,
     seed: int = 0,
 ) -> list[RunComparison]:
-    """Compare every head run that has a baseline for the same (model label, benchmark).
-
-    A baseline with no head run is a comparison too, not comparable: the base gates that pair
-    and the PR run lacks it (its folder deleted, the benchmark not run), which must not pass
-    quietly. Callers pass only the baselines the head was meant to cover.
-    """
+    """Compare every head run that has a baseline for the same (model label, benchmark)."""
     out = []
     for head in heads:
         base = baselines.get((head.model, head.benchmark))
@@ -182,29 +178,50 @@ def compare_with_baselines(
                     seed=seed,
                 )
             )
-    ran = {(h.model, h.benchmark) for h in heads}
-    for (model, benchmark), base in sorted(baselines.items()):
-        if (model, benchmark) not in ran and (base.model, base.benchmark) not in ran:
-            out.append(_missing_from_head(base, model, benchmark))
     return out
 
 
-def _missing_from_head(base: LoadedRun, model: str, benchmark: str) -> RunComparison:
+def missing_from_head(
+    heads: list[LoadedRun], baselines: dict[tuple[str, str], LoadedRun], gate: Any
+) -> list[RunComparison]:
+    """What the base gates that the PR's saved runs lack (a folder deleted, a benchmark not
+    run), each as a comparison that cannot be made, so it never passes quietly: a baseline's
+    (model, benchmark), and a benchmark under ``gate.thresholds``, with no head run.
+
+    For `evalgate compare`, where the head is whatever folders are there; a live run knows what
+    it ran (a benchmark that failed to run is an ERROR of its own).
+    """
+    ran = {(h.model, h.benchmark) for h in heads}
+    out = []
+    for (model, benchmark), base in sorted(baselines.items()):
+        if (model, benchmark) not in ran:
+            why = "the baseline has this model and benchmark; the PR run does not"
+            out.append(_not_run(model, benchmark, why, base))
+            ran.add((model, benchmark))
+    models = sorted({m for m, _ in ran} | {m for m, _ in baselines})
+    for benchmark in sorted(gate.thresholds):
+        for model in models:
+            if (model, benchmark) not in ran:
+                out.append(_not_run(model, benchmark, "gate.thresholds gates this benchmark"))
+    return out
+
+
+def _not_run(model: str, benchmark: str, why: str, base: LoadedRun | None = None) -> RunComparison:
     return RunComparison(
         model=model,
         benchmark=benchmark,
-        base_path=str(base.path),
+        base_path=str(base.path) if base is not None else "",
         head_path="",
         comparable=False,
-        reason="not in the PR run (the baseline has this model and benchmark; the PR run does not)",
+        reason=f"not in the PR run ({why})",
         changes=(),
         n_paired=0,
-        n_base_only=len({r["example_id"] for r in base.records}),
+        n_base_only=len({r["example_id"] for r in base.records}) if base is not None else 0,
         n_head_only=0,
         n_changed=0,
         metrics=(),
         flips=(),
-        base_origin=base.origin,
+        base_origin=base.origin if base is not None else {},
     )
 
 
