@@ -267,8 +267,8 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
         except ValueError as exc:
             if lineno == len(lines):  # no newline after it: the writer was killed mid-line
                 raise UsageError(
-                    f"{where}: cut off mid-line (the run was interrupted: `evalgate resume` "
-                    "finishes it)"
+                    f"{where}: cut off mid-line (the run was interrupted: `evalgate resume "
+                    f"{path.parent.name}` finishes it)"
                 ) from None
             raise UsageError(f"{where}: not JSON ({exc})") from None
         if not isinstance(value, dict):
@@ -287,7 +287,8 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
         if pair in seen:
             raise UsageError(
                 f"{where}: duplicate record of item {item!r} rollout {rollout} "
-                f"(first on line {seen[pair]}; `evalgate resume` repairs the journal)"
+                f"(first on line {seen[pair]}; `evalgate resume {path.parent.name}` repairs the "
+                "journal)"
             )
         seen[pair] = lineno
         first_hash, first_line = hashes.setdefault(item, (content, lineno))
