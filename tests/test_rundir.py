@@ -267,3 +267,17 @@ def test_resume_of_a_run_whose_recorded_gate_cannot_be_read_is_one_line_exit_2(
     code = main(["resume", str(run), "--output", str(tmp_path / "base")], environ={"CI": "1"})
     assert code == 2
     _one_line(capsys.readouterr().err, "run_config.json", "gate.")
+
+
+@pytest.mark.parametrize("damage", ["cut off mid-line", "duplicate record", "no metadata.json"])
+def test_the_fix_the_error_names_works(
+    tmp_path: Path, runs: Callable[..., int], capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """`evalgate resume RUN`, as the one line says, makes the baseline usable again."""
+    run = _run_dir(tmp_path / "base", "b")
+    DAMAGES[damage](run)
+    capsys.readouterr()
+    assert runs("head", "--baseline", str(tmp_path / "base")) == 2
+    assert f"evalgate resume {run.name}" in capsys.readouterr().err
+    assert main(["resume", run.name, "--output", str(tmp_path / "base")], environ={"CI": "1"}) == 0
+    assert runs("head", "--baseline", str(tmp_path / "base")) == 0
