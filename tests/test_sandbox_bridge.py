@@ -231,3 +231,18 @@ def test_requests_beyond_the_model_are_refused(tmp_path: Path) -> None:
 
     upstream = run(_with_bridge(tmp_path, test))
     assert len(upstream.seen) == 1
+
+
+def test_only_the_fields_an_agent_needs_go_upstream(tmp_path: Path) -> None:
+    extra = {"service_tier": "priority", "prediction": {"type": "content", "content": "x"}}
+    ask = {**CHAT, "temperature": 0.5, "tools": [{"type": "function", "function": {"name": "f"}}]}
+
+    async def test(call: Any, bridge: ModelBridge) -> None:
+        assert (await call("POST", "chat/completions", json={**ask, **extra}))[0] == 200
+        body = {"input": "hi", "prompt": {"id": "pmpt_1"}, "conversation": "conv_1"}
+        assert (await call("POST", "responses", json=body))[0] == 200
+
+    upstream = run(_with_bridge(tmp_path, test))
+    chat, responses = (s["body"] for s in upstream.seen)
+    assert chat == {**ask, "model": "under-test"}
+    assert responses == {"input": "hi", "model": "under-test"}

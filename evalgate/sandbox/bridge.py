@@ -10,6 +10,9 @@ proxy forwards a fixed set of OpenAI API paths to the model under test and nowhe
 - the request's ``model`` is forced to the model under test (an agent cannot swap models):
   POST bodies must be JSON objects (arrays, other JSON and non-JSON are refused), ``GET`` is
   allowed for ``/v1/models`` only, other methods are refused;
+- only the top-level request fields a benchmark's agent needs go upstream (:data:`FIELDS`, per
+  path: messages or input, sampling, tools, streaming…); others (``service_tier``, stored
+  ``prompt`` or ``conversation`` references, ``prediction``…) are dropped;
 - nothing that reaches past the model or multiplies what it is asked passes (:func:`beyond`):
   no tool but ``function`` tools (no ``web_search``, ``mcp``, ``file_search``…), no
   ``server_url`` or ``web_search_options`` anywhere, no image, file or audio input, no ``n`` or
@@ -40,7 +43,7 @@ from aiohttp import web
 
 from evalgate.sandbox.base import MODEL_PORT, ModelRoute
 
-__all__ = ["ALLOWED_PATHS", "MAX_JSON_DEPTH", "ModelBridge", "beyond", "json_depth"]
+__all__ = ["ALLOWED_PATHS", "FIELDS", "MAX_JSON_DEPTH", "ModelBridge", "beyond", "json_depth"]
 
 # Paths under /v1 a sandbox may call; everything else (files, fine-tuning, admin) is refused.
 MAX_JSON_DEPTH = 64
@@ -54,6 +57,27 @@ _PASS_HEADERS = frozenset({"content-type", "accept", "user-agent", "openai-beta"
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _BRACKETS = re.compile(rb"[\[\]{}]")
 
+
+_SAMPLING = frozenset(
+    {"model", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stream",
+     "stream_options", "presence_penalty", "frequency_penalty", "repetition_penalty",
+     "logit_bias", "logprobs", "top_logprobs", "n", "user", "metadata"}
+)  # fmt: skip
+# The top-level request fields forwarded, per path; the rest is dropped.
+FIELDS: dict[str, frozenset[str]] = {
+    "chat/completions": _SAMPLING
+    | {"messages", "max_tokens", "max_completion_tokens", "tools", "tool_choice",
+       "parallel_tool_calls", "response_format", "reasoning_effort", "verbosity",
+       "chat_template_kwargs", "modalities", "audio", "web_search_options"},
+    "completions": _SAMPLING | {"prompt", "max_tokens", "echo", "suffix", "best_of"},
+    "responses": _SAMPLING
+    | {"input", "instructions", "max_output_tokens", "tools", "tool_choice",
+       "parallel_tool_calls", "reasoning", "text", "truncation", "include", "store",
+       "previous_response_id", "max_tool_calls", "prompt_cache_key", "background",
+       "modalities", "audio"},
+}  # fmt: skip
+# (audio, modalities, web_search_options, n, best_of and background are kept here so that
+# :func:`beyond` refuses them with a reason rather than dropping them unseen.)
 
 # Keys that make the upstream fetch or search on the sandbox's behalf, anywhere in a request.
 _FETCHING_KEYS = frozenset({"server_url", "web_search_options", "image_url", "file_url", "file_id"})
@@ -189,6 +213,9 @@ class ModelBridge:
         why = beyond(payload)
         if why is not None:
             return self._refuse(400, f"{why} is not allowed through the model bridge")
+        allowed = FIELDS.get(path)
+        if allowed is not None:
+            payload = {k: v for k, v in payload.items() if k in allowed}
         payload["model"] = self.route.model
         return json.dumps(payload).encode()
 
