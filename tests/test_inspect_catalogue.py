@@ -397,3 +397,19 @@ def test_a_catalogue_score_outside_0_1_is_refused_not_clamped(
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2, err
     assert "outside 0–1" in err
+
+
+def test_score_key_and_grader_are_part_of_the_measurement() -> None:
+    from evalgate.config.spec import InspectBenchmark
+    from evalgate.run.fingerprint import _kind_measurement
+
+    def measured(**extra: Any) -> Any:
+        bench = InspectBenchmark(name="b", kind="inspect", task="t.py@t", **extra)
+        return _kind_measurement(bench)
+
+    grader = {"base_url": "http://127.0.0.1:9/v1", "model": "org/judge"}
+    other = {"base_url": "http://127.0.0.1:9/v1", "model": "org/other"}
+    assert measured(score_key="utility") != measured(score_key="security") != measured()
+    assert measured(grader=grader) != measured(grader=other) != measured()
+    moved = {**grader, "base_url": "http://127.0.0.1:10/v1"}  # where it is served: not the exam
+    assert measured(grader=grader) == measured(grader=moved)

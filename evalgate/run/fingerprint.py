@@ -60,7 +60,14 @@ def _kind_measurement(bench: Any) -> dict[str, Any]:
         # another checkout.
         file, at_sign, func = bench.task.partition("@")
         task = Path(file).name + at_sign + func if file.endswith(".py") else bench.task
-        return {"task": {"task": task, "task_args": bench.task_args}}
+        measured: dict[str, Any] = {"task": task, "task_args": bench.task_args}
+        # Which key of a dict score is the reward, and which model grades: part of the exam. Only
+        # when set, so runs recorded before these settings existed stay comparable.
+        if getattr(bench, "score_key", None) is not None:
+            measured["score_key"] = bench.score_key
+        if getattr(bench, "grader", None) is not None:
+            measured["grader"] = bench.grader.model
+        return {"task": measured}
     if bench.kind in ("agent", "humaneval"):
         return {"sandbox": bench.sandbox.model_dump(mode="json")}
     return {}
