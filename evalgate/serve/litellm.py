@@ -41,7 +41,7 @@ import yaml
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve._process import stop_group
 from evalgate.serve.base import Endpoint
-from evalgate.serve.tracing import litellm_callback_settings
+from evalgate.serve.tracing import langfuse_enabled, litellm_callback_settings
 
 __all__ = [
     "INSTALL_HINT",
@@ -323,7 +323,22 @@ class LiteLLMServer:
 
     def _stop(self) -> None:
         proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None and langfuse_enabled(self.environ):
+            # Langfuse's SDK sends its queue from a background thread every flush interval
+            # (LiteLLM's default: 1 s) and not on the proxy's shutdown: stopped at once, the
+            # run's last traces were lost (tests/test_langfuse_contract.py). Let it send them.
+            time.sleep(_langfuse_drain_s(self.environ))
         stop_group(proc)  # uvicorn shuts down cleanly in 0.3-0.5 s (measured here)
+
+
+def _langfuse_drain_s(environ: Mapping[str, str]) -> float:
+    """One flush interval of Langfuse's SDK (LANGFUSE_FLUSH_INTERVAL, LiteLLM's default 1 s),
+    plus the time to send a batch over."""
+    try:
+        interval = float(environ.get("LANGFUSE_FLUSH_INTERVAL") or 1.0)
+    except ValueError:
+        interval = 1.0
+    return min(interval, 30.0) + 1.5
 
 
 class _StartFailed(Exception):
