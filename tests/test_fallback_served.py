@@ -85,6 +85,7 @@ def test_the_responding_model_is_recorded_priced_and_named(
         FALLBACK: {"requests": 1, "prompt_tokens": 70, "completion_tokens": 30}
     }
     meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["fallback_rollouts"] == 3 and set(meta["served_by"]) == {FALLBACK}
     own = len(records) - 3
     expected = cost_usd(PRIMARY, 7 * own, 3 * own) + cost_usd(FALLBACK, 70 * 3, 30 * 3)
     assert meta["cost_usd"] == pytest.approx(expected)

@@ -365,7 +365,10 @@ def _costs(summary: RunSummary, model: Any, records: list[dict[str, Any]]) -> di
     agent_cost = sum(reported) if reported else None
     if summary.extra["cost_usd"] is None:
         summary.extra["cost_usd"] = agent_cost
-    return {"cost_usd": summary.extra["cost_usd"], "agent_cost_usd": agent_cost}
+    costs = {"cost_usd": summary.extra["cost_usd"], "agent_cost_usd": agent_cost}
+    if others:  # in metadata.json too: which models answered instead, and for how many rollouts
+        costs |= {k: summary.extra[k] for k in ("served_by", "fallback_rollouts")}
+    return costs
 
 
 def _run_one(
