@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Iterator
 from typing import IO, Any
 
 from evalgate.errors import InfraError
+from evalgate.serve.breaker import EndpointDown
 from evalgate.serve.client import RequestFailed, dumps
 from evalgate.suites.base import Item, Outcome, Suite
 
@@ -159,6 +160,8 @@ async def run_suite(
             t0 = perf_counter()
             try:
                 out: Outcome | Exception = await rollout(item, index, client)
+            except EndpointDown:
+                raise  # the endpoint is gone: the run stops here, it is no rollout's error
             except (RequestFailed, InfraError) as exc:
                 out = exc  # an infrastructure failure: counted as an error, never scored 0
             latency_ms = round((perf_counter() - t0) * 1e3, 1)

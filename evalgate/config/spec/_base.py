@@ -185,6 +185,15 @@ class EvalSettings(Strict):
     timeout; on `modal-vllm` a hop gets at least 180 s."""
     max_retries: int = Field(4, ge=0, le=50)
     """Retries per request on 429, 5xx, connection errors and timeouts (jittered backoff)."""
+    request_deadline_s: float | None = Field(None, gt=0)
+    """Seconds one request may take over all its attempts: no retry starts past it. Null: three
+    times `request_timeout_s`."""
+    max_consecutive_failures: int = Field(10, ge=0, le=100000)
+    """Attempts in a row that get no answer at all (timeouts, refused connections) before the run
+    stops as an infrastructure error: the endpoint is down or hung. 0: never stop."""
+    allow_empty_replies: bool = False
+    """A reply without text (`content: null`, no choices, tool calls only) is scored as the empty
+    answer; by default it is an error (`empty_reply`), counted against `max_error_rate`."""
     adaptive_concurrency: bool = True
     """Halve the requests in flight when the endpoint answers 429, add one back per window of
     successes (AIMD), between 1 and `max_concurrent`; false: always `max_concurrent`."""
