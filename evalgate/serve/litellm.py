@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from evalgate.errors import ConfigError, InfraError
-from evalgate.serve._process import stop_group
+from evalgate.serve._process import die_with_parent, stop_group
 from evalgate.serve.base import Endpoint
 from evalgate.serve.tracing import litellm_callback_settings
 
@@ -291,6 +291,7 @@ class LiteLLMServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # own process group: killpg reaches uvicorn's workers
+                preexec_fn=die_with_parent(),  # the kernel kills it if evalgate dies first
                 env=env,
                 cwd=self.log_path.parent,  # nothing of the user's working directory is read
             )
