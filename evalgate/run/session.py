@@ -25,6 +25,7 @@ from evalgate.run.costs import cost_usd
 from evalgate.run.engine import run_suite
 from evalgate.run.fingerprint import fingerprint
 from evalgate.run.journal import order_records, resume_journal
+from evalgate.run.lock import lock_run, unlock_run
 from evalgate.run.progress import Progress
 from evalgate.run.rundir import RunDir
 from evalgate.run.summary import RunSummary, summarize
@@ -315,6 +316,7 @@ def _open_run_dir(
     (item, rollout) pairs they cover."""
     if ctx.run_dirs is None:
         run_dir = RunDir.create(ctx.output_root, suite.name, endpoint.model_id, ctx.run_id)
+        lock_run(run_dir.path)  # a `resume` of this run while it goes on is refused
         if "baseline" in run_cfg:  # found again when the output tree is moved with its baseline
             run_cfg["baseline"]["relative_path"] = os.path.relpath(
                 run_cfg["baseline"]["path"], run_dir.path
@@ -424,4 +426,6 @@ def _run_one(
     run_dir.write_metadata(meta)
     run_dir.attach_log(server.log_path)
     run_dir.keep_artifacts(suite.name, suite.artifacts())
+    if ctx.run_dirs is None:  # a resume holds its runs until all are done (pipeline.resume)
+        unlock_run(run_dir.path)
     return summary, seq
