@@ -18,7 +18,9 @@ pairs never started are left for ``evalgate resume``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import os
 import time
 from collections.abc import Callable, Collection, Iterator
 from typing import IO, Any
@@ -46,7 +48,7 @@ class _Journal:
         self.interval_s = interval_s
         self.lines: list[str] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._error: OSError | None = None  # a failed timed flush, raised at the next add
+        self._error: InfraError | None = None  # a failed timed flush, raised at the next add
 
     def add(self, rec: dict[str, Any]) -> None:
         if self._error is not None:
@@ -63,7 +65,7 @@ class _Journal:
         self._timer = None
         try:
             self.flush()
-        except OSError as exc:
+        except InfraError as exc:
             self._error = exc
 
     def flush(self) -> None:
@@ -71,9 +73,36 @@ class _Journal:
             self._timer.cancel()
             self._timer = None
         if self.lines:
-            self.fh.write("\n".join(self.lines) + "\n")
-            self.fh.flush()
+            try:
+                _append(self.fh, ("\n".join(self.lines) + "\n").encode("utf-8"))
+            except OSError as exc:  # disk full, quota, file too large, folder gone read-only
+                name = getattr(self.fh, "name", "the journal")
+                raise InfraError(
+                    f"cannot write {name}: {exc.strerror or exc}; the journal keeps every "
+                    "complete line (free space, then `evalgate resume`)"
+                ) from exc
             self.lines.clear()  # only once written: a failed write keeps them for the next try
+
+
+def _append(fh: IO[str], data: bytes) -> None:
+    """Append whole lines or nothing: a write that fails halfway (ENOSPC after some bytes) is
+    cut back, so the journal never holds a torn line that a later batch would follow."""
+    try:
+        fd = fh.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's StringIO)
+        fh.write(data.decode("utf-8"))
+        fh.flush()
+        return
+    fh.flush()  # nothing of ours is buffered there, but keep the two views in step
+    start = os.lseek(fd, 0, os.SEEK_END)
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise
 
 
 def _record(

@@ -40,6 +40,7 @@ from yarl import URL
 
 from evalgate.serve.base import Endpoint
 from evalgate.serve.breaker import Breaker
+from evalgate.serve.keys import check_api_key
 
 if TYPE_CHECKING:
     from evalgate.run.cache import ResponseCache
@@ -278,8 +279,9 @@ class ChatClient:
         self._session: aiohttp.ClientSession | None = None
         self._url = URL(f"{endpoint.base_url}/chat/completions")  # parsed once, not per request
         self._headers = {"Content-Type": "application/json"}
-        if endpoint.api_key:
-            self._headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        if endpoint.api_key:  # checked here too: every backend's key ends up in this header
+            key = check_api_key(endpoint.api_key, where=f"endpoint {endpoint.base_url}")
+            self._headers["Authorization"] = f"Bearer {key}"
         self._sleep = asyncio.sleep  # tests substitute a recorder
         self.allow_empty = allow_empty
         # A request's time over all its attempts and waits; None: only the retry count bounds it.
