@@ -99,6 +99,29 @@ URL = Annotated[
 ]
 
 
+_ROUTES = ("/chat/completions", "/completions", "/responses", "/embeddings", "/models")
+
+
+def _not_a_route(value: str) -> str:
+    """An endpoint root, not one of its routes: the client appends `/chat/completions`, so
+    `…/v1/chat/completions` would be asked at `…/v1/chat/completions/chat/completions` and every
+    request fail with 404 after the run started."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(value).path.rstrip("/")
+    route = next((r for r in _ROUTES if path.endswith(r)), None)
+    if route is not None:
+        root = value.rstrip("/")[: -len(route)]
+        raise ValueError(
+            f"give the endpoint's root, without {route} (evalgate adds the route): e.g. {root}"
+        )
+    return value
+
+
+# An OpenAI-compatible endpoint's root (`…/v1`): a URL that is not one of its routes.
+EndpointURL = Annotated[URL, AfterValidator(_not_a_route)]
+
+
 # Prefixes of provider keys and tokens whose characters also make a valid variable name
 # (`hf_…`, `sk_…`, `ghp_…`): the pattern alone would take a pasted token for a variable's name.
 _KEY_PREFIXES = ("hf_", "sk_", "ghp_", "gho_", "ghs_", "github_pat_", "xoxb_", "AKIA", "r8_")
