@@ -583,7 +583,8 @@ def main(
                 # follow-up signal must not kill it by signal (-15, -2) on the last stretch.
                 signal.signal(sig, signal.SIG_IGN if handler.fired else before)
     except EvalgateError as exc:
-        print(f"evalgate: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines() or [""]:  # one line per mistake (validate finds all)
+            print(f"evalgate: error: {line}", file=sys.stderr)
         return int(exc.exit_code)
     except OSError as exc:
         if exc.errno not in _ENVIRONMENT_ERRNOS:
