@@ -287,7 +287,7 @@ def _cmd_resume(
         flag = "" if output == Path("outputs") else f" --output {output}"
         print(f"evalgate: to finish this run: evalgate resume {args.run}{flag}", file=sys.stderr)
         raise
-    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    _show_scorecard(output, out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
@@ -323,7 +323,7 @@ def _cmd_local(
         if exc.benchmark is None:
             raise
         raise ConfigError(f"{config.locate(exc.benchmark, exc.field)}: {exc}") from None
-    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    _show_scorecard(output, out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
@@ -343,9 +343,15 @@ def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
         gate = GateSettings.model_validate(recorded)
     output = _output_dir(args.output) if args.output else Path(args.head) / "compare"
     verdict = pipeline.gate_runs(heads, base, gate, output_root=output)
-    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    _show_scorecard(output, out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)
+
+
+def _show_scorecard(output: Path, out: IO[str]) -> None:
+    from evalgate.report.terminal import print_scorecard  # rendered only on a terminal
+
+    print_scorecard((output / "scorecard.md").read_text(encoding="utf-8"), out)
 
 
 def _print_verdict(verdict: Any, output: Path) -> None:
@@ -539,6 +545,9 @@ class _PipeSafe(io.TextIOBase):
         self._broken = True
         with contextlib.suppress(OSError, ValueError):  # later flushes (at exit) go nowhere
             os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def isatty(self) -> bool:  # a terminal gets the scorecard rendered (report.terminal)
+        return not self._broken and self._stream.isatty()
 
     def write(self, text: str) -> int:
         if not self._broken:

@@ -137,3 +137,18 @@ def test_a_hung_endpoint_ends_the_pipeline_as_error_naming_the_cause(
     assert verdict.status == "ERROR" and int(verdict.exit_code) == 3
     assert any("in a row" in reason for reason in verdict.reasons), verdict.reasons
     assert silent.accepted <= 4 + 4
+
+
+def test_one_cause_is_said_once_not_once_per_benchmark(silent: Silent, tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        f"models: [{{name: m, backend: openai, base_url: '{silent.base_url}', model: org/m}}]\n"
+        "eval: {cache: false, max_concurrent: 2, request_timeout_s: 0.2,"
+        " max_consecutive_failures: 2}\n"
+        "benchmarks: [{name: a, kind: arith, size: 5}, {name: b, kind: arith, size: 5},"
+        " {name: c, kind: arith, size: 5}]\n",
+    )
+    verdict = run_pipeline(config, tmp_path / "out")
+    assert verdict.status == "ERROR"
+    (reason,) = verdict.reasons
+    assert reason.startswith("m / a, b, c / -: ") and "in a row" in reason
