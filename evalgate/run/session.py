@@ -132,6 +132,7 @@ async def _execute(
                             on_result=lambda rec: progress.advance(error=rec["error"] is not None),
                             skip=skip,
                             budget=budget,
+                            slim=True,  # the journal holds the records; memory what summaries read
                         )
 
                     if not (ev.sequential and baseline is not None):
