@@ -124,3 +124,64 @@ def test_the_embedded_server_holds_a_per_run_token_and_reports_its_death(tmp_pat
         proc.wait(10)
         gone = endpoint.alive()
         assert gone is not None and "exited with code -9" in gone
+
+
+def _llama_children(parent: int) -> list[int]:
+    """The embedded model servers whose parent is ``parent``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"evalgate.serve._llama_server" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def _start_quickstart(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
+    """`evalgate local` on the quickstart with many items; returns it and its model server's
+    pid once the first results are journaled."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalgate", "local", str(ROOT / "examples/quickstart/evals.yaml"),
+         "--output", str(tmp_path / "out"), "--no-cache", "--eval.num_examples=200",
+         "--benchmarks.capitals.eval.num_examples=20", "--sampling.max_tokens=64"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CI": "true"},
+    )  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:  # the model is serving once a benchmark reports progress
+        if line.startswith("[evalgate] arith: "):
+            break
+    servers = _llama_children(proc.pid)
+    assert len(servers) == 1, servers
+    return proc, servers[0]
+
+
+@needs_embedded
+def test_kill_9_of_evalgate_takes_its_embedded_server_down(tmp_path: Path) -> None:
+    proc, server = _start_quickstart(tmp_path)
+    try:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert _wait_gone(server), "the embedded server outlived kill -9 of its evalgate"
+    finally:
+        if _running(server):
+            os.kill(server, signal.SIGKILL)
+
+
+@needs_embedded
+def test_a_server_that_dies_mid_run_ends_the_run_as_error_naming_it(tmp_path: Path) -> None:
+    proc, server = _start_quickstart(tmp_path)
+    assert proc.stderr is not None
+    os.kill(server, signal.SIGKILL)
+    killed = time.monotonic()
+    rest = proc.stderr.read()
+    assert proc.wait(60) == 3, rest
+    assert time.monotonic() - killed < 30  # seconds, not a retry budget per item
+    card = (tmp_path / "out" / "scorecard.md").read_text()
+    assert "model server died mid-run" in card and "code -9" in card
+    assert card.count("died mid-run") == 1  # one cause, said once for both benchmarks
