@@ -7,9 +7,12 @@ seconds, not an hour): ``run_suite`` over 1,000 items × k rollouts with a journ
 (start-up, imports and the items cancel out):
 
 - ``full``: every record kept in memory (``run_suite(slim=False)``), the reference: what a run
-  held before (prompt, completion, answer, timing per rollout: ~8 KB each);
+  held before (a dict per rollout with its prompt messages, completion, timing...);
 - ``slim``: what ``evalgate local`` does now (``slim=True``): the journal on disk holds the
-  records, memory keeps what summaries read of each, with shared metrics/usage dicts.
+  records, memory a :class:`~evalgate.run.rollouts.RolloutTable` (typed columns of what
+  summaries read).
+
+Both then summarise the run (``summarize``), whose peak is included.
 
 Not measured here: the gate step, which reads the run's journal back (``compare.paired.load_run``)
 to pair items with a baseline.
@@ -33,6 +36,7 @@ HARNESS = textwrap.dedent(
     """
     import asyncio, json, resource, sys, tempfile, time
     from evalgate.run.engine import run_suite
+    from evalgate.run.summary import summarize
     from evalgate.serve.client import Reply
     from evalgate.suites.base import Item, Outcome
 
@@ -56,6 +60,9 @@ HARNESS = textwrap.dedent(
             t0 = time.perf_counter()
             records = await run_suite(Suite(), None, rollouts=rollouts, max_concurrent=64,
                                       journal=fh, slim=slim)
+            summary = summarize(records, benchmark="mem", model="m", model_id="m", run_dir="",
+                                n_items=n_items, rollouts=rollouts, time_s=0.0)
+            assert summary.n_rollouts == n_items * rollouts
             return len(records), time.perf_counter() - t0
 
     n, wall = asyncio.run(main())

@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection, Iterator
 from typing import IO, Any
 
 from evalgate.errors import InfraError
+from evalgate.run.rollouts import RolloutTable
 from evalgate.serve.breaker import EndpointDown
 from evalgate.serve.client import RequestFailed, dumps
 from evalgate.suites.base import Item, Outcome, Suite
@@ -105,37 +106,6 @@ def _append(fh: IO[str], data: bytes) -> None:
         raise
 
 
-# What a summary reads of a rollout (evalgate.run.summary, budget, sequential looks, costs).
-# With a journal the full record is on disk; memory keeps only these, so a million rollouts do
-# not hold a million prompts and completions (bench/rollout_memory.py).
-_SLIM_KEYS = ("example_id", "item_hash", "rollout", "group", "reward", "error", "cost_usd")
-
-
-class _Slimmer:
-    """Slim copies of records; equal metrics and usage dicts are shared, not copied per rollout
-    (they repeat: {"accuracy": 1.0}, the same token counts). Treat the copies as read-only."""
-
-    def __init__(self) -> None:
-        self._shared: dict[tuple[Any, ...], dict[str, Any]] = {}
-
-    def _share(self, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            key = tuple(value.items())
-            return self._shared.setdefault(key, value) if len(self._shared) < 65536 else value
-        except TypeError:  # an unhashable value (a suite's nested metric): kept as it is
-            return value
-
-    def __call__(self, rec: dict[str, Any]) -> dict[str, Any]:
-        slim = {k: rec[k] for k in _SLIM_KEYS if k in rec}
-        slim["metrics"] = self._share(rec["metrics"])
-        slim["usage"] = self._share(rec["usage"])
-        completion = rec["completion"]
-        # Kept only as blank or not: the summary counts empty replies.
-        blank = completion is None or (isinstance(completion, str) and not completion.strip())
-        slim["completion"] = completion if blank else "…"
-        return slim
-
-
 def _record(
     item: Item, ihash: str, index: int, out: Outcome | Exception, started: float, latency_ms: float
 ) -> dict[str, Any]:
@@ -195,8 +165,9 @@ async def run_suite(
     when lines are flushed). ``on_result``: called with each record as it finishes.
     ``budget``: a :class:`evalgate.run.budget.BudgetMeter`; rollouts stop starting once it is
     exhausted, and the returned records are then a prefix of the work, not all of it.
-    ``slim``: return only what summaries read of each record (the journal has it all), so that
-    memory does not grow with prompts and completions.
+    ``slim``: return a :class:`~evalgate.run.rollouts.RolloutTable` (what summaries read of each
+    record, in finishing order; the journal has it all), so memory does not grow with prompts
+    and completions.
     """
     items = suite.items
     order = {item.id: i for i, item in enumerate(items)}
@@ -215,11 +186,12 @@ async def run_suite(
             else len(items) * rollouts
         )
         work = ((it, r) for it in items for r in range(rollouts) if (it.id, r) not in skip)
-    results: list[dict[str, Any]] = []
+    # With ``slim``, columns of what summaries read (evalgate.run.rollouts): the journal has
+    # the records, and memory must not grow by a prompt and a completion per rollout.
+    results: Any = RolloutTable() if slim else []
     hashes: dict[str, str] = {}  # one item_hash per item, not per rollout
     sink = _Journal(journal, flush_every, flush_interval_s) if journal is not None else None
     rollout = suite.rollout
-    keep = _Slimmer() if slim else None
     perf_counter, wall_clock = time.perf_counter, time.time
 
     async def worker() -> None:
@@ -240,7 +212,7 @@ async def run_suite(
             latency_ms = round((perf_counter() - t0) * 1e3, 1)
             rec = _record(item, ihash, index, out, started, latency_ms)
             usage = rec["usage"]
-            results.append(keep(rec) if keep is not None else rec)
+            results.append(rec)
             if budget is not None:
                 budget.add(usage)
             if sink is not None:
@@ -260,5 +232,6 @@ async def run_suite(
         await asyncio.gather(*tasks, return_exceptions=True)
         if sink is not None:
             sink.flush()
-    results.sort(key=lambda r: (order[r["example_id"]], r["rollout"]))
+    if not slim:  # a table stays in finishing order: what reads it does not depend on order
+        results.sort(key=lambda r: (order[r["example_id"]], r["rollout"]))
     return results
