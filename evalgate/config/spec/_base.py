@@ -217,6 +217,9 @@ class EvalSettings(Strict):
     allow_empty_replies: bool = False
     """A reply without text (`content: null`, no choices, tool calls only) is scored as the empty
     answer; by default it is an error (`empty_reply`), counted against `max_error_rate`."""
+    max_reply_mib: float = Field(4.0, gt=0, le=1024)
+    """Largest model reply read, in MiB: a longer one is the rollout's error `too_large` (not
+    retried), never held whole in memory or written to the results."""
     adaptive_concurrency: bool = True
     """Halve the requests in flight when the endpoint answers 429, add one back per window of
     successes (AIMD), between 1 and `max_concurrent`; false: always `max_concurrent`."""
