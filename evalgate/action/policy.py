@@ -2,7 +2,8 @@
 
 What a PR may not change for its own run (it applies after merge): the gate (thresholds, δ, α,
 ``on_inconclusive``, gated metrics), the baseline settings, the **set of benchmarks** the base
-gates, and each one's **measurement** (kind, scorer, rollouts, the verifiers environment). The
+gates, and each one's **measurement** (``run.fingerprint.measurement``: kind, scorer, rollouts, the
+verifiers environment, the sandbox of the kinds that run code). The
 base's ``gate`` and ``baseline`` replace the PR's before anything runs; after the run,
 :func:`policy_checks` turns every benchmark the PR dropped or renamed, and every measurement it
 changed, into a FAIL with the reason: a renamed benchmark would otherwise carry no threshold and
@@ -26,6 +27,7 @@ from evalgate.config.load import Config, load_config
 from evalgate.config.spec.budget import apply_ceiling
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
 from evalgate.gate import Check, Verdict
+from evalgate.run.fingerprint import measurement  # the one derivation, shared with compare
 
 __all__ = ["BasePolicy", "PolicyError", "apply_policy", "policy_checks", "read_base_policy"]
 
@@ -84,19 +86,6 @@ class BasePolicy:
         if self.changes:
             text += f"; this PR's changes to {', '.join(self.changes)} apply after merge"
         return text
-
-
-def measurement(bench: Any) -> dict[str, Any]:
-    """What a benchmark measures with: a PR may change the subject (model, prompt, sampling), not
-    this. Paths are left out (they differ between checkouts); their contents are the dataset,
-    which the per-item pairing already checks."""
-    out: dict[str, Any] = {"kind": bench.kind, "rollouts": bench.eval.rollouts}
-    scorer = getattr(bench, "scorer", None)
-    if scorer is not None:
-        out["scorer"] = scorer.model_dump(mode="json")
-    if bench.kind == "verifiers":
-        out["environment"] = {"env_id": bench.env_id, "env_args": bench.env_args}
-    return out
 
 
 def _git_state(workdir: Path, sha: str, path: str, token: str | None) -> bool:

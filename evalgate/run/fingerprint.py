@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "item_hash"]
+__all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "item_hash", "measurement"]
 
 # Bump when a scorer's or a metric's meaning changes: old baselines become non-comparable.
 SCORING_VERSION = 1
@@ -66,6 +66,21 @@ def _kind_measurement(bench: Any) -> dict[str, Any]:
     return {}
 
 
+def measurement(bench: Any) -> dict[str, Any]:
+    """What ``bench`` measures with: the one derivation that both the base policy (before a PR's
+    run: a change FAILs) and the comparison (after it: a differing baseline is not comparable)
+    read, so neither sees a change the other misses. Paths are left out (they differ between
+    checkouts); their contents are the items, which ``item_hash`` pairs one by one."""
+    return {
+        **_kind_measurement(bench),
+        "benchmark": bench.name,
+        "kind": bench.kind,
+        "scorer": bench.scorer.model_dump(mode="json") if hasattr(bench, "scorer") else None,
+        "rollouts": bench.eval.rollouts,
+        "scoring_version": SCORING_VERSION,
+    }
+
+
 def fingerprint(
     bench: Any,
     model: Any,
@@ -78,14 +93,7 @@ def fingerprint(
     """The run's fingerprint, saved in run_config.json."""
     model_cfg = model.model_dump(mode="json", exclude={"name"})
     return {
-        "measurement": {
-            **_kind_measurement(bench),
-            "benchmark": bench.name,
-            "kind": bench.kind,
-            "scorer": bench.scorer.model_dump(mode="json") if hasattr(bench, "scorer") else None,
-            "rollouts": bench.eval.rollouts,
-            "scoring_version": SCORING_VERSION,
-        },
+        "measurement": measurement(bench),
         "subject": {
             "model_id": model_id,
             "model": _digest(model_cfg),
