@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.run.fingerprint import item_hash
+from evalgate.run.fingerprint import identity
 
 try:  # a journal of 100k rollouts parses 5x faster; both raise ValueError on a bad line
     from orjson import loads as _loads
@@ -114,7 +114,7 @@ def read_journal(
     except FileNotFoundError:
         return state
     state.size = len(data)
-    plan = {it.id: item_hash(it.prompt, it.answer) for it in items} if items is not None else None
+    plan = {it.id: identity(it) for it in items} if items is not None else None
     lines = data.split(b"\n")
     tail = lines.pop()  # after the last newline: b"" when the file ends cleanly
     state.clean_size = len(data) - len(tail)

@@ -10,6 +10,7 @@ inspect_ai. It speaks JSON lines on stdout (``list``) or into a file (``run``).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -79,6 +80,21 @@ def _epochs(task: Any) -> int:
     return int(getattr(epochs, "epochs", epochs) or 1)
 
 
+def _exam(sample: Any) -> str:
+    """What else of a sample decides its score (choices, metadata a scorer reads, the files
+    and setup of its sandbox): a digest, part of the item's hash."""
+    parts = {
+        "target": sample.target,
+        "choices": sample.choices,
+        "metadata": sample.metadata,
+        "files": sample.files,
+        "setup": sample.setup,
+        "sandbox": sample.sandbox,
+    }
+    text = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     task = _load_task(args.task, json.loads(args.task_args))
     print(json.dumps({"task": {"epochs": _epochs(task)}}), flush=True)  # before the samples
@@ -86,6 +102,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         sid = sample.id if sample.id is not None else n  # inspect numbers id-less samples 1..n
         meta = sample.metadata or {}
         row = {"id": str(sid), "input": _text(sample.input), "target": _text(sample.target)}
+        row["exam"] = _exam(sample)
         if "group" in meta:
             row["group"] = str(meta["group"])
         print(json.dumps(row), flush=True)

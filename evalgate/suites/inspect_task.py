@@ -30,6 +30,7 @@ from typing import Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
+from evalgate.suites.identity import digest
 
 __all__ = ["InspectSuite", "inspect_python"]
 
@@ -136,8 +137,17 @@ class InspectSuite(SuiteDefaults):
         meta = next((r["task"] for r in rows if "task" in r), {})
         rows = [r for r in rows if "task" not in r]
         _check_epochs(spec, int(meta.get("epochs", 1)))
+        # The task file holds the scorer (what decides every sample's score): its bytes are in
+        # each item's hash, beside what the runner reports of the sample's own.
+        source = digest(Path(file).read_bytes()) if file.endswith(".py") else spec.task
         items = [
-            Item(id=r["id"], prompt=r["input"], answer=r["target"], group=r.get("group"))
+            Item(
+                id=r["id"],
+                prompt=r["input"],
+                answer=r["target"],
+                group=r.get("group"),
+                exam=digest({"sample": r.get("exam"), "task": source}),
+            )
             for r in rows
         ]
         if spec.eval.num_examples is not None:

@@ -35,8 +35,16 @@ from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
+from evalgate.suites.identity import digest
 
-__all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "VerifiersSuite", "module_name", "worker_env"]
+__all__ = [
+    "CHAT_HARNESS_ID",
+    "VerifiersOutcome",
+    "VerifiersSuite",
+    "items_from_worker",
+    "module_name",
+    "worker_env",
+]
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +163,26 @@ def _deliver(waiter: Any, answer: dict[str, Any]) -> None:
         loop.call_soon_threadsafe(settle)
 
 
+def items_from_worker(raw: list[dict[str, Any]]) -> list[Item]:
+    """The worker's items, with their exam digest derived here from each row's data (``info``,
+    ``task``, the answer...: what the environment's reward functions read), never taken from
+    the environment's process."""
+    out = []
+    for row in raw:
+        fields = dict(row.get("fields") or {})
+        out.append(
+            Item(
+                id=str(row["id"]),
+                prompt=str(row["prompt"]),
+                answer=str(row["answer"]),
+                group=row.get("group"),
+                fields=fields,
+                exam=digest(fields) if fields else "",
+            )
+        )
+    return out
+
+
 def _raise(error: dict[str, Any]) -> None:
     kind, message = error.get("type"), str(error.get("message", ""))
     if kind == "config":
@@ -184,7 +212,7 @@ class VerifiersSuite(SuiteDefaults):
         if not answer.get("ok"):
             worker.close()
             _raise(answer.get("error") or {})
-        items = [Item(**raw) for raw in answer["items"]]
+        items = items_from_worker(answer["items"])
         log.info("verifiers benchmark %s: %s api, %d items", spec.name, answer["api"], len(items))
         return cls(spec.name, items, str(answer["api"]), worker, dict(answer.get("roles") or {}))
 
