@@ -31,6 +31,7 @@ from typing import Any
 from evalgate.errors import ConfigError, InfraError
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest
+from evalgate.suites.repo_code import repo_env, spawn_options
 
 __all__ = ["InspectSuite", "inspect_python"]
 
@@ -48,22 +49,24 @@ def inspect_python(environ: dict[str, str] | None = None) -> str:
     return env.get("EVALGATE_INSPECT_PYTHON") or sys.executable
 
 
-def _runner_env(api_key: str | None) -> dict[str, str]:
-    # inspect's openai-api provider reads <SERVICE>_API_KEY; the service is "evalgate".
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INSPECT_EVAL_")}
-    env["EVALGATE_API_KEY"] = api_key or "none"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+def _runner_env(api_key: str | None, declared: list[str]) -> dict[str, str]:
+    # The task file is the repository's code: a cleared environment (repo_code), plus what the
+    # benchmark declares. inspect's openai-api provider reads <SERVICE>_API_KEY; the service is
+    # "evalgate".
+    return repo_env(declared, {"EVALGATE_API_KEY": api_key or "none", "PYTHONUNBUFFERED": "1"})
 
 
-async def _call(argv: list[str], *, cwd: Path, api_key: str | None) -> tuple[int, str, str]:
+async def _call(
+    argv: list[str], *, cwd: Path, api_key: str | None, declared: list[str]
+) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=cwd,
-        env=_runner_env(api_key),
+        env=_runner_env(api_key, declared),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        **spawn_options(),
     )
     out, err = await proc.communicate()
     return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
@@ -125,7 +128,9 @@ class InspectSuite(SuiteDefaults):
         cwd = Path(file).parent if file.endswith(".py") else Path.cwd()
         argv = [inspect_python(), str(RUNNER), "list", "--task", spec.task]
         argv += ["--task-args", json.dumps(spec.task_args)]
-        code, out, err = asyncio.run(_call(argv, cwd=cwd, api_key=None))
+        code, out, err = asyncio.run(
+            _call(argv, cwd=cwd, api_key=None, declared=list(spec.pass_env))
+        )
         if code != 0:
             if "No module named 'inspect_ai'" in err:
                 raise ConfigError(f"benchmark {spec.name!r}: {INSTALL}")
@@ -181,7 +186,9 @@ class InspectSuite(SuiteDefaults):
         argv += ["--generate", json.dumps(generate)]
         for item_id in self._wanted if self._wanted is not None else [i.id for i in self.items]:
             argv += ["--sample-id", item_id]
-        code, _, err = await _call(argv, cwd=self.cwd, api_key=ep.api_key)
+        code, _, err = await _call(
+            argv, cwd=self.cwd, api_key=ep.api_key, declared=list(spec.pass_env)
+        )
         if code != 0 or not out_file.is_file():
             raise InfraError(f"inspect: task {spec.task!r} failed: {_last_line(err)}")
         results = {}

@@ -4,10 +4,11 @@ An environment is Python code — often the pull request's own — so it never r
 process, which holds the GitHub token and decides the verdict. Each verifiers benchmark gets a
 worker process (``python -P -m evalgate.suites._vf_worker``) that imports the environment from
 the installed packages or from the benchmark's explicit ``env_path``, never from the working
-directory (``-P``), with an environment stripped of tokens and of the runner's ``GITHUB_*``,
-``INPUT_*``, ``ACTIONS_*`` variables. The gate sends it one request per (item, rollout) and gets
-back the outcome: the rewards are still the environment's to compute (README: threat model), but
-nothing it does can reach the gate's memory, token or verdict logic.
+directory (``-P``), with a cleared environment (what a program needs, plus the benchmark's
+``pass_env``: never a token it did not declare) and no way to read the gate's (``repo_code``).
+The gate sends it one request per (item, rollout) and gets back the outcome: the rewards are
+still the environment's to compute (README: threat model), but nothing it does can reach the
+gate's memory, token or verdict logic.
 
 What runs inside the worker, and how each API generation is played, is in ``_vf_runner.py``.
 """
@@ -21,7 +22,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -36,6 +36,7 @@ from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest
+from evalgate.suites.repo_code import repo_env, spawn_options
 
 __all__ = [
     "CHAT_HARNESS_ID",
@@ -48,21 +49,19 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Never handed to environment code: the runner's token and inputs (github_token among them), the
-# Actions runtime's tokens, and anything named like a token.
-_WITHHELD = re.compile(r"^(GITHUB_|INPUT_|ACTIONS_|RUNNER_)|TOKEN", re.IGNORECASE)
 
-
-def worker_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The worker's environment: the gate's, less every token and runner variable, with the
-    folder this evalgate was imported from on PYTHONPATH (``-P`` drops the working directory,
-    which is where a source checkout of evalgate would otherwise have been found)."""
+def worker_env(
+    environ: dict[str, str] | None = None, declared: list[str] | tuple[str, ...] = ()
+) -> dict[str, str]:
+    """The worker's environment: cleared (``repo_code.repo_env``: what a program needs, and the
+    variables the benchmark declares in ``pass_env``), with the folder this evalgate was imported
+    from on PYTHONPATH (``-P`` drops the working directory, which is where a source checkout of
+    evalgate would otherwise have been found)."""
     source = os.environ if environ is None else environ
-    env = {k: v for k, v in source.items() if not _WITHHELD.search(k)}
+    paths = [p for p in source.get("PYTHONPATH", "").split(os.pathsep) if p]
     root = str(Path(evalgate.__file__).resolve().parent.parent)
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([root, *(p for p in paths if p != root)])
-    return env
+    pythonpath = os.pathsep.join([root, *(p for p in paths if p != root)])
+    return repo_env(declared, {"PYTHONPATH": pythonpath}, environ=source)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -79,13 +78,14 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 class _Worker:
     """The worker process and its request/answer bookkeeping, usable from any event loop."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, declared: list[str] | tuple[str, ...] = ()) -> None:
         self.name = name
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "evalgate.suites._vf_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=worker_env(),
+            env=worker_env(declared=declared),
+            **spawn_options(),  # the gate unreadable to it (repo_code)
         )
         self._lock = threading.Lock()
         self._pending: dict[int, Any] = {}
@@ -205,7 +205,7 @@ class VerifiersSuite(SuiteDefaults):
 
     @classmethod
     def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> VerifiersSuite:
-        worker = _Worker(spec.name)
+        worker = _Worker(spec.name, tuple(spec.pass_env))
         answer = worker.call(
             {"op": "load", "spec": spec.model_dump(mode="json"), "env_path": spec.env_path}
         )
