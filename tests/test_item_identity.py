@@ -27,7 +27,7 @@ from evalgate.sandbox import Sandboxes
 from evalgate.suites import build_suites
 from evalgate.suites import humaneval as humaneval_mod
 from evalgate.suites.base import Item
-from evalgate.suites.verifiers import items_from_worker
+from evalgate.suites.verifiers import env_source, items_from_worker
 from tests.conftest import ROOT
 
 TB = ROOT / "examples" / "terminal-bench" / "tasks"
@@ -495,3 +495,21 @@ def test_inspect_hashes_its_scorer_and_each_samples_data(tmp_path: Path) -> None
     _edit(task, "match(numeric=True)", "match(numeric=False)")
     rescored = _hashes(tmp_path, entry)
     assert all(rescored[k] != after[k] for k in after)
+
+
+def test_verifiers_items_hash_the_environments_code(tmp_path: Path) -> None:
+    # The reward functions live in the environment's code: an edit there re-identifies every row.
+    (tmp_path / "my_env").mkdir()
+    rubric = tmp_path / "my_env" / "__init__.py"
+    rubric.write_text("def reward(completion, answer):\n    return float(completion == answer)\n")
+    raw = [{"id": "r1", "prompt": "p", "answer": "a", "group": None, "fields": {}}]
+    before = env_source("my-env", str(tmp_path))
+    (one,) = items_from_worker(raw, before)
+    rubric.write_text("def reward(completion, answer):\n    return 1.0\n")
+    after = env_source("my-env", str(tmp_path))
+    (two,) = items_from_worker(raw, after)
+    assert before and identity(one) != identity(two)
+    # A single-file module, and an installed one (located, never imported).
+    (tmp_path / "solo.py").write_text("x = 1\n")
+    assert env_source("solo", str(tmp_path))
+    assert env_source("json", None)  # a stand-in for an installed package

@@ -86,6 +86,7 @@ def test_the_worker_environment_withholds_tokens() -> None:
     gate = {"GITHUB_TOKEN": "t", "ACTIONS_RUNTIME_TOKEN": "t", "INPUT_GITHUB_TOKEN": "t",
             "MY_TOKEN": "t", "PATH": "/bin", "OPENAI_API_KEY": "k", "JUDGE_KEY": "j"}  # fmt: skip
     root = str(Path(evalgate.__file__).resolve().parent.parent)  # evalgate itself, not the cwd
-    assert worker_env(gate) == {"PATH": "/bin", "PYTHONPATH": root}
+    runner = {"PYTHONPATH": root, "PYTHONDONTWRITEBYTECODE": "1"}
+    assert worker_env(gate) == {"PATH": "/bin", **runner}
     declared = worker_env(gate, ["JUDGE_KEY", "GITHUB_TOKEN"])  # never the runner's
-    assert declared == {"PATH": "/bin", "JUDGE_KEY": "j", "PYTHONPATH": root}
+    assert declared == {"PATH": "/bin", "JUDGE_KEY": "j", **runner}

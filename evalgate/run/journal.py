@@ -8,8 +8,8 @@ also repairs the file, so the resumed run appends to a clean journal. The engine
 the missing pairs: ``run_suite(..., skip=state.done)``.
 
 A record is kept only if it belongs to the plan: its item is among the run's items with the same
-``item_hash`` (an item whose prompt or answer changed since is re-run) and its rollout index is
-below k.
+``item_hash`` (``fingerprint.identity``: an item whose prompt, answer or exam changed since is
+re-run) and its rollout index is below k.
 """
 
 from __future__ import annotations

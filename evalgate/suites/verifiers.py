@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib.util
 import itertools
 import json
 import logging
@@ -35,13 +36,14 @@ from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
-from evalgate.suites.identity import digest
+from evalgate.suites.identity import digest, tree_digest
 from evalgate.suites.repo_code import repo_env, spawn_options
 
 __all__ = [
     "CHAT_HARNESS_ID",
     "VerifiersOutcome",
     "VerifiersSuite",
+    "env_source",
     "items_from_worker",
     "module_name",
     "worker_env",
@@ -61,7 +63,9 @@ def worker_env(
     paths = [p for p in source.get("PYTHONPATH", "").split(os.pathsep) if p]
     root = str(Path(evalgate.__file__).resolve().parent.parent)
     pythonpath = os.pathsep.join([root, *(p for p in paths if p != root)])
-    return repo_env(declared, {"PYTHONPATH": pythonpath}, environ=source)
+    # No bytecode written: the environment's folder hashes the same before and after a run.
+    runner = {"PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1"}
+    return repo_env(declared, runner, environ=source)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -163,10 +167,34 @@ def _deliver(waiter: Any, answer: dict[str, Any]) -> None:
         loop.call_soon_threadsafe(settle)
 
 
-def items_from_worker(raw: list[dict[str, Any]]) -> list[Item]:
+def env_source(env_id: str, env_path: str | None) -> str:
+    """A digest of the environment's code (its reward functions decide every score): the module
+    file or package folder the worker will import, located without importing it. Empty when it
+    cannot be found (the worker then reports why, in one line)."""
+    name = module_name(env_id)
+    found: Path | None = None
+    if env_path:
+        found = next(
+            (p for p in (Path(env_path) / name, Path(env_path) / f"{name}.py") if p.exists()), None
+        )
+    else:
+        try:
+            spec = importlib.util.find_spec(name)  # locates; runs nothing of the package
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            found = Path(next(iter(spec.submodule_search_locations)))
+        elif spec is not None and spec.origin and Path(spec.origin).is_file():
+            found = Path(spec.origin)
+    if found is None:
+        return ""
+    return tree_digest(found) if found.is_dir() else digest(found.read_bytes())
+
+
+def items_from_worker(raw: list[dict[str, Any]], source: str = "") -> list[Item]:
     """The worker's items, with their exam digest derived here from each row's data (``info``,
-    ``task``, the answer...: what the environment's reward functions read), never taken from
-    the environment's process."""
+    ``task``, the answer...: what the environment's reward functions read) and the
+    environment's ``source`` (:func:`env_source`), never taken from the environment's process."""
     out = []
     for row in raw:
         fields = dict(row.get("fields") or {})
@@ -177,7 +205,7 @@ def items_from_worker(raw: list[dict[str, Any]]) -> list[Item]:
                 answer=str(row["answer"]),
                 group=row.get("group"),
                 fields=fields,
-                exam=digest(fields) if fields else "",
+                exam=digest({"row": fields, "source": source}) if fields or source else "",
             )
         )
     return out
@@ -205,6 +233,7 @@ class VerifiersSuite(SuiteDefaults):
 
     @classmethod
     def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> VerifiersSuite:
+        source = env_source(spec.env_id, spec.env_path)  # before the worker could touch it
         worker = _Worker(spec.name, tuple(spec.pass_env))
         answer = worker.call(
             {"op": "load", "spec": spec.model_dump(mode="json"), "env_path": spec.env_path}
@@ -212,7 +241,7 @@ class VerifiersSuite(SuiteDefaults):
         if not answer.get("ok"):
             worker.close()
             _raise(answer.get("error") or {})
-        items = items_from_worker(answer["items"])
+        items = items_from_worker(answer["items"], source)
         log.info("verifiers benchmark %s: %s api, %d items", spec.name, answer["api"], len(items))
         return cls(spec.name, items, str(answer["api"]), worker, dict(answer.get("roles") or {}))
 
