@@ -475,12 +475,16 @@ def test_inspect_hashes_its_scorer_and_each_samples_data(tmp_path: Path) -> None
     task.write_text(
         "from inspect_ai import Task, task\n"
         "from inspect_ai.dataset import json_dataset\n"
-        "from inspect_ai.scorer import match\n"
-        "from inspect_ai.solver import generate\n\n\n"
+        "from inspect_ai.solver import generate\n"
+        "from helper import scorer\n\n\n"
         "@task\n"
         "def t():\n"
         "    return Task(dataset=json_dataset('samples.jsonl'), solver=[generate()],\n"
-        "                scorer=match(numeric=True))\n"
+        "                scorer=scorer())\n"
+    )
+    helper = tmp_path / "helper.py"
+    helper.write_text(
+        "from inspect_ai.scorer import match\n\n\ndef scorer():\n    return match(numeric=True)\n"
     )
     rows = [{"id": f"s{i}", "input": f"{i}+1?", "target": str(i + 1)} for i in range(3)]
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -491,10 +495,14 @@ def test_inspect_hashes_its_scorer_and_each_samples_data(tmp_path: Path) -> None
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     after = _hashes(tmp_path, entry)
     assert [k for k in before if before[k] != after[k]] == ["s1"]
-    # The scorer decides every sample's score: every item changes.
-    _edit(task, "match(numeric=True)", "match(numeric=False)")
+    # The scorer decides every sample's score: every item changes, in the module the task file
+    # imports it from as in the task file itself.
+    _edit(helper, "match(numeric=True)", "match(numeric=False)")
     rescored = _hashes(tmp_path, entry)
     assert all(rescored[k] != after[k] for k in after)
+    _edit(task, "solver=[generate()]", "solver=[generate(), generate()]")
+    again = _hashes(tmp_path, entry)
+    assert all(again[k] != rescored[k] for k in after)
 
 
 def test_verifiers_items_hash_the_environments_code(tmp_path: Path) -> None:

@@ -95,9 +95,33 @@ def _exam(sample: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def _sources(spec: str) -> dict[str, Any]:
+    """Where the task's code came from, for its items' hash: the modules it imported from this
+    folder (a scorer in a helper module), and a registered task's package version."""
+    here = os.path.realpath(os.getcwd())
+    files = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        real = os.path.realpath(path) if isinstance(path, str) else ""
+        installed = {"site-packages", "dist-packages"} & set(Path(real).parts)  # a venv here
+        if real.startswith(here + os.sep) and not installed:
+            files.add(os.path.relpath(real, here))
+    out: dict[str, Any] = {"files": sorted(files)}
+    if not spec.partition("@")[0].endswith(".py"):
+        from importlib.metadata import PackageNotFoundError, version
+
+        package = spec.split("/", 1)[0]
+        try:
+            out["package"] = [package, version(package.replace("_", "-"))]
+        except (PackageNotFoundError, ValueError):
+            out["package"] = [package, None]
+    return out
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     task = _load_task(args.task, json.loads(args.task_args))
-    print(json.dumps({"task": {"epochs": _epochs(task)}}), flush=True)  # before the samples
+    meta = {"epochs": _epochs(task), **_sources(args.task)}
+    print(json.dumps({"task": meta}), flush=True)  # before the samples
     for n, sample in enumerate(task.dataset, 1):
         sid = sample.id if sample.id is not None else n  # inspect numbers id-less samples 1..n
         meta = sample.metadata or {}

@@ -85,6 +85,21 @@ def _folder_like(file: str) -> bool:
     return file.endswith("/") or file.startswith(("/", "./", "../")) or file in (".", "..")
 
 
+def _task_source(task: str, file: str, cwd: Path, meta: dict[str, Any]) -> str:
+    """A digest of the task's code: the task file, the modules it imported from its folder (as
+    the runner listed them; read here, only inside that folder, links as links), a registered
+    task's package version."""
+    root = cwd.resolve()
+    files: dict[str, Any] = {}
+    for rel in [*meta.get("files", ()), *([Path(file).name] if file.endswith(".py") else [])]:
+        path = root / str(rel)
+        if path.is_symlink():
+            files[str(rel)] = {"link": os.readlink(path)}
+        elif path.resolve().is_relative_to(root) and path.is_file():
+            files[str(rel)] = path.read_bytes()
+    return digest({"task": task.rpartition("@")[2], "files": files, "package": meta.get("package")})
+
+
 def _check_epochs(spec: Any, epochs: int) -> None:
     """A task's own epochs are replaced by ``eval.rollouts`` (one rollout per epoch): said, not
     silent, unless the config chose its rollouts."""
@@ -142,9 +157,10 @@ class InspectSuite(SuiteDefaults):
         meta = next((r["task"] for r in rows if "task" in r), {})
         rows = [r for r in rows if "task" not in r]
         _check_epochs(spec, int(meta.get("epochs", 1)))
-        # The task file holds the scorer (what decides every sample's score): its bytes are in
-        # each item's hash, beside what the runner reports of the sample's own.
-        source = digest(Path(file).read_bytes()) if file.endswith(".py") else spec.task
+        # The task file holds the scorer (what decides every sample's score): its bytes, and
+        # those of the modules it imported from its folder, are in each item's hash, beside what
+        # the runner reports of the sample's own.
+        source = _task_source(spec.task, file, cwd, meta)
         items = [
             Item(
                 id=r["id"],
