@@ -165,3 +165,17 @@ def test_the_runners_variables_cannot_be_declared(tmp_path: Path, name: str) -> 
     with pytest.raises(ConfigError, match=f"{name}.*never reach a benchmark's code") as err:
         load_config(config, [])
     assert "\n" not in str(err.value).strip()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root gate's children")
+def test_a_root_gates_child_keeps_only_roots_file_access() -> None:
+    import sys
+
+    from evalgate.suites.repo_code import spawn_options
+
+    probe = "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, **spawn_options()
+    )
+    # CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER; no SYS_PTRACE (19), SYS_ADMIN (21), SETUID...
+    assert int(done.stdout.strip(), 16) == 0b1111, done

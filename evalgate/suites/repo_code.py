@@ -11,9 +11,9 @@ models it serves. So such a process gets:
 - **no way into the gate's memory** (:func:`spawn_options`): the gate makes itself non-dumpable
   (``prctl(PR_SET_DUMPABLE, 0)``), so a process of its uid cannot open its ``/proc/PID/environ``
   or ``mem``; and where the gate runs as root — where ``CAP_SYS_PTRACE`` would override that —
-  the child starts with no capabilities at all (bounding, inheritable and ambient sets cleared,
-  no new privileges): the kernel then refuses it the gate's ``/proc`` files, which need a
-  superset of the gate's capabilities.
+  the child starts with root's file access only (every other capability leaves the bounding set;
+  inheritable and ambient sets cleared; no new privileges): the kernel then refuses it the gate's
+  ``/proc`` files, which need a superset of the gate's capabilities.
 
 Not covered here: other processes of the same uid that are dumpable (the Actions runner itself,
 outside a container action) — running such code as another uid or in a sandbox is what covers
@@ -67,6 +67,11 @@ _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _CAP_VERSION_3 = 0x20080522
+# Kept by a root gate's children: CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, the file access
+# root had (a container action's HOME belongs to the runner's uid; a dataset cache is written
+# there). Any capability fewer than the gate's already closes its /proc files: the kernel lets a
+# process read another's only with a superset of its capabilities, or CAP_SYS_PTRACE.
+_FILE_CAPS = frozenset({0, 1, 2, 3})
 
 
 def repo_env(
@@ -107,7 +112,7 @@ class _CapData(ctypes.Structure):
 
 
 def _drop_capabilities(libc: Any) -> Callable[[], None]:
-    """A ``preexec_fn`` that leaves the child of a root gate with no capabilities after its
+    """A ``preexec_fn`` that leaves the child of a root gate only ``_FILE_CAPS`` after its
     exec. Everything is allocated before the fork: the child only makes system calls."""
     header = _CapHeader(_CAP_VERSION_3, 0)
     data = (_CapData * 2)()
@@ -117,7 +122,8 @@ def _drop_capabilities(libc: Any) -> Callable[[], None]:
         libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
         for cap in caps:  # past the kernel's last capability this fails (EINVAL): harmless
-            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+            if cap not in _FILE_CAPS:
+                libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
         if libc.capget(ctypes.byref(header), data) == 0:
             data[0].inheritable = data[1].inheritable = 0
             libc.capset(ctypes.byref(header), data)
