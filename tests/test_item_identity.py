@@ -521,3 +521,24 @@ def test_verifiers_items_hash_the_environments_code(tmp_path: Path) -> None:
     (tmp_path / "solo.py").write_text("x = 1\n")
     assert env_source("solo", str(tmp_path))
     assert env_source("json", None)  # a stand-in for an installed package
+
+
+def test_a_row_value_without_json_form_hashes_the_same_in_every_run() -> None:
+    from datetime import date
+
+    from evalgate.suites.identity import digest
+
+    class Opaque:  # its repr holds its memory address
+        pass
+
+    class Picture:
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        def tobytes(self) -> bytes:
+            return self.data
+
+    assert digest({"d": date(2024, 1, 2)}) == digest({"d": date(2024, 1, 2)})
+    assert digest({"o": Opaque()}) == digest({"o": Opaque()})
+    assert digest({"p": Picture(b"x")}) == digest({"p": Picture(b"x")})
+    assert digest({"p": Picture(b"x")}) != digest({"p": Picture(b"y")})

@@ -14,11 +14,14 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
 
 __all__ = ["digest", "tree_digest"]
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def _plain(value: Any) -> Any:
@@ -34,12 +37,19 @@ def _plain(value: Any) -> Any:
         return sorted(items, key=json.dumps) if isinstance(value, set | frozenset) else items
     if value is None or isinstance(value, str | int | float | bool):
         return value
-    return str(value)  # a date in a dataset row, a Path
+    if callable(getattr(value, "tobytes", None)):  # an image or array in a dataset row
+        return {type(value).__name__: _plain(value.tobytes())}
+    # A date in a dataset row, a Path; never a repr that holds a memory address (it would
+    # differ in every run, and no item would ever pair).
+    return _ADDRESS.sub(" at 0x…", str(value))
 
 
 def digest(value: Any) -> str:
     """A stable hash of ``value`` (mappings in key order; bytes by content)."""
-    text = json.dumps(_plain(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    try:  # plain JSON (a data row) as it is: _plain would rebuild it to the same text
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        text = json.dumps(_plain(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
