@@ -542,3 +542,19 @@ def test_a_row_value_without_json_form_hashes_the_same_in_every_run() -> None:
     assert digest({"o": Opaque()}) == digest({"o": Opaque()})
     assert digest({"p": Picture(b"x")}) == digest({"p": Picture(b"x")})
     assert digest({"p": Picture(b"x")}) != digest({"p": Picture(b"y")})
+
+
+def test_locating_an_environment_runs_none_of_its_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gate only locates the environment to hash it; the checkout (the working directory, on
+    # the gate's import path under `python -m`) is not where the worker imports from.
+    marker = tmp_path / "ran"
+    (tmp_path / "evilmod.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (tmp_path / "evilpkg").mkdir()
+    (tmp_path / "evilpkg" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert env_source("evilmod", None) == ""  # not installed: the worker will say so
+    assert env_source("evilpkg.sub", None) == ""
+    assert not marker.exists()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import importlib.util
+import importlib.machinery
 import itertools
 import json
 import logging
@@ -177,9 +177,14 @@ def env_source(env_id: str, env_path: str | None) -> str:
         found = next(
             (p for p in (Path(env_path) / name, Path(env_path) / f"{name}.py") if p.exists()), None
         )
-    else:
+    elif name.isidentifier():
+        # Located on the worker's path (this interpreter's, less the working directory, which
+        # the worker's -P drops): PathFinder runs nothing, where find_spec("a.b") would import
+        # "a" into the gate.
+        cwd = os.getcwd()
+        path = [p for p in sys.path if p and os.path.abspath(p) != cwd]
         try:
-            spec = importlib.util.find_spec(name)  # locates; runs nothing of the package
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
         except (ImportError, ValueError):
             spec = None
         if spec is not None and spec.submodule_search_locations:
