@@ -90,6 +90,22 @@ Scorer = Annotated[
 ]
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RUNNER_ENV = ("GITHUB_", "INPUT_", "ACTIONS_", "RUNNER_")  # as suites.repo_code.RESERVED
+
+
+def _declarable_env(names: list[str]) -> list[str]:
+    for name in names:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not an environment variable name")
+        if name.upper().startswith(_RUNNER_ENV):
+            raise ValueError(
+                f"{name!r}: the runner's {', '.join(p + '*' for p in _RUNNER_ENV)} variables "
+                "never reach a benchmark's code"
+            )
+    return names
+
+
 class CommonBenchmark(Strict):
     """Fields every benchmark kind has."""
 
@@ -286,6 +302,16 @@ class VerifiersBenchmark(CommonBenchmark):
     """v1 harness name (default: the taskset's)."""
     runtime: Literal["subprocess", "docker", "modal"] = "subprocess"
     """Where v1 rollouts execute; never a remote service unless chosen here."""
+    pass_env: list[str] = Field(default_factory=empty_list)
+    """Names of this machine's environment variables the task's code may read (a judge model's
+    key, say). It runs with a cleared environment: PATH, HOME, locale, CA and proxy settings,
+    the served model's endpoint, and these; never the runner's `GITHUB_*`, `INPUT_*`,
+    `ACTIONS_*`, `RUNNER_*` variables, which cannot be listed."""
+
+    @field_validator("pass_env")
+    @classmethod
+    def _declarable(cls, names: list[str]) -> list[str]:
+        return _declarable_env(names)
 
 
 class InspectGrader(Strict):
@@ -310,6 +336,17 @@ class InspectBenchmark(CommonBenchmark):
     task (`inspect_evals/gsm8k`, with that package installed for inspect's interpreter)."""
     task_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the task function (`-T` in `inspect eval`)."""
+    pass_env: list[str] = Field(default_factory=empty_list)
+    """Names of this machine's environment variables the task's code may read (a judge model's
+    key, say). It runs with a cleared environment: PATH, HOME, locale, CA and proxy settings,
+    the served model's endpoint, and these; never the runner's `GITHUB_*`, `INPUT_*`,
+    `ACTIONS_*`, `RUNNER_*` variables, which cannot be listed."""
+
+    @field_validator("pass_env")
+    @classmethod
+    def _declarable(cls, names: list[str]) -> list[str]:
+        return _declarable_env(names)
+
     score_key: str | None = Field(None, min_length=1)
     """For a scorer whose value is a dict (`{utility: 0, security: 1.0}`): the key this
     benchmark gates. One benchmark per key gates several; a dict without it is refused."""
