@@ -17,8 +17,10 @@ from typing import Any
 
 __all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "identity", "item_hash", "measurement"]
 
-# Bump when a scorer's or a metric's meaning changes: old baselines become non-comparable.
-SCORING_VERSION = 1
+# Bump when a scorer's or a metric's meaning changes, or how an item is identified: old
+# baselines become non-comparable (the Action's `baseline: auto` then evaluates the base again).
+# 2: an item's hash covers what decides its score (task files, tests, environment: Item.exam).
+SCORING_VERSION = 2
 
 
 def _digest(value: Any, size: int = 16) -> str:
