@@ -89,9 +89,19 @@ class BudgetMeter:
         self.tokens += prompt + completion
         self.usd += prompt * self.price[0] + completion * self.price[1]
 
+    def add_judge(self, judgement: dict[str, Any]) -> None:
+        """Count a judge's tokens and cost (priced for the judge model, not the candidate)."""
+        usage = judgement.get("usage") or {}
+        self.tokens += int(usage.get("prompt_tokens") or 0) + int(
+            usage.get("completion_tokens") or 0
+        )
+        self.usd += float(judgement.get("cost_usd") or 0.0)
+
     def add_records(self, records: Iterable[dict[str, Any]]) -> None:
         for rec in records:
             self.add(rec.get("usage"))
+            if rec.get("judge"):
+                self.add_judge(rec["judge"])
 
     def gpu_start(self, gpus: int) -> None:
         if gpus > 0:

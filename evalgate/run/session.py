@@ -8,17 +8,19 @@ comparing and gating what comes out is the pipeline's, not this module's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
 from evalgate.config.load import Config
-from evalgate.errors import InfraError
+from evalgate.errors import ConfigError, InfraError
 from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
 from evalgate.run.cache import ResponseCache
 from evalgate.run.costs import cost_usd
@@ -101,20 +103,24 @@ async def _execute(
     kept: list[dict[str, Any]] | None = None,
     stats: dict[str, Any] | None = None,
     budget: BudgetMeter | None = None,
+    judge_endpoint: Endpoint | None = None,
 ) -> tuple[list[dict[str, Any]], SequentialResult | None]:
     ev = bench.eval
     progress.start(suite.name, len(suite.items) * ev.rollouts - len(skip))
     try:
-        async with ChatClient(
-            endpoint,
-            bench.sampling,
-            timeout_s=ev.request_timeout_s,
-            max_retries=ev.max_retries,
-            max_concurrent=ev.max_concurrent,
-            adaptive=ev.adaptive_concurrency,
-            cache=cache if ev.cache else None,
-            cache_identity=cache_identity,
-        ) as client:
+        async with (
+            ChatClient(
+                endpoint,
+                bench.sampling,
+                timeout_s=ev.request_timeout_s,
+                max_retries=ev.max_retries,
+                max_concurrent=ev.max_concurrent,
+                adaptive=ev.adaptive_concurrency,
+                cache=cache if ev.cache else None,
+                cache_identity=cache_identity,
+            ) as client,
+            _bound_judge(suite, judge_endpoint, ev, cache, stats),
+        ):
             try:
                 with run_dir.open_journal() as journal:
 
@@ -152,6 +158,42 @@ async def _execute(
                     stats.update(client.stats.as_dict())
     finally:
         progress.finish()
+
+
+@contextlib.asynccontextmanager
+async def _bound_judge(
+    suite: Suite,
+    endpoint: Endpoint | None,
+    ev: Any,
+    cache: ResponseCache | None,
+    stats: dict[str, Any] | None,
+) -> AsyncIterator[None]:
+    """Bind a judged suite's judge to its own client for the run: the judge's sampling, the
+    benchmark's retries, timeout and concurrency, the run's response cache under the judge's
+    identity. Its calls and cache hits go to ``stats["judge"]``."""
+    judge = getattr(suite, "judge", None)
+    if judge is None or endpoint is None:
+        yield
+        return
+    from evalgate.suites.judge import judge_identity
+
+    async with ChatClient(
+        endpoint,
+        judge.spec.sampling,
+        timeout_s=ev.request_timeout_s,
+        max_retries=ev.max_retries,
+        max_concurrent=ev.max_concurrent,
+        adaptive=ev.adaptive_concurrency,
+        cache=cache if ev.cache else None,
+        cache_identity=judge_identity(judge.spec),
+    ) as client:
+        judge.client = client
+        try:
+            yield
+        finally:
+            judge.client = None
+            if stats is not None:
+                stats["judge"] = {**client.stats.as_dict(), **judge.stats}
 
 
 def _cache_identity(model: Any, run_config: dict[str, Any]) -> str:
@@ -279,7 +321,9 @@ def _run_model(
         benchmarks=tuple(b.name for b in config.benchmarks),
     )
     server = ctx.server_factory(model, serve_ctx)
+    judges = contextlib.ExitStack()  # judge servers, up while this model's suites run
     try:
+        judge_endpoints = _serve_judges(ctx, suites, serve_ctx, judges)
         ctx.log(f"[evalgate] starting model {model.name!r} ({model.backend})")
         t_serve = time.perf_counter()
         if budget is not None:
@@ -291,7 +335,10 @@ def _run_model(
             )
             ctx.log(f"[evalgate] model {model.name!r} {started} {endpoint.base_url}")
             for bench, suite in suites:
-                summary, seq = _run_one(ctx, model, server, endpoint, bench, suite, serve_s)
+                summary, seq = _run_one(
+                    ctx, model, server, endpoint, bench, suite, serve_s,
+                    judge_endpoint=judge_endpoints.get(suite.name),
+                )  # fmt: skip
                 if seq is not None:
                     decisions[(model.name, suite.name)] = seq
                 summaries.append(summary)
@@ -301,8 +348,42 @@ def _run_model(
             if (model.name, suite.name) not in done:
                 summaries.append(failed_run(model, bench, suite.name, str(exc)))
     finally:
+        judges.close()
         if budget is not None:
             budget.gpu_stop()
+
+
+def _serve_judges(
+    ctx: RunContext, suites: list[tuple[Any, Suite]], serve_ctx: ServeContext, stack: Any
+) -> dict[str, Endpoint]:
+    """Serve each distinct judge model the suites grade with (suite name → its endpoint), on
+    its own server like any model: the judge never shares a process with the judged. Each
+    judge is priced for the budget (a `usd` cap needs a known price)."""
+    from evalgate.run.budget import model_price
+
+    served: dict[str, Endpoint] = {}
+    out: dict[str, Endpoint] = {}
+    for _, suite in suites:
+        judge = getattr(suite, "judge", None)
+        if judge is None:
+            continue
+        model = judge.spec.model
+        judge.price = model_price(model)
+        budget = ctx.budget
+        if judge.price is None and budget is not None and "usd" in budget.caps:
+            raise ConfigError(
+                f"budget.usd: no price is known for the judge model {model.model_id!r} of "
+                f"benchmark {suite.name!r}; give it params.input_cost_per_token / "
+                "output_cost_per_token (litellm), or cap budget.tokens instead"
+            )
+        key = json.dumps(model.model_dump(mode="json"), sort_keys=True)
+        if key not in served:
+            # Its own label: logs and server names never collide with a model under test.
+            labelled = model.model_copy(update={"name": f"judge-{model.name}"})
+            ctx.log(f"[evalgate] starting judge {model.model_id!r} ({model.backend})")
+            served[key] = stack.enter_context(ctx.server_factory(labelled, serve_ctx))
+        out[suite.name] = served[key]
+    return out
 
 
 def _open_run_dir(
@@ -345,7 +426,18 @@ def _costs(summary: RunSummary, model: Any, records: list[dict[str, Any]]) -> di
     agent_cost = sum(reported) if reported else None
     if summary.extra["cost_usd"] is None:
         summary.extra["cost_usd"] = agent_cost
-    return {"cost_usd": summary.extra["cost_usd"], "agent_cost_usd": agent_cost}
+    out = {"cost_usd": summary.extra["cost_usd"], "agent_cost_usd": agent_cost}
+    judged = [r["judge"] for r in records if r.get("judge")]
+    if judged:  # a judge's tokens and cost are the run's too, shown apart from the model's
+        usage = {
+            k: sum(int((j.get("usage") or {}).get(k) or 0) for j in judged)
+            for k in ("prompt_tokens", "completion_tokens")
+        }
+        costs = [j.get("cost_usd") for j in judged]
+        judge_cost = None if None in costs else sum(costs)
+        summary.extra["judge_usage"] = out["judge_usage"] = usage
+        summary.extra["judge_cost_usd"] = out["judge_cost_usd"] = judge_cost
+    return out
 
 
 def _run_one(
@@ -356,6 +448,8 @@ def _run_one(
     bench: Any,
     suite: Suite,
     serve_s: float,
+    *,
+    judge_endpoint: Endpoint | None = None,
 ) -> tuple[RunSummary, SequentialResult | None]:
     """One benchmark suite on one served model: run, journal, summarise, write metadata."""
     run_cfg = _run_config(ctx.config, model, bench, endpoint, suite, server)
@@ -380,6 +474,7 @@ def _run_one(
             kept=kept,
             stats=stats,
             budget=ctx.budget,
+            judge_endpoint=judge_endpoint,
         )
     )
     if kept:

@@ -28,6 +28,7 @@ import json
 import random
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -315,7 +316,15 @@ class ChatClient:
         # Full jitter (AWS architecture blog): spreads retries of a burst of 429s apart.
         return random.uniform(0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
 
-    async def chat(self, messages: list[dict[str, str]], *, rollout: int = 0) -> Reply:
+    async def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        rollout: int = 0,
+        keep: Callable[[str], bool] | None = None,
+    ) -> Reply:
+        """One chat completion. ``keep``: whether a reply's text may be cached (and a cached
+        one used): a judge's unreadable verdict is asked again on the next run, not replayed."""
         session = self._session
         assert session is not None, "use `async with ChatClient(...)`"
         payload = dumps(self.body(messages, rollout))
@@ -325,7 +334,7 @@ class ChatClient:
             # item at temperature > 0 are k independent samples, not one sample k times.
             key = self.cache.key(self.cache_identity, payload, rollout)
             hit = self.cache.get(key)
-            if hit is not None:
+            if hit is not None and (keep is None or keep(hit[0])):
                 self.stats.cache_hits += 1
                 return Reply(text=hit[0], usage=hit[1], latency_s=0.0, attempts=0, cached=True)
         limit = self.limit
@@ -345,7 +354,7 @@ class ChatClient:
                     reply = self._parse(raw, start, attempt + 1)
                     if limit is not None:
                         limit.succeeded()
-                    if key is not None:
+                    if key is not None and (keep is None or keep(reply.text)):
                         self.cache.put(key, reply.text, reply.usage)  # type: ignore[union-attr]
                     return reply
                 error = RequestFailed(f"http_{status}", raw[:200].decode("utf-8", "replace"))

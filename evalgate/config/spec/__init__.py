@@ -31,6 +31,7 @@ from evalgate.config.spec.benchmarks import (
     VerifiersBenchmark,
 )
 from evalgate.config.spec.budget import BudgetSettings, apply_ceiling
+from evalgate.config.spec.judge import JudgeScale, JudgeScorer
 from evalgate.config.spec.models import (
     EMBEDDED_MODEL_ID,
     LiteLLMModel,
@@ -64,6 +65,8 @@ __all__ = [
     "HFHubSettings",
     "HumanEvalBenchmark",
     "InspectBenchmark",
+    "JudgeScale",
+    "JudgeScorer",
     "LiteLLMModel",
     "LocalModel",
     "ModalVLLMModel",

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from evalgate.config.spec._base import EvalSettings, Sampling, Strict, empty_list
+from evalgate.config.spec.judge import JudgeScorer
 
 __all__ = [
     "AgentBenchmark",
@@ -84,7 +85,7 @@ class ChoiceScorer(Strict):
 
 
 Scorer = Annotated[
-    ExactScorer | NumericScorer | RegexScorer | ContainsScorer | ChoiceScorer,
+    ExactScorer | NumericScorer | RegexScorer | ContainsScorer | ChoiceScorer | JudgeScorer,
     Field(discriminator="type"),
 ]
 

@@ -1,0 +1,322 @@
+"""Model-graded scoring: a judge model on its own scripted server, over real HTTP on loopback."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli import main
+from evalgate.config.spec import JudgeScale
+from evalgate.suites.judge import parse_verdict
+from tests.conftest import answer_arith, read_jsonl, write_config
+
+# ---------------------------------------------------------------------------------------------
+# Verdict parsing
+
+
+@pytest.mark.parametrize(
+    ("text", "score"),
+    [
+        ("The response is right.\nVERDICT: PASS", 1.0),
+        ("wrong sum\nverdict: fail", 0.0),
+        ("**VERDICT:** CORRECT", 1.0),
+        # The last verdict counts: a judge may quote the instruction before answering.
+        ('I must end with "VERDICT: PASS" or "VERDICT: FAIL".\nIt is wrong.\nVERDICT: FAIL', 0.0),
+    ],
+)
+def test_pass_fail_verdicts(text: str, score: float) -> None:
+    verdict = parse_verdict(text, "pass-fail")
+    assert verdict.score == score
+    assert verdict.raw == text
+
+
+def test_scale_verdict_maps_to_unit_interval() -> None:
+    scale = JudgeScale(min=1, max=5)
+    assert parse_verdict("ok\nVERDICT: 4", scale).score == pytest.approx(0.75)
+    assert parse_verdict("VERDICT: 1", scale).score == 0.0
+    assert parse_verdict("VERDICT: 5", scale).score == 1.0
+    assert parse_verdict("VERDICT: 6", scale).score is None  # off the scale: no guess
+    assert parse_verdict("VERDICT: PASS", scale).score is None
+
+
+@pytest.mark.parametrize("text", ["looks good to me", "VERDICT: maybe", ""])
+def test_unreadable_verdicts_have_no_score(text: str) -> None:
+    verdict = parse_verdict(text, "pass-fail")
+    assert verdict.score is None and verdict.problem
+
+
+def test_reasoning_is_what_comes_before_the_verdict() -> None:
+    verdict = parse_verdict("7 + 5 is 12, the response says 12.\nVERDICT: PASS", "pass-fail")
+    assert verdict.reasoning == "7 + 5 is 12, the response says 12."
+
+
+# ---------------------------------------------------------------------------------------------
+# Scripted servers: a candidate that gets every third item wrong, and a judge
+
+
+def _candidate(body: dict[str, Any], n: int) -> str:
+    text = body["messages"][-1]["content"]
+    right = answer_arith(body, n)
+    return str(int(right) + 1) if sum(map(ord, text)) % 3 == 0 else right
+
+
+def _section(prompt: str, name: str) -> str:
+    match = re.search(rf"\[{re.escape(name)}\]\n(.*?)\n\n", prompt + "\n\n", re.S)
+    assert match, f"no [{name}] section in the judge's prompt"
+    return match.group(1).strip()
+
+
+def fair_judge(body: dict[str, Any], n: int) -> str:
+    """Grades by comparing the response with the reference answer in its prompt."""
+    prompt = body["messages"][-1]["content"]
+    same = _section(prompt, "Response") == _section(prompt, "Reference answer")
+    return f"The response {'matches' if same else 'differs from'} the reference.\n" + (
+        "VERDICT: PASS" if same else "VERDICT: FAIL"
+    )
+
+
+def _config(
+    tmp_path: Path,
+    model_url: str,
+    judge_url: str,
+    scorer: str = "",
+    items: int = 9,
+    mode: str = "reference",
+) -> Path:
+    return write_config(
+        tmp_path,
+        f"""
+models:
+  - name: scripted
+    backend: openai
+    base_url: {model_url}
+    model: org/candidate
+benchmarks:
+  - name: arith
+    eval: {{num_examples: {items}}}
+    scorer:
+      type: judge
+      mode: {mode}
+      model: {{name: judge, backend: openai, base_url: {judge_url}, model: org/judge}}
+{scorer}
+eval:
+  max_retries: 0
+""",
+    )
+
+
+def _run(tmp_path: Path, config: Path, *args: str) -> tuple[int, Path]:
+    out = tmp_path / "out"
+    code = main(["local", str(config), "--output", str(out), *args], environ={"CI": "true"})
+    return code, out
+
+
+def _results(out: Path) -> list[dict[str, Any]]:
+    runs = sorted((out / "evals").glob("arith--org--candidate/*"))
+    return read_jsonl(runs[-1] / "results.jsonl")
+
+
+def _metadata(out: Path) -> dict[str, Any]:
+    runs = sorted((out / "evals").glob("arith--org--candidate/*"))
+    return json.loads((runs[-1] / "metadata.json").read_text())
+
+
+def test_judge_scores_each_completion_and_keeps_its_reasoning(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    model, judge = scripted_server(_candidate), scripted_server(fair_judge)
+    code, out = _run(tmp_path, _config(tmp_path, model.base_url, judge.base_url))
+    assert code == 0
+    results = _results(out)
+    assert len(results) == 9 == len(judge.requests)
+    for rec in results:
+        right = rec["completion"] == rec["answer"]
+        assert rec["reward"] == (1.0 if right else 0.0)
+        (sample,) = rec["judge"]["samples"]
+        assert sample["raw"].endswith("VERDICT: PASS" if right else "VERDICT: FAIL")
+        assert sample["reasoning"].startswith("The response")
+        assert rec["judge"]["usage"] == {"prompt_tokens": 7, "completion_tokens": 3}
+    assert {r["reward"] for r in results} == {0.0, 1.0}  # the candidate's misses are caught
+    # The judge gets its own model and sampling, never the candidate's.
+    assert {b["model"] for b in judge.requests} == {"org/judge"}
+    assert {b["max_tokens"] for b in judge.requests} == {512}
+    meta = _metadata(out)
+    assert meta["judge_usage"] == {"prompt_tokens": 63, "completion_tokens": 27}
+    assert meta["requests"]["judge"]["calls"] == 9
+    assert meta["usage"]["prompt_tokens"] == 63  # the candidate's tokens, counted apart
+
+
+def test_a_rerun_reuses_every_judgement_from_the_cache(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    model, judge = scripted_server(_candidate), scripted_server(fair_judge)
+    config = _config(tmp_path, model.base_url, judge.base_url)
+    first, out = _run(tmp_path, config)
+    second, _ = _run(tmp_path, config)
+    assert first == second == 0
+    assert len(judge.requests) == 9  # nothing asked twice
+    meta = _metadata(out)
+    assert meta["requests"]["judge"]["cache_hits"] == 9
+    assert [r["reward"] for r in _results(out)] == [r["judge"]["score"] for r in _results(out)]
+
+
+def test_an_unparseable_verdict_is_an_error_with_the_raw_reply_kept(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    def rambling(body: dict[str, Any], n: int) -> str:
+        return "Hmm, hard to say. Probably fine?"
+
+    model, judge = scripted_server(_candidate), scripted_server(rambling)
+    config = _config(tmp_path, model.base_url, judge.base_url)
+    code, out = _run(tmp_path, config)
+    assert code == 3  # every rollout errored: no score is trusted, and none is a silent 0
+    results = _results(out)
+    assert all(r["reward"] is None for r in results)
+    assert all(r["error"].startswith("judge_unparseable:") for r in results)
+    assert all(
+        r["judge"]["samples"][0]["raw"] == "Hmm, hard to say. Probably fine?" for r in results
+    )
+    assert all(r["completion"] for r in results)  # what was judged is kept too
+    assert _metadata(out)["error_kinds"] == {"judge_unparseable": 9}
+    # An unreadable verdict is not cached: the next run asks the judge again.
+    _run(tmp_path, config)
+    assert len(judge.requests) == 18
+
+
+def test_a_failing_judge_is_an_error_kind_counted_against_the_error_budget(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    def flaky(body: dict[str, Any], n: int) -> Any:
+        if n % 3 == 0:
+            return (500, "judge overloaded", {})
+        return fair_judge(body, n)
+
+    model, judge = scripted_server(answer_arith), scripted_server(flaky)
+    code, out = _run(
+        tmp_path, _config(tmp_path, model.base_url, judge.base_url), "--eval.max_error_rate=0.5"
+    )
+    results = _results(out)
+    errors = [r for r in results if r["error"]]
+    assert len(errors) == 3 and all(r["error"].startswith("judge_http_500:") for r in errors)
+    assert all(r["reward"] == 1.0 for r in results if not r["error"])
+    assert code == 0  # 3/9 errored, under the 50 % budget; the rest scored
+    code, _ = _run(tmp_path, _config(tmp_path, model.base_url, judge.base_url))
+    # With the default 5 % budget the errors (retried, then failed again) make the run ERROR.
+    assert code == 3
+
+
+def test_judge_samples_are_averaged_with_a_seed_each(tmp_path: Path, scripted_server: Any) -> None:
+    def by_seed(body: dict[str, Any], n: int) -> str:
+        return "VERDICT: FAIL" if body["seed"] % 3 == 1 else "VERDICT: PASS"
+
+    model, judge = scripted_server(answer_arith), scripted_server(by_seed)
+    scorer = "      judge_samples: 3\n      sampling: {temperature: 0.7, seed: 0}"
+    code, out = _run(tmp_path, _config(tmp_path, model.base_url, judge.base_url, scorer, 4))
+    assert code == 0
+    assert len(judge.requests) == 12
+    for rec in _results(out):
+        assert [s["score"] for s in rec["judge"]["samples"]] == [1.0, 0.0, 1.0]
+        assert rec["reward"] == pytest.approx(2 / 3)
+    assert {b["temperature"] for b in judge.requests} == {0.7}
+
+
+def test_a_rubric_judge_on_a_scale(tmp_path: Path, scripted_server: Any) -> None:
+    seen: list[str] = []
+
+    def grader(body: dict[str, Any], n: int) -> str:
+        prompt = body["messages"][-1]["content"]
+        seen.append(prompt)
+        return "Terse but right.\nVERDICT: 4"
+
+    model, judge = scripted_server(answer_arith), scripted_server(grader)
+    config = write_config(
+        tmp_path,
+        f"""
+models:
+  - {{name: scripted, backend: openai, base_url: {model.base_url}, model: org/candidate}}
+benchmarks:
+  - name: arith
+    eval: {{num_examples: 3}}
+    scorer:
+      type: judge
+      rubric: Shows its working.
+      scale: {{min: 1, max: 5}}
+      model: {{name: judge, backend: openai, base_url: {judge.base_url}}}
+""",
+    )
+    code, out = _run(tmp_path, config)
+    assert code == 0
+    assert [r["reward"] for r in _results(out)] == [0.75] * 3
+    assert "Shows its working." in seen[0] and "from 1 (worst) to 5 (best)" in seen[0]
+
+
+def test_a_custom_template_sees_the_item(tmp_path: Path, scripted_server: Any) -> None:
+    model, judge = scripted_server(answer_arith), scripted_server(lambda b, n: "VERDICT: PASS")
+    scorer = (
+        "      prompt_template: 'Q={{ question }} A={{ completion }} R={{ reference }} "
+        "id={{ id }}'"
+    )
+    config = _config(tmp_path, model.base_url, judge.base_url, scorer, 1, mode="rubric")
+    code, _ = _run(tmp_path, config)
+    assert code == 0
+    (body,) = judge.requests
+    assert re.fullmatch(r"Q=What is .+\? A=-?\d+ R=-?\d+ id=\S+", body["messages"][-1]["content"])
+
+
+@pytest.mark.parametrize(
+    ("scorer", "message"),
+    [
+        ("      prompt_template: '{{ nope }}'", "'nope' is undefined"),
+        ("      prompt_template: '{% if %}'", "judge template"),
+        ("      scale: {min: 1, max: 5}", "mode reference grades pass/fail"),
+        ("      judge_samples: 0", "judge_samples"),
+    ],
+)
+def test_judge_config_mistakes_are_one_line_errors_before_any_call(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str], scorer: str,
+    message: str,
+) -> None:  # fmt: skip
+    model, judge = scripted_server(answer_arith), scripted_server(fair_judge)
+    code, _ = _run(tmp_path, _config(tmp_path, model.base_url, judge.base_url, scorer, 2))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and "Traceback" not in err
+    assert not judge.requests and not model.requests
+
+
+# ---------------------------------------------------------------------------------------------
+# The judge is part of the exam
+
+
+def test_a_changed_judge_is_a_changed_measurement(tmp_path: Path, scripted_server: Any) -> None:
+    from evalgate.action.policy import measurement
+    from evalgate.config.load import load_config
+    from evalgate.run.fingerprint import fingerprint
+
+    url = "http://127.0.0.1:9/v1"
+    variants = {
+        "base": "",
+        "rubric": "      rubric: Be brief.",
+        "sampling": "      sampling: {temperature: 1.0}",
+        "samples": "      judge_samples: 3",
+        "template": "      prompt_template: '{{ completion }} VERDICT?'",
+    }
+    prints, measures = {}, {}
+    for name, scorer in variants.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        config = load_config(_config(folder, url, url, scorer), [])
+        bench = config.benchmarks[0]
+        prints[name] = json.dumps(
+            fingerprint(bench, config.models[0], "m", [])["measurement"], sort_keys=True
+        )
+        measures[name] = json.dumps(measurement(bench), sort_keys=True)
+    assert len(set(prints.values())) == len(variants)
+    assert len(set(measures.values())) == len(variants)
+    # …and so is another judge model.
+    other = load_config(_config(tmp_path, url, "http://127.0.0.1:10/v1"), [])
+    assert measurement(other.benchmarks[0]) != json.loads(measures["base"])
