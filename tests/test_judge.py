@@ -257,8 +257,7 @@ benchmarks:
 def test_a_custom_template_sees_the_item(tmp_path: Path, scripted_server: Any) -> None:
     model, judge = scripted_server(answer_arith), scripted_server(lambda b, n: "VERDICT: PASS")
     scorer = (
-        "      prompt_template: 'Q={{ question }} A={{ completion }} R={{ reference }} "
-        "id={{ id }}'"
+        "      prompt_template: 'Q={{ question }} A={{ completion }} R={{ reference }} id={{ id }}'"
     )
     config = _config(tmp_path, model.base_url, judge.base_url, scorer, 1, mode="rubric")
     code, _ = _run(tmp_path, config)
