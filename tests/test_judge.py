@@ -148,6 +148,19 @@ def test_judge_scores_each_completion_and_keeps_its_reasoning(
     assert meta["judge_usage"] == {"prompt_tokens": 63, "completion_tokens": 27}
     assert meta["requests"]["judge"]["calls"] == 9
     assert meta["usage"]["prompt_tokens"] == 63  # the candidate's tokens, counted apart
+    rows = _report_rows(out)
+    assert len(rows) == 9
+    assert all("[1] 1.00: The response matches the reference." == r["judge"] for r in rows
+               if r["reward_pr"] == 1.0)  # fmt: skip
+    assert any("[1] 0.00: The response differs" in r["judge"] for r in rows)
+
+
+def _report_rows(out: Path) -> list[dict[str, Any]]:
+    html = (out / "report.html").read_text()
+    data = re.search(r'id="evalgate-data">(.*?)</script>', html, re.S)
+    assert data
+    (run,) = json.loads(data.group(1))
+    return run["rows"]
 
 
 def test_a_rerun_reuses_every_judgement_from_the_cache(
@@ -182,6 +195,9 @@ def test_an_unparseable_verdict_is_an_error_with_the_raw_reply_kept(
     )
     assert all(r["completion"] for r in results)  # what was judged is kept too
     assert _metadata(out)["error_kinds"] == {"judge_unparseable": 9}
+    assert all(
+        r["judge"] == "[1] no verdict: Hmm, hard to say. Probably fine?" for r in _report_rows(out)
+    )
     # An unreadable verdict is not cached: the next run asks the judge again.
     _run(tmp_path, config)
     assert len(judge.requests) == 18
