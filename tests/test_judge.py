@@ -335,3 +335,98 @@ def test_a_changed_judge_is_a_changed_measurement(tmp_path: Path, scripted_serve
     # …and so is another judge model.
     other = load_config(_config(tmp_path, url, "http://127.0.0.1:10/v1"), [])
     assert measurement(other.benchmarks[0]) != json.loads(measures["base"])
+
+
+# ---------------------------------------------------------------------------------------------
+# judge-check: the judge's agreement, measured on a labelled set
+
+
+def test_cohen_kappa() -> None:
+    from evalgate.suites.judge_labels import cohen_kappa
+
+    assert cohen_kappa([True, True, False, False], [True, False, False, False]) == 0.5
+    assert cohen_kappa([True, False, True, False], [True, False, True, False]) == 1.0
+    # A judge that passes everything agrees with mostly-passing labels by chance alone.
+    assert cohen_kappa([True, True, True, False], [True, True, True, True]) == 0.0
+    assert cohen_kappa([True, True], [True, True]) is None
+
+
+_LABELLED = [
+    # question, completion, reference, label: a person's grade
+    ("What is 2 + 2?", "4", "4", "pass"),
+    ("What is 3 + 3?", "6", "6", "pass"),
+    ("What is 5 - 1?", "3", "4", "fail"),
+    ("What is 7 + 1?", "9", "8", "fail"),
+    ("Capital of France?", "Paris", "Paris", "pass"),
+    # The fair judge compares strings: it fails this right answer (the label says pass).
+    ("What is 1 + 1?", "two", "2", "pass"),
+]
+
+
+def _labels(tmp_path: Path) -> Path:
+    path = tmp_path / "judge-labels.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"question": q, "completion": c, "reference": r, "label": lab}) + "\n"
+            for q, c, r, lab in _LABELLED
+        )
+    )
+    return path
+
+
+def test_judge_check_reports_accuracy_kappa_and_self_agreement(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    import io
+
+    def wavering(body: dict[str, Any], n: int) -> str:
+        # Consistent, except on "Capital of France?" where every third sample says FAIL.
+        prompt = body["messages"][-1]["content"]
+        if "France" in prompt and body["seed"] % 3 == 2:
+            return "VERDICT: FAIL"
+        return fair_judge(body, n)
+
+    judge = scripted_server(wavering)
+    _labels(tmp_path)
+    config = _config(tmp_path, "http://127.0.0.1:9/v1", judge.base_url,
+                     "      labels: judge-labels.jsonl")  # fmt: skip
+    out = io.StringIO()
+    args = ["judge-check", str(config), "--samples", "3", "--output", str(tmp_path / "jc")]
+    assert main(args, environ={"CI": "true"}, out=out) == 0
+    line = out.getvalue().strip()
+    result = json.loads((tmp_path / "jc" / "judge-check.json").read_text())["arith"]
+    # 6 examples: the "two" one is wrongly failed; France passes on average (2 of 3 samples).
+    assert result["accuracy"] == pytest.approx(5 / 6)
+    labels, verdicts = [1, 1, 0, 0, 1, 1], [1, 1, 0, 0, 1, 0]
+    po, pl, pv = 5 / 6, sum(labels) / 6, sum(verdicts) / 6
+    pe = pl * pv + (1 - pl) * (1 - pv)
+    assert result["kappa"] == pytest.approx((po - pe) / (1 - pe))
+    assert result["self_agreement"] == pytest.approx(5 / 6)
+    assert result["samples"] == 3 and result["errors"] == 0
+    assert "accuracy 83.3%" in line and "Cohen's κ 0.67" in line and "self-agreement" in line
+    assert len(judge.requests) == 18
+    # Run again: every judgement comes from the cache.
+    assert main(args, environ={"CI": "true"}, out=io.StringIO()) == 0
+    assert len(judge.requests) == 18
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        (None, "no judged benchmark has a labelled set"),
+        ('{"question": "q", "completion": "c", "label": "maybe"}\n', ":1: label 'maybe'"),
+        ('{"question": "q", "label": "pass"}\n', ":1: missing completion"),
+        ("not json\n", ":1: not JSON"),
+    ],
+)
+def test_judge_check_mistakes_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], labels: str | None, message: str
+) -> None:
+    scorer = ""
+    if labels is not None:
+        (tmp_path / "l.jsonl").write_text(labels)
+        scorer = "      labels: l.jsonl"
+    config = _config(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1", scorer)
+    assert main(["judge-check", str(config)], environ={"CI": "true"}) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
