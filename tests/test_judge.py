@@ -146,11 +146,16 @@ def test_judge_scores_each_completion_and_keeps_its_reasoning(
     assert {b["max_tokens"] for b in judge.requests} == {512}
     meta = _metadata(out)
     assert meta["judge_usage"] == {"prompt_tokens": 63, "completion_tokens": 27}
-    assert meta["requests"]["judge"]["calls"] == 9
+    assert meta["judge"]["requests"]["calls"] == 9
     assert meta["usage"]["prompt_tokens"] == 63  # the candidate's tokens, counted apart
+    scorecard = (out / "scorecard.md").read_text()
+    assert (
+        "- scripted / arith: judge `org/judge` (`openai`), 9 judgements (0 from the cache); "
+        "agreement not measured (no labelled set: `scorer.labels`)"
+    ) in scorecard
     rows = _report_rows(out)
     assert len(rows) == 9
-    assert all("[1] 1.00: The response matches the reference." == r["judge"] for r in rows
+    assert all(r["judge"] == "[1] 1.00: The response matches the reference." for r in rows
                if r["reward_pr"] == 1.0)  # fmt: skip
     assert any("[1] 0.00: The response differs" in r["judge"] for r in rows)
 
@@ -173,7 +178,7 @@ def test_a_rerun_reuses_every_judgement_from_the_cache(
     assert first == second == 0
     assert len(judge.requests) == 9  # nothing asked twice
     meta = _metadata(out)
-    assert meta["requests"]["judge"]["cache_hits"] == 9
+    assert meta["judge"]["requests"]["cache_hits"] == 9
     assert [r["reward"] for r in _results(out)] == [r["judge"]["score"] for r in _results(out)]
 
 
@@ -430,3 +435,33 @@ def test_judge_check_mistakes_are_one_line_errors(
     assert main(["judge-check", str(config)], environ={"CI": "true"}) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_scorecard_shows_the_judges_measured_agreement(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    model, judge = scripted_server(answer_arith), scripted_server(fair_judge)
+    _labels(tmp_path)
+    config = _config(tmp_path, model.base_url, judge.base_url,
+                     "      labels: judge-labels.jsonl", items=3)  # fmt: skip
+    code, out = _run(tmp_path, config)
+    assert code == 0
+    scorecard = (out / "scorecard.md").read_text()
+    assert (
+        "judge `org/judge` (`openai`), 3 judgements (0 from the cache); measured on 6 labelled "
+        "examples: accuracy 83.3%, Cohen's κ 0.67"
+    ) in scorecard
+    assert len(judge.requests) == 3 + 6
+    assert _metadata(out)["judge"]["agreement"]["accuracy"] == pytest.approx(5 / 6)
+
+
+def test_a_bad_labelled_set_stops_the_run_before_any_call(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, judge = scripted_server(answer_arith), scripted_server(fair_judge)
+    (tmp_path / "l.jsonl").write_text('{"question": "q", "completion": "c", "label": 7}\n')
+    config = _config(tmp_path, model.base_url, judge.base_url, "      labels: l.jsonl")
+    code, _ = _run(tmp_path, config)
+    assert code == 2
+    assert "l.jsonl:1: label 7 is not pass or fail" in capsys.readouterr().err
+    assert not model.requests and not judge.requests

@@ -15,16 +15,7 @@ from typing import IO, Any
 
 from evalgate.errors import ConfigError
 
-__all__ = ["judge_check", "labels_path", "render_agreement"]
-
-
-def labels_path(config: Any, bench: Any) -> Path | None:
-    """The benchmark's labelled set, relative to the evals.yaml (kept relative in the config:
-    the fingerprint must not hold a checkout's absolute path)."""
-    labels = getattr(getattr(bench, "scorer", None), "labels", None)
-    if labels is None:
-        return None
-    return (Path(config.path).parent / labels).resolve()
+__all__ = ["judge_check", "render_agreement"]
 
 
 def _fmt(value: float | None, pct: bool = True) -> str:
@@ -86,7 +77,7 @@ def judge_check(
     from evalgate.run.cache import ResponseCache
     from evalgate.serve import ServeContext
     from evalgate.suites.judge import Judge
-    from evalgate.suites.judge_labels import load_labels
+    from evalgate.suites.judge_labels import labels_path, load_labels
 
     judged = [b for b in config.benchmarks if getattr(getattr(b, "scorer", None), "type", None)
               == "judge" and benchmark in (None, b.name)]  # fmt: skip

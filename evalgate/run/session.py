@@ -190,6 +190,15 @@ async def _bound_judge(
         judge.client = client
         try:
             yield
+            if judge.labels:  # measured with the judge that graded, for the scorecard
+                from evalgate.suites.judge_labels import measure
+
+                graded = dict(judge.stats)
+                agreement = await measure(judge, judge.labels)
+                agreement.pop("details")
+                judge.stats.update(graded)  # the run's own judgements, not the labelled set's
+                if stats is not None:
+                    stats["judge_agreement"] = agreement
         finally:
             judge.client = None
             if stats is not None:
@@ -360,15 +369,19 @@ def _serve_judges(
     its own server like any model: the judge never shares a process with the judged. Each
     judge is priced for the budget (a `usd` cap needs a known price)."""
     from evalgate.run.budget import model_price
+    from evalgate.suites.judge_labels import labels_path, load_labels
 
     served: dict[str, Endpoint] = {}
     out: dict[str, Endpoint] = {}
-    for _, suite in suites:
+    for bench, suite in suites:
         judge = getattr(suite, "judge", None)
         if judge is None:
             continue
         model = judge.spec.model
         judge.price = model_price(model)
+        labels = labels_path(ctx.config, bench)
+        if labels is not None:  # read before any server starts: a bad file is a config error
+            judge.labels = load_labels(labels, judge.spec.scale)
         budget = ctx.budget
         if judge.price is None and budget is not None and "usd" in budget.caps:
             raise ConfigError(
@@ -502,12 +515,23 @@ def _run_one(
         summary.extra["unenforced_limits"] = suite.unenforced_limits
     if seq is not None:
         summary.extra["sequential"] = dataclasses.asdict(seq)
+    judge_stats, agreement = stats.pop("judge", None), stats.pop("judge_agreement", None)
     summary.extra["requests"] = stats  # the scorecard's Runs table shows them
+    if judge_stats is not None:  # the scorecard's judge line: who graded, at what cost, how well
+        judge_model = suite.judge.spec.model
+        summary.extra["judge"] = {
+            "model_id": judge_model.model_id,
+            "backend": judge_model.backend,
+            "requests": judge_stats,
+            "agreement": agreement,
+        }
     meta = _metadata(summary, bench, elapsed)
     meta.update(_costs(summary, model, records))
     meta["sequential"] = summary.extra.get("sequential")
     meta["server_startup_ms"] = round(serve_s * 1000, 1)
     meta["requests"] = stats
+    if "judge" in summary.extra:
+        meta["judge"] = summary.extra["judge"]
     if ctx.budget is not None and ctx.budget.caps:
         meta["budget"] = {**ctx.budget.as_dict(), "stopped": stopped}
         meta["complete"] = not stopped

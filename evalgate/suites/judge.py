@@ -147,6 +147,7 @@ class Judge:
     client: Any = None
     price: tuple[float, float] | None = (0.0, 0.0)
     stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "cache_hits": 0})
+    labels: list[dict[str, Any]] | None = None  # its labelled set, loaded by the run
 
     @classmethod
     def from_spec(cls, spec: Any) -> Judge:

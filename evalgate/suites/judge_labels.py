@@ -22,7 +22,16 @@ from typing import Any
 from evalgate.errors import ConfigError
 from evalgate.suites.judge import Judge, JudgeFailed
 
-__all__ = ["agreement", "cohen_kappa", "load_labels", "measure"]
+__all__ = ["agreement", "cohen_kappa", "labels_path", "load_labels", "measure"]
+
+
+def labels_path(config: Any, bench: Any) -> Path | None:
+    """The benchmark's labelled set, relative to the evals.yaml (kept relative in the config:
+    the fingerprint must not hold a checkout's absolute path)."""
+    labels = getattr(getattr(bench, "scorer", None), "labels", None)
+    if labels is None:
+        return None
+    return (Path(config.path).parent / labels).resolve()
 
 
 def _label(value: Any, scale: Any, where: str) -> float:
