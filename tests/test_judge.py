@@ -465,3 +465,111 @@ def test_a_bad_labelled_set_stops_the_run_before_any_call(
     assert code == 2
     assert "l.jsonl:1: label 7 is not pass or fail" in capsys.readouterr().err
     assert not model.requests and not judge.requests
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairwise: the PR's completion against the baseline's, in both orders
+
+
+def _pairwise_config(tmp_path: Path, model_url: str, judge_url: str) -> Path:
+    folder = tmp_path / f"cfg-{len(list(tmp_path.glob('cfg-*')))}"
+    folder.mkdir()
+    return _config(folder, model_url, judge_url, items=9, mode="pairwise")
+
+
+def _right(prompt: str, name: str) -> bool:
+    return _section(prompt, name) == _section(prompt, "Reference answer")
+
+
+def preferring_judge(body: dict[str, Any], n: int) -> str:
+    """Prefers the response that states the reference answer; a tie when both or neither do."""
+    prompt = body["messages"][-1]["content"]
+    a, b = _right(prompt, "Response A"), _right(prompt, "Response B")
+    return "Compared.\nVERDICT: " + ("TIE" if a == b else "A" if a else "B")
+
+
+def _wrong_on(items: set[int]) -> Any:
+    def script(body: dict[str, Any], n: int) -> str:
+        right = answer_arith(body, n)
+        text = body["messages"][-1]["content"]
+        return str(int(right) + 1) if sum(map(ord, text)) % 9 in items else right
+
+    return script
+
+
+def _pairwise_runs(tmp_path: Path, scripted_server: Any, judge_script: Any) -> tuple[Any, ...]:
+    base_model = scripted_server(_wrong_on({0, 1, 2}))
+    pr_model = scripted_server(_wrong_on({2, 3}))
+    judge = scripted_server(judge_script)
+    base_out, pr_out = tmp_path / "base", tmp_path / "pr"
+    env = {"CI": "true"}
+    cfg = _pairwise_config(tmp_path, base_model.base_url, judge.base_url)
+    base_code = main(["local", str(cfg), "--output", str(base_out)], environ=env)
+    cfg = _pairwise_config(tmp_path, pr_model.base_url, judge.base_url)
+    args = ["local", str(cfg), "--output", str(pr_out), "--baseline", str(base_out)]
+    pr_code = main(args, environ=env)
+    return base_code, pr_code, base_out, pr_out, judge
+
+
+def test_pairwise_prefers_the_better_completion_in_both_orders(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    base_code, pr_code, base_out, pr_out, judge = _pairwise_runs(
+        tmp_path, scripted_server, preferring_judge
+    )
+    assert base_code == 0
+    base = _results(base_out)
+    # The baseline's own run has nothing to compare with: a tie with itself, no judge call.
+    assert {r["reward"] for r in base} == {0.5} and all(
+        r["metrics"] == {"win_rate": 0.5} for r in base
+    )
+    base_ok = {r["example_id"]: r["completion"] == r["answer"] for r in base}
+    base_text = {r["example_id"]: r["completion"] for r in base}
+    differ = 0
+    for rec in _results(pr_out):
+        ok = rec["completion"] == rec["answer"]
+        want = 0.5 if ok == base_ok[rec["example_id"]] else 1.0 if ok else 0.0
+        assert rec["reward"] == want, rec
+        if rec["completion"] == base_text[rec["example_id"]]:  # a tie without asking
+            assert rec["judge"]["samples"] == [] and "tie by construction" in rec["judge"]["note"]
+        else:
+            differ += 1
+            assert rec["judge"]["consistent"] is True
+            assert [s["order"] for s in rec["judge"]["samples"]] == ["base-first", "pr-first"]
+    assert 0 < differ < 9
+    assert len(judge.requests) == 2 * differ  # each differing item in both orders
+    # Both orders were really asked: base's completion first, then the PR's.
+    firsts = {_section(b["messages"][-1]["content"], "Response A") for b in judge.requests}
+    assert len(firsts) > 1
+    assert pr_code in (0, 1)
+    scorecard = (pr_out / "scorecard.md").read_text()
+    assert f"position-swap consistency 100.0% over {differ} pairs" in scorecard
+    # The gate's paired statistics apply as they are: base 0.5 on every item, Δ = p − 0.5.
+    verdict = json.loads((pr_out / "verdict.json").read_text())
+    (comp,) = verdict["comparisons"]
+    assert comp["comparable"] is True and comp["n_paired"] == 9
+    (metric,) = comp["metrics"]
+    pr_mean = sum(r["reward"] for r in _results(pr_out)) / 9
+    assert metric["metric"] == "win_rate"
+    assert metric["result"]["base_mean"] == 0.5
+    assert metric["result"]["delta"] == pytest.approx(pr_mean - 0.5)
+    assert "win_rate" in scorecard
+
+
+def test_a_position_biased_judge_cancels_out_and_is_reported(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    def first_is_better(body: dict[str, Any], n: int) -> str:
+        return "The first one reads better.\nVERDICT: A"
+
+    _, _, _, pr_out, judge = _pairwise_runs(tmp_path, scripted_server, first_is_better)
+    results = _results(pr_out)
+    # Always "A": base wins when shown first, the PR when it is: a tie, never a PR win.
+    assert {r["reward"] for r in results} == {0.5}
+    compared = [r for r in results if r["judge"]["samples"]]  # the items whose texts differ
+    assert compared
+    assert all(r["judge"]["orders"] == {"base-first": 0.0, "pr-first": 1.0} for r in compared)
+    assert not any(r["judge"]["consistent"] for r in compared)
+    assert len(judge.requests) == 2 * len(compared)
+    scorecard = (pr_out / "scorecard.md").read_text()
+    assert f"position-swap consistency 0.0% over {len(compared)} pairs" in scorecard

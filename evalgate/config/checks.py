@@ -93,7 +93,11 @@ def produced_metrics(bench: Any) -> set[str] | None:
     if bench.kind not in _ACCURACY_KINDS:
         return None
     k = bench.eval.rollouts
-    return {"accuracy"} | ({f"pass@{k}", f"pass^{k}"} if k > 1 else set())
+    scorer = getattr(bench, "scorer", None)
+    pairwise = getattr(scorer, "mode", None) == "pairwise"  # a judge's preference, not a grade
+    return {"win_rate" if pairwise else "accuracy"} | (
+        {f"pass@{k}", f"pass^{k}"} if k > 1 else set()
+    )
 
 
 def _unknown_metric(metric: str, produced: set[str], bench: str) -> str:

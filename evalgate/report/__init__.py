@@ -139,6 +139,9 @@ def _judge(info: dict[str, Any]) -> Markup:
         f"judge {code_span(str(info.get('model_id')))} ({code_span(str(info.get('backend')))}), "
         f"{int(req.get('calls', 0))} judgements ({int(req.get('cache_hits', 0))} from the cache)"
     )
+    if info.get("position_consistency") is not None:
+        shown = _pct(info["position_consistency"])
+        text += f", position-swap consistency {shown} over {int(info['pairs'])} pairs"
     agree = info.get("agreement")
     if not agree:
         return Markup(text + "; agreement not measured (no labelled set: `scorer.labels`)")

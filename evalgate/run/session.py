@@ -119,7 +119,7 @@ async def _execute(
                 cache=cache if ev.cache else None,
                 cache_identity=cache_identity,
             ) as client,
-            _bound_judge(suite, judge_endpoint, ev, cache, stats),
+            _bound_judge(suite, judge_endpoint, ev, cache, stats, baseline),
         ):
             try:
                 with run_dir.open_journal() as journal:
@@ -167,6 +167,7 @@ async def _bound_judge(
     ev: Any,
     cache: ResponseCache | None,
     stats: dict[str, Any] | None,
+    baseline: LoadedRun | None = None,
 ) -> AsyncIterator[None]:
     """Bind a judged suite's judge to its own client for the run: the judge's sampling, the
     benchmark's retries, timeout and concurrency, the run's response cache under the judge's
@@ -177,6 +178,8 @@ async def _bound_judge(
         return
     from evalgate.suites.judge import judge_identity
 
+    if baseline is not None and judge.spec.mode == "pairwise":
+        judge.baseline = _baseline_completions(baseline)
     async with ChatClient(
         endpoint,
         judge.spec.sampling,
@@ -203,6 +206,16 @@ async def _bound_judge(
             judge.client = None
             if stats is not None:
                 stats["judge"] = {**client.stats.as_dict(), **judge.stats}
+
+
+def _baseline_completions(baseline: LoadedRun) -> dict[str, list[str]]:
+    """The baseline's completions by item and rollout, for a pairwise judge (errored rollouts
+    left out: there is nothing to compare with)."""
+    out: dict[str, list[str]] = {}
+    for rec in sorted(baseline.records, key=lambda r: r.get("rollout", 0)):
+        if rec.get("error") is None and isinstance(rec.get("completion"), str):
+            out.setdefault(rec["example_id"], []).append(rec["completion"])
+    return out
 
 
 def _cache_identity(model: Any, run_config: dict[str, Any]) -> str:
@@ -519,11 +532,17 @@ def _run_one(
     summary.extra["requests"] = stats  # the scorecard's Runs table shows them
     if judge_stats is not None:  # the scorecard's judge line: who graded, at what cost, how well
         judge_model = suite.judge.spec.model
+        swaps = [
+            r["judge"]["consistent"] for r in records if "consistent" in (r.get("judge") or {})
+        ]
         summary.extra["judge"] = {
             "model_id": judge_model.model_id,
             "backend": judge_model.backend,
             "requests": judge_stats,
             "agreement": agreement,
+            # Pairwise: the share of comparisons whose two orders agreed (position bias).
+            "position_consistency": sum(swaps) / len(swaps) if swaps else None,
+            "pairs": len(swaps),
         }
     meta = _metadata(summary, bench, elapsed)
     meta.update(_costs(summary, model, records))

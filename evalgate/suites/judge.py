@@ -70,7 +70,32 @@ omits it or hedges between answers is not. Explain briefly, then end with one fi
 "VERDICT: PASS" if the response is correct, or "VERDICT: FAIL" if it is not.
 """
 
-DEFAULT_TEMPLATES = {"rubric": _RUBRIC, "reference": _REFERENCE}
+_PAIRWISE = """\
+You are comparing two responses to the same question.
+
+[Question]
+{{ question }}
+{% if reference %}
+[Reference answer]
+{{ reference }}
+{% endif %}
+[Response A]
+{{ completion_a }}
+
+[Response B]
+{{ completion_b }}
+
+[Criteria]
+{{ rubric }}
+
+Judge the content, not the length or the order in which the responses are shown. Explain
+briefly which response meets the criteria better. Then end with one final line:
+"VERDICT: A" if A is better, "VERDICT: B" if B is better, or "VERDICT: TIE".
+"""
+
+DEFAULT_TEMPLATES = {"rubric": _RUBRIC, "reference": _REFERENCE, "pairwise": _PAIRWISE}
+# Pairwise, per order: how much the verdict prefers response A (1), B (0), or neither (0.5).
+_PREFER_A = {"a": 1.0, "b": 0.0, "tie": 0.5}
 
 # The last "VERDICT: X" in the reply (a judge may quote the instruction first); markdown emphasis
 # around it (**VERDICT:** PASS) is tolerated, nothing else.
@@ -98,12 +123,18 @@ class Verdict:
 
 
 def parse_verdict(text: str, scale: Any) -> Verdict:
-    """The score a judge's reply gives, on ``scale`` (``"pass-fail"`` or a JudgeScale)."""
+    """The score a judge's reply gives, on ``scale`` (``"pass-fail"``, a JudgeScale, or
+    ``"pairwise"``: how much it prefers response A, 1 / 0.5 / 0)."""
     matches = list(_VERDICT.finditer(text))
     if not matches:
         return Verdict(None, text, text.strip(), "no `VERDICT:` line in the judge's reply")
     last = matches[-1]
     value, reasoning = last.group(1), text[: last.start()].strip()
+    if scale == "pairwise":
+        prefer = _PREFER_A.get(value.lower())
+        if prefer is None:
+            return Verdict(None, text, reasoning, f"verdict {value!r} is not A, B or TIE")
+        return Verdict(prefer, text, reasoning)
     if scale == "pass-fail":
         score = _PASS.get(value.lower())
         if score is None:
@@ -148,6 +179,8 @@ class Judge:
     price: tuple[float, float] | None = (0.0, 0.0)
     stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "cache_hits": 0})
     labels: list[dict[str, Any]] | None = None  # its labelled set, loaded by the run
+    # Pairwise: the baseline's completions, item id → by rollout; set by the run (None: none).
+    baseline: dict[str, list[str]] | None = None
 
     @classmethod
     def from_spec(cls, spec: Any) -> Judge:
@@ -193,7 +226,67 @@ class Judge:
             ) from None
         samples: list[dict[str, Any]] = []
         judge_usage = {"prompt_tokens": 0, "completion_tokens": 0}
-        scale = self.spec.scale
+        await self._ask(messages, self.spec.scale, context, usage, samples, judge_usage)
+        scores = [float(s["score"]) for s in samples]
+        return {
+            "score": sum(scores) / len(scores),
+            "samples": samples,
+            "usage": judge_usage,
+            "cost_usd": self._cost(judge_usage),
+        }
+
+    async def grade_pair(
+        self, context: dict[str, Any], base: str, *, usage: dict[str, int]
+    ) -> dict[str, Any]:
+        """Pairwise: the PR's completion (``context["completion"]``) against the baseline's
+        (``base``), shown in both orders, k samples each. ``score``: how much the judge prefers
+        the PR's, averaged over orders and samples (1 better, 0.5 tie, 0 worse), so a judge
+        that always picks the first response scores a tie, not a win. ``consistent``: the two
+        orders gave the same preference (position-swap consistency)."""
+        assert self.client is not None, "the run binds the judge's client first"
+        pr = context["completion"]
+        if pr == base:  # the same text ties with itself: no judge is asked (nor paid)
+            note = "the same completion as the baseline's: a tie by construction"
+            return {"score": 0.5, "note": note, "samples": []}  # not a test of position bias
+        orders = (("base-first", base, pr, 0.0), ("pr-first", pr, base, 1.0))
+        judge_usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        samples: list[dict[str, Any]] = []
+        prefs = []
+        for name, a, b, pr_is_a in orders:
+            try:
+                messages = self.messages({**context, "completion_a": a, "completion_b": b})
+            except TemplateProblem as exc:
+                raise JudgeFailed(
+                    "judge_template", str(exc), {"completion": pr, "usage": usage}
+                ) from None
+            got: list[dict[str, Any]] = []
+            await self._ask(messages, "pairwise", context, usage, got, judge_usage, samples)
+            for sample in got:  # prefer-A → prefer-PR
+                sample["order"] = name
+                sample["score"] = sample["score"] if pr_is_a else 1.0 - sample["score"]
+            samples.extend(got)
+            prefs.append(sum(s["score"] for s in got) / len(got))
+        return {
+            "score": sum(prefs) / len(prefs),
+            "orders": {name: p for (name, *_), p in zip(orders, prefs, strict=True)},
+            "consistent": prefs[0] == prefs[1],
+            "samples": samples,
+            "usage": judge_usage,
+            "cost_usd": self._cost(judge_usage),
+        }
+
+    async def _ask(
+        self,
+        messages: list[dict[str, str]],
+        scale: Any,
+        context: dict[str, Any],
+        usage: dict[str, int],
+        samples: list[dict[str, Any]],
+        judge_usage: dict[str, int],
+        earlier: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """k judgements of ``messages`` appended to ``samples``; raises JudgeFailed (with
+        ``earlier`` samples, ``samples`` and the usage so far kept)."""
 
         def readable(text: str) -> bool:  # an unparseable reply is not cached: a re-run asks again
             return parse_verdict(text, scale).score is not None
@@ -205,7 +298,7 @@ class Judge:
                 raise JudgeFailed(
                     f"judge_{exc.kind}",
                     str(exc).partition(": ")[2] or exc.kind,
-                    self._partial(context, usage, samples, judge_usage),
+                    self._partial(context, usage, [*(earlier or []), *samples], judge_usage),
                 ) from None
             self.stats["calls"] += 1
             self.stats["cache_hits"] += int(reply.cached)
@@ -219,15 +312,8 @@ class Judge:
                 raise JudgeFailed(
                     "judge_unparseable",
                     f"{verdict.problem} (sample {s + 1} of {self.spec.judge_samples})",
-                    self._partial(context, usage, samples, judge_usage),
+                    self._partial(context, usage, [*(earlier or []), *samples], judge_usage),
                 )
-        scores = [float(s["score"]) for s in samples]
-        return {
-            "score": sum(scores) / len(scores),
-            "samples": samples,
-            "usage": judge_usage,
-            "cost_usd": self._cost(judge_usage),
-        }
 
     def _cost(self, usage: dict[str, int]) -> float | None:
         if self.price is None:

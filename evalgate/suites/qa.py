@@ -85,15 +85,19 @@ class QASuite(SuiteDefaults):
         prompt = self.messages[item.id]
         reply = await client.chat(prompt, rollout=index)
         if self.judge is not None:
-            judgement = await self.judge.grade(
-                _judge_context(self.judge, item, prompt, reply.text), usage=reply.usage
-            )
+            context = _judge_context(self.judge, item, prompt, reply.text)
+            metric = "accuracy"
+            if self.judge.spec.mode != "pairwise":
+                judgement = await self.judge.grade(context, usage=reply.usage)
+            else:
+                metric = "win_rate"
+                judgement = await _grade_pair(self.judge, item, index, context, reply.usage)
             reward = judgement["score"]
             return Outcome(
                 prompt=prompt,
                 completion=reply.text,
                 reward=reward,
-                metrics={"accuracy": reward},
+                metrics={metric: reward},
                 usage=reply.usage,
                 judge=judgement,
             )
@@ -105,6 +109,20 @@ class QASuite(SuiteDefaults):
             metrics={"accuracy": reward},
             usage=reply.usage,
         )
+
+
+async def _grade_pair(
+    judge: Judge, item: Item, index: int, context: dict[str, Any], usage: dict[str, int]
+) -> dict[str, Any]:
+    """Pairwise: against the baseline's completion of the same item (its rollout ``index``, or
+    its first when it ran fewer). With none — the baseline's own run, an item the baseline
+    lacks — the score is 0.5: a completion ties with itself, so the base run scores 0.5 on
+    every item and the gate's paired difference is the PR's preference minus one half."""
+    base = (judge.baseline or {}).get(item.id)
+    if not base:
+        why = "no baseline run" if judge.baseline is None else "the baseline lacks this item"
+        return {"score": 0.5, "note": f"{why}: a tie with itself by construction", "samples": []}
+    return await judge.grade_pair(context, base[min(index, len(base) - 1)], usage=usage)
 
 
 def _unused(completion: str, answer: str) -> float:
@@ -140,7 +158,8 @@ def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str,
                 field="scorer.mode",
             )
         try:
-            judge.messages(_judge_context(judge, item, messages[item.id], "(completion)"))
+            context = _judge_context(judge, item, messages[item.id], "(completion)")
+            judge.messages({**context, "completion_a": "(a)", "completion_b": "(b)"})
         except TemplateProblem as exc:
             raise DataError(
                 f"benchmark {spec.name!r}: judge template: {exc} for item {item.id!r}",

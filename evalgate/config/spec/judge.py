@@ -41,9 +41,11 @@ class JudgeScorer(Strict):
     is an error (counted against `eval.max_error_rate`), never a 0."""
 
     type: Literal["judge"]
-    mode: Literal["rubric", "reference"] = "rubric"
+    mode: Literal["rubric", "reference", "pairwise"] = "rubric"
     """`rubric`: the completion against `rubric` (the reference answer is shown when the item
-    has one); `reference`: does the completion state the reference answer (pass/fail)."""
+    has one); `reference`: does the completion state the reference answer (pass/fail);
+    `pairwise`: the PR's completion against the baseline's for the same item, in both orders
+    (metric `win_rate`: 1 better, 0.5 tie, 0 worse; the baseline scores 0.5 by construction)."""
     rubric: str = "The response answers the question correctly, completely and concisely."
     """What a good response does (rubric mode); the template sees it as `rubric`."""
     scale: Literal["pass-fail"] | JudgeScale = "pass-fail"
@@ -58,7 +60,9 @@ class JudgeScorer(Strict):
     prompt_template: str | None = None
     """Jinja2 template (sandboxed) for the judge's user message; default: one per mode. Sees
     `question`, `completion`, `reference`, `rubric`, `scale_min`, `scale_max`, `id` and the
-    item's fields as `item`. It must ask for a final line `VERDICT: <PASS|FAIL|number>`."""
+    item's fields as `item` (pairwise: `completion_a` and `completion_b` instead of
+    `completion`). It must ask for a final line `VERDICT: <PASS|FAIL|number>` (pairwise:
+    `VERDICT: <A|B|TIE>`)."""
     system_prompt: str | None = None
     """System message for the judge (none by default)."""
     labels: str | None = None
@@ -69,4 +73,6 @@ class JudgeScorer(Strict):
     def _reference_is_pass_fail(self) -> JudgeScorer:
         if self.mode == "reference" and self.scale != "pass-fail":
             raise ValueError("mode reference grades pass/fail: leave `scale` out")
+        if self.mode == "pairwise" and self.scale != "pass-fail":
+            raise ValueError("mode pairwise asks which is better (A, B or TIE): leave `scale` out")
         return self
