@@ -573,3 +573,47 @@ def test_a_position_biased_judge_cancels_out_and_is_reported(
     assert len(judge.requests) == 2 * len(compared)
     scorecard = (pr_out / "scorecard.md").read_text()
     assert f"position-swap consistency 0.0% over {len(compared)} pairs" in scorecard
+
+
+def test_judge_check_pairwise_measures_position_swap_consistency(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    import io
+
+    labelled = [  # question, A, B, reference, label
+        ("What is 2 + 2?", "4", "5", "4", "a"),
+        ("What is 3 + 3?", "7", "6", "6", "b"),
+        ("What is 4 + 4?", "9", "7", "8", "tie"),  # both wrong: a person calls it a tie
+        ("What is 5 + 5?", "9", "10", "10", "b"),
+    ]
+    (tmp_path / "pairs.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"question": q, "completion_a": a, "completion_b": b, "reference": r, "label": lab}
+            )
+            + "\n"
+            for q, a, b, r, lab in labelled
+        )
+    )
+
+    def biased(body: dict[str, Any], n: int) -> str:  # right, but says A when it can't tell
+        prompt = body["messages"][-1]["content"]
+        a, b = _right(prompt, "Response A"), _right(prompt, "Response B")
+        return "VERDICT: " + ("B" if b and not a else "A")
+
+    judge = scripted_server(biased)
+    config = _config(tmp_path, "http://127.0.0.1:9/v1", judge.base_url,
+                     "      labels: pairs.jsonl", mode="pairwise")  # fmt: skip
+    out = io.StringIO()
+    args = ["judge-check", str(config), "--output", str(tmp_path / "jc")]
+    assert main(args, environ={"CI": "true"}, out=out) == 0
+    result = json.loads((tmp_path / "jc" / "judge-check.json").read_text())["arith"]
+    details = {d["id"]: d for d in result["details"]}
+    # On the tie the judge picks whichever is shown first: the orders cancel to a tie (so the
+    # accuracy is intact), and the disagreement between orders is what exposes the bias.
+    assert details["3"]["score"] == 0.5 and details["3"]["consistent"] is False
+    assert all(details[i]["consistent"] for i in ("1", "2", "4"))
+    assert result["accuracy"] == 1.0 and result["kappa"] == 1.0
+    assert result["position_consistency"] == pytest.approx(3 / 4)
+    assert "position-swap consistency 75.0%" in out.getvalue()
+    assert len(judge.requests) == 8  # 4 pairs × 2 orders

@@ -29,12 +29,15 @@ def render_agreement(name: str, result: dict[str, Any]) -> str:
     self_agree = (
         _fmt(result["self_agreement"]) if result["samples"] > 1 else "n/a (needs --samples ≥ 2)"
     )
-    return (
+    line = (
         f"{name}: {result['judged']}/{result['n']} labelled examples judged "
         f"({result['errors']} without a verdict); accuracy {_fmt(result['accuracy'])}, "
         f"Cohen's κ {_fmt(result['kappa'], pct=False)}, self-agreement over "
         f"{result['samples']} samples {self_agree}"
     )
+    if "position_consistency" in result:
+        line += f", position-swap consistency {_fmt(result['position_consistency'])}"
+    return line
 
 
 async def _measure(judge: Any, endpoint: Any, rows: list[dict[str, Any]], bench: Any,
@@ -93,7 +96,7 @@ def judge_check(
         spec = bench.scorer
         if samples is not None:
             spec = spec.model_copy(update={"judge_samples": samples})
-        plans.append((bench, Judge.from_spec(spec), load_labels(path, spec.scale)))
+        plans.append((bench, Judge.from_spec(spec), load_labels(path, spec)))
     if not plans:
         raise ConfigError(
             f"{config.path}: no judged benchmark has a labelled set; set scorer.labels to a "

@@ -394,7 +394,7 @@ def _serve_judges(
         judge.price = model_price(model)
         labels = labels_path(ctx.config, bench)
         if labels is not None:  # read before any server starts: a bad file is a config error
-            judge.labels = load_labels(labels, judge.spec.scale)
+            judge.labels = load_labels(labels, judge.spec)
         budget = ctx.budget
         if judge.price is None and budget is not None and "usd" in budget.caps:
             raise ConfigError(

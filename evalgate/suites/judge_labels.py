@@ -10,6 +10,10 @@ every example k times; the measures are:
   chance (one that passes everything agrees with a set of mostly-passing labels, and has κ 0);
 - self-agreement: the share of examples whose k judgements are all the same (needs k ≥ 2);
 - errors: examples the judge gave no readable verdict for (left out of the other measures).
+
+Pairwise, an example has ``completion_a`` and ``completion_b`` and a label ``a``, ``b`` or
+``tie``; the judge sees both orders, κ is over the three categories, and position-swap
+consistency is the share of examples whose two orders gave the same preference.
 """
 
 from __future__ import annotations
@@ -34,8 +38,16 @@ def labels_path(config: Any, bench: Any) -> Path | None:
     return (Path(config.path).parent / labels).resolve()
 
 
+_PAIR_LABELS = {"a": 0.0, "b": 1.0, "tie": 0.5}  # as the preference for B (the "PR" side)
+
+
 def _label(value: Any, scale: Any, where: str) -> float:
-    """A label as a score in [0, 1] on the judge's scale."""
+    """A label as a score in [0, 1] on the judge's scale (pairwise: the preference for B)."""
+    if scale == "pairwise":
+        score = _PAIR_LABELS.get(str(value).strip().lower())
+        if score is None:
+            raise ConfigError(f"{where}: label {value!r} is not a, b or tie")
+        return score
     if scale == "pass-fail":
         if isinstance(value, bool):
             return float(value)
@@ -52,14 +64,19 @@ def _label(value: Any, scale: Any, where: str) -> float:
     return (float(value) - scale.min) / (scale.max - scale.min)
 
 
-def load_labels(path: Path, scale: Any) -> list[dict[str, Any]]:
-    """The labelled examples, each with its label as a score in [0, 1] (``label_score``)."""
+def load_labels(path: Path, spec: Any) -> list[dict[str, Any]]:
+    """The labelled examples of a judge (``spec``: its scorer config), each with its label as
+    a score in [0, 1] (``label_score``). Pairwise examples have ``completion_a`` and
+    ``completion_b`` and a label ``a``, ``b`` or ``tie``."""
+    pairwise = spec.mode == "pairwise"
+    scale = "pairwise" if pairwise else spec.scale
+    needed = ("question", "completion_a", "completion_b", "label") if pairwise else (
+        "question", "completion", "label")  # fmt: skip
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise ConfigError(
-            f"{path}: cannot read the judge's labelled set ({exc.strerror})"
-        ) from None
+        why = exc.strerror or type(exc).__name__
+        raise ConfigError(f"{path}: cannot read the judge's labelled set ({why})") from None
     rows = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -71,7 +88,7 @@ def load_labels(path: Path, scale: Any) -> list[dict[str, Any]]:
             raise ConfigError(f"{where}: not JSON ({exc})") from None
         if not isinstance(row, dict):
             raise ConfigError(f"{where}: a labelled example is a JSON object")
-        missing = [k for k in ("question", "completion", "label") if k not in row]
+        missing = [k for k in needed if k not in row]
         if missing:
             raise ConfigError(f"{where}: missing {', '.join(missing)}")
         row["label_score"] = _label(row["label"], scale, where)
@@ -82,37 +99,51 @@ def load_labels(path: Path, scale: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def cohen_kappa(a: list[bool], b: list[bool]) -> float | None:
-    """Cohen's κ of two raters' pass/fail calls; None when chance agreement is total (both
-    raters gave one answer throughout: κ is undefined)."""
+def cohen_kappa(a: list[Any], b: list[Any]) -> float | None:
+    """Cohen's κ of two raters' calls (pass/fail, or any categories); None when chance
+    agreement is total (both raters gave one answer throughout: κ is undefined)."""
     n = len(a)
     if n == 0:
         return None
     observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    pa, pb = sum(a) / n, sum(b) / n
-    expected = pa * pb + (1 - pa) * (1 - pb)
+    expected = sum((a.count(c) / n) * (b.count(c) / n) for c in set(a) | set(b))
     if expected >= 1.0:
         return None
     return (observed - expected) / (1 - expected)
 
 
-def agreement(rows: list[dict[str, Any]], judged: list[list[float] | None]) -> dict[str, Any]:
-    """The measures for labelled ``rows`` and the judge's k scores per row (None: no verdict)."""
-    pairs = [(r["label_score"], s) for r, s in zip(rows, judged, strict=True) if s is not None]
-    labels = [lab >= 0.5 for lab, _ in pairs]
-    verdicts = [sum(s) / len(s) >= 0.5 for _, s in pairs]
-    k = max((len(s) for _, s in pairs), default=0)
+def _category(score: float, pairwise: bool) -> Any:
+    if not pairwise:
+        return score >= 0.5
+    return "b" if score > 0.5 else "a" if score < 0.5 else "tie"
+
+
+def agreement(
+    rows: list[dict[str, Any]], judged: list[dict[str, Any] | None], *, pairwise: bool = False
+) -> dict[str, Any]:
+    """The measures for labelled ``rows`` and the judge's judgements (None: no verdict). A
+    judgement has ``score`` (the mean), ``groups`` (the k scores of each repeated question:
+    one group, or one per order when pairwise) and, pairwise, ``consistent``."""
+    pairs = [(r["label_score"], j) for r, j in zip(rows, judged, strict=True) if j is not None]
+    labels = [_category(lab, pairwise) for lab, _ in pairs]
+    verdicts = [_category(j["score"], pairwise) for _, j in pairs]
+    k = max((len(g) for _, j in pairs for g in j["groups"]), default=0)
     n = len(pairs)
-    return {
+    same = [all(len(set(g)) <= 1 for g in j["groups"]) for _, j in pairs]
+    out = {
         "n": len(rows),
         "judged": n,
         "errors": len(rows) - n,
         "samples": k,
         "accuracy": sum(x == y for x, y in zip(labels, verdicts, strict=True)) / n if n else None,
         "kappa": cohen_kappa(labels, verdicts),
-        "mean_abs_error": sum(abs(lab - sum(s) / len(s)) for lab, s in pairs) / n if n else None,
-        "self_agreement": (sum(len(set(s)) == 1 for _, s in pairs) / n if n and k > 1 else None),
+        "mean_abs_error": sum(abs(lab - j["score"]) for lab, j in pairs) / n if n else None,
+        "self_agreement": sum(same) / n if n and k > 1 else None,
     }
+    if pairwise:
+        asked = [j["consistent"] for _, j in pairs if "consistent" in j]
+        out["position_consistency"] = sum(asked) / len(asked) if asked else None
+    return out
 
 
 async def measure(judge: Judge, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -120,26 +151,37 @@ async def measure(judge: Judge, rows: list[dict[str, Any]]) -> dict[str, Any]:
     ``details``: each example's label, scores or error, for the reader."""
     import asyncio
 
-    async def one(row: dict[str, Any]) -> list[float] | str:
+    pairwise = judge.spec.mode == "pairwise"
+
+    async def one(row: dict[str, Any]) -> dict[str, Any] | str:
         context = judge.context(
             question=str(row["question"]),
-            completion=str(row["completion"]),
+            completion=str(row["completion_b"] if pairwise else row["completion"]),
             reference=str(row.get("reference") or ""),
             item_id=str(row["id"]),
             fields=row,
         )
         try:
-            out = await judge.grade(context, usage={})
+            if pairwise:  # B plays the PR, A the baseline: the score is the preference for B
+                out = await judge.grade_pair(context, str(row["completion_a"]), usage={})
+            else:
+                out = await judge.grade(context, usage={})
         except JudgeFailed as exc:
             return str(exc)
-        return [float(s["score"]) for s in out["samples"]]
+        groups: dict[str, list[float]] = {}
+        for sample in out["samples"]:
+            groups.setdefault(sample.get("order", ""), []).append(float(sample["score"]))
+        return {
+            "score": out["score"],
+            "groups": list(groups.values()),
+            **({"consistent": out["consistent"]} if "consistent" in out else {}),
+        }
 
     results = await asyncio.gather(*(one(r) for r in rows))
-    scores = [r if isinstance(r, list) else None for r in results]
-    out = agreement(rows, scores)
+    out = agreement(rows, [r if isinstance(r, dict) else None for r in results], pairwise=pairwise)
     out["details"] = [
-        {"id": row["id"], "label": row["label"], "scores": r}
-        if isinstance(r, list)
+        {"id": row["id"], "label": row["label"], **r}
+        if isinstance(r, dict)
         else {"id": row["id"], "label": row["label"], "error": r}
         for row, r in zip(rows, results, strict=True)
     ]
