@@ -198,7 +198,7 @@ def test_an_unparseable_verdict_is_an_error_with_the_raw_reply_kept(
     assert all(
         r["judge"]["samples"][0]["raw"] == "Hmm, hard to say. Probably fine?" for r in results
     )
-    assert all(r["completion"] for r in results)  # what was judged is kept too
+    assert all(r["completion"] and r["prompt"] for r in results)  # what was judged is kept too
     assert _metadata(out)["error_kinds"] == {"judge_unparseable": 9}
     assert all(
         r["judge"] == "[1] no verdict: Hmm, hard to say. Probably fine?" for r in _report_rows(out)

@@ -88,7 +88,8 @@ def _record(
         # A scorer that failed after the model answered (a judge) keeps what it had: the
         # completion and its tokens, and the judge's raw replies, for the reader of the error.
         partial = getattr(out, "partial", None) or {}
-        completion, judge = partial.get("completion"), partial.get("judge")
+        prompt, completion = partial.get("prompt"), partial.get("completion")
+        judge = partial.get("judge")
         usage = partial.get("usage") or usage
     else:
         prompt, completion, reward = out.prompt, out.completion, out.reward

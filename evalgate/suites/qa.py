@@ -7,7 +7,7 @@ from typing import Any
 
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.datasets import DataError, load_items
-from evalgate.suites.judge import Judge
+from evalgate.suites.judge import Judge, JudgeFailed
 from evalgate.suites.scorers import Scorer, make_scorer
 from evalgate.suites.templating import TemplateProblem, compile_template, names_used, render
 
@@ -86,12 +86,15 @@ class QASuite(SuiteDefaults):
         reply = await client.chat(prompt, rollout=index)
         if self.judge is not None:
             context = _judge_context(self.judge, item, prompt, reply.text)
-            metric = "accuracy"
-            if self.judge.spec.mode != "pairwise":
-                judgement = await self.judge.grade(context, usage=reply.usage)
-            else:
-                metric = "win_rate"
-                judgement = await _grade_pair(self.judge, item, index, context, reply.usage)
+            metric = "win_rate" if self.judge.spec.mode == "pairwise" else "accuracy"
+            try:
+                if metric == "accuracy":
+                    judgement = await self.judge.grade(context, usage=reply.usage)
+                else:
+                    judgement = await _grade_pair(self.judge, item, index, context, reply.usage)
+            except JudgeFailed as exc:
+                exc.partial["prompt"] = prompt  # the record keeps what was asked, too
+                raise
             reward = judgement["score"]
             return Outcome(
                 prompt=prompt,
