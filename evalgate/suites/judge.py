@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.serve.client import RequestFailed
+from evalgate.errors import InfraError
 from evalgate.suites.templating import TemplateProblem, compile_template, render
 
 __all__ = [
@@ -103,12 +103,15 @@ _VERDICT = re.compile(r"VERDICT\s*[:：]\s*[*_`]*\s*([A-Za-z]+|-?\d+(?:\.\d+)?)"
 _PASS = {"pass": 1.0, "correct": 1.0, "yes": 1.0, "fail": 0.0, "incorrect": 0.0, "no": 0.0}
 
 
-class JudgeFailed(RequestFailed):
-    """The judge gave no usable verdict. ``partial``: what the record keeps all the same (the
-    candidate's completion and usage, the judge's raw replies)."""
+class JudgeFailed(InfraError):
+    """The judge gave no usable verdict: the rollout is an error of ``kind``, never a 0.
+    ``partial``: what the record keeps all the same (the candidate's prompt, completion and
+    usage, the judge's raw replies). An InfraError, not a RequestFailed: this module must not
+    import the HTTP client (`validate` builds suites without loading it)."""
 
     def __init__(self, kind: str, detail: str, partial: dict[str, Any]) -> None:
-        super().__init__(kind, detail)
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
         self.partial = partial
 
 
@@ -287,6 +290,8 @@ class Judge:
     ) -> None:
         """k judgements of ``messages`` appended to ``samples``; raises JudgeFailed (with
         ``earlier`` samples, ``samples`` and the usage so far kept)."""
+
+        from evalgate.serve.client import RequestFailed  # the run has loaded it already
 
         def readable(text: str) -> bool:  # an unparseable reply is not cached: a re-run asks again
             return parse_verdict(text, scale).score is not None
