@@ -263,3 +263,27 @@ benchmarks: [{{name: capitals, kind: jsonl, path: capitals.jsonl, scorer: {{type
     assert "too few groups (5 < 20)" in check["reason"]
     scorecard = html.unescape((out / "head" / "scorecard.md").read_text())  # "<" is escaped
     assert "too few groups (5 < 20) to decide non-inferiority" in scorecard
+
+
+def test_an_edited_item_is_never_paired_with_its_old_self(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """Items pair on (id, content hash): a PR that rewrites the answers of the 26 items its model
+    fails, to what the model says, gains nothing from them (they are counted as changed)."""
+    server = scripted_server(_answers(HEAD_26_18 - set(range(140, 158))))
+    _local(tmp_path, server, "base")
+    config = _config(tmp_path, server.base_url)
+    rows = [
+        {"id": f"q{i:03d}", "prompt": f"Q{i}", "answer": "wrong" if 114 <= i < 140 else f"A{i}"}
+        for i in range(N)
+    ]
+    (tmp_path / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    main(
+        ["local", str(config), "--output", str(tmp_path / "head"), "--baseline",
+         str(tmp_path / "base")],
+        environ={"CI": "1"},
+    )  # fmt: skip
+    verdict = json.loads((tmp_path / "head" / "verdict.json").read_text())
+    (comp,) = verdict["comparisons"]
+    assert comp["n_changed"] == 26
+    assert comp["n_paired"] == N - 26
