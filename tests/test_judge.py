@@ -617,3 +617,29 @@ def test_judge_check_pairwise_measures_position_swap_consistency(
     assert result["position_consistency"] == pytest.approx(3 / 4)
     assert "position-swap consistency 75.0%" in out.getvalue()
     assert len(judge.requests) == 8  # 4 pairs × 2 orders
+
+
+def test_each_models_run_counts_its_own_judgements(tmp_path: Path, scripted_server: Any) -> None:
+    first, second = scripted_server(answer_arith), scripted_server(_candidate)
+    judge = scripted_server(fair_judge)
+    config = write_config(
+        tmp_path,
+        f"""
+models:
+  - {{name: first, backend: openai, base_url: {first.base_url}, model: org/first}}
+  - {{name: second, backend: openai, base_url: {second.base_url}, model: org/second}}
+benchmarks:
+  - name: arith
+    eval: {{num_examples: 5}}
+    scorer:
+      type: judge
+      mode: reference
+      model: {{name: judge, backend: openai, base_url: {judge.base_url}, model: org/judge}}
+""",
+    )
+    code, out = _run(tmp_path, config)
+    assert code == 0
+    metas = [json.loads(p.read_text()) for p in sorted(out.glob("evals/*/*/metadata.json"))]
+    assert [m["model"] for m in metas] == ["first", "second"]
+    assert [m["judge"]["requests"]["calls"] for m in metas] == [5, 5]
+    assert all(m["judge_usage"]["prompt_tokens"] == 35 for m in metas)
