@@ -96,6 +96,9 @@ def measurement(bench: Any) -> dict[str, Any]:
         out["scorer"] = scorer.model_dump(mode="json")
     if bench.kind == "verifiers":
         out["environment"] = {"env_id": bench.env_id, "env_args": bench.env_args}
+    grader = getattr(bench, "grader", None)
+    if grader is not None:  # an inspect task's model-graded scorers: the judge is the exam's
+        out["grader"] = grader.model_dump(mode="json")
     return out
 
 

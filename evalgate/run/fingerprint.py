@@ -60,7 +60,10 @@ def _kind_measurement(bench: Any) -> dict[str, Any]:
         # another checkout.
         file, at_sign, func = bench.task.partition("@")
         task = Path(file).name + at_sign + func if file.endswith(".py") else bench.task
-        return {"task": {"task": task, "task_args": bench.task_args}}
+        out: dict[str, Any] = {"task": {"task": task, "task_args": bench.task_args}}
+        if bench.grader is not None:  # the judge of model-graded scorers is the exam's
+            out["grader"] = bench.grader.model_dump(mode="json")
+        return out
     if bench.kind in ("agent", "humaneval"):
         return {"sandbox": bench.sandbox.model_dump(mode="json")}
     return {}

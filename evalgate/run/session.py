@@ -179,7 +179,7 @@ async def _bound_judge(
     from evalgate.suites.judge import judge_identity
 
     # One suite (and judge) serves every model of the run: this run's baseline and counts only.
-    pairwise = baseline is not None and judge.spec.mode == "pairwise"
+    pairwise = baseline is not None and getattr(judge.spec, "mode", None) == "pairwise"
     judge.baseline = _baseline_completions(baseline) if pairwise else None  # type: ignore[arg-type]
     judge.stats = {"calls": 0, "cache_hits": 0}
     async with ChatClient(

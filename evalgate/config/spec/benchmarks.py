@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from evalgate.config.spec._base import EvalSettings, Sampling, Strict, empty_list
-from evalgate.config.spec.judge import JudgeScorer
+from evalgate.config.spec.judge import GraderSpec, JudgeScorer
 
 __all__ = [
     "AgentBenchmark",
@@ -299,6 +299,9 @@ class InspectBenchmark(CommonBenchmark):
     task (`inspect_evals/gsm8k`, with that package installed for inspect's interpreter)."""
     task_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the task function (`-T` in `inspect eval`)."""
+    grader: GraderSpec | None = None
+    """The model inspect's `grader` role resolves to (model-graded scorers); null: the task's
+    own default (the model under test)."""
 
 
 Benchmark = Annotated[

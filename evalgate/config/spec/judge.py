@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 from evalgate.config.spec._base import Sampling, Strict
 from evalgate.config.spec.models import LocalModel, Model
 
-__all__ = ["JUDGE_SAMPLING", "JudgeScale", "JudgeScorer"]
+__all__ = ["JUDGE_SAMPLING", "GraderSpec", "JudgeScale", "JudgeScorer"]
 
 # A judge writes its reasoning before the verdict: 256 tokens would cut many verdicts off.
 JUDGE_SAMPLING = Sampling(max_tokens=512)
@@ -76,3 +76,14 @@ class JudgeScorer(Strict):
         if self.mode == "pairwise" and self.scale != "pass-fail":
             raise ValueError("mode pairwise asks which is better (A, B or TIE): leave `scale` out")
         return self
+
+
+class GraderSpec(Strict):
+    """The judge an inspect task's model-graded scorers use (inspect's `grader` model role:
+    `model_graded_qa`, `model_graded_fact` and any scorer asking for that role). Served by
+    evalgate like `scorer.model`, and part of the exam like it."""
+
+    model: Model = Field(default_factory=LocalModel)
+    """The grader model, served by any backend."""
+    sampling: Sampling = Field(default_factory=lambda: JUDGE_SAMPLING)
+    """The grader's own sampling."""
