@@ -643,3 +643,15 @@ benchmarks:
     assert [m["model"] for m in metas] == ["first", "second"]
     assert [m["judge"]["requests"]["calls"] for m in metas] == [5, 5]
     assert all(m["judge_usage"]["prompt_tokens"] == 35 for m in metas)
+
+
+def test_validate_estimates_the_judges_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "http://127.0.0.1:9/v1"
+    config = _config(tmp_path, url, url, "      judge_samples: 3", items=5, mode="pairwise")
+    assert main(["validate", str(config), "--budget.tokens=100"], environ={"CI": "true"}) == 0
+    out = capsys.readouterr().out
+    # 5 items × 3 samples × 2 orders; 512 completion tokens each at most.
+    assert "judge org/judge: 30 requests" in out and "≤ 15,360 completion tokens" in out
+    assert "budget tokens 100: estimate ≤" in out and "may exceed it" in out
