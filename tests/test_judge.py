@@ -537,6 +537,9 @@ def test_pairwise_prefers_the_better_completion_in_both_orders(
             assert rec["judge"]["consistent"] is True
             assert [s["order"] for s in rec["judge"]["samples"]] == ["base-first", "pr-first"]
     assert 0 < differ < 9
+    judged_rows = [r["judge"] for r in _report_rows(pr_out) if r["judge"]]
+    assert len(judged_rows) == differ
+    assert all(j.startswith("[1 base-first] ") and "\n[2 pr-first] " in j for j in judged_rows)
     assert len(judge.requests) == 2 * differ  # each differing item in both orders
     # Both orders were really asked: base's completion first, then the PR's.
     firsts = {_section(b["messages"][-1]["content"], "Response A") for b in judge.requests}

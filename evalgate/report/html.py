@@ -110,7 +110,8 @@ def _judge_text(rec: dict[str, Any]) -> str | None:
         score = _finite(sample.get("score"))
         shown = f"{score:.2f}" if score is not None else "no verdict"
         body = sample.get("reasoning") if score is not None else sample.get("raw")
-        parts.append(f"[{i}] {shown}: {body or ''}".strip())
+        order = f" {sample['order']}" if sample.get("order") else ""  # pairwise: which first
+        parts.append(f"[{i}{order}] {shown}: {body or ''}".strip())
     return _text("\n".join(parts))
 
 
