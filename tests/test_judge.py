@@ -658,3 +658,34 @@ def test_validate_estimates_the_judges_calls(
     # 5 items × 3 samples × 2 orders; 512 completion tokens each at most.
     assert "judge org/judge: 30 requests" in out and "≤ 15,360 completion tokens" in out
     assert "budget tokens 100: estimate ≤" in out and "may exceed it" in out
+
+
+def test_in_pr_mode_the_labelled_set_is_the_bases(tmp_path: Path) -> None:
+    """The judge's agreement shown on the scorecard is measured on the base's labelled set: the
+    merged config keeps the PR's evals.yaml path, so the base's relative `labels` is anchored in
+    the base's tree. The labelled set decides no score: it is not in the fingerprint."""
+    from evalgate.action.exam import merge
+    from evalgate.action.policy import measurement
+    from evalgate.config.load import load_config
+    from evalgate.run.fingerprint import fingerprint
+    from evalgate.suites.judge_labels import labels_path
+
+    url = "http://127.0.0.1:9/v1"
+    configs = {}
+    for side in ("base", "pr"):
+        (tmp_path / side).mkdir()
+        _labels(tmp_path / side)
+        scorer = "      labels: judge-labels.jsonl"
+        configs[side] = load_config(_config(tmp_path / side, url, url, scorer), [])
+    merged = merge(configs["base"], configs["pr"])
+    bench = merged.benchmarks[0]
+    assert labels_path(merged, bench) == (tmp_path / "base" / "judge-labels.jsonl").resolve()
+    assert labels_path(configs["pr"], configs["pr"].benchmarks[0]).parent.name == "pr"
+    # Anchored or not, the measurement is the same: a stored baseline stays comparable.
+    prints = {
+        json.dumps(fingerprint(b, merged.models[0], "m", [])["measurement"], sort_keys=True)
+        for b in (bench, configs["base"].benchmarks[0])
+    }
+    assert len(prints) == 1
+    assert measurement(bench) == measurement(configs["base"].benchmarks[0])
+    assert "labels" not in json.dumps(measurement(bench))

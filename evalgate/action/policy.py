@@ -27,6 +27,7 @@ from evalgate.config.load import Config, load_config
 from evalgate.config.spec.budget import apply_ceiling
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
 from evalgate.gate import Check, Verdict
+from evalgate.run.fingerprint import scorer_measurement
 
 __all__ = ["BasePolicy", "PolicyError", "apply_policy", "policy_checks", "read_base_policy"]
 
@@ -107,9 +108,9 @@ def measurement(bench: Any) -> dict[str, Any]:
     this. Paths are left out (they differ between checkouts); their contents are the dataset,
     which the per-item pairing already checks."""
     out: dict[str, Any] = {"kind": bench.kind, "rollouts": bench.eval.rollouts}
-    scorer = getattr(bench, "scorer", None)
+    scorer = scorer_measurement(bench)
     if scorer is not None:
-        out["scorer"] = scorer.model_dump(mode="json")
+        out["scorer"] = scorer
     if bench.kind == "verifiers":
         out["environment"] = {"env_id": bench.env_id, "env_args": bench.env_args}
     grader = getattr(bench, "grader", None)

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "item_hash"]
+__all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "item_hash", "scorer_measurement"]
 
 # Bump when a scorer's or a metric's meaning changes: old baselines become non-comparable.
 SCORING_VERSION = 1
@@ -32,6 +32,16 @@ def item_hash(prompt: str, answer: str) -> str:
 
 def dataset_hash(items: list[Any]) -> str:
     return _digest(sorted([i.id, item_hash(i.prompt, i.answer)] for i in items), 32)
+
+
+def scorer_measurement(bench: Any) -> dict[str, Any] | None:
+    """The scorer as measured: all of it, but a judge's labelled set (`labels`), which decides
+    no score (it measures the judge for the scorecard) and is a path that differs between the
+    base's tree and the PR's."""
+    scorer = getattr(bench, "scorer", None)
+    if scorer is None:
+        return None
+    return scorer.model_dump(mode="json", exclude={"labels"} if scorer.type == "judge" else None)
 
 
 def _kind_measurement(bench: Any) -> dict[str, Any]:
@@ -85,7 +95,7 @@ def fingerprint(
             **_kind_measurement(bench),
             "benchmark": bench.name,
             "kind": bench.kind,
-            "scorer": bench.scorer.model_dump(mode="json") if hasattr(bench, "scorer") else None,
+            "scorer": scorer_measurement(bench),
             "rollouts": bench.eval.rollouts,
             "scoring_version": SCORING_VERSION,
         },

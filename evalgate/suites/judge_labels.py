@@ -30,8 +30,8 @@ __all__ = ["agreement", "cohen_kappa", "labels_path", "load_labels", "measure"]
 
 
 def labels_path(config: Any, bench: Any) -> Path | None:
-    """The benchmark's labelled set, relative to the evals.yaml (kept relative in the config:
-    the fingerprint must not hold a checkout's absolute path)."""
+    """The benchmark's labelled set, relative to the evals.yaml (in PR mode the exam's merge
+    makes it absolute, in the base's tree)."""
     labels = getattr(getattr(bench, "scorer", None), "labels", None)
     if labels is None:
         return None
