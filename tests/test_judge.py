@@ -689,3 +689,36 @@ def test_in_pr_mode_the_labelled_set_is_the_bases(tmp_path: Path) -> None:
     assert len(prints) == 1
     assert measurement(bench) == measurement(configs["base"].benchmarks[0])
     assert "labels" not in json.dumps(measurement(bench))
+
+
+def test_a_pairwise_run_compares_only_with_the_baseline_it_was_judged_against(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Judged against no baseline, every PR item is a tie by construction: compared afterwards
+    with a baseline, that would read as "no regression" and pass quietly. It is refused."""
+    _, _, base_out, pr_out, judge = _pairwise_runs(tmp_path, scripted_server, preferring_judge)
+    env = {"CI": "true"}
+    assert main(["compare", str(base_out), str(pr_out), "--output", str(tmp_path / "c1")],
+                environ=env) in (0, 1)  # fmt: skip
+    (comp,) = json.loads((tmp_path / "c1" / "verdict.json").read_text())["comparisons"]
+    assert comp["comparable"] is True  # judged against this very baseline
+    alone = tmp_path / "alone"
+    cfg = _pairwise_config(tmp_path, scripted_server(_wrong_on({5})).base_url, judge.base_url)
+    assert main(["local", str(cfg), "--output", str(alone)], environ=env) == 0
+    capsys.readouterr()
+    code = main(["compare", str(base_out), str(alone), "--output", str(tmp_path / "c2")],
+                environ=env)  # fmt: skip
+    (comp,) = json.loads((tmp_path / "c2" / "verdict.json").read_text())["comparisons"]
+    assert comp["comparable"] is False
+    assert comp["reason"].startswith("pairwise judge: the PR run was judged against no baseline")
+    assert code == 1  # not comparable: it cannot PASS
+    # Judged against another baseline run (the first): refused too.
+    other = tmp_path / "other-base"
+    cfg = _pairwise_config(tmp_path, scripted_server(_wrong_on({4})).base_url, judge.base_url)
+    assert main(["local", str(cfg), "--output", str(other)], environ=env) == 0
+    code = main(["compare", str(other), str(pr_out), "--output", str(tmp_path / "c3")],
+                environ=env)  # fmt: skip
+    (comp,) = json.loads((tmp_path / "c3" / "verdict.json").read_text())["comparisons"]
+    assert comp["comparable"] is False
+    assert comp["reason"].startswith("pairwise judge: the PR run was judged against another")
+    assert code == 1
