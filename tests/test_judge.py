@@ -150,8 +150,8 @@ def test_judge_scores_each_completion_and_keeps_its_reasoning(
     assert meta["usage"]["prompt_tokens"] == 63  # the candidate's tokens, counted apart
     scorecard = (out / "scorecard.md").read_text()
     assert (
-        "- scripted / arith: judge `org/judge` (`openai`), 9 judgements (0 from the cache); "
-        "agreement not measured (no labelled set: `scorer.labels`)"
+        "- scripted / arith: judge `org/judge` (`openai`), 9 judgements (0 from the cache), "
+        "63 / 27 tokens, –; agreement not measured (no labelled set: `scorer.labels`)"
     ) in scorecard
     rows = _report_rows(out)
     assert len(rows) == 9
@@ -448,8 +448,8 @@ def test_the_scorecard_shows_the_judges_measured_agreement(
     assert code == 0
     scorecard = (out / "scorecard.md").read_text()
     assert (
-        "judge `org/judge` (`openai`), 3 judgements (0 from the cache); measured on 6 labelled "
-        "examples: accuracy 83.3%, Cohen's κ 0.67"
+        "judge `org/judge` (`openai`), 3 judgements (0 from the cache), 21 / 9 tokens, –; "
+        "measured on 6 labelled examples: accuracy 83.3%, Cohen's κ 0.67"
     ) in scorecard
     assert len(judge.requests) == 3 + 6
     assert _metadata(out)["judge"]["agreement"]["accuracy"] == pytest.approx(5 / 6)

@@ -139,6 +139,12 @@ def _judge(info: dict[str, Any]) -> Markup:
         f"judge {code_span(str(info.get('model_id')))} ({code_span(str(info.get('backend')))}), "
         f"{int(req.get('calls', 0))} judgements ({int(req.get('cache_hits', 0))} from the cache)"
     )
+    usage = info.get("usage") or {}
+    if usage:
+        text += (
+            f", {int(usage.get('prompt_tokens', 0))} / {int(usage.get('completion_tokens', 0))} "
+            f"tokens, {_usd(info.get('cost_usd'))}"
+        )
     if info.get("position_consistency") is not None:
         shown = _pct(info["position_consistency"])
         text += f", position-swap consistency {shown} over {int(info['pairs'])} pairs"

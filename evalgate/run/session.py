@@ -552,6 +552,8 @@ def _run_one(
     meta["server_startup_ms"] = round(serve_s * 1000, 1)
     meta["requests"] = stats
     if "judge" in summary.extra:
+        summary.extra["judge"]["usage"] = summary.extra.get("judge_usage")
+        summary.extra["judge"]["cost_usd"] = summary.extra.get("judge_cost_usd")
         meta["judge"] = summary.extra["judge"]
     if ctx.budget is not None and ctx.budget.caps:
         meta["budget"] = {**ctx.budget.as_dict(), "stopped": stopped}
