@@ -56,6 +56,7 @@ async def _measure(judge: Any, endpoint: Any, rows: list[dict[str, Any]], bench:
         adaptive=ev.adaptive_concurrency,
         cache=cache,
         cache_identity=judge_identity(judge.spec),
+        max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
     ) as client:
         judge.client = client
         result = await measure(judge, rows)

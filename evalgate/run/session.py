@@ -118,6 +118,7 @@ async def _execute(
                 adaptive=ev.adaptive_concurrency,
                 cache=cache if ev.cache else None,
                 cache_identity=cache_identity,
+                max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
             ) as client,
             _bound_judge(suite, judge_endpoint, ev, cache, stats, baseline),
         ):
@@ -191,6 +192,7 @@ async def _bound_judge(
         adaptive=ev.adaptive_concurrency,
         cache=cache if ev.cache else None,
         cache_identity=judge_identity(judge.spec),
+        max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
     ) as client:
         judge.client = client
         try:
