@@ -722,3 +722,17 @@ def test_a_pairwise_run_compares_only_with_the_baseline_it_was_judged_against(
     assert comp["comparable"] is False
     assert comp["reason"].startswith("pairwise judge: the PR run was judged against another")
     assert code == 1
+
+
+def test_validate_reads_the_judges_labelled_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "http://127.0.0.1:9/v1"
+    _labels(tmp_path)
+    config = _config(tmp_path, url, url, "      labels: judge-labels.jsonl", items=3)
+    assert main(["validate", str(config)], environ={"CI": "true"}) == 0
+    assert "arith: judge template rendered, 6 labelled examples read" in capsys.readouterr().out
+    (tmp_path / "judge-labels.jsonl").write_text('{"question": "q", "completion": "c"}\n')
+    assert main(["validate", str(config)], environ={"CI": "true"}) == 2
+    err = capsys.readouterr().err
+    assert "evals.yaml:" in err and "scorer.labels:" in err and ":1: missing label" in err

@@ -248,7 +248,24 @@ def check_data(config: Any, built: dict[str, list[Any]] | None = None) -> list[s
             raise ConfigError(f"{config.locate(bench.name, exc.field)}: {exc}") from None
         built[bench.name] = [suite]
         notes.append(f"{bench.name}: {len(suite.items)} items read, prompt template rendered")
+        if suite.judge is not None:
+            notes.append(_check_judge(config, bench))
     return notes
+
+
+def _check_judge(config: Any, bench: Any) -> str:
+    """A judged benchmark: its template rendered for every item (by the suite), and its
+    labelled set read as `local` reads it before the first request."""
+    from evalgate.suites.judge_labels import labels_path, load_labels
+
+    path = labels_path(config, bench)
+    if path is None:
+        return f"{bench.name}: judge template rendered; no labelled set (agreement not measured)"
+    try:
+        rows = load_labels(path, bench.scorer)
+    except ConfigError as exc:
+        raise ConfigError(f"{config.locate(bench.name, 'scorer')}: scorer.labels: {exc}") from None
+    return f"{bench.name}: judge template rendered, {len(rows)} labelled examples read"
 
 
 def check_environment(config: Any, environ: Any) -> list[str]:
