@@ -1,7 +1,7 @@
 """Runs an inspect_ai task for evalgate, in inspect's own interpreter (run by file path).
 
 A separate process, for two reasons. The task file is the PR's code, and no PR code runs in the
-process that decides the verdict (README, "Threat model"). And inspect_ai needs an ``openai``
+process that decides the verdict (docs/threat-model.md). And inspect_ai needs an ``openai``
 newer than verifiers allows, so it usually lives in its own venv (``EVALGATE_INSPECT_PYTHON``).
 This file therefore imports nothing from evalgate: it is run by path, with only the stdlib and
 inspect_ai. It speaks JSON lines on stdout (``list``) or into a file (``run``).
