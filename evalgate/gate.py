@@ -81,6 +81,9 @@ def _run_checks(run: RunSummary, gate: Any, max_error_rate: float) -> list[Check
             f"{run.errors}/{run.n_rollouts} rollouts errored ({run.error_rate:.1%} > "
             f"max_error_rate {max_error_rate:.1%}): scores not trusted"
         )
+        if run.error_kinds:
+            kinds = sorted(run.error_kinds.items(), key=lambda kv: -kv[1])
+            reason += " (" + ", ".join(f"{kind}: {count}" for kind, count in kinds) + ")"
         out.append(Check(run.model, run.benchmark, "errors", "errors", "ERROR", reason))
     # An agent variant's run ("tasks.skills") is held to its benchmark's ("tasks") thresholds.
     thresholds = gate.thresholds.get(run.benchmark) or gate.thresholds.get(

@@ -167,3 +167,54 @@ def test_sequential_rows_use_repeated_p_in_holm_and_say_so() -> None:
     assert seq.result.level == pytest.approx(stats.nominal_alpha(2, 4, 0.05))
     assert seq.result.p_regression > fixed.result.p_regression
     assert (seq.status == "FAIL") == (seq.result.hi < 0.0) == (seq.result.p_regression <= 0.05)
+
+
+# ------------------------------------------------------- values the gate cannot use (NaN, inf)
+
+
+def _record(item: int, reward: float, rollout: int = 0) -> dict:
+    return {
+        "example_id": f"i{item}",
+        "rollout": rollout,
+        "error": None,
+        "reward": reward,
+        "metrics": {"reward": reward},
+        "completion": "x",
+    }
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_reward_is_an_error_kind_counted_against_the_budget(bad: float) -> None:
+    from evalgate.run.summary import item_metrics, summarize
+
+    records = [_record(i, float(i % 2)) for i in range(40)]
+    records[3] = _record(3, bad)
+    summary = summarize(
+        records,
+        benchmark="b",
+        model="m",
+        model_id="o/m",
+        run_dir="",
+        n_items=40,
+        rollouts=1,
+        time_s=0.0,
+    )
+    assert summary.errors == 1 and summary.n_rollouts == 40
+    assert summary.error_kinds == {"non-finite score": 1}
+    assert "i3" not in item_metrics(records, 1)["reward"]
+    assert np.isfinite(summary.metrics["reward"].mean)
+    # Over the budget: an ERROR whose one line names the kind.
+    verdict = decide([summary], GateSettings(), error_budgets={"b": 0.01})
+    (check,) = [c for c in verdict.checks if c.status == "ERROR"]
+    assert "non-finite score" in check.reason and "\n" not in check.reason
+    # Within it: the score stands.
+    assert decide([summary], GateSettings(), error_budgets={"b": 0.05}).status != "ERROR"
+
+
+def test_one_non_finite_metric_makes_the_rollout_unusable() -> None:
+    from evalgate.run.summary import item_metrics
+
+    records = [_record(i, 1.0) for i in range(4)]
+    records[0]["metrics"]["n_claims"] = float("nan")
+    got = item_metrics(records, 1)
+    assert sorted(got["reward"]) == ["i1", "i2", "i3"]

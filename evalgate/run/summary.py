@@ -8,6 +8,7 @@ at ``finish_reason: length``, or blank text) are scored 0 by their suite and cou
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from statistics import fmean
@@ -15,15 +16,44 @@ from typing import Any
 
 from evalgate import stats
 
-__all__ = ["RunSummary", "item_metrics", "summarize"]
+__all__ = ["RunSummary", "item_metrics", "summarize", "unusable", "usable_records"]
 
 SUCCESS = 1.0 - 1e-9  # a rollout "succeeds" (for pass@k) when its reward is full marks
 
 
-def item_metrics(records: list[dict[str, Any]], rollouts: int) -> dict[str, dict[str, float]]:
-    """metric → {item id: per-item value}; includes pass@k / pass^k when k > 1."""
-    by_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
+def unusable(rec: dict[str, Any]) -> str | None:
+    """Why a scored rollout's values cannot enter the statistics, as an error message whose
+    kind (before the colon) is "non-finite score" or "non-numeric score"; None when they can.
+
+    A NaN or infinite reward (a verifier that divided by zero, a judge that returned "inf") has
+    no mean and no bound: the rollout is counted as errored, against ``eval.max_error_rate``,
+    like any other rollout that produced no score, instead of stopping the gate.
+    """
+    values = [("reward", rec.get("reward")), *(rec.get("metrics") or {}).items()]
+    for name, value in values:
+        if value is None and name == "reward":
+            continue  # no reward field: the metrics carry the scores
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"non-numeric score: {name} = {value!r:.40}"
+        if not math.isfinite(value):
+            return f"non-finite score: {name} = {value!r}"
+    return None
+
+
+def usable_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records with every unusable scored rollout turned into an errored one."""
+    out = []
     for rec in records:
+        why = unusable(rec) if rec.get("error") is None else None
+        out.append(rec if why is None else {**rec, "error": why})
+    return out
+
+
+def item_metrics(records: list[dict[str, Any]], rollouts: int) -> dict[str, dict[str, float]]:
+    """metric → {item id: per-item value}; includes pass@k / pass^k when k > 1. Rollouts whose
+    scores are unusable (see :func:`unusable`) count as errored."""
+    by_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rec in usable_records(records):
         if rec["error"] is None:
             by_item[rec["example_id"]].append(rec)
     out: dict[str, dict[str, float]] = defaultdict(dict)
@@ -82,6 +112,7 @@ def summarize(
     rollouts: int,
     time_s: float,
 ) -> RunSummary:
+    records = usable_records(records)
     groups = {r["example_id"]: r.get("group") for r in records}
     clustered = any(g is not None for g in groups.values())
     metrics = {}
