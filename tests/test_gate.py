@@ -218,3 +218,58 @@ def test_one_non_finite_metric_makes_the_rollout_unusable() -> None:
     records[0]["metrics"]["n_claims"] = float("nan")
     got = item_metrics(records, 1)
     assert sorted(got["reward"]) == ["i1", "i2", "i3"]
+
+
+# ------------------------------------------------------------------------------------ wording
+
+
+def test_holm_note_only_for_the_test_the_step_down_reached() -> None:
+    runs = [_run("a"), _run("b"), _run("c")]
+    comps = [
+        _comparison("a", 0.001, "FAIL"),
+        _comparison("b", 0.03, "FAIL"),
+        _comparison("c", 0.049, "FAIL"),
+    ]
+    reasons = {c.benchmark: c.reason for c in _decide(runs, comps).checks if c.kind == "baseline"}
+    # b was compared with 0.05/2 and stopped the step-down; c was never compared with anything.
+    assert "p = 0.03 needs ≤ 0.05/2" in reasons["b"]
+    assert "0.05/1" not in reasons["c"] and "p = 0.049 needs" not in reasons["c"]
+    assert "stopped" in reasons["c"] and "p = 0.03" in reasons["c"]
+    assert "Holm" not in reasons["a"]
+
+
+@pytest.mark.parametrize(
+    ("value", "edge", "shown"),
+    [
+        (-0.00004, 0.0, "-0.004"),  # U < 0: never "-0.0"
+        (-0.0299996, -0.03, "-2.99996"),  # L > −δ: never "-3.0" at δ = 3 pp
+        (-0.0300004, -0.03, "-3.00004"),  # L < −δ: never "-3.0" either
+        (-0.0123, -0.03, "-1.2"),  # far from the edge: one decimal
+        (0.0, 0.0, "+0.0"),  # on the edge is shown on the edge
+    ],
+)
+def test_bounds_are_shown_at_a_precision_that_keeps_their_side(
+    value: float, edge: float, shown: str
+) -> None:
+    digits = stats.decimals_against(value, edge)
+    assert f"{100 * value:+.{digits}f}" == (shown if shown[0] in "+-" else "+" + shown)
+
+
+def test_scorecard_bounds_and_mde_wording_agree_with_the_verdict() -> None:
+    from evalgate.report import render_scorecard
+
+    comp = _comparison("a", 0.04, "FAIL")
+    mc = comp.metrics[0]
+    near = stats.PairedResult(**{**mc.result.__dict__, "lo": -0.0299996, "hi": -0.00004})
+    comp = RunComparison(
+        **{**comp.__dict__, "metrics": (MetricComparison("accuracy", near, "FAIL", 0.02),)}
+    )
+    verdict = _decide([_run("a")], [comp])
+    card = render_scorecard(verdict)
+    assert "-0.0 pp" not in card and "-0.004 pp" in card
+    assert "-3.0 pp" not in card and "-2.99996 pp" in card
+    (check,) = [c for c in verdict.checks if c.kind == "baseline"]
+    assert "[-0.030," not in check.reason and "-0.000]" not in check.reason
+    assert "[-0.0299996, -0.00004]" in check.reason
+    # The MDE says whose power it is: the regression test's (U < 0), not P(FAIL).
+    assert "MDE: the drop that makes U < 0 with 80 % power" in card

@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from evalgate import __version__
+from evalgate import __version__, stats
 from evalgate.gate import Verdict
 from evalgate.report._escape import code_span, escape_text
 from evalgate.run.costs import format_usd
@@ -100,6 +100,16 @@ def _pp(value: float | None, sign: bool = True) -> str:
     if math.isinf(value):  # type: ignore[arg-type]
         return "∞ (too few items)"
     return f"{100 * value:+.1f} pp" if sign else f"{100 * value:.1f} pp"  # type: ignore[operator]
+
+
+def _bound(value: float | None, edge: float) -> str:
+    """A bound in signed pp at the precision that keeps it on its side of ``edge`` (−δ for the
+    lower bound, 0 for the upper): never "-0.0 pp" beside a FAIL or "-3.0 pp" beside a PASS
+    at δ = 3 pp."""
+    if _nan(value) or math.isinf(value):  # type: ignore[arg-type]
+        return _pp(value)
+    digits = stats.decimals_against(value, edge)  # type: ignore[arg-type]
+    return f"{100 * value:+.{digits}f} pp"  # type: ignore[operator]
 
 
 def _pval(value: float | None) -> str:
@@ -206,6 +216,7 @@ def render_scorecard(
         baseline_checks=baseline_checks,
         pct=_numeric(_pct),
         pp=_numeric(_pp),
+        bound=_numeric(_bound),
         pval=_numeric(_pval),
         ci=_numeric(_ci),
         usd=_numeric(_usd),
