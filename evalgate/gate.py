@@ -167,6 +167,8 @@ def _comparison_checks(comp: RunComparison) -> list[Check]:
             reason += f" (repeated bounds at nominal one-sided level {r.level:.4g})"
         if r.note:
             reason += f"; {r.note}"
+        if mc.scale is not None and mc.scale.assumption:
+            reason += f"; {mc.scale.assumption}"
         out.append(
             Check(
                 comp.model,

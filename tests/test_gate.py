@@ -273,3 +273,66 @@ def test_scorecard_bounds_and_mde_wording_agree_with_the_verdict() -> None:
     assert "[-0.0299996, -0.00004]" in check.reason
     # The MDE says whose power it is: the regression test's (U < 0), not P(FAIL).
     assert "MDE: the drop that makes U < 0 with 80 % power" in card
+
+
+# ------------------------------------------------------------- scales: proportion, range, count
+
+
+@pytest.mark.parametrize(
+    ("values", "declared", "kind", "low", "high"),
+    [
+        ([0.0, 1.0, 0.5], None, "proportion", 0.0, 1.0),
+        ([0.0, 2.0, 5.0], None, "count", 0.0, 5.0),
+        ([-1.5, 2.0, 0.25], None, "real", -1.5, 2.0),
+        ([1.0, 4.0], [0.0, 10.0], "bounded", 0.0, 10.0),
+        ([1.0, 3.0], "count", "count", 0.0, 3.0),
+        ([0.0, 1.0], "proportion", "proportion", 0.0, 1.0),
+    ],
+)
+def test_metric_scale_is_declared_or_inferred(
+    values: list[float], declared: object, kind: str, low: float, high: float
+) -> None:
+    scale = stats.metric_scale(values, declared)
+    assert (scale.kind, scale.low, scale.high) == (kind, low, high)
+    # Only a scale whose bounds are known states no assumption.
+    assert bool(scale.assumption) == (kind in ("count", "real"))
+
+
+def test_declared_range_the_data_leave_is_widened_and_said() -> None:
+    scale = stats.metric_scale([-1.0, 4.0], [0.0, 3.0])
+    assert (scale.low, scale.high) == (-1.0, 4.0) and "outside" in scale.assumption
+
+
+def test_scorecard_shows_counts_in_their_units_and_says_what_the_gate_assumes() -> None:
+    from evalgate.compare.paired import compare_metric
+    from evalgate.report import render_scorecard
+
+    base = np.array([2.0, 3.0, 1.0, 4.0] * 25)
+    head = base.copy()
+    mc = compare_metric("n_claims", base, head, clusters=None, margin=0.03, alpha=0.05)
+    assert mc.scale is not None and mc.scale.kind == "count"
+    assert "assumes" in mc.reason
+    comp = _comparison("a", 0.5, "INCONCLUSIVE")
+    comp = RunComparison(**{**comp.__dict__, "metrics": (mc,)})
+    run = _run("a", list(base))
+    run = RunSummary(
+        **{
+            **run.__dict__,
+            "metrics": {"n_claims": stats.mean_ci(base)},
+            "per_item": {"n_claims": run.per_item["accuracy"]},
+        }
+    )
+    verdict = _decide([run], [comp])
+    card = render_scorecard(verdict)
+    assert "250.0%" not in card and "250.0 %" not in card
+    assert "2.5" in card
+    row = next(line for line in card.splitlines() if "| n_claims |" in line and "[" in line)
+    assert " pp" not in row.split("|")[6]  # Δ [L, U] of a count is in counts
+    (check,) = [c for c in verdict.checks if c.kind == "baseline"]
+    assert "assumes" in check.reason
+
+
+def test_a_declared_range_must_be_a_range() -> None:
+    assert GateSettings(scales={"r": [-1, 2]}).scales == {"r": (-1.0, 2.0)}
+    with pytest.raises(ValueError, match="low < high"):
+        GateSettings(scales={"r": [2, 2]})

@@ -282,8 +282,13 @@ def paired_compare(
     alpha: float = 0.05,
     n_resamples: int = 10_000,
     seed: int = 0,
+    bounds: tuple[float, float] | None = None,
 ) -> PairedResult:
     """Compare aligned per-item scores (same items, same order) of base and head.
+
+    ``bounds``: the range every score can take (a metric's :class:`~evalgate.stats.Scale`);
+    default [0, 1]. It is widened to hold the scores given, and sets the range of the
+    differences that the betting and Hoeffding bounds assume.
 
     ``lo`` / ``hi`` are the one-sided (1 − alpha) bounds from inverting the tests whose p-values
     are ``p_noninferiority`` / ``p_regression`` (the module docstring lists the method for each
@@ -305,7 +310,9 @@ def paired_compare(
     if _is_binary(b) and _is_binary(h):
         discordant = (int(np.sum((b == 1.0) & (h == 0.0))), int(np.sum((b == 0.0) & (h == 1.0))))
     # Scores on [low, high] (usually [0, 1]) have differences in ±(high − low).
-    width = max(1.0, float(b.max()), float(h.max())) - min(0.0, float(b.min()), float(h.min()))
+    low, high = bounds if bounds is not None else (0.0, 1.0)
+    width = max(high, float(b.max()), float(h.max())) - min(low, float(b.min()), float(h.min()))
+    width = width if width > 0.0 else 1.0
     resamples = (n_resamples, seed)
     found, method, note = _item_bounds(b, h, margin, alpha, resamples, width)
     n_clusters = None
