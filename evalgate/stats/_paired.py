@@ -7,12 +7,13 @@ PASS ⇔ lower bound > −margin and FAIL ⇔ upper bound < 0 hold by constructi
 * fractional or graded scores: non-inferiority by the betting confidence bound (valid for any
   bounded data, see :mod:`._betting`), regression by a sign-flip permutation test on the
   per-item differences, inverted exactly (a step function of the shift, see :func:`_sign_flip`);
-* grouped items: the test on the items AND the sign-flip on group sums (both must reject, so a
-  ``group`` column can only make the gate stricter); with fewer than ``MIN_GROUPS`` groups the
-  non-inferiority side uses Hoeffding's distribution-free bound instead of the sign-flip, and
-  ``note`` says so;
-* differences without any variance are never evidence: group differences without variance get
-  Hoeffding's bound; the exact and betting tests on items need no such rule.
+* grouped items: the test on the items AND the test on groups (both must reject, so a
+  ``group`` column can only make the gate stricter). Over groups, non-inferiority is the betting
+  bound on the groups' differences (:func:`._betting.betting_lower_groups`: groups are the
+  independent units, valid for any number of groups and any pattern of change inside them) and
+  regression the sign-flip on group sums;
+* differences without any variance are never evidence: the exact and betting tests need no
+  special rule for them (a betting bound on identical differences is as wide as n allows).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from evalgate.stats._betting import betting_lower
+from evalgate.stats._betting import betting_lower, betting_lower_groups
 from evalgate.stats._common import (
     _as_pair,
     _check_alpha,
@@ -49,11 +50,9 @@ _CHUNK_ENTRIES = 1 << 20
 _DENSE_ENTRIES = 1 << 24
 
 # The sign-flip test of non-inferiority assumes the group differences shifted by the margin are
-# symmetric about 0; a regression concentrated in a few groups breaks that, and with few groups
-# nothing makes up for it (with 5 groups the smallest p is 1/32 whatever the data). Below this
-# many groups the PASS side uses Hoeffding's bound (valid for any bounded data, and honestly
-# wide); the FAIL side keeps the sign-flip, exact under the null that the PR changes nothing
-# (base and PR labels exchangeable within each group).
+# symmetric about 0; a PR that breaks a few whole groups breaks that (false PASS 0.19 with 20
+# groups), so the PASS side over groups is the betting bound, valid for any number of groups.
+# Below this many groups it can rarely reject, and the note says why the bound is wide.
 MIN_GROUPS = 20
 
 
@@ -207,23 +206,6 @@ def _sign_flip(
     return _Bounds(lo, hi, p_le(-margin), p_ge(0.0), total, exact)
 
 
-def _hoeffding(
-    sums: np.ndarray, sizes: np.ndarray, margin: float, alpha: float, width: float
-) -> _Bounds:
-    """Hoeffding (1963) bounds on the size-weighted mean of independent unit means in
-    [−width, width]: valid for any distribution, however few units and whatever the skew.
-
-    P(Δ̂ − Δ ≥ t) ≤ exp(−t² / (2·width²·Σ w_u²)), w_u = m_u / n.
-    """
-    weights = sizes / sizes.sum()
-    scale = 2.0 * width * width * float(np.sum(weights**2))
-    delta = float(sums.sum() / sizes.sum())
-    half = math.sqrt(scale * math.log(1.0 / alpha))
-    p_ni = math.exp(-((delta + margin) ** 2) / scale) if delta + margin > 0 else 1.0
-    p_reg = math.exp(-(delta**2) / scale) if delta < 0 else 1.0
-    return _Bounds(delta - half, delta + half, p_ni, p_reg)
-
-
 def _item_bounds(
     b: np.ndarray,
     h: np.ndarray,
@@ -257,20 +239,19 @@ def _group_bounds(
     resamples: tuple[int, int],
     width: float,
 ) -> tuple[_Bounds, str]:
-    """The test on groups: sign-flip on group sums; Hoeffding's bound where that cannot hold."""
+    """The test on groups: non-inferiority by the betting bound over groups (valid for any
+    number of groups and any pattern of change inside them), regression by the sign-flip on
+    group sums (exact when the PR changes nothing)."""
     sums = np.bincount(codes, weights=d, minlength=n_units)
     sizes = np.bincount(codes, minlength=n_units).astype(float)
     flip = _sign_flip(sums, sizes, margin, alpha, *resamples)
-    if n_units >= MIN_GROUPS and np.ptp(sums / sizes) > 0.0:
-        return flip, ""
-    hoeff = _hoeffding(sums, sizes, margin, alpha, width)
-    why = (
-        f"too few groups ({n_units} < {MIN_GROUPS}) to decide non-inferiority at α = {alpha:g}"
-        if n_units < MIN_GROUPS
-        else "every group differs by the same amount (no variance)"
-    )
-    note = f"{why}: Hoeffding lower bound; regression tested by sign-flip over groups"
-    return _Bounds(hoeff.lo, flip.hi, hoeff.p_ni, flip.p_reg, flip.used, flip.exact), note
+    lo, p_ni = betting_lower_groups(sums, sizes, width, -margin, alpha, resamples[1])
+    note = ""
+    if n_units < MIN_GROUPS and p_ni > alpha:
+        note = (
+            f"few groups ({n_units} < {MIN_GROUPS}): the non-inferiority bound over groups is wide"
+        )
+    return _Bounds(lo, flip.hi, p_ni, flip.p_reg, flip.used, flip.exact), note
 
 
 def paired_compare(
