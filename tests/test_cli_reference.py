@@ -36,3 +36,13 @@ def test_every_flag_of_every_command_is_in_the_table() -> None:
             for flag in action.option_strings:
                 if flag.startswith("--") and flag != "--help":
                     assert flag in row, f"{name}: {flag} missing from the command table"
+
+
+def test_configuration_reference_matches_the_schema() -> None:
+    from evalgate.commands.reference import config_reference
+
+    page = README.parent / "docs" / "reference" / "configuration.md"
+    assert page.read_text(encoding="utf-8") == config_reference(), (
+        "docs/reference/configuration.md is stale: "
+        "python -m evalgate.commands.reference --config > docs/reference/configuration.md"
+    )

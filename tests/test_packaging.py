@@ -21,6 +21,7 @@ def test_action_inputs_match_what_the_entrypoint_reads() -> None:
     assert action["inputs"]["github_token"]["default"] == "${{ github.token }}"
     assert set(action["outputs"]) == {
         "verdict",
+        "reported_verdict",
         "exit_code",
         "crash_log",
         "scorecard",

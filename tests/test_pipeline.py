@@ -181,10 +181,26 @@ def test_errors_are_counted_not_scored_and_too_many_is_exit_3(
 
 
 def test_error_budget_is_configurable(tmp_path: Path, scripted_server: Any) -> None:
-    server = scripted_server(lambda b, n: (400, "no", {}) if n == 0 else answer_arith(b, n))
+    first: list[str] = []  # one item's request fails every time (errors are never cached)
+
+    def script(body: dict[str, Any], n: int) -> Any:
+        first[:] = first or [body["messages"][-1]["content"]]
+        return (
+            (400, "no", {})
+            if body["messages"][-1]["content"] == first[0]
+            else answer_arith(body, n)
+        )
+
+    server = scripted_server(script)
     config = _config(tmp_path, server.base_url)
     assert _run(tmp_path, config, "--eval.max_concurrent=1")[0] == 3
-    assert _run(tmp_path, config, "--eval.max_concurrent=1", "--eval.max_error_rate=0.1")[0] == 0
+    code, out = _run(tmp_path, config, "--eval.max_concurrent=1", "--eval.max_error_rate=0.1")
+    assert code == 0
+    # Gated again later (compare, resume), the run is held to the budget it ran with (1/12
+    # errored: over the default 5 %, under its own 10 %).
+    assert main(["compare", str(out), str(out), "--output", str(tmp_path / "cmp")]) == 0
+    verdict = json.loads((tmp_path / "cmp" / "verdict.json").read_text())
+    assert verdict["status"] != "ERROR", verdict["reasons"]
 
 
 def test_unreachable_endpoint_is_infra_error(tmp_path: Path) -> None:

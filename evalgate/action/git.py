@@ -11,7 +11,14 @@ from pathlib import Path
 from evalgate._git import Git, GitFailed
 from evalgate.errors import InfraError
 
-__all__ = ["GitFailed", "ancestors", "ensure_commit", "git", "merge_base", "show_file"]
+__all__ = [
+    "GitFailed",
+    "ancestors",
+    "ensure_commit",
+    "git",
+    "merge_base",
+    "show_file",
+]
 
 
 def git(repo: Path, *args: str, timeout: float = 120.0) -> str:
@@ -49,13 +56,43 @@ def ensure_commit(repo: Path, sha: str, token: str | None = None) -> None:
 
 
 def merge_base(repo: Path, base: str, head: str, *, token: str | None = None) -> str:
-    """The PR's merge-base (where its branch left the base); the base tip when unknowable."""
+    """The PR's merge-base (where its branch left the base). When git cannot answer, an
+    :class:`InfraError`: the base tip instead would compare the PR with commits it never saw
+    (a baseline that moved on since the branch left it), and say nothing."""
     try:
         ensure_commit(repo, base, token)
         ensure_commit(repo, head, token)
-        return git(repo, "merge-base", base, head).strip() or base
-    except GitFailed:
-        return base
+        try:
+            found = git(repo, "merge-base", base, head).strip()
+        except GitFailed:
+            # actions/checkout's depth-1 clone holds no history to meet in: fetch it, once.
+            if not _unshallow(repo, base, head, token):
+                raise
+            found = git(repo, "merge-base", base, head).strip()
+    except GitFailed as exc:
+        raise InfraError(
+            f"cannot find where this PR left the base branch (git merge-base {base[:12]} "
+            f"{head[:12]}: {exc}); the baseline cannot be chosen",
+            hint="check out with `fetch-depth: 0`, or make both commits fetchable",
+        ) from None
+    if not found:
+        raise InfraError(f"the PR's head {head[:12]} shares no history with the base {base[:12]}")
+    return found
+
+
+def _unshallow(repo: Path, base: str, head: str, token: str | None) -> bool:
+    """Fetch the full history of ``base`` and ``head`` into a shallow clone; False when the
+    clone is not shallow (then more history would not help)."""
+    fetcher = Git(repo, token=token)
+    try:
+        if fetcher.run("rev-parse", "--is-shallow-repository").strip() != "true":
+            return False
+        fetcher.use_remote("origin")
+        fetcher.run("fetch", *fetcher.pack_args("fetch"), "--no-tags", "--unshallow", "origin",
+                    base, head)  # fmt: skip
+    except InfraError as exc:
+        raise GitFailed(("fetch",), -1, "", str(exc)) from None
+    return True
 
 
 def ancestors(repo: Path, sha: str, count: int = 20) -> list[str]:

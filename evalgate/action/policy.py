@@ -2,11 +2,12 @@
 
 What a PR may not change for its own run (it applies after merge): the gate (thresholds, δ, α,
 ``on_inconclusive``, gated metrics), the baseline settings, the **set of benchmarks** the base
-gates, and each one's **measurement** (kind, scorer, rollouts, the verifiers environment). The
-base's ``gate`` and ``baseline`` replace the PR's before anything runs; after the run,
-:func:`policy_checks` turns every benchmark the PR dropped or renamed, and every measurement it
-changed, into a FAIL with the reason: a renamed benchmark would otherwise carry no threshold and
-no baseline, and PASS at any score.
+gates, and the whole **exam** (:mod:`evalgate.config.split`: benchmark definitions and their data
+and task files, scorers, ``eval.*``, sandboxes, publishing), read from the base commit's tree
+(:mod:`evalgate.action.exam`). The PR brings only the candidate. After the run,
+:func:`policy_checks` turns every benchmark the PR dropped or renamed into a FAIL with the
+reason: a renamed benchmark would otherwise carry no threshold and no baseline, and PASS at any
+score.
 
 Reading the base fails closed: any git error, and a base evals.yaml this evalgate cannot load,
 is a :class:`PolicyError` (verdict ERROR). The one exception is a base commit with no evals.yaml
@@ -16,11 +17,11 @@ at all — the PR that adopts evalgate — which runs on its own policy and says
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from evalgate.action import exam
 from evalgate.action import git as gitops
 from evalgate.config.load import Config, load_config
 from evalgate.config.spec.budget import apply_ceiling
@@ -46,7 +47,7 @@ class BasePolicy:
     source: Literal["base", "first-adoption", "own"]
     base_sha: str | None = None
     config: Config | None = None  # the base's, when source == "base"
-    changes: tuple[str, ...] = ()  # what the PR changes in the policy (applies after merge)
+    changes: tuple[str, ...] = ()  # what the PR changes in the exam (applies after merge)
 
     @property
     def measurements(self) -> dict[str, dict[str, Any]]:
@@ -55,14 +56,31 @@ class BasePolicy:
         return {b.name: measurement(b) for b in self.config.benchmarks}
 
     def applied(self, config: Config) -> tuple[Config, str | None]:
-        """``config`` (the PR's) with the base's gate and baseline settings, and its budget held
-        under the base's caps (a ceiling the PR cannot raise); plus a note naming any cap the PR
-        tried to raise."""
+        """``config`` (the PR's candidate) with the base's exam (:func:`exam.merge`: benchmark
+        definitions, data and tasks, eval settings, sandboxes, publishing), gate and baseline
+        settings, and its budget held under the base's caps (a ceiling the PR cannot raise);
+        plus a note naming any cap the PR tried to raise."""
         if self.config is None:
             return config, None
         budget, note = apply_ceiling(config.budget, self.config.budget)
         update = {"gate": self.config.gate, "baseline": self.config.baseline, "budget": budget}
-        return config.model_copy(update=update), note
+        return exam.merge(self.config, config).model_copy(update=update), note
+
+    def exam_note(self, config_name: str) -> str | None:
+        """The scorecard's first note: which exam judged this run, and what the PR changed in
+        it (applied once merged). None when the PR changes nothing in the exam."""
+        if self.source == "first-adoption":
+            return (
+                f"first adoption: the base branch has no {config_name}, so this PR's own exam "
+                "(benchmarks, data, gate) was used; from the next PR on the base's is"
+            )
+        if self.source != "base" or not self.changes:
+            return None
+        return (
+            f"this PR changes the exam ({'; '.join(self.changes)}): the gate used the base "
+            f"branch's exam (`{config_name}` at `{(self.base_sha or '')[:12]}`); the change "
+            "takes effect when merged"
+        )
 
     def note(self, config_name: str, overridden: list[str] | tuple[str, ...] = ()) -> str:
         """One plain sentence for the scorecard: which policy judged this run. ``overridden``:
@@ -77,12 +95,10 @@ class BasePolicy:
         sha = (self.base_sha or "")[:12]
         text = (
             f"the base branch's policy (`{config_name}` at `{sha}`: gate, baseline, benchmark "
-            "set and scorers) was applied"
+            "set and the whole exam) was applied"
         )
         if overridden:
             text += f", except {' and '.join(overridden)}"
-        if self.changes:
-            text += f"; this PR's changes to {', '.join(self.changes)} apply after merge"
         return text
 
 
@@ -108,20 +124,6 @@ def _git_state(workdir: Path, sha: str, path: str, token: str | None) -> bool:
     return bool(listing.strip())
 
 
-def _materialise(workdir: Path, sha: str, config_path: str, into: Path) -> Path:
-    """The base's evals.yaml and its ``benchmarks/`` folder, written under ``into``."""
-    target = into / Path(config_path).name
-    target.write_text(gitops.git(workdir, "show", f"{sha}:./{config_path}"), encoding="utf-8")
-    local = (Path(config_path).parent / "benchmarks").as_posix()
-    listing = gitops.git(workdir, "ls-tree", "--name-only", sha, "--", f"{local}/")
-    for name in listing.split():
-        if name.endswith((".yaml", ".yml")):
-            (into / "benchmarks").mkdir(exist_ok=True)
-            text = gitops.git(workdir, "show", f"{sha}:./{name}")
-            (into / "benchmarks" / Path(name).name).write_text(text, encoding="utf-8")
-    return target
-
-
 def read_base_policy(
     workdir: Path,
     base_sha: str | None,
@@ -129,11 +131,16 @@ def read_base_policy(
     config: Config,
     *,
     is_pr: bool,
+    into: Path,
     overrides: tuple[str, ...] = (),
     token: str | None = None,
 ) -> BasePolicy:
-    """The policy this run is judged by. Raises :class:`PolicyError` when the base is unreadable.
+    """The policy this run is judged by. Raises :class:`PolicyError` when the base is unreadable,
+    a ConfigError when the PR sends a secret where the base does not, or names a path outside
+    the repository.
 
+    The base commit's tree is written under ``into``, which must outlive the run: the exam's
+    files (data, tasks, inspect task files) are read there, never from the PR's checkout.
     ``overrides`` (the workflow's) apply to the base's file as to the PR's: they belong to the
     job, and a measurement they change must change on both sides alike."""
     if not is_pr:
@@ -145,14 +152,26 @@ def read_base_policy(
             hint="run evalgate on pull_request events from actions/checkout",
         )
     try:
+        top = Path(gitops.git(workdir, "rev-parse", "--show-toplevel").strip()).resolve()
+    except gitops.GitFailed as exc:
+        raise PolicyError(f"{workdir} is not a git checkout ({exc})") from None
+    exam.check_paths(config, top, config_path)
+    exam.check_secret_routes(None, config, config_path)  # the job's own tokens, in any case
+    try:
         if not _git_state(workdir, base_sha, config_path, token):
             return BasePolicy("first-adoption", base_sha)
-        with tempfile.TemporaryDirectory(prefix="evalgate-policy-") as tmp:
-            path = _materialise(workdir, base_sha, config_path, Path(tmp))
-            try:
-                base = load_config(path, overrides)
-            except ConfigError:  # an override may name a benchmark only the PR has
-                base = load_config(path)
+        prefix = gitops.git(workdir, "rev-parse", "--show-prefix").strip()
+        exam.materialise(workdir, base_sha, into)
+        path = into / prefix / config_path
+        try:
+            base = load_config(path, overrides)
+        except ConfigError:  # an override may name a benchmark only the PR has
+            base = load_config(path)
+        # Where `datasets` looks for local files (the working directory), in the base's tree.
+        here = Path.cwd().resolve()
+        if here == top or top in here.parents:
+            base = exam.anchor_local_data(base, into / here.relative_to(top))
+            config = exam.anchor_local_data(config, here)
     except gitops.GitFailed as exc:
         raise PolicyError(
             f"cannot read the base branch's {config_path} at {base_sha[:12]} ({exc}); the gate "
@@ -164,26 +183,15 @@ def read_base_policy(
             f"the base branch's {config_path} at {base_sha[:12]} is not a valid policy for this "
             f"evalgate ({exc}); fix it on the base branch first",
         ) from None
-    return BasePolicy("base", base_sha, base, _changes(base, config))
-
-
-def _changes(base: Config, pr: Config) -> tuple[str, ...]:
-    out = []
-    if base.gate != pr.gate:
-        out.append("the gate")
-    if base.baseline != pr.baseline:
-        out.append("the baseline settings")
-    base_m = {b.name: measurement(b) for b in base.benchmarks}
-    pr_m = {b.name: measurement(b) for b in pr.benchmarks}
-    if set(base_m) - set(pr_m):
-        out.append("the benchmark set")
-    if any(pr_m[n] != m for n, m in base_m.items() if n in pr_m):
-        out.append("a benchmark's measurement")
-    return tuple(out)
+    exam.check_secret_routes(base, config, config_path)
+    changes = exam.exam_changes(base, into, config, top)
+    return BasePolicy("base", base_sha, base, tuple(changes))
 
 
 def policy_checks(policy: BasePolicy, config: Config) -> list[Check]:
-    """A FAIL for every benchmark the base requires that the PR dropped, renamed or re-scored."""
+    """A FAIL for every benchmark the base requires that the PR dropped or renamed. (A changed
+    measurement cannot reach here: the run used the base's exam. The check stays, so that a
+    field the merge ever missed fails instead of passing.)"""
     if policy.config is None:
         return []
     pr = {b.name: measurement(b) for b in config.benchmarks}

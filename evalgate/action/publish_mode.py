@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
-from evalgate.errors import EvalgateError
+from evalgate.errors import EvalgateError, ExitCode
 from evalgate.publish.artifact import read_artifact_text
 from evalgate.publish.github import GitHubClient
 from evalgate.publish.sanitize import inert_markdown
@@ -30,6 +30,10 @@ def publish_artifact(ctx: CIContext, inputs: ActionInputs, pub: Publisher) -> in
     Everything in the artifact was written by code the PR controls: no file in it is followed
     through a symlink (a scorecard.md → /proc/self/environ would post this job's token), and the
     scorecard is posted inert (no mentions, references, links, images, HTML or markers).
+
+    The exit code and outputs say what this job verified and posted (0 and ``PUBLISHED``; 3 when
+    the comment could not be posted), never what the artifact's verdict.json claims: that is
+    shown as ``reported_verdict``, labelled "as reported by the PR's job".
     """
     results = ctx.workspace / inputs.results_dir
     verdict_file, scorecard = results / "verdict.json", results / "scorecard.md"
@@ -54,17 +58,30 @@ def publish_artifact(ctx: CIContext, inputs: ActionInputs, pub: Publisher) -> in
             client.close()
             raise
         pub.ctx, pub.client = ctx, client
-    status, code = _artifact_verdict(verdict_text, verdict_file)
+    status = _artifact_verdict(verdict_text, verdict_file)
+    # The artifact's verdict is the PR's to forge: shown, labelled, never this job's outcome.
+    pub.notices.append(
+        f"verdict as reported by the PR's job: {status}. This job ran nothing from the PR: it "
+        "verified which pull request the run belongs to and posted the run's scorecard",
+        key="reported",
+    )
     markdown = inert_markdown(raw)
     pub.scorecard = markdown
-    pub.outputs = {"verdict": status, "exit_code": code, "scorecard": str(scorecard)}
     pub.comment(markdown)
+    wanted = pub.client is not None
+    code = int(ExitCode.INFRA) if wanted and not pub.posted else 0
+    pub.outputs = {
+        "verdict": "PUBLISHED" if code == 0 else "ERROR",
+        "reported_verdict": status,
+        "exit_code": code,
+        "scorecard": str(scorecard),
+    }
     pub.finish(markdown, pub.outputs)
     return code
 
 
-def _artifact_verdict(text: str, path: Path) -> tuple[str, int]:
-    """The status and exit code an uploaded verdict.json claims, checked for shape only."""
+def _artifact_verdict(text: str, path: Path) -> str:
+    """The status an uploaded verdict.json claims, checked for shape only."""
     try:
         data = json.loads(text)
     except ValueError:
@@ -73,4 +90,4 @@ def _artifact_verdict(text: str, path: Path) -> tuple[str, int]:
     code = data.get("exit_code") if isinstance(data, dict) else None
     if status not in ("PASS", "FAIL", "INCONCLUSIVE", "ERROR", "UNGATED") or code not in range(5):
         raise EvalgateError(f"{path.name}: not an evalgate verdict (status {status!r})")
-    return str(status), int(code)
+    return str(status)

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from evalgate.run.rundir import METADATA, read_json_object
+
 __all__ = ["trend_section"]
-
-
-def _score(meta: dict[str, Any]) -> float | None:
-    value = meta.get("avg_reward")
-    if value is None:
-        metrics = meta.get("avg_metrics") or {}
-        value = next(iter(metrics.values()), None)
-    return float(value) if isinstance(value, int | float) else None
 
 
 def trend_chart(name: str, points: list[tuple[str, float]]) -> str:
@@ -30,15 +23,16 @@ def trend_chart(name: str, points: list[tuple[str, float]]) -> str:
 
 def trend_section(store: Any, names: list[str], limit: int = 10) -> str:
     """Markdown with one chart per stored run name that has at least two stored runs."""
+    from evalgate.report.html import headline_score
+
     charts = []
     for name in dict.fromkeys(names):
         points = []
         for stored in reversed(store.history(name, limit=limit)):  # oldest first
-            try:
-                meta = json.loads((stored.path / "metadata.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            meta = read_json_object(stored.path / METADATA)
+            if meta is None:
                 continue
-            score = _score(meta)
+            score = headline_score(meta)
             if score is not None:
                 points.append((stored.key.commit[:7], score))
         if len(points) >= 2:

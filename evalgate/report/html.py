@@ -19,12 +19,12 @@ import jinja2
 from markupsafe import escape
 
 from evalgate import __version__, stats
-from evalgate.compare.paired import load_run
 from evalgate.errors import UsageError
 from evalgate.gate import Verdict
 from evalgate.report import _bytecode_cache
+from evalgate.run.rundir import METADATA, load_run, read_json_object
 
-__all__ = ["render_html", "report_url", "trend_points"]
+__all__ = ["headline_score", "render_html", "report_url", "trend_points"]
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("evalgate", "report"),
@@ -53,21 +53,28 @@ def report_url(environ: Mapping[str, str]) -> str | None:
     return None
 
 
+def headline_score(meta: dict[str, Any]) -> float | None:
+    """A stored run's one score for a trend (its metadata's ``avg_reward``, else its first
+    metric); the Action's mermaid chart and report.html's trend plot the same number."""
+    value = meta.get("avg_reward")
+    if value is None:
+        metrics = meta.get("avg_metrics") or {}
+        value = next(iter(metrics.values()), None)
+    return float(value) if isinstance(value, int | float) else None
+
+
 def trend_points(store: Any, verdict: Verdict, limit: int = 20) -> dict[Any, list[Any]]:
     """The result store's recent default-branch scores of each of the verdict's runs (stored as
     ``{benchmark}--{model label}``), oldest first, as :func:`render_html`'s ``trend``; the score
     is the one :mod:`evalgate.action.trend` charts (``avg_reward``, else the first metric)."""
-    from evalgate.action.trend import _score
-
     out: dict[Any, list[Any]] = {}
     for run in verdict.runs:
         points = []
         for stored in reversed(store.history(f"{run.benchmark}--{run.model}", limit=limit)):
-            try:
-                meta = json.loads((stored.path / "metadata.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            meta = read_json_object(stored.path / METADATA)
+            if meta is None:
                 continue
-            score = _score(meta)
+            score = headline_score(meta)
             if score is not None:
                 points.append((stored.key.commit[:7], score))
         out[(run.model, run.benchmark, "score")] = points

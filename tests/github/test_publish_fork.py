@@ -317,7 +317,9 @@ def test_a_hostile_artifact_is_posted_inert(
     for text in active:
         assert text not in body, text
     assert "evalgate: PASS" in body and "security-team" in body  # the text is still there
-    assert job.outputs()["exit_code"] == "0" and job.outputs()["verdict"] == "PASS"
+    outputs = job.outputs()
+    assert outputs["exit_code"] == "0" and outputs["verdict"] == "PUBLISHED"
+    assert outputs["reported_verdict"] == "PASS"
 
 
 @pytest.mark.parametrize("name", ["scorecard.md", "verdict.json", "pr.json"])

@@ -30,6 +30,7 @@ verdict is ``verify``'s.
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,11 +205,32 @@ def load_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}{line}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
 
 
+def _no_links_out(root: Path) -> None:
+    """Refuse a symlink in the task tree that leads out of it: a task's files are copied into
+    sandboxes and results, and `tests/key -> ~/.ssh/id_ed25519` (or `/proc/self/environ`)
+    would carry the runner's secrets with them."""
+    if not root.is_dir():
+        return
+    top = Path(os.path.realpath(root))
+    for folder, dirs, files in os.walk(root):  # never follows a link: each is checked here
+        for name in (*dirs, *files):
+            link = Path(folder, name)
+            if not link.is_symlink():
+                continue
+            real = Path(os.path.realpath(link))
+            if real != top and top not in real.parents:
+                raise ConfigError(
+                    f"{link}: a symlink out of the task folder (to {os.readlink(link)}); task "
+                    "files must stay inside it"
+                )
+
+
 def load_tasks(path: str | Path) -> list[Task]:
     """Tasks from a folder of task folders, one task folder, or a YAML file of tasks."""
     from evalgate.suites.agent import formats  # formats builds on this module's Task
 
     path = Path(path)
+    _no_links_out(path)
     found = formats.detect(path)
     if found is not None:
         tasks = found

@@ -1,0 +1,310 @@
+"""The exam from the base commit, the candidate from the PR (see :mod:`evalgate.config.split`).
+
+In PR mode the base commit's whole tree is materialised (``git archive``, through the one git
+wrapper: git, not the PR's working tree, so nothing the PR edits reaches the measurement) and
+its evals.yaml loaded there, so that its exam paths (data files, task folders, inspect task
+files, verifiers environments) resolve to the base's files. :func:`merge` then lays the PR's
+candidate fields over the base's benchmarks; :func:`exam_changes` says what the PR changed in the
+exam (applied after merge), :func:`check_secret_routes` refuses a secret the PR would send
+somewhere the base does not, and :func:`check_paths` refuses a path out of the repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel
+
+from evalgate.action import git as gitops
+from evalgate.config.load import Config
+from evalgate.config.split import field_role, merge_benchmark
+from evalgate.errors import ConfigError
+
+__all__ = [
+    "anchor_local_data",
+    "check_paths",
+    "check_secret_routes",
+    "exam_changes",
+    "materialise",
+    "merge",
+    "secret_routes",
+]
+
+# Exam fields that hold a path (resolved to an absolute one by the loader, or by
+# anchor_local_data): the PR's edits to the files they name are exam changes too.
+_PATH_FIELDS = ("path", "tasks", "env_path", "task", "data_files", "dataset")
+
+
+def anchor_local_data(config: Config, cwd: Path) -> Config:
+    """``config`` with an hf benchmark's local ``data_files`` (and a ``dataset`` that is a local
+    folder) made absolute against ``cwd``, where `datasets` would look for them: in the base's
+    tree they must name the base's files, not the PR's checkout."""
+    benchmarks = []
+    for bench in config.benchmarks:
+        update: dict[str, Any] = {}
+        if bench.kind == "hf":
+            files = bench.data_files
+            if isinstance(files, str) and not Path(files).is_absolute():
+                update["data_files"] = str(cwd / files)
+            elif isinstance(files, list):
+                update["data_files"] = [f if Path(f).is_absolute() else str(cwd / f) for f in files]
+            if not Path(bench.dataset).is_absolute() and (cwd / bench.dataset).exists():
+                update["dataset"] = str(cwd / bench.dataset)
+        benchmarks.append(bench.model_copy(update=update) if update else bench)
+    return config.model_copy(update={"benchmarks": tuple(benchmarks)})
+
+
+def materialise(workdir: Path, sha: str, into: Path) -> None:
+    """The tree of commit ``sha`` (the whole repository), written under ``into``.
+
+    A symlink that leads out of the tree is not written: the exam never reads outside it."""
+
+    def inside(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+        try:
+            return tarfile.data_filter(member, dest)
+        except tarfile.FilterError:
+            return None
+
+    # On disk, not in memory: a repository can be large.
+    with tempfile.TemporaryDirectory(prefix="evalgate-archive-") as tmp:
+        archive = Path(tmp) / "base.tar"
+        gitops.git(workdir, "archive", "--format=tar", f"--output={archive}", sha, timeout=600)
+        with tarfile.open(archive) as tar:
+            tar.extractall(into, filter=inside)
+
+
+def merge(base: Config, pr: Config) -> Config:
+    """The PR's config with the base's exam: each benchmark the base defines keeps the base's
+    definition with the PR's candidate fields laid over it; the models (the candidate) are the
+    PR's; gate, baseline and publishing the base's (budgets: see ``apply_ceiling``). A benchmark
+    only the PR has is its own: the base sets no threshold or baseline for it."""
+    ours = {b.name: b for b in base.benchmarks}
+    benchmarks = tuple(
+        merge_benchmark(ours[b.name], b) if b.name in ours else b for b in pr.benchmarks
+    )
+    update = {"benchmarks": benchmarks, "publish": base.publish}
+    return pr.model_copy(update=update)
+
+
+def _digest(path: Path) -> str:
+    """Content of a file or a folder (names, modes, bytes, symlink targets), as one hash."""
+    h = hashlib.sha256()
+    if path.is_dir() and not path.is_symlink():
+        items: Iterator[Path] = iter(sorted(path.rglob("*")))
+    else:
+        items = iter([path])
+    for item in items:
+        h.update(item.relative_to(path).as_posix().encode() if item != path else b".")
+        if item.is_symlink():
+            h.update(b"l" + os.readlink(item).encode())
+        elif item.is_file():
+            h.update(b"f%o" % (item.stat().st_mode & 0o111) + item.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest() if path.exists() or path.is_symlink() else "absent"
+
+
+def _relative(value: str, root: Path) -> tuple[str, Path] | None:
+    file, _, func = value.partition("@")  # an inspect task: file.py@name
+    full = Path(file)
+    if not full.is_absolute():
+        return None
+    try:
+        rel = full.relative_to(root)
+    except ValueError:
+        return None
+    return rel.as_posix() + (f"@{func}" if func else ""), full
+
+
+def _path_change(name: str, old: Any, new: Any, base_root: Path, pr_root: Path) -> str | None:
+    """How a path field changed: "" (not at all), its name (another path), "the files of …"
+    (the same path, other contents); None when the values are not paths in the two trees."""
+    olds = [old] if isinstance(old, str) else old
+    news = [new] if isinstance(new, str) else new
+    if not isinstance(olds, list) or not isinstance(news, list) or len(olds) != len(news):
+        return None
+    for a_value, b_value in zip(olds, news, strict=True):
+        a, b = _relative(a_value, base_root), _relative(b_value, pr_root)
+        if a is None or b is None:
+            return None
+        if a[0] != b[0]:
+            return name
+        if _digest(a[1]) != _digest(b[1]):
+            return f"the files of {name} ({a[0]})"
+    return ""
+
+
+def _which(name: str, old: Any, new: Any) -> list[str]:
+    """``name``, or its sub-fields that differ (``eval.max_error_rate``) when it is a section."""
+    if isinstance(old, BaseModel) and type(old) is type(new):
+        subs = [f for f in type(old).model_fields if getattr(old, f) != getattr(new, f)]
+        return [f"{name}.{f}" for f in subs] or [name]
+    return [name]
+
+
+def _fields(obj: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    for name in type(obj).model_fields:
+        path, value = f"{prefix}.{name}", getattr(obj, name)
+        if field_role(path) is None and isinstance(value, BaseModel):
+            yield from _fields(value, path)  # a section whose fields are classified one by one
+        else:
+            yield path, value
+
+
+def exam_changes(base: Config, base_root: Path, pr: Config, pr_root: Path) -> list[str]:
+    """What the PR changes in the exam, one phrase per benchmark (``qa: eval, the data file``)."""
+    out = []
+    theirs = {b.name: b for b in pr.benchmarks}
+    for bench in base.benchmarks:
+        other = theirs.get(bench.name)
+        if other is None:
+            continue  # reported as removed by policy_checks
+        changed: list[str] = []
+        if type(other) is not type(bench):
+            changed.append("kind")
+        else:
+            mine = dict(_fields(bench, "benchmarks[]"))
+            for path, value in _fields(other, "benchmarks[]"):
+                if field_role(path) != "exam" or path.endswith(".kind"):
+                    continue
+                name = path.removeprefix("benchmarks[].")
+                old = mine.get(path)
+                found = (
+                    _path_change(name, old, value, base_root, pr_root)
+                    if name in _PATH_FIELDS
+                    else None
+                )
+                if found is not None:
+                    changed += [found] if found else []
+                    continue
+                if old != value:
+                    changed += _which(name, old, value)
+        if changed:
+            out.append(f"{bench.name}: {', '.join(dict.fromkeys(changed))}")
+    for section in ("gate", "baseline", "publish"):  # a budget is a ceiling: apply_ceiling's note
+        if getattr(base, section) != getattr(pr, section):
+            out.append(section)
+    return out
+
+
+# -- secrets -----------------------------------------------------------------------------------
+
+
+def _host(url: str | None) -> str | None:
+    if not url:
+        return None
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def _env_refs(value: Any) -> Iterator[str]:
+    if isinstance(value, str) and value.startswith("os.environ/"):
+        yield value.removeprefix("os.environ/")
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _env_refs(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _env_refs(v)
+
+
+def _model_routes(model: Any) -> Iterator[tuple[str, str, str]]:
+    """(field, secret, destination) for each secret a model's config sends somewhere."""
+    backend = model.backend
+    if backend == "openai":
+        if model.api_key_env:
+            yield "api_key_env", model.api_key_env, str(_host(model.base_url))
+    elif backend == "litellm":
+        where = _host(model.proxy_url) or _host(model.api_base)
+        # No URL: the provider's own endpoint, named by the model string's prefix.
+        dest = where or f"the {model.model.partition('/')[0]} provider's default endpoint"
+        # Unset, LiteLLM reads the provider's usual variable: that key goes there too.
+        yield "api_key_env", model.api_key_env or "(the provider's default key)", dest
+        for name in _env_refs(model.params):
+            yield "params", name, dest
+    elif backend == "modal-vllm":
+        if model.hf_token_env:
+            yield "hf_token_env", model.hf_token_env, "Modal"
+        for name in model.secrets:
+            yield "secrets", f"Modal Secret {name}", "Modal"
+        if model.mode == "persistent" and model.api_key_env:
+            yield "api_key_env", model.api_key_env, f"Modal app {model.app_name or model.name}"
+
+
+def secret_routes(config: Config) -> set[tuple[str, str]]:
+    """Every (secret, destination) pair a config sends."""
+    return {(secret, dest) for m in config.models for _, secret, dest in _model_routes(m)}
+
+
+# The job's own credentials: never a model's key, whatever the base says (the first PR too).
+_JOB_SECRETS = ("INPUT_", "ACTIONS_", "RUNNER_")
+
+
+def check_secret_routes(base: Config | None, pr: Config, config_name: str) -> None:
+    """Refuse, in one line, a secret the PR would send where the base config never sends it
+    (``base`` None: no base config, the first adoption: only the job's own credentials)."""
+    allowed = secret_routes(base) if base is not None else None
+    for i, model in enumerate(pr.models):
+        for field, secret, dest in _model_routes(model):
+            if secret.startswith(_JOB_SECRETS):
+                raise ConfigError(
+                    f"{config_name}: models[{i}] ({model.name}): {field}: {secret} is the "
+                    "job's own credential, never a model's key; refused"
+                )
+            if allowed is not None and (secret, dest) not in allowed:
+                raise ConfigError(
+                    f"{config_name}: models[{i}] ({model.name}): {field}: this PR would send "
+                    f"{secret} to {dest}, where the base branch never sends it; refused (a "
+                    "secret goes only where the base's config sends it: land the change on "
+                    "the base branch first)"
+                )
+
+
+# -- paths -------------------------------------------------------------------------------------
+
+
+def _candidate_paths(config: Config) -> Iterator[tuple[str, str]]:
+    for bench in config.benchmarks:
+        for name in ("path", "tasks", "env_path", "task"):  # made absolute by the loader
+            value = getattr(bench, name, None)
+            if isinstance(value, str) and (name != "task" or ".py" in value):
+                yield f"{bench.name}: {name}", value.partition("@")[0]
+        files = getattr(bench, "data_files", None)
+        for value in [files] if isinstance(files, str) else files or []:
+            if Path(value).is_absolute():  # a relative one is looked up in the checkout
+                yield f"{bench.name}: data_files", value
+        for variant in getattr(bench, "variants", ()):
+            for name in ("skills_dir", "mcp_config"):
+                if (value := getattr(variant, name)) is not None:
+                    yield f"{bench.name}: variants.{variant.name}.{name}", value
+        command = getattr(getattr(bench, "agent", None), "command", None)
+        if command and os.sep in command[0]:  # a bare name is a program on PATH
+            yield (
+                f"{bench.name}: agent.command (a bare program name is looked up on PATH)",
+                (command[0]),
+            )
+    for model in config.models:
+        if template := getattr(model, "chat_template", None):
+            full = Path(config.path).parent / Path(template).expanduser()
+            if os.sep in template or full.exists():  # else a built-in template's name
+                yield f"models.{model.name}: chat_template", str(full)
+
+
+def check_paths(config: Config, root: Path, config_name: str) -> None:
+    """Refuse, in one line, a path in ``config`` that leads out of the repository at ``root``
+    (a host path like ``/root/.ssh``, or a symlink out of it)."""
+    top = root.resolve()
+    for what, value in _candidate_paths(config):
+        real = Path(os.path.realpath(os.path.expanduser(value)))
+        if real != top and top not in real.parents:
+            raise ConfigError(
+                f"{config_name}: {what}: {value} is outside the repository (resolves to "
+                f"{real}); paths in {config_name} must stay inside it"
+            )
