@@ -1,8 +1,8 @@
 """What scale a metric's per-item values live on, and what the gate assumes about it.
 
 The tests need bounded values: the exact test and the sign-flip take 0/1 or any values, but the
-betting bound (PASS for fractional scores) and Hoeffding's (few groups) are valid only for
-values inside a known range. Rewards are usually proportions in [0, 1]; verifiers rewards can
+betting bounds (PASS for fractional scores, and over groups) are valid only for values inside
+a known range. Rewards are usually proportions in [0, 1]; verifiers rewards can
 be any real, and some metrics are counts (``n_claims``). A metric's scale is declared in the
 gate policy (``gate.scales``) or inferred from the values of both runs:
 
