@@ -209,6 +209,23 @@ def test_non_finite_reward_is_an_error_kind_counted_against_the_budget(bad: floa
     assert "non-finite score" in check.reason and "\n" not in check.reason
     # Within it: the score stands.
     assert decide([summary], GateSettings(), error_budgets={"b": 0.05}).status != "ERROR"
+    # A live run keeps its rollouts in a RolloutTable: the same error there.
+    from evalgate.run.rollouts import RolloutTable
+
+    table = RolloutTable()
+    table.extend(records)
+    slim = summarize(
+        table,
+        benchmark="b",
+        model="m",
+        model_id="o/m",
+        run_dir="",
+        n_items=40,
+        rollouts=1,
+        time_s=0.0,
+    )
+    assert (slim.errors, slim.error_kinds) == (1, {"non-finite score": 1})
+    assert slim.metrics["reward"].mean == summary.metrics["reward"].mean
 
 
 def test_one_non_finite_metric_makes_the_rollout_unusable() -> None:

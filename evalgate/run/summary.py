@@ -8,64 +8,55 @@ at ``finish_reason: length``, or blank text) are scored 0 by their suite and cou
 
 from __future__ import annotations
 
-import math
+from array import array
 from collections import Counter, defaultdict
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
 from evalgate import stats
+from evalgate.run.rollouts import unusable
 
-__all__ = ["RunSummary", "item_metrics", "summarize", "unusable", "usable_records"]
+__all__ = ["RunSummary", "item_metrics", "summarize", "unusable"]
 
 SUCCESS = 1.0 - 1e-9  # a rollout "succeeds" (for pass@k) when its reward is full marks
 
 
-def unusable(rec: dict[str, Any]) -> str | None:
-    """Why a scored rollout's values cannot enter the statistics, as an error message whose
-    kind (before the colon) is "non-finite score" or "non-numeric score"; None when they can.
+def item_metrics(records: Iterable[dict[str, Any]], rollouts: int) -> dict[str, dict[str, float]]:
+    """metric → {item id: per-item value}; includes pass@k / pass^k when k > 1.
 
-    A NaN or infinite reward (a verifier that divided by zero, a judge that returned "inf") has
-    no mean and no bound: the rollout is counted as errored, against ``eval.max_error_rate``,
-    like any other rollout that produced no score, instead of stopping the gate.
+    One pass, keeping per item only its values (8 bytes each), not its records: ``records`` may
+    be a run's :class:`~evalgate.run.rollouts.RolloutTable`, read without building a dict list.
+    Rollouts whose scores are unusable (NaN, ±inf; see :func:`unusable`) count as errored.
     """
-    values = [("reward", rec.get("reward")), *(rec.get("metrics") or {}).items()]
-    for name, value in values:
-        if value is None and name == "reward":
-            continue  # no reward field: the metrics carry the scores
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return f"non-numeric score: {name} = {value!r:.40}"
-        if not math.isfinite(value):
-            return f"non-finite score: {name} = {value!r}"
-    return None
-
-
-def usable_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records with every unusable scored rollout turned into an errored one."""
-    out = []
+    values: dict[str, dict[str, array[float]]] = {}  # item → metric → its rollouts' values
+    counts: dict[str, list[int]] = {}  # item → [rollouts scored, rollouts at full marks]
     for rec in records:
-        why = unusable(rec) if rec.get("error") is None else None
-        out.append(rec if why is None else {**rec, "error": why})
-    return out
-
-
-def item_metrics(records: list[dict[str, Any]], rollouts: int) -> dict[str, dict[str, float]]:
-    """metric → {item id: per-item value}; includes pass@k / pass^k when k > 1. Rollouts whose
-    scores are unusable (see :func:`unusable`) count as errored."""
-    by_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for rec in usable_records(records):
-        if rec["error"] is None:
-            by_item[rec["example_id"]].append(rec)
+        if rec["error"] is not None or unusable(rec) is not None:
+            continue
+        item = rec["example_id"]
+        per = values.get(item)
+        if per is None:
+            per = values[item] = {}
+            counts[item] = [0, 0]
+        count = counts[item]
+        count[0] += 1
+        if rollouts > 1:
+            count[1] += rec["reward"] >= SUCCESS
+        for name, value in rec["metrics"].items():
+            column = per.get(name)
+            if column is None:
+                column = per[name] = array("d")
+            column.append(value)
     out: dict[str, dict[str, float]] = defaultdict(dict)
-    for item_id, recs in by_item.items():
-        names = {name for r in recs for name in r["metrics"]}
-        for name in sorted(names):
-            vals = [r["metrics"][name] for r in recs if name in r["metrics"]]
-            out[name][item_id] = fmean(vals)
-        if rollouts > 1 and len(recs) >= rollouts:
-            c = sum(r["reward"] >= SUCCESS for r in recs)
-            out[f"pass@{rollouts}"][item_id] = stats.pass_at_k(len(recs), c, rollouts)
-            out[f"pass^{rollouts}"][item_id] = stats.pass_hat_k(len(recs), c, rollouts)
+    for item_id, per in values.items():
+        for name in sorted(per):
+            out[name][item_id] = fmean(per[name])
+        n, c = counts[item_id]
+        if rollouts > 1 and n >= rollouts:
+            out[f"pass@{rollouts}"][item_id] = stats.pass_at_k(n, c, rollouts)
+            out[f"pass^{rollouts}"][item_id] = stats.pass_hat_k(n, c, rollouts)
     return dict(out)
 
 
@@ -102,7 +93,7 @@ def _error_kind(message: str) -> str:
 
 
 def summarize(
-    records: list[dict[str, Any]],
+    records: Collection[dict[str, Any]],  # a list, or a run's RolloutTable (iterated per field)
     *,
     benchmark: str,
     model: str,
@@ -112,7 +103,6 @@ def summarize(
     rollouts: int,
     time_s: float,
 ) -> RunSummary:
-    records = usable_records(records)
     groups = {r["example_id"]: r.get("group") for r in records}
     clustered = any(g is not None for g in groups.values())
     metrics = {}
@@ -123,11 +113,13 @@ def summarize(
         scores = [per_item[i] for i in ids]
         clusters = [groups[i] or i for i in ids] if clustered else None
         metrics[name] = stats.mean_ci(scores, clusters=clusters)
-    errors = [r["error"] for r in records if r["error"] is not None]
+    # A rollout without an error but with a NaN or infinite score is an error of its own kind.
+    errors = [e for e in (r["error"] or unusable(r) for r in records) if e is not None]
     empty = sum(
         1
         for r in records
         if r["error"] is None
+        and unusable(r) is None
         and isinstance(r.get("completion"), str | None)
         and not (r.get("completion") or "").strip()
     )

@@ -14,6 +14,10 @@ Under load and faults:
   records the rollout as an error, never as a 0. ``ChatClient.stats`` counts every error by kind,
   retried or final, for the scorecard;
 - with a :class:`~evalgate.run.cache.ResponseCache`, a request already answered is not sent again;
+- a reply with no text (``content: null``, no choices, tool calls only) is the error kind
+  ``empty_reply``, not a 0, unless the benchmark allows empty answers (``allow_empty``);
+- an endpoint that stops answering at all (dead, hung) stops the run (:mod:`.breaker`), and one
+  request gives up retrying once ``deadline_s`` has passed;
 - redirects are followed here, hop by hop, each hop with the full timeout: Modal answers a
   request still running after 150 s with ``303`` to a result URL that blocks until the result is
   ready. Once a request has a result URL, a retry (a hop that timed out, a dropped connection)
@@ -28,13 +32,16 @@ import json
 import random
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 from yarl import URL
 
 from evalgate.serve.base import Endpoint
+from evalgate.serve.breaker import Breaker
+from evalgate.serve.keys import check_api_key
 
 if TYPE_CHECKING:
     from evalgate.run.cache import ResponseCache
@@ -83,6 +90,9 @@ except ImportError:  # pragma: no cover - exercised only where orjson is not ins
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
+# A 200 that fails this way fails again if asked again: not retried.
+_FINAL_KINDS = frozenset({"redirect_limit", "empty_reply", "too_large"})
+_T = TypeVar("_T")
 _MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is treated as asking for a minute
 # Redirect hops one request may take. Modal answers every 150 s with a 303 until the function's
 # timeout (evalgate's Modal apps: 3600 s, i.e. 24 hops); past this the request fails as
@@ -251,6 +261,9 @@ class ChatClient:
         cache: ResponseCache | None = None,
         cache_identity: str | None = None,
         max_redirects: int = MAX_REDIRECTS,
+        allow_empty: bool = False,
+        max_consecutive_failures: int = 10,
+        deadline_s: float | None = None,
         max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         self.endpoint = endpoint
@@ -275,9 +288,14 @@ class ChatClient:
         self._session: aiohttp.ClientSession | None = None
         self._url = URL(f"{endpoint.base_url}/chat/completions")  # parsed once, not per request
         self._headers = {"Content-Type": "application/json"}
-        if endpoint.api_key:
-            self._headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        if endpoint.api_key:  # checked here too: every backend's key ends up in this header
+            key = check_api_key(endpoint.api_key, where=f"endpoint {endpoint.base_url}")
+            self._headers["Authorization"] = f"Bearer {key}"
         self._sleep = asyncio.sleep  # tests substitute a recorder
+        self.allow_empty = allow_empty
+        # A request's time over all its attempts and waits; None: only the retry count bounds it.
+        self.deadline_s = deadline_s
+        self.breaker = Breaker(max_consecutive_failures, alive=endpoint.alive)
 
     async def __aenter__(self) -> ChatClient:
         self._session = aiohttp.ClientSession(
@@ -298,7 +316,7 @@ class ChatClient:
         if self.cache is not None:
             self.cache.flush()
 
-    def body(self, messages: list[dict[str, str]], rollout: int) -> dict[str, Any]:
+    def body(self, messages: list[dict[str, Any]], rollout: int) -> dict[str, Any]:
         s = self.sampling
         body: dict[str, Any] = {
             "model": self.endpoint.model,
@@ -321,8 +339,6 @@ class ChatClient:
         return random.uniform(0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
 
     async def chat(self, messages: list[dict[str, str]], *, rollout: int = 0) -> Reply:
-        session = self._session
-        assert session is not None, "use `async with ChatClient(...)`"
         payload = dumps(self.body(messages, rollout))
         key = None
         if self.cache is not None:
@@ -330,29 +346,44 @@ class ChatClient:
             # item at temperature > 0 are k independent samples, not one sample k times.
             key = self.cache.key(self.cache_identity, payload, rollout)
             hit = self.cache.get(key)
-            if hit is not None:
+            if hit is not None and (hit[0] or self.allow_empty):  # an empty one is asked again
                 self.stats.cache_hits += 1
                 return Reply(text=hit[0], usage=hit[1], latency_s=0.0, attempts=0, cached=True)
+        start = time.perf_counter()
+        reply = await self.send(payload, lambda raw, attempts: self._parse(raw, start, attempts))
+        if key is not None:
+            self.cache.put(key, reply.text, reply.usage)  # type: ignore[union-attr]
+        return reply
+
+    async def send(self, payload: bytes, parse: Callable[[bytes, int], _T]) -> _T:
+        """POST one request body under this client's policy: the concurrency limit (AIMD on
+        429), retries with backoff and ``Retry-After``, redirects, the breaker and the deadline,
+        all counted in ``stats``. ``parse(body, attempts)`` turns a 200's body into the result,
+        raising :class:`RequestFailed` for one that is not (retried, except the kinds in
+        ``_FINAL_KINDS``). Every request to the model goes through here (text and tool calls)."""
+        session = self._session
+        assert session is not None, "use `async with ChatClient(...)`"
         limit = self.limit
         start = time.perf_counter()
         attempt = 0
         # Set once the server answered 303 (Modal, past 150 s): the generation runs there, and a
         # retry polls its result rather than POSTing again, which would start another one.
         result: list[URL] = []
+        breaker = self.breaker
         while True:
             hint: float | None = None
             retryable = True
+            breaker.check()
             epoch = await limit.acquire() if limit is not None else 0
             self.stats.requests += 1
             try:
                 status, raw, headers = await self._exchange(session, payload, result)
+                breaker.answered()
                 if status == 200:
-                    reply = self._parse(raw, start, attempt + 1)
+                    parsed = parse(raw, attempt + 1)
                     if limit is not None:
                         limit.succeeded()
-                    if key is not None:
-                        self.cache.put(key, reply.text, reply.usage)  # type: ignore[union-attr]
-                    return reply
+                    return parsed
                 error = RequestFailed(f"http_{status}", raw[:200].decode("utf-8", "replace"))
                 retryable = status in _RETRY_STATUS
                 hint = retry_after(headers)
@@ -362,24 +393,40 @@ class ChatClient:
                     self.stats.min_concurrency = limit.lowest
             except RequestFailed as exc:  # a 200 whose body is not a chat completion; too many hops
                 error = exc
-                retryable = exc.kind not in ("redirect_limit", "too_large")
+                retryable = exc.kind not in _FINAL_KINDS
             except TimeoutError:  # before ClientError: aiohttp's timeouts are both
                 error = RequestFailed("timeout", f"no answer within {self.hop_timeout_s:g} s")
+                breaker.no_answer("timeout", str(error), self.endpoint.base_url)
             except aiohttp.ClientPayloadError as exc:  # body cut short, Content-Length lied
                 error = RequestFailed("truncated", str(exc) or type(exc).__name__)
             except aiohttp.ClientConnectionError as exc:  # refused, reset, closed before reply
                 error = RequestFailed("connection", str(exc) or type(exc).__name__)
+                # Refused: nobody listens. Reset or closed: a live server dropped this one
+                # request, which counts only when the server's owner says it is gone.
+                refused = isinstance(exc, aiohttp.ClientConnectorError)
+                breaker.no_answer("connection", str(error), self.endpoint.base_url, counts=refused)
             except aiohttp.ClientError as exc:  # an HTTP response aiohttp could not parse
                 error = RequestFailed("bad_response", str(exc) or type(exc).__name__)
             finally:
                 if limit is not None:
                     limit.release()
-            if not retryable or attempt >= self.max_retries:
+            delay = self._delay(attempt, hint) if retryable else 0.0
+            late = (
+                self.deadline_s is not None
+                and time.perf_counter() - start + delay >= self.deadline_s
+            )
+            if not retryable or attempt >= self.max_retries or late:
                 self.stats.failures[error.kind] += 1
+                if late and retryable and attempt < self.max_retries:
+                    raise RequestFailed(
+                        error.kind,
+                        f"{str(error).split(': ', 1)[-1]} (gave up after "
+                        f"{time.perf_counter() - start:.0f} s: eval.request_deadline_s)",
+                    )
                 raise error
             self.stats.retried[error.kind] += 1
             self.stats.retries += 1
-            await self._sleep(self._delay(attempt, hint))
+            await self._sleep(delay)
             attempt += 1
 
     async def _exchange(
@@ -433,7 +480,15 @@ class ChatClient:
     def _parse(self, raw: bytes, start: float, attempts: int) -> Reply:
         try:
             data = loads(raw)
-            text = data["choices"][0]["message"]["content"]
+            choices = data["choices"]
+            first = choices[0] if isinstance(choices, list) and choices else {"message": {}}
+            message = first["message"]
+            # A tool-call reply may leave "content" out; any other reply must carry it.
+            text = (
+                message.get("content")
+                if choices == [] or "tool_calls" in message
+                else (message["content"])
+            )
             usage = data.get("usage") or {}
             usage = {
                 "prompt_tokens": int(usage.get("prompt_tokens") or 0),
@@ -443,6 +498,16 @@ class ChatClient:
             raise RequestFailed("bad_response", raw[:200].decode("utf-8", "replace")) from None
         if text is not None and not isinstance(text, str):
             raise RequestFailed("bad_response", f"content is {type(text).__name__}, not text")
+        if not text and not self.allow_empty:
+            if choices == []:
+                raise RequestFailed("empty_reply", "the reply has no choices")
+            what = (
+                "tool calls only, no text"
+                if message.get("tool_calls")
+                else ("content is null" if text is None else "content is empty")
+            )
+            finish = first.get("finish_reason")
+            raise RequestFailed("empty_reply", f"{what} (finish_reason: {finish})")
         return Reply(
             text=text or "",
             usage=usage,
