@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import stats
+from evalgate.compare.baseline import results_digest
 from evalgate.run.rundir import LoadedRun, load_run
 from evalgate.run.summary import RunSummary, item_metrics, summarize
 
@@ -90,6 +92,28 @@ def _measurement_diff(base: LoadedRun, head: LoadedRun) -> str | None:
     for key in sorted(set(b) | set(h)):
         if b.get(key) != h.get(key):
             return f"{key} differs (base {b.get(key)!r}, PR {h.get(key)!r})"
+    return None
+
+
+def _pairwise_diff(base: LoadedRun, head: LoadedRun) -> str | None:
+    """A pairwise judge scores the PR's completions against one baseline's: compared with any
+    other baseline (or judged against none, where every item is a tie by construction) the
+    scores mean nothing, and a tie would pass quietly."""
+    measured = head.config.get("fingerprint", {}).get("measurement") or {}
+    scorer = measured.get("scorer") or {}
+    if scorer.get("type") != "judge" or scorer.get("mode") != "pairwise":
+        return None
+    judged = (head.config.get("baseline") or {}).get("results_sha256")
+    if judged is None:
+        return (
+            "pairwise judge: the PR run was judged against no baseline (every item a tie by "
+            "construction); run it with this baseline (--baseline)"
+        )
+    if judged != results_digest(Path(base.path)):
+        return (
+            "pairwise judge: the PR run was judged against another baseline run; run it "
+            "with this one (--baseline)"
+        )
     return None
 
 
@@ -381,7 +405,7 @@ def compare_runs(
         "n_head_only": len(set(head_items) - set(base_items)),
         "n_changed": sum(1 for i in head_items if i in hashes) - len(same),
     }
-    reason = _measurement_diff(base, head)
+    reason = _measurement_diff(base, head) or _pairwise_diff(base, head)
     if reason is None and not same:
         reason = "no item in common (different dataset or item ids)"
     if reason is not None:

@@ -76,7 +76,8 @@ FIELDS: dict[str, Role] = {
     "benchmarks[].eval": E,
     "benchmarks[].system_prompt": C,
     "benchmarks[].prompt_template": C,
-    "benchmarks[].scorer": E,
+    "benchmarks[].scorer": E,  # a judge's model, prompt, scale, sampling and labels included
+    "benchmarks[].grader": E,  # an inspect task's grader role: the judge is the exam's
     "benchmarks[].size": E,
     "benchmarks[].seed": E,  # arith's item generator (sampling.seed is the candidate's)
     "benchmarks[].max_operand": E,

@@ -143,6 +143,40 @@ def _requests(stats: dict[str, Any] | None) -> str:
     return " · ".join(parts)
 
 
+def _judge(info: dict[str, Any]) -> Markup:
+    """Who graded a model-graded run, how often (cached), and how far it can be trusted: its
+    agreement measured on the labelled set, or a plain note that it was not measured."""
+    req = info.get("requests") or {}
+    # The model id and backend come from config: shown as code spans, inert.
+    text = (
+        f"judge {code_span(str(info.get('model_id')))} ({code_span(str(info.get('backend')))}), "
+        f"{int(req.get('calls', 0))} judgements ({int(req.get('cache_hits', 0))} from the cache)"
+    )
+    usage = info.get("usage") or {}
+    if usage:
+        text += (
+            f", {int(usage.get('prompt_tokens', 0))} / {int(usage.get('completion_tokens', 0))} "
+            f"tokens, {_usd(info.get('cost_usd'))}"
+        )
+    if info.get("position_consistency") is not None:
+        shown = _pct(info["position_consistency"])
+        text += f", position-swap consistency {shown} over {int(info['pairs'])} pairs"
+    agree = info.get("agreement")
+    if not agree:
+        return Markup(text + "; agreement not measured (no labelled set: `scorer.labels`)")
+    kappa, accuracy = agree.get("kappa"), _pct(agree.get("accuracy"))
+    text += (
+        f"; measured on {int(agree['n'])} labelled examples: accuracy {accuracy}, "
+        f"Cohen's κ {'n/a' if kappa is None else f'{kappa:.2f}'}"
+    )
+    if agree.get("self_agreement") is not None:
+        shown, k = _pct(agree["self_agreement"]), int(agree["samples"])
+        text += f", self-agreement {shown} over {k} samples"
+    if agree.get("errors"):
+        text += f", {int(agree['errors'])} without a verdict"
+    return Markup(text)
+
+
 def _ci(est: Any, scale: Any = None) -> str:
     if est is None or _nan(est.lo) or _nan(est.hi):
         return "–"
@@ -259,6 +293,7 @@ def render_scorecard(
         scale_of=lambda benchmark, metric: _run_scale(verdict, benchmark, metric),
         usd=_numeric(_usd),
         requests=_numeric(_requests),
+        judge=_judge,
         cell=_cell,
         code=code_span,
         origin=_origin,

@@ -18,6 +18,7 @@ from typing import Any
 __all__ = ["RolloutTable", "unusable"]
 
 _NAN = math.nan
+_JUDGE_FIELDS = ("usage", "cost_usd", "consistent")
 
 
 def unusable(rec: dict[str, Any]) -> str | None:
@@ -53,6 +54,9 @@ class RolloutTable:
         self._metrics: dict[str, array[float]] = {}
         self._errors: dict[int, str] = {}  # row → error message (errors are few)
         self._costs: dict[int, float] = {}  # row → cost_usd, where a suite reported one
+        # row → a judge's tokens, cost and position-swap consistency (the metadata's judge
+        # figures); its reasoning and raw replies stay in the journal.
+        self._judges: dict[int, dict[str, Any]] = {}
         self._n = 0
 
     def __len__(self) -> int:
@@ -93,6 +97,9 @@ class RolloutTable:
             self._errors[row] = rec["error"]
         if rec.get("cost_usd") is not None:
             self._costs[row] = rec["cost_usd"]
+        judge = rec.get("judge")
+        if judge:
+            self._judges[row] = {k: judge[k] for k in _JUDGE_FIELDS if k in judge}
         self._n += 1
 
     def extend(self, records: Iterable[dict[str, Any]]) -> None:
@@ -117,6 +124,8 @@ class RolloutTable:
             }
             if row in self._costs:
                 rec["cost_usd"] = self._costs[row]
+            if row in self._judges:
+                rec["judge"] = self._judges[row]
             yield rec
 
     def __add__(self, other: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

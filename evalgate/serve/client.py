@@ -338,7 +338,15 @@ class ChatClient:
         # Full jitter (AWS architecture blog): spreads retries of a burst of 429s apart.
         return random.uniform(0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
 
-    async def chat(self, messages: list[dict[str, str]], *, rollout: int = 0) -> Reply:
+    async def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        rollout: int = 0,
+        keep: Callable[[str], bool] | None = None,
+    ) -> Reply:
+        """One chat completion. ``keep``: whether a reply's text may be cached (and a cached
+        one used): a judge's unreadable verdict is asked again on the next run, not replayed."""
         payload = dumps(self.body(messages, rollout))
         key = None
         if self.cache is not None:
@@ -346,12 +354,13 @@ class ChatClient:
             # item at temperature > 0 are k independent samples, not one sample k times.
             key = self.cache.key(self.cache_identity, payload, rollout)
             hit = self.cache.get(key)
-            if hit is not None and (hit[0] or self.allow_empty):  # an empty one is asked again
+            # An empty reply is asked again (unless allowed), and so is one `keep` refuses.
+            if hit is not None and (hit[0] or self.allow_empty) and (keep is None or keep(hit[0])):
                 self.stats.cache_hits += 1
                 return Reply(text=hit[0], usage=hit[1], latency_s=0.0, attempts=0, cached=True)
         start = time.perf_counter()
         reply = await self.send(payload, lambda raw, attempts: self._parse(raw, start, attempts))
-        if key is not None:
+        if key is not None and (keep is None or keep(reply.text)):
             self.cache.put(key, reply.text, reply.usage)  # type: ignore[union-attr]
         return reply
 
