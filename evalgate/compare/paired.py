@@ -47,6 +47,7 @@ class MetricComparison:
     status: str  # PASS | FAIL | INCONCLUSIVE (before Holm across metrics; see gate.py)
     mde: float | None
     reason: str = ""
+    scale: stats.Scale | None = None  # the metric's scale (None: a proportion, as before)
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,7 @@ def compare_with_baselines(
                     alpha=gate.alpha,
                     metrics=gate.metrics,
                     seed=seed,
+                    scales=getattr(gate, "scales", None),
                 )
             )
     return out
@@ -317,14 +319,21 @@ def compare_metric(
     design: tuple[int, int] | None = None,
     n_resamples: int = 10_000,
     with_mde: bool = True,
+    scale: str | list[float] | None = None,
 ) -> MetricComparison:
     """One metric's paired test, its bounds, its MDE and its status (before Holm).
 
     ``design`` = (look, looks) for a run decided by sequential looks: the bounds are then the
     repeated confidence bounds at the look's nominal level and the p-values repeated p-values
     (:func:`evalgate.stats.sequential_compare`), valid whatever look the run stopped at.
-    ``with_mde=False`` skips the MDE (simulations that only count verdicts).
+    ``with_mde=False`` skips the MDE (simulations that only count verdicts). ``scale``: the
+    metric's declared scale (``gate.scales``), else inferred from both runs' values; the range
+    it assumes is stated in ``reason`` when the data had to supply it.
     """
+    import numpy as np
+
+    found = stats.metric_scale(np.concatenate([base, head]), scale)
+    bounds = (found.low, found.high)
     if design is None:
         result = stats.paired_compare(
             base,
@@ -334,6 +343,7 @@ def compare_metric(
             alpha=alpha,
             seed=seed,
             n_resamples=n_resamples,
+            bounds=bounds,
         )
     else:
         result = stats.sequential_compare(
@@ -346,12 +356,14 @@ def compare_metric(
             alpha=alpha,
             seed=seed,
             n_resamples=n_resamples,
+            bounds=bounds,
         )
     level = result.level or result.alpha
     # The effect the gate's own FAIL test detects with 80 % power at the level it ran at, under
     # the stated assumption (the PR only lowers scores, uniformly or proportionally).
     mde = stats.mde_for_test(base, head, clusters=clusters, alpha=level) if with_mde else None
-    return MetricComparison(name, result, stats.verdict(result), mde, result.note)
+    reason = "; ".join(x for x in (result.note, found.assumption) if x)
+    return MetricComparison(name, result, stats.verdict(result), mde, reason, found)
 
 
 def compare_runs(
@@ -362,8 +374,10 @@ def compare_runs(
     alpha: float,
     metrics: list[str] | None = None,
     seed: int = 0,
+    scales: dict[str, Any] | None = None,
 ) -> RunComparison:
-    """Pair ``head`` with ``base`` item by item and test every gated metric."""
+    """Pair ``head`` with ``base`` item by item and test every gated metric (``scales``: the
+    declared scale of each metric, ``gate.scales``)."""
     import numpy as np
 
     common = {
@@ -429,6 +443,7 @@ def compare_runs(
                 alpha=alpha,
                 seed=seed,
                 design=design,
+                scale=(scales or {}).get(name),
             )
         )
         n_paired = max(n_paired, len(ids))

@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from evalgate import __version__
+from evalgate import __version__, stats
 from evalgate.gate import Verdict
 from evalgate.report._escape import code_span, escape_text
 from evalgate.run.costs import format_usd
@@ -102,6 +102,19 @@ def _pp(value: float | None, sign: bool = True) -> str:
     return f"{100 * value:+.1f} pp" if sign else f"{100 * value:.1f} pp"  # type: ignore[operator]
 
 
+def _bound(value: float | None, edge: float, scale: Any = None) -> str:
+    """A bound in signed pp (or the metric's units) at the precision that keeps it on its side
+    of ``edge`` (−δ for the lower bound, 0 for the upper): never "-0.0 pp" beside a FAIL or
+    "-3.0 pp" beside a PASS at δ = 3 pp."""
+    if _nan(value) or math.isinf(value):  # type: ignore[arg-type]
+        return _pp(value)
+    if not _in_percent(scale):
+        digits = stats.decimals_against(value, edge, 3, scale=1.0)  # type: ignore[arg-type]
+        return f"{value:+.{digits}f}"
+    digits = stats.decimals_against(value, edge)  # type: ignore[arg-type]
+    return f"{100 * value:+.{digits}f} pp"  # type: ignore[operator]
+
+
 def _pval(value: float | None) -> str:
     if _nan(value):
         return "–"
@@ -164,10 +177,42 @@ def _judge(info: dict[str, Any]) -> Markup:
     return Markup(text)
 
 
-def _ci(est: Any) -> str:
+def _ci(est: Any, scale: Any = None) -> str:
     if est is None or _nan(est.lo) or _nan(est.hi):
         return "–"
+    if not _in_percent(scale):
+        return f"[{est.lo:.4g}, {est.hi:.4g}]"
     return f"[{100 * est.lo:.1f}, {100 * est.hi:.1f}]"
+
+
+# A metric is shown in its own units (see evalgate.stats.Scale): proportions in % and their
+# differences in pp, anything else (counts, rewards on another range) as plain numbers.
+def _in_percent(scale: Any) -> bool:
+    return scale is None or scale.proportion
+
+
+def _value(value: float | None, scale: Any = None) -> str:
+    if _in_percent(scale) or _nan(value):
+        return _pct(value)
+    return f"{value:.4g}"
+
+
+def _diff(value: float | None, scale: Any = None, sign: bool = True) -> str:
+    if _in_percent(scale) or _nan(value) or math.isinf(value):  # type: ignore[arg-type]
+        return _pp(value, sign)
+    return f"{value:+.3g}" if sign else f"{value:.3g}"
+
+
+def _run_scale(verdict: Verdict, benchmark: str, metric: str) -> Any:
+    """The scale of a run metric: declared in the policy, else from every run's items."""
+    values = [
+        v
+        for run in verdict.runs
+        if run.benchmark == benchmark
+        for v in run.per_item.get(metric, {}).values()
+    ]
+    declared = (verdict.policy.get("scales") or {}).get(metric)
+    return stats.metric_scale(values, declared) if values or declared else None
 
 
 def _cell(text: str) -> Markup:
@@ -240,8 +285,12 @@ def render_scorecard(
         baseline_checks=baseline_checks,
         pct=_numeric(_pct),
         pp=_numeric(_pp),
+        bound=_numeric(_bound),
         pval=_numeric(_pval),
         ci=_numeric(_ci),
+        value=_numeric(_value),
+        diff=_numeric(_diff),
+        scale_of=lambda benchmark, metric: _run_scale(verdict, benchmark, metric),
         usd=_numeric(_usd),
         requests=_numeric(_requests),
         judge=_judge,

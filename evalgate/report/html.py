@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 from markupsafe import escape
 
-from evalgate import __version__
+from evalgate import __version__, stats
 from evalgate.errors import UsageError
 from evalgate.gate import Verdict
 from evalgate.report import _bytecode_cache
@@ -292,6 +292,9 @@ def _benchmarks(verdict: Verdict, trend: Trend) -> list[dict[str, Any]]:
                     "delta": _finite(r.delta) if r else None,
                     "lo": _finite(r.lo) if r else None,
                     "hi": _finite(r.hi) if r else None,
+                    # Shown at the precision that keeps each bound on its side of its edge.
+                    "lo_digits": stats.decimals_against(r.lo, -r.margin) if r else 1,
+                    "hi_digits": stats.decimals_against(r.hi, 0.0) if r else 1,
                     "status": status.get((comp.model, comp.benchmark, mc.metric), mc.status),
                 }
             )
