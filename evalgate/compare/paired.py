@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import stats
+from evalgate.compare.baseline import results_digest
 from evalgate.run.rundir import LoadedRun, load_run
 from evalgate.run.summary import RunSummary, item_metrics, summarize
 
@@ -45,6 +47,7 @@ class MetricComparison:
     status: str  # PASS | FAIL | INCONCLUSIVE (before Holm across metrics; see gate.py)
     mde: float | None
     reason: str = ""
+    scale: stats.Scale | None = None  # the metric's scale (None: a proportion, as before)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,28 @@ def _measurement_diff(base: LoadedRun, head: LoadedRun) -> str | None:
     for key in sorted(set(b) | set(h)):
         if b.get(key) != h.get(key):
             return f"{key} differs (base {b.get(key)!r}, PR {h.get(key)!r})"
+    return None
+
+
+def _pairwise_diff(base: LoadedRun, head: LoadedRun) -> str | None:
+    """A pairwise judge scores the PR's completions against one baseline's: compared with any
+    other baseline (or judged against none, where every item is a tie by construction) the
+    scores mean nothing, and a tie would pass quietly."""
+    measured = head.config.get("fingerprint", {}).get("measurement") or {}
+    scorer = measured.get("scorer") or {}
+    if scorer.get("type") != "judge" or scorer.get("mode") != "pairwise":
+        return None
+    judged = (head.config.get("baseline") or {}).get("results_sha256")
+    if judged is None:
+        return (
+            "pairwise judge: the PR run was judged against no baseline (every item a tie by "
+            "construction); run it with this baseline (--baseline)"
+        )
+    if judged != results_digest(Path(base.path)):
+        return (
+            "pairwise judge: the PR run was judged against another baseline run; run it "
+            "with this one (--baseline)"
+        )
     return None
 
 
@@ -184,6 +209,7 @@ def compare_with_baselines(
                     alpha=gate.alpha,
                     metrics=gate.metrics,
                     seed=seed,
+                    scales=getattr(gate, "scales", None),
                 )
             )
     return out
@@ -301,14 +327,21 @@ def compare_metric(
     design: tuple[int, int] | None = None,
     n_resamples: int = 10_000,
     with_mde: bool = True,
+    scale: str | list[float] | None = None,
 ) -> MetricComparison:
     """One metric's paired test, its bounds, its MDE and its status (before Holm).
 
     ``design`` = (look, looks) for a run decided by sequential looks: the bounds are then the
     repeated confidence bounds at the look's nominal level and the p-values repeated p-values
     (:func:`evalgate.stats.sequential_compare`), valid whatever look the run stopped at.
-    ``with_mde=False`` skips the MDE (simulations that only count verdicts).
+    ``with_mde=False`` skips the MDE (simulations that only count verdicts). ``scale``: the
+    metric's declared scale (``gate.scales``), else inferred from both runs' values; the range
+    it assumes is stated in ``reason`` when the data had to supply it.
     """
+    import numpy as np
+
+    found = stats.metric_scale(np.concatenate([base, head]), scale)
+    bounds = (found.low, found.high)
     if design is None:
         result = stats.paired_compare(
             base,
@@ -318,6 +351,7 @@ def compare_metric(
             alpha=alpha,
             seed=seed,
             n_resamples=n_resamples,
+            bounds=bounds,
         )
     else:
         result = stats.sequential_compare(
@@ -330,12 +364,14 @@ def compare_metric(
             alpha=alpha,
             seed=seed,
             n_resamples=n_resamples,
+            bounds=bounds,
         )
     level = result.level or result.alpha
     # The effect the gate's own FAIL test detects with 80 % power at the level it ran at, under
     # the stated assumption (the PR only lowers scores, uniformly or proportionally).
     mde = stats.mde_for_test(base, head, clusters=clusters, alpha=level) if with_mde else None
-    return MetricComparison(name, result, stats.verdict(result), mde, result.note)
+    reason = "; ".join(x for x in (result.note, found.assumption) if x)
+    return MetricComparison(name, result, stats.verdict(result), mde, reason, found)
 
 
 def compare_runs(
@@ -346,8 +382,10 @@ def compare_runs(
     alpha: float,
     metrics: list[str] | None = None,
     seed: int = 0,
+    scales: dict[str, Any] | None = None,
 ) -> RunComparison:
-    """Pair ``head`` with ``base`` item by item and test every gated metric."""
+    """Pair ``head`` with ``base`` item by item and test every gated metric (``scales``: the
+    declared scale of each metric, ``gate.scales``)."""
     import numpy as np
 
     common = {
@@ -378,7 +416,7 @@ def compare_runs(
         "n_changed": sum(1 for i in head_items if i in hashes) - len(same) - len(mixed),
         "n_fallback": len(mixed),
     }
-    reason = _measurement_diff(base, head)
+    reason = _measurement_diff(base, head) or _pairwise_diff(base, head)
     if reason is None and not same and mixed:
         reason = f"{len(mixed)} items answered by a fallback model on one side only: none paired"
     if reason is None and not same:
@@ -418,6 +456,7 @@ def compare_runs(
                 alpha=alpha,
                 seed=seed,
                 design=design,
+                scale=(scales or {}).get(name),
             )
         )
         n_paired = max(n_paired, len(ids))

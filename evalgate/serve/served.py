@@ -11,25 +11,29 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["collect", "note", "other_model"]
+__all__ = ["collect", "fell_back", "note", "other_model"]
 
 _NOTES: ContextVar[dict[str, dict[str, int]] | None] = ContextVar("evalgate_served", default=None)
+
+
+def fell_back(headers: Mapping[str, str] | None) -> bool:
+    """LiteLLM's own word that a fallback answered (``x-litellm-attempted-fallbacks`` > 0)."""
+    if headers is None:
+        return False
+    try:
+        return int(headers.get("x-litellm-attempted-fallbacks") or 0) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 def other_model(requested: str, responded: Any, headers: Mapping[str, str] | None) -> str | None:
     """The responding model when it is not the requested one, else None. A dated variant of the
     requested name (``gpt-4o`` → ``gpt-4o-2024-08-06``) is the same model; LiteLLM's fallback
     header counts even where the names look alike."""
-    fell_back = False
-    if headers is not None:
-        try:
-            fell_back = int(headers.get("x-litellm-attempted-fallbacks") or 0) > 0
-        except ValueError:
-            fell_back = False
     if not isinstance(responded, str) or not responded:
         return None
     if responded == requested or responded.startswith(requested + "-"):
-        return responded if fell_back else None
+        return responded if fell_back(headers) else None
     return responded
 
 

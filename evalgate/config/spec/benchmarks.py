@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from evalgate.config.spec._base import URL, EnvName, EvalSettings, Sampling, Strict, empty_list
+from evalgate.config.spec._base import EvalSettings, Sampling, Strict, empty_list
+from evalgate.config.spec.judge import GraderSpec, JudgeScorer
 
 __all__ = [
     "AgentBenchmark",
@@ -24,7 +25,6 @@ __all__ = [
     "HFBenchmark",
     "HumanEvalBenchmark",
     "InspectBenchmark",
-    "InspectGrader",
     "NumericScorer",
     "RegexScorer",
     "SandboxSpec",
@@ -85,7 +85,7 @@ class ChoiceScorer(Strict):
 
 
 Scorer = Annotated[
-    ExactScorer | NumericScorer | RegexScorer | ContainsScorer | ChoiceScorer,
+    ExactScorer | NumericScorer | RegexScorer | ContainsScorer | ChoiceScorer | JudgeScorer,
     Field(discriminator="type"),
 ]
 
@@ -314,17 +314,6 @@ class VerifiersBenchmark(CommonBenchmark):
         return _declarable_env(names)
 
 
-class InspectGrader(Strict):
-    """An OpenAI-compatible endpoint serving the grader model of a model-graded inspect task."""
-
-    base_url: URL
-    """The grader's OpenAI-compatible base URL (`http://host:port/v1`)."""
-    model: str = Field(min_length=1)
-    """The model name the grader's endpoint serves."""
-    api_key_env: EnvName | None = None
-    """Environment variable holding the grader endpoint's key (the key stays out of files)."""
-
-
 class InspectBenchmark(CommonBenchmark):
     """An inspect_ai task, scored by the task's own scorer (each sample an item, each epoch a
     rollout). inspect runs in its own process, with `EVALGATE_INSPECT_PYTHON` if set."""
@@ -350,9 +339,9 @@ class InspectBenchmark(CommonBenchmark):
     score_key: str | None = Field(None, min_length=1)
     """For a scorer whose value is a dict (`{utility: 0, security: 1.0}`): the key this
     benchmark gates. One benchmark per key gates several; a dict without it is refused."""
-    grader: InspectGrader | None = None
-    """The model a model-graded task's scorer asks for (inspect's `grader` role); part of the
-    exam, like the scorer."""
+    grader: GraderSpec | None = None
+    """The model inspect's `grader` role resolves to (model-graded scorers); null: the task's
+    own default (the model under test)."""
 
 
 Benchmark = Annotated[
