@@ -17,12 +17,14 @@ COPIED = sorted((ROOT / "examples" / "workflows").glob("*.yml"))
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def test_the_readme_names_the_copyable_workflows_and_inlines_one_verbatim() -> None:
+def test_the_docs_name_the_copyable_workflows_and_inline_one_verbatim() -> None:
     assert {p.name for p in COPIED} == {"evalgate.yml", "evalgate-pr.yml", "evalgate-publish.yml"}
-    assert "examples/workflows/" in README
-    blocks = re.findall(r"```yaml\n(.*?)```", README, flags=re.S)
-    inline = [b for b in blocks if "uses: org/evalgate@" in b]
-    assert inline == [(ROOT / "examples" / "workflows" / "evalgate.yml").read_text()]
+    action = (ROOT / "docs" / "action.md").read_text(encoding="utf-8")
+    assert "examples/workflows/" in action
+    for text in (README, action):
+        blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+        inline = [b for b in blocks if "uses: org/evalgate@" in b]
+        assert inline == [(ROOT / "examples" / "workflows" / "evalgate.yml").read_text()]
 
 
 @pytest.mark.parametrize("path", COPIED, ids=lambda p: p.name)
