@@ -355,7 +355,7 @@ def compare_runs(
     """Pair ``head`` with ``base`` item by item and test every gated metric."""
     import numpy as np
 
-    common = {
+    common: dict[str, Any] = {
         "model": head.model,
         "benchmark": head.benchmark,
         "base_path": str(base.path),
@@ -374,7 +374,7 @@ def compare_runs(
             not_run = max(0, min(base_only, int(seq["items_total"]) - int(seq["items_used"])))
         except (KeyError, TypeError, ValueError):  # metadata from another version: count them all
             not_run = 0
-    counts = {
+    counts: dict[str, Any] = {  # ints, splatted with `common` into RunComparison
         "n_base_only": base_only - not_run,
         "n_not_run": not_run,
         "n_head_only": len(set(head_items) - set(base_items)),
