@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from evalgate import __version__
 from evalgate.errors import (
@@ -559,7 +559,8 @@ def main(
     argv: list[str] | None = None, environ: dict[str, str] | None = None, out: IO[str] | None = None
 ) -> int:
     environ = dict(os.environ if environ is None else environ)
-    out = out or _PipeSafe(sys.stdout)
+    # A TextIOBase, not a typing.IO: the commands only write and flush.
+    out = out or cast("IO[str]", _PipeSafe(sys.stdout))
     args: argparse.Namespace | None = None
     try:
         args, extra = _parser().parse_known_args(argv)

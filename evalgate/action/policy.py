@@ -31,7 +31,12 @@ from evalgate.gate import Check, Verdict
 __all__ = ["BasePolicy", "PolicyError", "apply_policy", "policy_checks", "read_base_policy"]
 
 REMOVED = "removed by this PR; base policy requires it"
-_ORDER = ("ERROR", "FAIL", "INCONCLUSIVE", "PASS")
+_ORDER: tuple[Literal["ERROR", "FAIL", "INCONCLUSIVE", "PASS"], ...] = (
+    "ERROR",
+    "FAIL",
+    "INCONCLUSIVE",
+    "PASS",
+)
 
 
 class PolicyError(EvalgateError):

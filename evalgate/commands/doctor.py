@@ -41,7 +41,8 @@ _EXTRAS = {
     "modal-vllm": [("modal", "modal")],
 }
 _EXTRA_NAME = {"local": "embedded", "litellm": "litellm", "modal-vllm": "modal"}
-_KIND_PACKAGES = {
+# kind -> (module, distribution, evalgate extra)
+_KIND_PACKAGES: dict[str, list[tuple[str, str, str | None]]] = {
     "hf": [("datasets", "datasets", "hf")],
     "verifiers": [("verifiers", "verifiers", None)],
 }

@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate import stats
 from evalgate.errors import UsageError
@@ -95,11 +95,15 @@ def load_run(path: Path, *, origin: dict[str, Any] | None = None) -> LoadedRun:
     return LoadedRun(path, config, records, metadata, origin or {})
 
 
+# A metric's test, before Holm's correction across metrics (gate.py).
+Outcome = Literal["PASS", "FAIL", "INCONCLUSIVE"]
+
+
 @dataclass(frozen=True)
 class MetricComparison:
     metric: str
     result: stats.PairedResult | None
-    status: str  # PASS | FAIL | INCONCLUSIVE (before Holm across metrics; see gate.py)
+    status: Outcome  # before Holm across metrics; see gate.py
     mde: float | None
     reason: str = ""
 
@@ -244,7 +248,7 @@ def threshold_test(
     *,
     clusters: list[str] | None,
     alpha: float,
-) -> tuple[str, float, float]:
+) -> tuple[Outcome, float, float]:
     """Is the score significantly below ``threshold``? Returns (status, p_below, lower bound).
 
     PASS when the one-sided (1 − α) lower bound clears the threshold; FAIL-candidate when the

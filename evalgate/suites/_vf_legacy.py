@@ -76,7 +76,8 @@ class Legacy:
         # `example_id` is the row position unless the dataset supplied ids: a string one is
         # renamed `src_id` by Environment._format_dataset. Positions shift when rows change, so
         # without an explicit id the content of the prompt and answer is the identity.
-        info = row.get("info") if isinstance(row.get("info"), dict) else {}
+        info = row.get("info")
+        info = info if isinstance(info, dict) else {}
         for value in (row.get("id"), row.get("src_id"), info.get("id")):
             if value is not None and value != "":
                 return str(value)

@@ -226,9 +226,11 @@ def _chat_harness_module() -> types.ModuleType:
             return vf.ProgramResult(exit_code=0, stdout="", stderr="")
 
     module = types.ModuleType(_CHAT_MODULE, "evalgate's in-process chat harness for verifiers")
-    module.ChatHarness = ChatHarness
-    module.ChatHarnessConfig = ChatHarnessConfig
-    module.__all__ = ["ChatHarness", "ChatHarnessConfig"]
+    vars(module).update(
+        ChatHarness=ChatHarness,
+        ChatHarnessConfig=ChatHarnessConfig,
+        __all__=["ChatHarness", "ChatHarnessConfig"],
+    )
     sys.modules[_CHAT_MODULE] = module
     return module
 

@@ -133,7 +133,7 @@ class InspectSuite(SuiteDefaults):
                 f"{_last_line(err)}"
             )
         rows = [json.loads(line) for line in out.splitlines() if line.strip()]
-        meta = next((r["task"] for r in rows if "task" in r), {})
+        meta: dict[str, Any] = next((r["task"] for r in rows if "task" in r), {})
         rows = [r for r in rows if "task" not in r]
         _check_epochs(spec, int(meta.get("epochs", 1)))
         items = [

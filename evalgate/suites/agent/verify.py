@@ -24,6 +24,7 @@ import json
 import math
 import re
 from dataclasses import replace
+from typing import Any
 
 from evalgate.errors import InfraError
 from evalgate.sandbox import Sandbox, SandboxBackend, SandboxConfig, SandboxFileError
@@ -94,7 +95,7 @@ async def _reward_file(box: Sandbox) -> float | None:
         except (SandboxFileError, UnicodeDecodeError):
             continue
         try:
-            value = json.loads(raw)
+            value: Any = json.loads(raw)
             value = value.get("reward") if isinstance(value, dict) else value
             score = float(value)
         except (ValueError, TypeError):
