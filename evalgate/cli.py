@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from evalgate import __version__
 from evalgate.errors import (
@@ -27,6 +27,9 @@ from evalgate.errors import (
     crash_report,
     secret_values,
 )
+
+if TYPE_CHECKING:
+    from evalgate.config.load import Config
 
 __all__ = ["main"]
 
@@ -359,8 +362,10 @@ def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[st
     need_config = not (args.command == "stop" and args.all and not Path(args.config).exists())
     config = load_config(Path(args.config)) if need_config else None
     if args.command == "deploy":
+        assert config is not None  # only `stop --all` runs without one
         results = lifecycle.deploy(config, environ=environ, models=args.model, wait=args.wait)
     elif args.command == "status":
+        assert config is not None
         results = lifecycle.status(config, environ=environ, models=args.model, probe=args.probe)
     else:
         results = lifecycle.stop(config, environ=environ, models=args.model, all_apps=args.all)
@@ -399,17 +404,17 @@ def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) 
     return 0
 
 
-def _print_estimate(config: object, out: IO[str], built: dict[str, list[object]]) -> None:
+def _print_estimate(config: Config, out: IO[str], built: dict[str, list[object]]) -> None:
     """What the run will ask for, against the budget, before anything is spent."""
     from evalgate.run.budget import BudgetMeter, estimate
 
-    meter = BudgetMeter(config.budget)  # type: ignore[attr-defined]
-    for model in config.models:  # type: ignore[attr-defined]
+    meter = BudgetMeter(config.budget)
+    for model in config.models:
         meter.use_model(model)  # a usd cap on a model without a price fails here, not mid-run
     lines, totals = estimate(config, built)
     for line in lines:
         print(line, file=out)
-    caps = config.budget.caps()  # type: ignore[attr-defined]
+    caps = config.budget.caps()
     if not caps:
         print("  budget: no caps (set budget.tokens / usd / gpu_seconds / wall_s)", file=out)
     for name, cap in caps.items():

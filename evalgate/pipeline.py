@@ -31,7 +31,8 @@ from evalgate.serve import open_server
 from evalgate.suites import Suite, build_suites
 
 if TYPE_CHECKING:  # comparing, gating and reporting load when a run gets there (start-up time)
-    from evalgate.compare.paired import LoadedRun
+    from evalgate.compare.paired import LoadedRun, RunComparison
+    from evalgate.config.spec import Benchmark, GateSettings, HFHubSettings
     from evalgate.gate import Verdict
     from evalgate.run.sequential import SequentialResult
     from evalgate.run.summary import RunSummary
@@ -47,7 +48,9 @@ def load_baselines(path: Path) -> dict[tuple[str, str], LoadedRun]:
     return {key: load_run(p, origin={"run_id": p.name}) for key, p in find_runs(path).items()}
 
 
-def _apply_sequential(comparisons: list[Any], decisions: dict[tuple[str, str], Any]) -> list[Any]:
+def _apply_sequential(
+    comparisons: list[RunComparison], decisions: dict[tuple[str, str], SequentialResult]
+) -> list[RunComparison]:
     """The sequential decision replaces the fixed-sample status of the metric it decided."""
     out = []
     for comp in comparisons:
@@ -86,7 +89,7 @@ def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None 
 def gate_runs(
     heads: list[LoadedRun],
     baselines: dict[tuple[str, str], LoadedRun],
-    gate: Any,
+    gate: GateSettings,
     *,
     summaries: list[RunSummary] | None = None,
     decisions: dict[tuple[str, str], SequentialResult] | None = None,
@@ -157,7 +160,7 @@ def _sandboxes(factory: Callable[[str], SandboxBackend]) -> Iterator[Sandboxes]:
         sandboxes.close()
 
 
-def _run_suites(config: Config, suites: list[tuple[Any, Suite]], output_root: Path,
+def _run_suites(config: Config, suites: list[tuple[Benchmark, Suite]], output_root: Path,
                 environ: dict[str, str], progress: Progress, server_factory: Callable[..., Any],
                 log: Callable[[str], None], baselines: dict[tuple[str, str], LoadedRun] | None,
                 cache_dir: Path | None, run_id: str) -> Verdict:  # fmt: skip
@@ -180,7 +183,11 @@ def _run_suites(config: Config, suites: list[tuple[Any, Suite]], output_root: Pa
 
 
 def _publish_hub(
-    hub: Any, run_id: str, output_root: Path, environ: dict[str, str], log: Callable[[str], None]
+    hub: HFHubSettings,
+    run_id: str,
+    output_root: Path,
+    environ: dict[str, str],
+    log: Callable[[str], None],
 ) -> None:
     """``publish.hf_hub``: push the run; a failed upload is a warning, the verdict stands."""
     from evalgate.errors import EvalgateError
@@ -277,7 +284,7 @@ def resume(
 
 def _recorded_baselines(
     config: Config,
-    suites: list[tuple[Any, Suite]],
+    suites: list[tuple[Benchmark, Suite]],
     saved: list[tuple[RunDir, dict[str, Any]]],
     log: Callable[[str], None],
 ) -> dict[tuple[str, str], LoadedRun]:

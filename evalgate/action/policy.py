@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate.action import exam
 from evalgate.action import git as gitops
@@ -27,6 +27,9 @@ from evalgate.config.load import Config, load_config
 from evalgate.config.spec.budget import apply_ceiling
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
 from evalgate.gate import Check, Verdict
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import Benchmark
 
 __all__ = ["BasePolicy", "PolicyError", "apply_policy", "policy_checks", "read_base_policy"]
 
@@ -107,7 +110,7 @@ class BasePolicy:
         return text
 
 
-def measurement(bench: Any) -> dict[str, Any]:
+def measurement(bench: Benchmark) -> dict[str, Any]:
     """What a benchmark measures with: a PR may change the subject (model, prompt, sampling), not
     this. Paths are left out (they differ between checkouts); their contents are the dataset,
     which the per-item pairing already checks."""

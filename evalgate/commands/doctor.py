@@ -24,11 +24,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
 from evalgate.serve.base import ServeContext
 from evalgate.serve.llama_cpp import INSTALL_COMMAND
+
+if TYPE_CHECKING:
+    from evalgate.config.load import Config
+    from evalgate.config.spec import LiteLLMModel, ModalVLLMModel, Model
 
 __all__ = ["PHASES", "Check", "DoctorReport", "run_doctor"]
 
@@ -133,7 +137,7 @@ def _run(argv: list[str], environ: dict[str, str], timeout: float = 20.0) -> tup
 # Phases
 
 
-def _prerequisites(doc: _Doctor, config: Any) -> None:
+def _prerequisites(doc: _Doctor, config: Config) -> None:
     ok = sys.version_info >= (3, 11)
     doc.add(
         "prerequisites",
@@ -147,7 +151,7 @@ def _prerequisites(doc: _Doctor, config: Any) -> None:
     _kind_prerequisites(doc, config)
 
 
-def _model_prerequisites(doc: _Doctor, model: Any) -> None:
+def _model_prerequisites(doc: _Doctor, model: Model) -> None:
     """The packages and executables one model's backend needs."""
     if model.backend == "litellm":
         _litellm_check(doc, model)
@@ -194,7 +198,7 @@ def _model_prerequisites(doc: _Doctor, model: Any) -> None:
             doc.block(model.name, "vllm is not on PATH")
 
 
-def _kind_prerequisites(doc: _Doctor, config: Any) -> None:
+def _kind_prerequisites(doc: _Doctor, config: Config) -> None:
     """What the benchmark kinds need (packages, a working bwrap), and git."""
     kinds = {b.kind for b in config.benchmarks}
     for kind in sorted(kinds):
@@ -209,7 +213,7 @@ def _kind_prerequisites(doc: _Doctor, config: Any) -> None:
                 fix=fix,
             )
     sandboxes = {
-        b.sandbox.backend for b in config.benchmarks if getattr(b, "sandbox", None) is not None
+        box.backend for b in config.benchmarks if (box := getattr(b, "sandbox", None)) is not None
     }
     if "local" in sandboxes:
         code, out = _run(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "true"], doc.environ)
@@ -233,7 +237,7 @@ def _kind_prerequisites(doc: _Doctor, config: Any) -> None:
     )
 
 
-def _litellm_check(doc: _Doctor, model: Any) -> None:
+def _litellm_check(doc: _Doctor, model: LiteLLMModel) -> None:
     """The interpreter the run would start the proxy with (EVALGATE_LITELLM_PYTHON, else this
     one), and the LiteLLM it imports: the same lookup as the backend's."""
     from evalgate.serve.litellm import PYTHON_ENV, litellm_python
@@ -278,7 +282,7 @@ def _litellm_check(doc: _Doctor, model: Any) -> None:
     doc.add("prerequisites", name, "pass", f"{version.splitlines()[-1]} ({python})")
 
 
-def _modal_credentials(doc: _Doctor, model: Any, label: str) -> None:
+def _modal_credentials(doc: _Doctor, model: ModalVLLMModel, label: str) -> None:
     """A Modal token is there, and Modal accepts it (listing apps: no GPU, no app started)."""
     from evalgate.serve._modal_ops import TOKEN_FIX, ModalOps, modal_token_source
 
@@ -312,7 +316,7 @@ def _modal_credentials(doc: _Doctor, model: Any, label: str) -> None:
     doc.add("credentials", name, "pass", f"from {source}, accepted by Modal")
 
 
-def _credentials(doc: _Doctor, config: Any) -> None:
+def _credentials(doc: _Doctor, config: Config) -> None:
     from evalgate.serve.modal_vllm import API_KEY_ENV
 
     for model in config.models:
@@ -348,7 +352,9 @@ def _credentials(doc: _Doctor, config: Any) -> None:
             doc.add("credentials", label, "skip", "needs no credentials")
 
 
-def _open(doc: _Doctor, config: Any, model: Any, factory: Callable[..., Any], logs: Path) -> Any:
+def _open(
+    doc: _Doctor, config: Config, model: Model, factory: Callable[..., Any], logs: Path
+) -> Any:
     # The same context a run gives its servers, so a template fallback resolves the same way.
     ctx = ServeContext(
         log_dir=logs,
@@ -366,7 +372,7 @@ def _open(doc: _Doctor, config: Any, model: Any, factory: Callable[..., Any], lo
 
 def _deploy(
     doc: _Doctor,
-    config: Any,
+    config: Config,
     stack: contextlib.ExitStack,
     factory: Callable[..., Any],
     logs: Path,
@@ -403,7 +409,7 @@ def _deploy(
     return endpoints
 
 
-def _smoke(doc: _Doctor, config: Any, endpoints: dict[str, Any]) -> None:
+def _smoke(doc: _Doctor, config: Config, endpoints: dict[str, Any]) -> None:
     from evalgate.config.spec import Sampling
     from evalgate.serve.client import ChatClient, RequestFailed
 
@@ -431,7 +437,7 @@ def _smoke(doc: _Doctor, config: Any, endpoints: dict[str, Any]) -> None:
         doc.add("smoke", model.name, "pass", f"{text!r} in {reply.latency_s:.2f} s")
 
 
-def _tiny_eval(doc: _Doctor, config: Any, endpoints: dict[str, Any], n_items: int) -> None:
+def _tiny_eval(doc: _Doctor, config: Config, endpoints: dict[str, Any], n_items: int) -> None:
     from evalgate.run.engine import run_suite
     from evalgate.serve.client import ChatClient
     from evalgate.suites import build_suite
@@ -484,7 +490,7 @@ def _tiny_eval(doc: _Doctor, config: Any, endpoints: dict[str, Any], n_items: in
                 doc.add("eval", name, "pass", detail)
 
 
-def _gpu(doc: _Doctor, config: Any) -> None:
+def _gpu(doc: _Doctor, config: Config) -> None:
     if not any(m.backend == "vllm" for m in config.models):
         doc.add("gpu", "nvidia-smi", "skip", "no vllm backend configured (Modal brings its own)")
         return

@@ -20,6 +20,8 @@ from evalgate.run.summary import RunSummary, item_metrics, summarize
 if TYPE_CHECKING:  # numpy loads when a test runs: a run without a gate needs none (start-up time)
     import numpy as np
 
+    from evalgate.config.spec import GateSettings
+
 __all__ = [
     "Flip",
     "LoadedRun",
@@ -220,7 +222,7 @@ def summary_of(run: LoadedRun) -> RunSummary:
 def compare_with_baselines(
     heads: list[LoadedRun],
     baselines: dict[tuple[str, str], LoadedRun],
-    gate: Any,
+    gate: GateSettings,
     *,
     seed: int = 0,
 ) -> list[RunComparison]:

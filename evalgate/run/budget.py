@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.config.spec.budget import BudgetSettings
 from evalgate.errors import ConfigError
 from evalgate.run.costs import cost_usd
+
+if TYPE_CHECKING:
+    from evalgate.config.load import Config
+    from evalgate.config.spec import Benchmark, Model
 
 __all__ = ["SELF_HOSTED", "BudgetMeter", "gpu_count", "model_price"]
 
@@ -23,7 +27,7 @@ __all__ = ["SELF_HOSTED", "BudgetMeter", "gpu_count", "model_price"]
 SELF_HOSTED = ("local", "vllm", "modal-vllm")
 
 
-def model_price(model: Any) -> tuple[float, float] | None:
+def model_price(model: Model) -> tuple[float, float] | None:
     """(input, output) USD per token: 0 for self-hosted backends, the configured or listed price,
     or None when unknown."""
     if model.backend in SELF_HOSTED:
@@ -36,7 +40,7 @@ def model_price(model: Any) -> tuple[float, float] | None:
     return (one_in, one_out)
 
 
-def gpu_count(model: Any) -> int:
+def gpu_count(model: Model) -> int:
     """GPUs a server holds while up: 0 for backends that are not GPU servers evalgate starts."""
     if model.backend == "vllm":
         return int(model.tensor_parallel_size) * int(model.data_parallel_size)
@@ -71,7 +75,7 @@ class BudgetMeter:
         self._gpus = 0
         self.reached: str | None = None  # e.g. "tokens 100,000", set once a cap is reached
 
-    def use_model(self, model: Any) -> None:
+    def use_model(self, model: Model) -> None:
         """Price the following tokens for ``model``; a ``usd`` cap needs a known price."""
         price = model_price(model)
         if price is None and "usd" in self.caps:
@@ -163,7 +167,9 @@ def _prompt_chars(suite: Any, item: Any) -> int:
     return len(item.prompt)
 
 
-def _bench_estimate(bench: Any, built: dict[str, list[Any]]) -> tuple[int | None, int | None, bool]:
+def _bench_estimate(
+    bench: Benchmark, built: dict[str, list[Any]]
+) -> tuple[int | None, int | None, bool]:
     """(requests, prompt tokens, agent) for one benchmark; None where it can't be known offline.
     ``built``: suites already built by name (validate's checks built them: reading a large
     dataset twice doubled its time)."""
@@ -188,7 +194,7 @@ def _bench_estimate(bench: Any, built: dict[str, list[Any]]) -> tuple[int | None
 
 
 def estimate(
-    config: Any, built: dict[str, list[Any]] | None = None
+    config: Config, built: dict[str, list[Any]] | None = None
 ) -> tuple[list[str], dict[str, float | None]]:
     """Lines describing what a run will ask for before anything is spent, and the totals
     (``tokens`` is an upper bound: prompts + max_tokens per request; ``usd`` None if unknown)."""

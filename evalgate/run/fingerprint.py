@@ -12,7 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import Benchmark, Model
 
 __all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "item_hash"]
 
@@ -34,7 +37,7 @@ def dataset_hash(items: list[Any]) -> str:
     return _digest(sorted([i.id, item_hash(i.prompt, i.answer)] for i in items), 32)
 
 
-def _kind_measurement(bench: Any) -> dict[str, Any]:
+def _kind_measurement(bench: Benchmark) -> dict[str, Any]:
     """What else defines the measurement for kinds whose scoring lives outside evalgate."""
     if bench.kind == "verifiers":
         from importlib.metadata import PackageNotFoundError, version
@@ -67,8 +70,8 @@ def _kind_measurement(bench: Any) -> dict[str, Any]:
 
 
 def fingerprint(
-    bench: Any,
-    model: Any,
+    bench: Benchmark,
+    model: Model,
     model_id: str,
     items: list[Any],
     *,
@@ -95,8 +98,8 @@ def fingerprint(
             "sampling": bench.sampling.model_dump(mode="json"),
             "chat_template": chat_template,
             # The agent set-up is what an agent team's PR changes: subject, not measurement.
-            "agent": _digest([bench.agent.model_dump(mode="json"), getattr(variant, "name", None)])
-            if getattr(bench, "agent", None) is not None
+            "agent": _digest([agent.model_dump(mode="json"), getattr(variant, "name", None)])
+            if (agent := getattr(bench, "agent", None)) is not None
             else None,
         },
         "dataset": {"hash": dataset_hash(items), "items": len(items)},

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class Subset:
 @dataclass(frozen=True)
 class SequentialResult:
     metric: str
-    decision: str  # PASS | FAIL | INCONCLUSIVE
+    decision: Literal["PASS", "FAIL", "INCONCLUSIVE"]
     look: int
     looks: int
     items_used: int

@@ -34,13 +34,14 @@ from evalgate.suites import Suite
 
 if TYPE_CHECKING:  # a baseline is a compared run; this stage only hands it to sequential looks
     from evalgate.compare.paired import LoadedRun
+    from evalgate.config.spec import Benchmark, GateSettings, Model
     from evalgate.run.sequential import SequentialResult
 
 __all__ = ["RunContext", "evaluate", "failed_run"]
 
 
 def _run_config(
-    config: Config, model: Any, bench: Any, endpoint: Endpoint, suite: Suite, server: Any
+    config: Config, model: Model, bench: Benchmark, endpoint: Endpoint, suite: Suite, server: Any
 ) -> dict[str, Any]:
     # Which chat template the server applied (vLLM backends resolve one; others: the server's).
     template = server.chat_template.record() if server.chat_template is not None else None
@@ -66,7 +67,7 @@ def _run_config(
     }
 
 
-def _metadata(summary: RunSummary, bench: Any, time_s: float) -> dict[str, Any]:
+def _metadata(summary: RunSummary, bench: Benchmark, time_s: float) -> dict[str, Any]:
     metrics = {k: v.mean for k, v in summary.metrics.items()}
     return {
         "benchmark": summary.benchmark,
@@ -88,13 +89,13 @@ def _metadata(summary: RunSummary, bench: Any, time_s: float) -> dict[str, Any]:
 
 async def _execute(
     suite: Suite,
-    bench: Any,
+    bench: Benchmark,
     endpoint: Endpoint,
     run_dir: RunDir,
     progress: Progress,
     *,
     baseline: LoadedRun | None,
-    gate: Any,
+    gate: GateSettings,
     cache: ResponseCache | None = None,
     cache_identity: str | None = None,
     skip: frozenset[tuple[str, int]] = frozenset(),
@@ -154,7 +155,7 @@ async def _execute(
         progress.finish()
 
 
-def _cache_identity(model: Any, run_config: dict[str, Any]) -> str:
+def _cache_identity(model: Model, run_config: dict[str, Any]) -> str:
     # What answers a request, stably across runs: the backend, the model and a digest of its
     # config (base_url, weights file, quantisation...) and the chat template the server applied.
     # Not the endpoint's URL alone: an embedded server listens on a new port each run.
@@ -164,7 +165,7 @@ def _cache_identity(model: Any, run_config: dict[str, Any]) -> str:
     )
 
 
-def _baseline_record(baseline: LoadedRun, bench: Any, gate: Any) -> dict[str, Any]:
+def _baseline_record(baseline: LoadedRun, bench: Benchmark, gate: GateSettings) -> dict[str, Any]:
     """run_config.json's record of the baseline and, with sequential looks, the look plan, so
     that `evalgate resume` compares with the same baseline and re-runs the same looks."""
     from evalgate.compare.baseline import baseline_reference
@@ -179,7 +180,7 @@ def _baseline_record(baseline: LoadedRun, bench: Any, gate: Any) -> dict[str, An
     return out
 
 
-def _primary_metric(gate: Any, baseline: LoadedRun) -> str:
+def _primary_metric(gate: GateSettings, baseline: LoadedRun) -> str:
     """The metric sequential looks decide on: the first gated one, else accuracy/reward."""
     from evalgate.run.summary import item_metrics
 
@@ -192,7 +193,7 @@ def _primary_metric(gate: Any, baseline: LoadedRun) -> str:
     return next((n for n in names if not n.startswith(("pass@", "pass^"))), "reward")
 
 
-def failed_run(model: Any, bench: Any, name: str, error: str) -> RunSummary:
+def failed_run(model: Model, bench: Benchmark, name: str, error: str) -> RunSummary:
     return RunSummary(
         benchmark=name,
         model=model.name,
@@ -234,7 +235,7 @@ class RunContext:
 
 
 def evaluate(
-    ctx: RunContext, suites: list[tuple[Any, Suite]], cache_dir: Path | None
+    ctx: RunContext, suites: list[tuple[Benchmark, Suite]], cache_dir: Path | None
 ) -> tuple[list[RunSummary], dict[tuple[str, str], SequentialResult]]:
     """Run every suite on every model (with the response cache open); what run and resume share."""
     ctx.logs.mkdir(parents=True, exist_ok=True)
@@ -258,8 +259,8 @@ def _open_cache(cache_dir: Path | None, log: Callable[[str], None]) -> ResponseC
 
 def _run_model(
     ctx: RunContext,
-    model: Any,
-    suites: list[tuple[Any, Suite]],
+    model: Model,
+    suites: list[tuple[Benchmark, Suite]],
     summaries: list[RunSummary],
     decisions: dict[tuple[str, str], SequentialResult],
 ) -> None:
@@ -306,7 +307,7 @@ def _run_model(
 
 
 def _open_run_dir(
-    ctx: RunContext, bench: Any, suite: Suite, endpoint: Endpoint, run_cfg: dict[str, Any]
+    ctx: RunContext, bench: Benchmark, suite: Suite, endpoint: Endpoint, run_cfg: dict[str, Any]
 ) -> tuple[RunDir, list[dict[str, Any]], frozenset[tuple[str, int]]]:
     """A new run directory, or (resume) the existing one with the journal's kept records and the
     (item, rollout) pairs they cover."""
@@ -332,7 +333,7 @@ def _open_run_dir(
     return run_dir, state.records, frozenset(state.done)
 
 
-def _costs(summary: RunSummary, model: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
+def _costs(summary: RunSummary, model: Model, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The run's cost: priced from LiteLLM's bundled price list (None for unknown or self-hosted
     models), else what the agents said they spent (command agents on their own API keys)."""
     summary.extra["cost_usd"] = cost_usd(
@@ -350,10 +351,10 @@ def _costs(summary: RunSummary, model: Any, records: list[dict[str, Any]]) -> di
 
 def _run_one(
     ctx: RunContext,
-    model: Any,
+    model: Model,
     server: Any,
     endpoint: Endpoint,
-    bench: Any,
+    bench: Benchmark,
     suite: Suite,
     serve_s: float,
 ) -> tuple[RunSummary, SequentialResult | None]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.base import Endpoint
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import OpenAIModel
 
 __all__ = ["OpenAICompatServer"]
 
@@ -20,7 +23,7 @@ class OpenAICompatServer:
 
     def __init__(
         self,
-        model: Any,
+        model: OpenAIModel,
         *,
         log_dir: Path,
         environ: dict[str, str],

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalgate._lazy import load_entry
 from evalgate.errors import ConfigError
 from evalgate.serve.base import ModelServer, ServeContext
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import Model
 
 __all__ = ["BACKENDS", "open_server"]
 
@@ -19,7 +22,7 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def open_server(model: Any, ctx: ServeContext) -> ModelServer:
+def open_server(model: Model, ctx: ServeContext) -> ModelServer:
     """The (not yet started) server for a model config."""
     target = BACKENDS.get(model.backend)
     if target is None:
