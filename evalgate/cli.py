@@ -262,7 +262,9 @@ def _output_dir(value: str) -> Path:
 
 
 def _resume_hint(output: Path, run_id: str) -> None:
-    if any((output / "evals").glob(f"*/{run_id}")):
+    from evalgate.run.rundir import run_dirs_under
+
+    if run_dirs_under(output, run=run_id):
         flag = "" if output == Path("outputs") else f" --output {output}"
         print(f"evalgate: to finish this run: evalgate resume {run_id}{flag}", file=sys.stderr)
 
@@ -289,7 +291,7 @@ def _cmd_resume(
         flag = "" if output == Path("outputs") else f" --output {output}"
         print(f"evalgate: to finish this run: evalgate resume {args.run}{flag}", file=sys.stderr)
         raise
-    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    _print_scorecard(output, out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
@@ -306,6 +308,8 @@ def _cmd_local(
     config = load_config(Path(args.config), overrides)
     output = _output_dir(args.output)
     baselines = pipeline.load_baselines(Path(args.baseline)) if args.baseline else None
+    if baselines is not None:  # refused now, not after the whole eval
+        pipeline.check_baselines(config, baselines)
     run_id = new_run_id()
     try:
         verdict = pipeline.run(
@@ -325,34 +329,38 @@ def _cmd_local(
         if exc.benchmark is None:
             raise
         raise ConfigError(f"{config.locate(exc.benchmark, exc.field)}: {exc}") from None
-    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    _print_scorecard(output, out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
 
 def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
     from evalgate import pipeline
-    from evalgate.compare.paired import load_run
-    from evalgate.config.load import GateSettings, load_config
-    from evalgate.run.rundir import find_runs
+    from evalgate.config.load import load_config
+    from evalgate.run.rundir import load_runs, recorded_gate
 
     base = pipeline.load_baselines(Path(args.base))
-    heads = [load_run(p) for p in find_runs(Path(args.head)).values()]
-    if args.config:
-        gate = load_config(Path(args.config)).gate
-    else:  # the policy the baseline was gated with: a PR can't loosen its own gate
-        recorded = next(iter(base.values())).config.get("gate", {})
-        gate = GateSettings.model_validate(recorded)
+    heads = list(load_runs(Path(args.head)).values())
+    # Without --config, the policy the baseline was gated with: a PR can't loosen its own gate.
+    gate = load_config(Path(args.config)).gate if args.config else recorded_gate(base[min(base)])
     output = _output_dir(args.output) if args.output else Path(args.head) / "compare"
-    verdict = pipeline.gate_runs(heads, base, gate, output_root=output)
-    print((output / "scorecard.md").read_text(encoding="utf-8"), file=out)
+    verdict = pipeline.gate_runs(heads, base, gate, output_root=output, saved=True)
+    _print_scorecard(output, out)
     _print_verdict(verdict, output)
     return int(verdict.exit_code)
 
 
+def _print_scorecard(output: Path, out: IO[str]) -> None:
+    from evalgate.run.rundir import SCORECARD
+
+    print((output / SCORECARD).read_text(encoding="utf-8"), file=out)
+
+
 def _print_verdict(verdict: Any, output: Path) -> None:
+    from evalgate.run.rundir import VERDICT
+
     shown = "no gate configured" if verdict.status == "UNGATED" else verdict.status
-    print(f"[evalgate] verdict {shown}: {output / 'verdict.json'}", file=sys.stderr)
+    print(f"[evalgate] verdict {shown}: {output / VERDICT}", file=sys.stderr)
 
 
 def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:

@@ -137,8 +137,10 @@ def _run_checks(run: RunSummary, gate: GateSettings, max_error_rate: float) -> l
 
 def _comparison_checks(comp: RunComparison) -> list[Check]:
     if not comp.comparable:
+        # Nothing that cannot be compared passes quietly while the base gates (a baseline
+        # exists, so its margin applies): the PR has not shown it did not regress.
         reason = f"baseline not comparable: {comp.reason}"
-        return [Check(comp.model, comp.benchmark, "-", "baseline", "INCONCLUSIVE", reason)]
+        return [Check(comp.model, comp.benchmark, "-", "baseline", "FAIL", reason, p=0.0)]
     out = []
     for mc in comp.metrics:
         r = mc.result
@@ -218,11 +220,11 @@ def decide(
 
     statuses = {c.status for c in checks}
     status = next((s for s in _SEVERITY if s in statuses), "PASS")
-    reasons = tuple(
-        f"{c.model} / {c.benchmark} / {c.metric}: {c.reason}"
-        for c in checks
-        if c.status in ("FAIL", "ERROR", "INCONCLUSIVE")
-    )
+    # Most severe first: the scorecard's first lines say why it did not pass (the list is cut
+    # at 20), before any INCONCLUSIVE of other benchmarks.
+    shown = [c for c in checks if c.status in ("FAIL", "ERROR", "INCONCLUSIVE")]
+    shown.sort(key=lambda c: _SEVERITY.index(c.status))
+    reasons = tuple(f"{c.model} / {c.benchmark} / {c.metric}: {c.reason}" for c in shown)
     if status == "PASS" and not any(c.kind in ("threshold", "baseline") for c in checks):
         # Scores with nothing to hold them to are not a PASS: say so, exit 0.
         status = "UNGATED"

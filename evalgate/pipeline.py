@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from evalgate.config.load import Config
 from evalgate.config.spec import EvalSettings
 from evalgate.errors import UsageError
@@ -18,11 +20,16 @@ from evalgate.run.budget import BudgetMeter
 from evalgate.run.fingerprint import dataset_hash
 from evalgate.run.progress import Progress
 from evalgate.run.rundir import (
+    JUNIT,
+    REPORT_HTML,
+    RUN_CONFIG,
+    SCORECARD,
+    VERDICT,
     RunDir,
     find_run_dirs,
-    find_runs,
+    load_runs,
     new_run_id,
-    read_json_object,
+    read_run_config,
     write_json,
 )
 from evalgate.run.session import RunContext, evaluate
@@ -38,14 +45,26 @@ if TYPE_CHECKING:  # comparing, gating and reporting load when a run gets there 
     from evalgate.run.summary import RunSummary
     from evalgate.sandbox import SandboxBackend
 
-__all__ = ["gate_runs", "load_baselines", "resume", "run", "write_report"]
+__all__ = ["check_baselines", "gate_runs", "load_baselines", "resume", "run", "write_report"]
 
 
 def load_baselines(path: Path) -> dict[tuple[str, str], LoadedRun]:
-    """Baseline runs from an output root or a run directory (``--baseline DIR``)."""
-    from evalgate.compare.paired import load_run
+    """Baseline runs from an output root or a run directory (``--baseline DIR``), read and
+    checked whole: a damaged baseline is refused here, before any model starts."""
+    return load_runs(path)
 
-    return {key: load_run(p, origin={"run_id": p.name}) for key, p in find_runs(path).items()}
+
+def check_baselines(config: Config, baselines: dict[tuple[str, str], LoadedRun]) -> None:
+    """A baseline that matches no (model, benchmark) of the config would compare nothing and
+    gate nothing: refused in one line, before any model starts."""
+    wanted = [(m.name, b.name) for m in config.models for b in config.benchmarks]
+    if baselines and not any(key in baselines for key in wanted):
+        have = ", ".join(f"{m}/{b}" for m, b in sorted(baselines))
+        runs = ", ".join(f"{m}/{b}" for m, b in wanted)
+        raise UsageError(
+            f"--baseline: no run matches a model/benchmark of {config.path} (baseline has: "
+            f"{have}; this run: {runs}); runs pair on the model's name and the benchmark's"
+        )
 
 
 def _apply_sequential(
@@ -80,10 +99,10 @@ def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None 
 
     output_root.mkdir(parents=True, exist_ok=True)
     scorecard = render_scorecard(verdict, report_url=report_url)
-    (output_root / "scorecard.md").write_text(scorecard, encoding="utf-8")
-    (output_root / "report.html").write_text(render_html(verdict), encoding="utf-8")
-    write_json(output_root / "verdict.json", verdict_json(verdict))
-    (output_root / "junit.xml").write_text(render_junit(verdict), encoding="utf-8")
+    (output_root / SCORECARD).write_text(scorecard, encoding="utf-8")
+    (output_root / REPORT_HTML).write_text(render_html(verdict), encoding="utf-8")
+    write_json(output_root / VERDICT, verdict_json(verdict))
+    (output_root / JUNIT).write_text(render_junit(verdict), encoding="utf-8")
 
 
 def gate_runs(
@@ -95,17 +114,21 @@ def gate_runs(
     decisions: dict[tuple[str, str], SequentialResult] | None = None,
     output_root: Path,
     link: str | None = None,
+    saved: bool = False,
 ) -> Verdict:
     """Compare finished runs with their baselines, decide, and write scorecard.md/verdict.json.
 
     What ``run``, ``resume`` and ``evalgate compare`` share. ``summaries`` defaults to the runs'
     own summaries; a live run passes its own (they carry infrastructure failures, which left no
-    run directory).
+    run directory). ``saved``: the heads are saved folders (`compare`), so what the base gates
+    and they lack is a FAIL (:func:`~evalgate.compare.paired.missing_from_head`).
     """
-    from evalgate.compare.paired import compare_with_baselines, summary_of
+    from evalgate.compare.paired import compare_with_baselines, missing_from_head, summary_of
     from evalgate.gate import decide
 
     comparisons = _apply_sequential(compare_with_baselines(heads, baselines, gate), decisions or {})
+    if saved:
+        comparisons += missing_from_head(heads, baselines, gate)
     if summaries is None:
         summaries = [summary_of(h) for h in heads]
     # Each run's error budget is the one it ran with (its run_config), so a run gated later
@@ -228,15 +251,12 @@ def _gate(
 
 def _saved_config(run_dir: Path) -> dict[str, Any]:
     """A run's run_config.json, with what resume needs of it; a one-line error otherwise."""
-    path = run_dir / "run_config.json"
-    cfg = read_json_object(path)
-    if cfg is None:
-        raise UsageError(f"{path}: unreadable or not a JSON object; this run cannot be resumed")
+    cfg, _ = read_run_config(run_dir)
     missing = [k for k in ("config_path", "model", "benchmark", "gate") if k not in cfg]
     if missing:
         raise UsageError(
-            f"{path}: not a run configuration evalgate wrote (no {', '.join(missing)}); "
-            "this run cannot be resumed"
+            f"{run_dir / RUN_CONFIG}: not a run configuration evalgate wrote (no "
+            f"{', '.join(missing)}); this run cannot be resumed"
         )
     return cfg
 
@@ -266,15 +286,22 @@ def resume(
     dirs = find_run_dirs(output_root, run)
     saved = [(RunDir(p), _saved_config(p)) for p in dirs]
     first = saved[0][1]
-    config = Config.model_validate(
-        {
-            "path": first["config_path"],
-            "models": [first["model"]],
-            "benchmarks": [cfg["benchmark"] for _, cfg in saved],
-            "gate": first["gate"],
-            "budget": {**(first.get("budget") or {}), **(budget or {})},
-        }
-    )
+    try:
+        config = Config.model_validate(
+            {
+                "path": first["config_path"],
+                "models": [first["model"]],
+                "benchmarks": [cfg["benchmark"] for _, cfg in saved],
+                "gate": first["gate"],
+                "budget": {**(first.get("budget") or {}), **(budget or {})},
+            }
+        )
+    except ValidationError as exc:  # another version's run_config.json, or a hand edit
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise UsageError(
+            f"{dirs[0] / RUN_CONFIG}: {where}: {err['msg']}; this run cannot be resumed"
+        ) from None
     if any(cfg["model"] != first["model"] for _, cfg in saved):
         raise UsageError(f"run {run!r} holds several models; resume one run directory at a time")
     with _sandboxes(sandbox_factory) as sandboxes:

@@ -192,10 +192,36 @@ def test_changed_scorer_is_not_comparable(tmp_path: Path, scripted_server: Any) 
     code, verdict = _local(
         tmp_path, server, "head", "--baseline", str(tmp_path / "base"), scorer="contains"
     )
-    assert verdict["status"] == "INCONCLUSIVE" and code == 0
+    # Nothing that cannot be compared passes quietly while the base gates: FAIL, reason on top.
+    assert verdict["status"] == "FAIL" and code == 1
     (comp,) = verdict["comparisons"]
     assert comp["comparable"] is False and comp["reason"].startswith("scorer differs")
-    assert "not comparable: scorer differs" in (tmp_path / "head" / "scorecard.md").read_text()
+    top = "\n".join((tmp_path / "head" / "scorecard.md").read_text().splitlines()[:8])
+    assert "not comparable: scorer differs" in top, top
+
+
+@pytest.mark.parametrize("command", ["local", "compare"])
+def test_no_item_in_common_fails_with_the_reason_on_top(
+    tmp_path: Path, scripted_server: Any, command: str
+) -> None:
+    """Every prompt edited (a space appended): nothing pairs with the baseline. That is a FAIL
+    with the reason in the scorecard's first lines, in `local --baseline` and `compare` alike."""
+    server = scripted_server(_answers(BASE))
+    _local(tmp_path, server, "base")
+    config = _config(tmp_path, server.base_url)
+    rows = [{"id": f"q{i:03d}", "prompt": f"Q{i} ", "answer": f"A{i}"} for i in range(N)]
+    (tmp_path / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    extra = ["--baseline", str(tmp_path / "base")] if command == "local" else []
+    code = main(["local", str(config), "--output", str(tmp_path / "head"), *extra],
+                environ={"CI": "1"})  # fmt: skip
+    out = tmp_path / "head"
+    if command == "compare":
+        code = main(["compare", str(tmp_path / "base"), str(out), "--output", str(out / "cmp")])
+        out = out / "cmp"
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert (verdict["status"], code) == ("FAIL", 1)
+    top = "\n".join((out / "scorecard.md").read_text().splitlines()[:8])
+    assert "no item in common" in top, top
 
 
 def test_changed_prompt_is_compared_and_reported(tmp_path: Path, scripted_server: Any) -> None:

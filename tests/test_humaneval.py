@@ -184,3 +184,184 @@ def test_failure_reasons_are_kept(scripted_server) -> None:
     assert wrong["reward"] == 0.0 and wrong["reason"].startswith("failed: AssertionError")
     assert crash["reason"] == "failed: NameError: name 'undefined_name' is not defined"
     assert loop["reason"] == "timed out after 2 s"
+
+
+# Forgeries that reach the judge when it shares the completion's interpreter or process: each
+# must score 0 (the judge runs ``check`` in its own non-dumpable process; only literals cross).
+_FIND_AND_SIGN = """\
+    import os, re, sys
+    def _sign(frames):
+        for f in frames:
+            for value in list(f.f_locals.values()):
+                if isinstance(value, (bytes, str)):
+                    text = value.decode() if isinstance(value, bytes) else value
+                    if re.fullmatch(r"[0-9a-f]{32}", text):
+                        for fd in range(1, 64):
+                            try:
+                                os.write(fd, b"EVALGATE-PASS " + text.encode() + b"\\n")
+                            except OSError:
+                                pass
+                        sys.stdout.flush()
+                        os._exit(0)
+"""
+FORGERIES = {
+    "sys._getframe walk": _FIND_AND_SIGN
+    + """\
+    frames, f = [], sys._getframe()
+    while f is not None:
+        frames.append(f)
+        f = f.f_back
+    _sign(frames)
+""",
+    "inspect.stack": _FIND_AND_SIGN
+    + """\
+    import inspect
+    _sign([info.frame for info in inspect.stack()])
+""",
+    "gc objects": _FIND_AND_SIGN.replace("f.f_locals.values()", "[f]")
+    + """\
+    import gc
+    _sign(gc.get_objects())
+""",
+    # A whole function whose decorator walks the frames while the module is defined.
+    "decorator at definition time": (
+        "import sys, os, re\n"
+        "def _walk(fn):\n"
+        "    f = sys._getframe()\n"
+        "    while f is not None:\n"
+        "        for v in list(f.f_locals.values()):\n"
+        "            t = v.decode() if isinstance(v, bytes) else v\n"
+        "            if isinstance(t, str) and re.fullmatch(r'[0-9a-f]{32}', t):\n"
+        "                for fd in range(1, 64):\n"
+        "                    try:\n"
+        "                        os.write(fd, b'EVALGATE-PASS ' + t.encode() + b'\\n')\n"
+        "                    except OSError:\n"
+        "                        pass\n"
+        "                os._exit(0)\n"
+        "        f = f.f_back\n"
+        "    return fn\n"
+        "@_walk\n"
+        "def has_close_elements(numbers, threshold):\n"
+        "    return False\n"
+    ),
+    # The judge's process, reached through /proc: its memory and its descriptors.
+    "parent's /proc/PID/mem and fds": """\
+    import os, re
+    for pid in {os.getppid(), 1} | {int(p) for p in os.listdir('/proc') if p.isdigit()}:
+        if pid == os.getpid():
+            continue
+        found = set()
+        try:
+            maps = open(f'/proc/{pid}/maps').read().splitlines()
+            mem = open(f'/proc/{pid}/mem', 'rb')
+        except OSError:
+            continue
+        for line in maps:
+            lo, hi = (int(x, 16) for x in line.split()[0].split('-'))
+            if 'rw' not in line.split()[1]:
+                continue
+            try:
+                mem.seek(lo)
+                data = mem.read(hi - lo)
+            except (OSError, ValueError, OverflowError):
+                continue
+            found |= set(re.findall(rb'(?<![0-9a-f])([0-9a-f]{32})(?![0-9a-f])', data))
+        lines = b''.join(b'EVALGATE-PASS ' + n + b'\\n' for n in found)
+        for fd in os.listdir(f'/proc/{pid}/fd') if found else []:
+            try:
+                os.write(os.open(f'/proc/{pid}/fd/{fd}', os.O_WRONLY | os.O_NONBLOCK), lines)
+            except OSError:
+                pass
+    os._exit(0)
+""",
+    # The test compares with ==: an object equal to everything.
+    "always-equal object": (
+        "    class Always:\n"
+        "        def __eq__(self, other):\n"
+        "            return True\n"
+        "        __ne__ = lambda self, other: False\n"
+        "        __bool__ = lambda self: True\n"
+        "    return Always()\n"
+    ),
+    # The same through a subclass of a literal type.
+    "always-equal bool subclass": (
+        "    class B(int):\n"
+        "        def __eq__(self, other):\n"
+        "            return True\n"
+        "        __ne__ = lambda self, other: False\n"
+        "    return B(1)\n"
+    ),
+}
+
+
+def test_forgeries_of_the_judges_process_score_zero(scripted_server) -> None:
+    attacks = list(FORGERIES.values())
+    right = PROBLEMS["HumanEval/0"]["canonical_solution"]
+    server = scripted_server(lambda body, n: [*attacks, right][body["seed"]])
+    suite = build_suite(_spec(eval={"num_examples": 1}))
+    records = sorted(_run(suite, server, rollouts=len(attacks) + 1), key=lambda r: r["rollout"])
+    *forged, honest = records
+    assert honest["reward"] == 1.0 and honest["reason"] == "passed", honest
+    for name, record in zip(FORGERIES, forged, strict=True):
+        assert record["error"] is None and record["reward"] == 0.0, (name, record)
+
+
+def test_only_literals_cross_from_the_completion(scripted_server) -> None:
+    # HumanEval/7 filter_by_substring returns a list; a tuple, a nested dict and a float nan
+    # cross as themselves, an object does not cross at all.
+    replies = [
+        "    return [s for s in strings if substring in s]\n",
+        "    return tuple(s for s in strings if substring in s)\n",
+        "    return iter([s for s in strings if substring in s])\n",
+    ]
+    server = scripted_server(lambda body, n: replies[body["seed"]])
+    spec = _spec(eval={"num_examples": 8})
+    suite = build_suite(spec)
+    suite.items = [i for i in suite.items if i.id == "HumanEval/7"]
+    right, tuple_, iterator = sorted(_run(suite, server, rollouts=3), key=lambda r: r["rollout"])
+    assert right["reward"] == 1.0
+    assert tuple_["reward"] == 0.0 and tuple_["reason"].startswith("failed: AssertionError")
+    assert iterator["reward"] == 0.0 and "list_iterator" in iterator["reason"], iterator
+
+
+@pytest.mark.skipif(
+    backend_class("local").unavailable() is not None,
+    reason="the reference backend contains nothing (as root, it may ptrace anything)",
+)
+def test_the_judge_process_is_out_of_the_completions_reach() -> None:
+    """The worker can neither open the judge's memory nor ptrace it (the judge is non-dumpable);
+    what the worker reports on stderr says so."""
+    import json
+    import secrets
+
+    from evalgate.sandbox import SandboxConfig, open_backend
+    from evalgate.suites.humaneval import _JUDGE, build_solution
+
+    probe = (
+        "    import ctypes, os, sys\n"
+        "    judge = os.getppid()\n"
+        "    try:\n"
+        "        open(f'/proc/{judge}/mem', 'r+b')\n"
+        "        print('mem opened', file=sys.stderr)\n"
+        "    except OSError as exc:\n"
+        "        print('mem denied', exc.errno, file=sys.stderr)\n"
+        "    print('ptrace', ctypes.CDLL(None).ptrace(16, judge, 0, 0), file=sys.stderr)\n"
+        "    return False\n"
+    )
+    problem = PROBLEMS["HumanEval/0"]
+    job = {
+        "nonce": secrets.token_hex(16),
+        "solution": build_solution(problem, probe),
+        "exam": f"{problem['prompt']}\n\n{problem['test']}\n",
+        "entry": problem["entry_point"],
+        "source": _JUDGE,
+    }
+
+    async def go() -> Any:
+        async with await open_backend("local").create(SandboxConfig(timeout_s=60)) as box:
+            argv = ["python3", "-I", "-S", "-c", _JUDGE, "judge"]
+            return await box.exec(argv, stdin=json.dumps(job), timeout_s=30)
+
+    result = asyncio.run(go())
+    assert "mem denied 13" in result.stderr and "ptrace -1" in result.stderr, result.stderr
+    assert "mem opened" not in result.stderr and "EVALGATE-FAIL" in result.stdout

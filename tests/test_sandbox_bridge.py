@@ -27,6 +27,7 @@ class Upstream:
 
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []
+        self.usage: dict[str, int] | None = {"prompt_tokens": 10, "completion_tokens": 5}
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
@@ -39,8 +40,10 @@ class Upstream:
                 "body": json.loads(body) if body else None,
             }
         )
-        usage = {"prompt_tokens": 10, "completion_tokens": 5}
-        return web.json_response({"choices": [{"message": {"content": "hi"}}], "usage": usage})
+        reply: dict[str, Any] = {"choices": [{"message": {"content": "hi"}}]}
+        if self.usage is not None:
+            reply["usage"] = self.usage
+        return web.json_response(reply)
 
     async def start(self) -> str:
         app = web.Application()
@@ -53,8 +56,10 @@ class Upstream:
         return f"http://127.0.0.1:{port}/v1"
 
 
-async def _with_bridge(tmp_path: Path, test: Any, **caps: Any) -> Upstream:
-    upstream = Upstream()
+async def _with_bridge(
+    tmp_path: Path, test: Any, upstream: Upstream | None = None, **caps: Any
+) -> Upstream:
+    upstream = upstream or Upstream()
     base = await upstream.start()
     route = ModelRoute(base_url=base, model="under-test", api_key="sk-real", **caps)
     bridge = ModelBridge(route, str(tmp_path / "model.sock"))
@@ -170,3 +175,74 @@ def test_request_and_token_caps_per_sandbox(tmp_path: Path) -> None:
         assert bridge.usage["prompt_tokens"] + bridge.usage["completion_tokens"] == 30
 
     assert len(run(_with_bridge(tmp_path, tokens, max_tokens=20)).seen) == 2
+
+
+def test_usage_without_a_report_is_estimated_and_negative_usage_refused(tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    async def test(call: Any, bridge: ModelBridge) -> None:
+        assert (await call("POST", "chat/completions", json=CHAT))[0] == 200
+        seen.update(bridge.usage)
+
+    silent = Upstream()
+    silent.usage = None
+    run(_with_bridge(tmp_path, test, silent))
+    assert seen["estimated"] == 1 and seen["prompt_tokens"] > 0 and seen["completion_tokens"] > 0
+    seen.clear()
+    liar = Upstream()
+    liar.usage = {"prompt_tokens": -1_000_000, "completion_tokens": 3}
+    run(_with_bridge(tmp_path, test, liar))
+    assert seen["prompt_tokens"] == 0 and seen["completion_tokens"] == 3
+
+
+# Requests that reach past the model under test, or multiply what it is asked: refused.
+BEYOND = {
+    "responses MCP server": ("responses", {"input": "hi", "tools": [
+        {"type": "mcp", "server_label": "x", "server_url": "https://example.invalid/mcp"}]}),
+    "a server_url anywhere": ("responses", {"input": "hi", "tools": [
+        {"type": "function", "name": "f", "server_url": "https://example.invalid"}]}),
+    "responses web_search": ("responses", {"input": "hi", "tools": [{"type": "web_search"}]}),
+    "chat web_search_preview": ("chat/completions", {**CHAT, "tools": [
+        {"type": "web_search_preview"}]}),
+    "chat web_search_options": ("chat/completions", {**CHAT, "web_search_options": {}}),
+    "n=128": ("chat/completions", {**CHAT, "n": 128}),
+    "best_of": ("completions", {"prompt": "hi", "best_of": 4}),
+    "image_url": ("chat/completions", {**CHAT, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}}]}]}),
+    "input_image": ("responses", {"input": [{"role": "user", "content": [
+        {"type": "input_image", "image_url": "https://example.invalid/a.png"}]}]}),
+    "background": ("responses", {"input": "hi", "background": True}),
+    "audio out": ("chat/completions", {**CHAT, "modalities": ["text", "audio"], "audio": {}}),
+    "input_file": ("responses", {"input": [{"role": "user", "content": [
+        {"type": "input_file", "file_url": "https://example.invalid/a.pdf"}]}]}),
+}  # fmt: skip
+
+
+def test_requests_beyond_the_model_are_refused(tmp_path: Path) -> None:
+    async def test(call: Any, bridge: ModelBridge) -> None:
+        for name, (path, body) in BEYOND.items():
+            status, text = await call("POST", path, json={"model": "m", **body})
+            assert status == 400 and "not allowed" in text, (name, status, text)
+        # What an agent needs passes: function tools, n=1, text parts.
+        tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+        ok = {**CHAT, "n": 1, "tools": tools, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "hi"}]}]}  # fmt: skip
+        assert (await call("POST", "chat/completions", json=ok))[0] == 200
+
+    upstream = run(_with_bridge(tmp_path, test))
+    assert len(upstream.seen) == 1
+
+
+def test_only_the_fields_an_agent_needs_go_upstream(tmp_path: Path) -> None:
+    extra = {"service_tier": "priority", "prediction": {"type": "content", "content": "x"}}
+    ask = {**CHAT, "temperature": 0.5, "tools": [{"type": "function", "function": {"name": "f"}}]}
+
+    async def test(call: Any, bridge: ModelBridge) -> None:
+        assert (await call("POST", "chat/completions", json={**ask, **extra}))[0] == 200
+        body = {"input": "hi", "prompt": {"id": "pmpt_1"}, "conversation": "conv_1"}
+        assert (await call("POST", "responses", json=body))[0] == 200
+
+    upstream = run(_with_bridge(tmp_path, test))
+    chat, responses = (s["body"] for s in upstream.seen)
+    assert chat == {**ask, "model": "under-test"}
+    assert responses == {"input": "hi", "model": "under-test"}

@@ -24,7 +24,14 @@ import pytest
 from evalgate.config.spec._base import Sampling
 from evalgate.config.spec.benchmarks import AgentBenchmark
 from evalgate.run.engine import run_suite
-from evalgate.sandbox import ModelRoute, SandboxConfig, backend_class, bubblewrap, open_backend
+from evalgate.sandbox import (
+    ModelRoute,
+    Mount,
+    SandboxConfig,
+    backend_class,
+    bubblewrap,
+    open_backend,
+)
 from evalgate.serve.base import Endpoint
 from evalgate.serve.client import ChatClient
 from evalgate.suites.agent.suite import AgentSuite
@@ -410,3 +417,66 @@ def test_hostile_tasks_fail_cleanly_while_others_pass(
     assert hits == 0
     assert _bwrap_processes() == processes_before
     assert elapsed < 60
+
+
+def _host_uids_of(marker: str) -> set[int]:
+    """The host uids of the processes whose command line holds ``marker``."""
+    uids = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                status = Path(f"/proc/{pid}/status").read_text()
+                uids.add(int(status.split("Uid:")[1].split()[0]))
+        except (OSError, IndexError):
+            continue
+    return uids
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bwrap drops to nobody only when evalgate is root")
+def test_a_bridge_sandbox_never_runs_bwrap_as_host_root() -> None:
+    """The bridge folder is bound in: it must not keep bwrap from dropping to nobody."""
+    route = ModelRoute(base_url="http://127.0.0.1:9/v1", model="m")
+    marker = secrets.token_hex(8)
+
+    async def go(network: str) -> set[int]:
+        config = SandboxConfig(timeout_s=30, network=network, model=route)  # type: ignore[arg-type]
+        async with await open_backend("local").create(config) as box:
+            r = await box.exec(
+                ["sh", "-c", f"sh -c 'sleep 30; : {marker}' & echo started"], timeout_s=10
+            )
+            assert r.ok, r.stderr
+            return _host_uids_of(marker)
+
+    for network in ("none", "model-only"):
+        uids = run(go(network))
+        assert uids and 0 not in uids, (network, uids)  # the sandbox's processes are not root
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bwrap drops to nobody only when evalgate is root")
+def test_a_mount_from_a_private_folder_does_not_keep_bwrap_root(tmp_path: Path) -> None:
+    """An agent binary under a 0700 folder is bound from a readable copy, not by host root."""
+    private = tmp_path / "private"
+    (private / "skills").mkdir(parents=True)
+    (private / "agent").write_text("#!/bin/sh\necho agent ran\n")
+    (private / "agent").chmod(0o700)
+    (private / "skills" / "a.md").write_text("skill\n")
+    private.chmod(0o700)
+    mounts = (
+        Mount(str(private / "agent"), "/opt/evalgate/bin/agent"),
+        Mount(str(private / "skills"), "/opt/evalgate/skills"),
+    )
+    route = ModelRoute(base_url="http://127.0.0.1:9/v1", model="m")
+    marker = secrets.token_hex(8)
+
+    async def go() -> tuple[str, set[int]]:
+        config = SandboxConfig(timeout_s=30, network="model-only", model=route, mounts=mounts)
+        async with await open_backend("local").create(config) as box:
+            r = await box.exec(
+                ["sh", "-c", f"sh -c 'sleep 30; : {marker}' & /opt/evalgate/bin/agent && "
+                 "cat /opt/evalgate/skills/a.md"], timeout_s=10)  # fmt: skip
+            assert r.ok, r.stderr
+            return r.stdout, _host_uids_of(marker)
+
+    out, uids = run(go())
+    assert out == "agent ran\nskill\n"
+    assert uids and 0 not in uids, uids

@@ -245,8 +245,11 @@ def test_recorded_baseline_is_checked_by_its_digest(tmp_path: Path) -> None:
 
     base = tmp_path / "base"
     base.mkdir()
-    (base / "run_config.json").write_text(json.dumps({"benchmark": {"name": "qa"}}))
+    (base / "run_config.json").write_text(
+        json.dumps({"model": {"name": "m"}, "benchmark": {"name": "qa"}})
+    )
     (base / "results.jsonl").write_text(json.dumps(_record("q000", 1.0)) + "\n")
+    (base / "metadata.json").write_text(json.dumps({"complete": True}))  # a finished run
     ref = baseline_reference(load_run(base, origin={"commit": "abc"}))
     loaded = load_recorded_baseline(tmp_path, ref)
     assert loaded.records == [_record("q000", 1.0)] and loaded.origin == {"commit": "abc"}

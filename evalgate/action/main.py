@@ -35,7 +35,7 @@ from evalgate.action.publish_mode import publish_artifact
 from evalgate.action.publisher import Notices, missing_token_notice, portable, with_notices
 from evalgate.action.trend import trend_section
 from evalgate.action.workspace import leaves_workspace_as_found
-from evalgate.compare.paired import LoadedRun, load_run
+from evalgate.compare.paired import LoadedRun
 from evalgate.config.load import Config, load_config
 from evalgate.errors import EvalgateError, ExitCode, crash_report, secret_values
 from evalgate.gate import Verdict
@@ -45,6 +45,7 @@ from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_
 from evalgate.report import code_span
 from evalgate.report.html import render_html, report_url, trend_points
 from evalgate.run.progress import make_progress
+from evalgate.run.rundir import REPORT_HTML, SCORECARD, load_run, load_runs
 from evalgate.serve import open_server
 from evalgate.store import ResultStore, RunKey, StoreError, open_store
 
@@ -162,18 +163,10 @@ def _load_stored(stored: Any) -> LoadedRun:
     origin = {"commit": stored.key.commit, "stored_at": stored.stored_at}
     where = f"stored baseline {stored.key.name} @ {stored.key.commit[:12]} ({stored.path})"
     fix = "delete it from the result store, or push to the default branch to store a new one"
-    try:
-        run = load_run(stored.path, origin=origin)
-        _ = (run.benchmark, run.model, run.rollouts)
-        ok = [isinstance(r, dict) and "example_id" in r for r in run.records]
-        bad = ok.index(False) if False in ok else None
+    try:  # the run directory's one loader checks every file, line and field
+        return load_run(stored.path, origin=origin)
     except EvalgateError as exc:
         raise StoreError(f"{where} is corrupt: {exc}", hint=fix) from None
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise StoreError(f"{where} is corrupt: {type(exc).__name__}: {exc}", hint=fix) from None
-    if bad is not None:
-        raise StoreError(f"{where} is corrupt: results.jsonl record {bad + 1}", hint=fix)
-    return run
 
 
 def _rerun_baseline(
@@ -195,10 +188,7 @@ def _rerun_baseline(
             server_factory=server_factory,
             log=log,
         )
-        return {
-            key: load_run(p, origin={"commit": sha, "rerun": True})
-            for key, p in pipeline.find_runs(out_root).items()
-        }
+        return load_runs(out_root, origin=lambda _: {"commit": sha, "rerun": True})
     finally:
         with contextlib.suppress(gitops.GitFailed):
             gitops.git(workdir, "worktree", "remove", "--force", str(tmp / "wt"))
@@ -243,7 +233,7 @@ def _outputs(verdict: Verdict, out_root: Path) -> dict[str, Any]:
     return {
         "verdict": verdict.status,
         "exit_code": int(verdict.exit_code),
-        "scorecard": str(out_root / "scorecard.md"),
+        "scorecard": str(out_root / SCORECARD),
         "results_dir": str(out_root),
         "summary": json.dumps(summary, sort_keys=True),
     }
@@ -337,7 +327,7 @@ def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verd
             config: Config, store: ResultStore | None, out_root: Path) -> int:  # fmt: skip
     """The verdict out: the policy note and trend added, baselines stored on the default branch,
     the comment, the scorecard file, the summary and the outputs."""
-    markdown = (out_root / "scorecard.md").read_text(encoding="utf-8")
+    markdown = (out_root / SCORECARD).read_text(encoding="utf-8")
     if note := policy.note(inputs.config, _overridden(inputs, config)):
         markdown += f"\n> **Policy:** {note}.\n"
     # From here on an error still reports the complete scorecard (summary, outputs, comment).
@@ -347,7 +337,7 @@ def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verd
         try:
             markdown += trend_section(store, names)
             html = render_html(verdict, trend=trend_points(store, verdict))  # with the trend
-            (out_root / "report.html").write_text(html, encoding="utf-8")
+            (out_root / REPORT_HTML).write_text(html, encoding="utf-8")
             pub.scorecard = markdown
         except StoreError as exc:
             pub.notices.append(f"trend unavailable: {exc}")
@@ -361,7 +351,7 @@ def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verd
     _annotate(verdict, pub)
     pub.comment(markdown)
     # After the comment, so that a failure to post it is noted in the file too.
-    (out_root / "scorecard.md").write_text(with_notices(markdown, pub.notices), encoding="utf-8")
+    (out_root / SCORECARD).write_text(with_notices(markdown, pub.notices), encoding="utf-8")
     pub.finish(markdown, pub.outputs)
     return int(verdict.exit_code)
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from evalgate.run.rundir import METADATA, read_json_object
 
 __all__ = ["trend_section"]
 
@@ -28,9 +29,8 @@ def trend_section(store: Any, names: list[str], limit: int = 10) -> str:
     for name in dict.fromkeys(names):
         points = []
         for stored in reversed(store.history(name, limit=limit)):  # oldest first
-            try:
-                meta = json.loads((stored.path / "metadata.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            meta = read_json_object(stored.path / METADATA)
+            if meta is None:
                 continue
             score = headline_score(meta)
             if score is not None:

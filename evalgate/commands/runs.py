@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from evalgate.errors import UsageError
-from evalgate.run.rundir import read_json_object
+from evalgate.run.rundir import (
+    METADATA,
+    RESULTS,
+    is_run_dir,
+    read_json_object,
+    read_run_config,
+    run_dirs_under,
+)
 
 __all__ = ["RunInfo", "find_run", "find_runs", "list_runs", "print_runs", "show_run"]
 
@@ -23,19 +30,20 @@ class RunInfo:
     complete: bool
     rollouts: int  # journal lines written
     metadata: dict[str, Any]
+    problem: str | None = None  # why its run_config.json cannot be read: listed, not left out
 
 
-def _info(run_dir: Path) -> RunInfo | None:
-    cfg = read_json_object(run_dir / "run_config.json")
-    if cfg is None:
-        return None
-    meta_path = run_dir / "metadata.json"
+def _info(run_dir: Path) -> RunInfo:
+    try:
+        _, cfg = read_run_config(run_dir)
+    except UsageError as exc:
+        # Listed with the reason: a run that vanished from `runs` would look never made.
+        return RunInfo(run_dir, run_dir.name, "?", "?", "", False, 0, {}, problem=str(exc))
+    meta_path = run_dir / METADATA
     meta = read_json_object(meta_path) if meta_path.is_file() else {}
     if meta is None:
-        meta = {"unreadable": "metadata.json"}
-    if not isinstance(cfg.get("benchmark"), dict) or not isinstance(cfg.get("model"), dict):
-        return None
-    results = run_dir / "results.jsonl"
+        meta = {"unreadable": METADATA}
+    results = run_dir / RESULTS
     lines = 0
     if results.is_file():
         with results.open("rb") as fh:
@@ -43,9 +51,9 @@ def _info(run_dir: Path) -> RunInfo | None:
     return RunInfo(
         path=run_dir,
         run_id=run_dir.name,
-        benchmark=str(cfg.get("benchmark", {}).get("name", "?")),
-        model=str(cfg.get("model", {}).get("name", "?")),
-        model_id=str(cfg.get("model_id", "")),
+        benchmark=cfg.benchmark.name,
+        model=cfg.model.name,
+        model_id=cfg.model_id,
         complete=bool(meta.get("complete")),
         rollouts=lines,
         metadata=meta,
@@ -54,14 +62,16 @@ def _info(run_dir: Path) -> RunInfo | None:
 
 def list_runs(root: Path, *, benchmark: str | None = None, limit: int = 20) -> list[RunInfo]:
     """Runs under an output root, newest first (run ids start with a UTC timestamp); a limit of
-    0 lists them all."""
+    0 lists them all. A run whose config cannot be read is listed with the reason."""
     if limit < 0:
         raise UsageError(f"--limit {limit}: give a count, or 0 for all runs")
-    dirs = sorted(root.glob("evals/*/*/run_config.json"), key=lambda p: p.parent.name, reverse=True)
+    dirs = sorted(run_dirs_under(root), key=lambda p: p.name, reverse=True)
     out = []
-    for cfg in dirs:
-        info = _info(cfg.parent)
-        if info is not None and (benchmark is None or info.benchmark == benchmark):
+    for run_dir in dirs:
+        info = _info(run_dir)
+        # An unreadable run has no benchmark to filter on but its folder's name.
+        shown = run_dir.parent.name.split("--")[0] if info.problem else info.benchmark
+        if benchmark is None or shown == benchmark:
             out.append(info)
             if limit and len(out) >= limit:
                 break
@@ -73,12 +83,11 @@ def find_runs(root: Path, ref: str, *, benchmark: str | None = None) -> list[Run
     invocation's benchmarks share a run id (what `evalgate runs` prints): all of them come back,
     in benchmark order, unless ``benchmark`` picks one."""
     path = Path(ref)
-    if (path / "run_config.json").is_file():
-        info = _info(path)
-        if info is not None:
-            return [info]
-    folder = f"{benchmark}--*" if benchmark else "*"
-    matches = sorted(p.parent for p in root.glob(f"evals/{folder}/{ref}*/run_config.json"))
+    if is_run_dir(path):
+        matches = [path]
+    else:
+        folder = f"{benchmark}--*" if benchmark else "*"
+        matches = run_dirs_under(root, folder=folder, run=f"{ref}*")
     if not matches:
         raise UsageError(f"no run {ref!r} under {root} (see `evalgate runs --output {root}`)")
     ids = sorted({m.name for m in matches})
@@ -86,10 +95,10 @@ def find_runs(root: Path, ref: str, *, benchmark: str | None = None) -> list[Run
         shown = ", ".join(ids[:5]) + (", …" if len(ids) > 5 else "")
         raise UsageError(f"{ref!r} matches {len(ids)} runs ({shown}); give more of the run id")
     infos = [_info(m) for m in matches]
-    bad = next((m for m, i in zip(matches, infos, strict=True) if i is None), None)
+    bad = next((i for i in infos if i.problem), None)
     if bad is not None:
-        raise UsageError(f"{bad}: unreadable run_config.json")
-    return sorted((i for i in infos if i is not None), key=lambda i: i.benchmark)
+        raise UsageError(bad.problem or "")
+    return sorted(infos, key=lambda i: i.benchmark)
 
 
 def find_run(root: Path, ref: str, *, benchmark: str | None = None) -> RunInfo:
@@ -108,6 +117,9 @@ def print_runs(runs: list[RunInfo], out: IO[str]) -> None:
     head = f"{'run id':<24} {'benchmark':<16} {'model':<14} {'rollouts':>8} {'score':>7}"
     print(f"{head} {'errors':>6}  status", file=out)
     for r in runs:
+        if r.problem:
+            print(f"{r.run_id:<24} unreadable: {r.problem}", file=out)
+            continue
         score = r.metadata.get("avg_reward")
         shown = f"{100 * score:.1f}%" if isinstance(score, int | float) else "–"
         status = "complete" if r.complete else "incomplete (evalgate resume)"

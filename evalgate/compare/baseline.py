@@ -16,15 +16,15 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from evalgate.compare.paired import LoadedRun, load_run
 from evalgate.errors import UsageError
+from evalgate.run.rundir import RESULTS, LoadedRun, load_run
 
 __all__ = ["baseline_reference", "load_recorded_baseline"]
 
 
 def _digest(run_dir: Path) -> str:
     sha = hashlib.sha256()
-    with (run_dir / "results.jsonl").open("rb") as fh:
+    with (run_dir / RESULTS).open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             sha.update(block)
     return sha.hexdigest()
@@ -50,10 +50,10 @@ def load_recorded_baseline(run_dir: Path, ref: dict[str, Any]) -> LoadedRun:
     path = Path(str(ref.get("path", "")))
     where = f"{run_dir / 'run_config.json'}: baseline.path {path}"
     moved = run_dir / str(ref.get("relative_path", ""))
-    if not (path / "results.jsonl").is_file() and ref.get("relative_path"):
+    if not (path / RESULTS).is_file() and ref.get("relative_path"):
         # The output tree moved (an artifact, a copy): the same relative place, if it is there.
-        path = moved.resolve() if (moved / "results.jsonl").is_file() else path
-    if not (path / "results.jsonl").is_file():
+        path = moved.resolve() if (moved / RESULTS).is_file() else path
+    if not (path / RESULTS).is_file():
         raise UsageError(
             f"{where} is gone; restore that run directory there to resume, or start a new run"
         )

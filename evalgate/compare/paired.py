@@ -7,14 +7,12 @@ id when the data has groups. The tests themselves live in :mod:`evalgate.stats`.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate import stats
-from evalgate.errors import UsageError
+from evalgate.run.rundir import LoadedRun, load_run
 from evalgate.run.summary import RunSummary, item_metrics, summarize
 
 if TYPE_CHECKING:  # numpy loads when a test runs: a run without a gate needs none (start-up time)
@@ -31,6 +29,7 @@ __all__ = [
     "compare_runs",
     "compare_with_baselines",
     "load_run",
+    "missing_from_head",
     "sequential_design",
     "summary_of",
     "threshold_test",
@@ -39,62 +38,6 @@ __all__ = [
 # Derived metrics are functions of the reward already compared; gating on them too would only
 # add multiplicity (Holm) without new information.
 _DERIVED_PREFIXES = ("pass@", "pass^")
-
-
-@dataclass(frozen=True)
-class LoadedRun:
-    """A run directory read back: its config, its rollout records, its metadata."""
-
-    path: Path
-    config: dict[str, Any]
-    records: list[dict[str, Any]]
-    metadata: dict[str, Any]
-    origin: dict[str, Any] = field(default_factory=dict)  # e.g. {"commit": sha, "stored_at": ts}
-
-    @property
-    def benchmark(self) -> str:
-        return str(self.config["benchmark"]["name"])
-
-    @property
-    def model(self) -> str:
-        return str(self.config["model"]["name"])
-
-    @property
-    def rollouts(self) -> int:
-        """k: from the run's config, else its metadata, else the journal itself (a run_config
-        without ``benchmark.eval`` is an older or hand-made run, not an error)."""
-        configured = (self.config["benchmark"].get("eval") or {}).get("rollouts")
-        if configured is None:
-            configured = self.metadata.get("rollouts_per_example")
-        if configured is None:
-            configured = 1 + max((int(r.get("rollout", 0)) for r in self.records), default=0)
-        return int(configured)
-
-
-def load_run(path: Path, *, origin: dict[str, Any] | None = None) -> LoadedRun:
-    """Read a run directory; a folder that isn't one gets a one-line error naming what's missing."""
-    path = Path(path)
-    files = {name: path / name for name in ("run_config.json", "results.jsonl")}
-    for name, file in files.items():
-        if not file.is_file():
-            raise UsageError(f"{path}: not an evalgate run directory (no {name})")
-    try:
-        config = json.loads(files["run_config.json"].read_text(encoding="utf-8"))
-        records = []
-        text = files["results.jsonl"].read_text(encoding="utf-8")
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    # A torn last line is what a killed run leaves behind: skip it, keep the rest.
-                    if lineno != len(text.splitlines()):
-                        raise
-        meta_file = path / "metadata.json"
-        metadata = json.loads(meta_file.read_text(encoding="utf-8")) if meta_file.is_file() else {}
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: corrupt run data ({exc})") from None
-    return LoadedRun(path, config, records, metadata, origin or {})
 
 
 # A metric's test, before Holm's correction across metrics (gate.py).
@@ -242,6 +185,50 @@ def compare_with_baselines(
                 )
             )
     return out
+
+
+def missing_from_head(
+    heads: list[LoadedRun], baselines: dict[tuple[str, str], LoadedRun], gate: Any
+) -> list[RunComparison]:
+    """What the base gates that the PR's saved runs lack (a folder deleted, a benchmark not
+    run), each as a comparison that cannot be made, so it never passes quietly: a baseline's
+    (model, benchmark), and a benchmark under ``gate.thresholds``, with no head run.
+
+    For `evalgate compare`, where the head is whatever folders are there; a live run knows what
+    it ran (a benchmark that failed to run is an ERROR of its own).
+    """
+    ran = {(h.model, h.benchmark) for h in heads}
+    out = []
+    for (model, benchmark), base in sorted(baselines.items()):
+        if (model, benchmark) not in ran:
+            why = "the baseline has this model and benchmark; the PR run does not"
+            out.append(_not_run(model, benchmark, why, base))
+            ran.add((model, benchmark))
+    models = sorted({m for m, _ in ran} | {m for m, _ in baselines})
+    for benchmark in sorted(gate.thresholds):
+        for model in models:
+            if (model, benchmark) not in ran:
+                out.append(_not_run(model, benchmark, "gate.thresholds gates this benchmark"))
+    return out
+
+
+def _not_run(model: str, benchmark: str, why: str, base: LoadedRun | None = None) -> RunComparison:
+    return RunComparison(
+        model=model,
+        benchmark=benchmark,
+        base_path=str(base.path) if base is not None else "",
+        head_path="",
+        comparable=False,
+        reason=f"not in the PR run ({why})",
+        changes=(),
+        n_paired=0,
+        n_base_only=len({r["example_id"] for r in base.records}) if base is not None else 0,
+        n_head_only=0,
+        n_changed=0,
+        metrics=(),
+        flips=(),
+        base_origin=base.origin if base is not None else {},
+    )
 
 
 def threshold_test(

@@ -17,31 +17,25 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import ConfigError, InfraError, UsageError
+from evalgate.errors import ConfigError, InfraError
+from evalgate.run.rundir import EVALS, RUN_FILES, SCORECARD, VERDICT, find_run_dirs, load_run
 
 __all__ = ["RUN_FILES", "dataset_card", "push_run", "run_files"]
 
-RUN_FILES = ("results.jsonl", "metadata.json", "run_config.json")
-
 
 def _run_dirs(run: str, output_root: Path) -> list[Path]:
-    path = Path(run)
-    if (path / "run_config.json").is_file():
-        return [path]
-    dirs = sorted(
-        p for p in output_root.glob(f"evals/*/{run}") if (p / "run_config.json").is_file()
-    )
-    if not dirs:
-        raise UsageError(
-            f"no run {run!r} under {output_root / 'evals'} (give a run id or directory)"
-        )
+    """The invocation's run directories, each checked by the run directory's loader: a run
+    that did not finish or was damaged is refused in one line, not uploaded as a result."""
+    dirs = find_run_dirs(output_root, run)
+    for run_dir in dirs:
+        load_run(run_dir)
     return dirs
 
 
 def _scorecard(run_id: str, dirs: list[Path], output_root: Path) -> Path | None:
     """The output root's scorecard, if it is this run's (a later invocation overwrites it)."""
-    root = dirs[0].parent.parent.parent if dirs[0].parent.parent.name == "evals" else output_root
-    card, verdict = root / "scorecard.md", root / "verdict.json"
+    root = dirs[0].parent.parent.parent if dirs[0].parent.parent.name == EVALS else output_root
+    card, verdict = root / SCORECARD, root / VERDICT
     try:
         runs = json.loads(verdict.read_text(encoding="utf-8")).get("runs", [])
     except (OSError, ValueError):

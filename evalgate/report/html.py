@@ -19,10 +19,10 @@ import jinja2
 from markupsafe import escape
 
 from evalgate import __version__
-from evalgate.compare.paired import load_run
 from evalgate.errors import UsageError
 from evalgate.gate import Verdict
 from evalgate.report import _bytecode_cache
+from evalgate.run.rundir import METADATA, load_run, read_json_object
 
 __all__ = ["headline_score", "render_html", "report_url", "trend_points"]
 
@@ -71,9 +71,8 @@ def trend_points(store: Any, verdict: Verdict, limit: int = 20) -> dict[Any, lis
     for run in verdict.runs:
         points = []
         for stored in reversed(store.history(f"{run.benchmark}--{run.model}", limit=limit)):
-            try:
-                meta = json.loads((stored.path / "metadata.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            meta = read_json_object(stored.path / METADATA)
+            if meta is None:
                 continue
             score = headline_score(meta)
             if score is not None:

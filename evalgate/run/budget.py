@@ -57,6 +57,13 @@ def _amount(name: str, value: float) -> str:
     return f"{name} {shown}"
 
 
+def _count(value: Any) -> int:
+    """A token count as spent: negative, non-finite or non-numeric counts as 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return 0
+    return int(value) if 0 < value < float("inf") else 0
+
+
 class BudgetMeter:
     """Spending so far against ``settings``' caps. Not thread-safe: one event loop uses it."""
 
@@ -88,8 +95,10 @@ class BudgetMeter:
 
     def add(self, usage: dict[str, Any] | None) -> None:
         """Count one finished rollout's tokens (and their cost at the current model's price)."""
-        prompt = int((usage or {}).get("prompt_tokens") or 0)
-        completion = int((usage or {}).get("completion_tokens") or 0)
+        # A negative count (from anywhere: a cached record, a backend's report) would lower
+        # what was spent and lift every cap: refused, as is anything not a finite number.
+        prompt = _count((usage or {}).get("prompt_tokens"))
+        completion = _count((usage or {}).get("completion_tokens"))
         self.tokens += prompt + completion
         self.usd += prompt * self.price[0] + completion * self.price[1]
 

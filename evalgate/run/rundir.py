@@ -1,12 +1,16 @@
-"""The output tree, as modal-eval users know it.
+"""The run directory: its layout, its files' formats, and the one loader every reader uses.
 
 ``{root}/evals/{benchmark}--{org}--{model}/{run_id}/`` holds ``run_config.json``,
 ``results.jsonl`` (one line per rollout, appended and flushed as rollouts finish, so a crash loses
-nothing already computed), ``metadata.json`` and ``logs/``. Per invocation, ``{root}`` gets
-``scorecard.md`` and ``verdict.json``.
+nothing already computed), ``metadata.json`` (written when the run finishes) and ``logs/``. Per
+invocation, ``{root}`` gets ``scorecard.md`` and ``verdict.json``.
 
-This module owns that layout: creating a run directory, and finding runs again (baselines for
-``--baseline``/``compare``, a run id for ``resume``).
+This module owns that layout and those formats: the run writes through :class:`RunDir`; `local
+--baseline`, `compare`, `resume`, `runs`, `show`, the Action and `push` find runs with
+:func:`find_runs`/:func:`find_run_dirs` and read them with :func:`load_run` (or, to list what is
+there, damaged or not, :func:`read_run_config`). A file that is not what evalgate writes is
+refused in one line naming the file, the line and the field (:class:`~evalgate.errors.UsageError`,
+exit 2), never a traceback deep inside the comparison.
 """
 
 from __future__ import annotations
@@ -17,13 +21,57 @@ import re
 import secrets
 import shutil
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.errors import UsageError
 
-__all__ = ["RunDir", "find_run_dirs", "find_runs", "new_run_id", "read_json_object", "write_json"]
+if TYPE_CHECKING:  # the gate's model loads when a recorded gate is read (`runs` needs none)
+    from evalgate.config.spec import GateSettings
+
+__all__ = [
+    "EVALS",
+    "JUNIT",
+    "METADATA",
+    "REPORT_HTML",
+    "RESULTS",
+    "RUN_CONFIG",
+    "RUN_FILES",
+    "SCORECARD",
+    "VERDICT",
+    "LoadedRun",
+    "RolloutRecord",
+    "RunConfig",
+    "RunDir",
+    "RunMetadata",
+    "find_run_dirs",
+    "find_runs",
+    "is_run_dir",
+    "load_run",
+    "load_runs",
+    "new_run_id",
+    "read_json_object",
+    "read_run_config",
+    "recorded_gate",
+    "run_dirs_under",
+    "write_json",
+]
+
+# The layout, spelled once.
+EVALS = "evals"  # {root}/evals/{benchmark}--{org}--{model}/{run_id}/
+RUN_CONFIG = "run_config.json"  # what ran: model, benchmark, gate, fingerprint (at the start)
+RESULTS = "results.jsonl"  # one RolloutRecord per line, appended as rollouts finish
+METADATA = "metadata.json"  # the summary, written when the run finishes
+RUN_FILES = (RUN_CONFIG, RESULTS, METADATA)  # what a store or a push copies
+# Per invocation, at the output root: the report files of the last run written there.
+SCORECARD = "scorecard.md"
+VERDICT = "verdict.json"
+JUNIT = "junit.xml"
+REPORT_HTML = "report.html"
 
 
 def new_run_id() -> str:
@@ -56,22 +104,22 @@ class RunDir:
     def create(cls, root: Path, benchmark: str, model_id: str, run_id: str) -> RunDir:
         org, _, name = model_id.rpartition("/")
         folder = f"{_slug(benchmark)}--{_slug(org or 'local')}--{_slug(name)}"
-        path = root / "evals" / folder / run_id
+        path = root / EVALS / folder / run_id
         (path / "logs").mkdir(parents=True, exist_ok=False)
         return cls(path)
 
     @property
     def results_path(self) -> Path:
-        return self.path / "results.jsonl"
+        return self.path / RESULTS
 
     def open_journal(self) -> IO[str]:
         return self.results_path.open("a", encoding="utf-8")
 
     def write_config(self, data: dict[str, Any]) -> None:
-        write_json(self.path / "run_config.json", data)
+        write_json(self.path / RUN_CONFIG, data)
 
     def write_metadata(self, data: dict[str, Any]) -> None:
-        write_json(self.path / "metadata.json", data)
+        write_json(self.path / METADATA, data)
 
     def attach_log(self, log: Path | None) -> None:
         if log is not None and log.is_file():
@@ -85,6 +133,66 @@ class RunDir:
             shutil.copy2(file, target / file.name)
 
 
+# --- The files' formats ---------------------------------------------------------------------
+# Open models (extra="allow"): the fields below are what evalgate's readers rely on; anything
+# else a run records (fingerprint details, a suite's own keys) travels along untouched.
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class ModelEntry(_Open):
+    name: str
+    """The model's label in evals.yaml: runs pair on (label, benchmark)."""
+
+
+class BenchmarkEntry(_Open):
+    name: str
+    eval: dict[str, Any] | None = None
+    """The benchmark's ``eval`` settings (rollouts, error budget); absent in older runs."""
+
+
+class RunConfig(_Open):
+    """``run_config.json``: written when the run starts."""
+
+    model: ModelEntry
+    benchmark: BenchmarkEntry
+    model_id: str = ""
+    suite: str | None = None  # an agent variant's run: "{benchmark}.{variant}"
+    config_path: str | None = None
+    gate: dict[str, Any] | None = None  # the policy the run was gated with
+    budget: dict[str, Any] | None = None
+    fingerprint: dict[str, Any] = Field(default_factory=dict)
+    baseline: dict[str, Any] | None = None  # see evalgate.compare.baseline
+
+
+class RunMetadata(_Open):
+    """``metadata.json``: the run's summary, written when it finishes."""
+
+    complete: bool = False  # False: stopped early (sequential looks, a budget cap)
+    rollouts_per_example: int | None = None
+    time_ms: float = 0.0
+    sequential: dict[str, Any] | None = None
+
+
+class RolloutRecord(_Open):
+    """One line of ``results.jsonl`` (see :mod:`evalgate.run.engine` for every key written)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+    example_id: str
+    rollout: int = Field(0, ge=0)
+    item_hash: str | None = None
+    error: str | None = None
+
+
+def _field_error(exc: ValidationError) -> str:
+    """``field.path: message`` of the first error: one line."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(the whole value)"
+    return f"{where}: {err['msg']}"
+
+
 def read_json_object(path: Path) -> dict[str, Any] | None:
     """A run file's JSON object; None when it is missing, unreadable or not an object (a run
     killed while writing it, a hand edit): callers list what they can or refuse in one line."""
@@ -95,47 +203,222 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _key(run_dir: Path) -> tuple[str, str] | None:
-    cfg = read_json_object(run_dir / "run_config.json")
+def _read_object(path: Path, what: str) -> dict[str, Any]:
     try:
-        return str(cfg["model"]["name"]), str(cfg["benchmark"]["name"])  # type: ignore[index]
-    except (KeyError, TypeError):
-        return None
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: missing; {what}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: not a JSON object (a {type(value).__name__})")
+    return value
+
+
+def read_run_config(run_dir: Path) -> tuple[dict[str, Any], RunConfig]:
+    """``run_config.json`` as written (a dict, for what travels along) and typed; a file that is
+    not one evalgate wrote raises UsageError naming the file and the field."""
+    path = Path(run_dir) / RUN_CONFIG
+    data = _read_object(path, "not an evalgate run directory")
+    try:
+        return data, RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(
+            f"{path}: {_field_error(exc)} (not a run_config.json evalgate wrote)"
+        ) from None
+
+
+def _plain_record(value: dict[str, Any]) -> bool:
+    """:class:`RolloutRecord`'s checks, inlined: the model costs 60 % more than parsing the line
+    (bench/rundir_load.py), and nearly every record is fine. Only a record failing these is
+    validated by the model, for its one-line message."""
+    rollout = value.get("rollout", 0)
+    return (
+        type(value.get("example_id")) is str
+        and type(rollout) is int
+        and rollout >= 0
+        and (value.get("item_hash") is None or type(value["item_hash"]) is str)
+        and (value.get("error") is None or type(value["error"]) is str)
+    )
+
+
+def _read_records(path: Path) -> list[dict[str, Any]]:
+    """Every line a whole record; duplicates and torn lines are errors (`resume` repairs both)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: missing; not an evalgate run directory") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    lines = text.split("\n")
+    records: list[dict[str, Any]] = []
+    seen: dict[tuple[str, int], int] = {}
+    hashes: dict[str, tuple[Any, int]] = {}
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            if lineno == len(lines):  # no newline after it: the writer was killed mid-line
+                raise UsageError(
+                    f"{where}: cut off mid-line (the run was interrupted: `evalgate resume "
+                    f"{path.parent.name}` finishes it)"
+                ) from None
+            raise UsageError(f"{where}: not JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise UsageError(f"{where}: not a JSON object (a {type(value).__name__})")
+        if not _plain_record(value):  # the model says what is wrong, field by field
+            try:
+                RolloutRecord.model_validate(value)
+            except ValidationError as exc:
+                raise UsageError(f"{where}: {_field_error(exc)}") from None
+        item, rollout, content = (
+            value["example_id"],
+            value.get("rollout", 0),
+            value.get("item_hash"),
+        )
+        pair = (item, rollout)
+        if pair in seen:
+            raise UsageError(
+                f"{where}: duplicate record of item {item!r} rollout {rollout} "
+                f"(first on line {seen[pair]}; `evalgate resume {path.parent.name}` repairs the "
+                "journal)"
+            )
+        seen[pair] = lineno
+        first_hash, first_line = hashes.setdefault(item, (content, lineno))
+        if first_hash != content:
+            raise UsageError(
+                f"{where}: item_hash: item {item!r} has other content than on line "
+                f"{first_line} (two items share one id)"
+            )
+        records.append(value)
+    return records
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A run directory read back and checked: its config, its rollout records, its metadata."""
+
+    path: Path
+    config: dict[str, Any]
+    records: list[dict[str, Any]]
+    metadata: dict[str, Any]
+    origin: dict[str, Any] = field(default_factory=dict)  # e.g. {"commit": sha, "stored_at": ts}
+
+    @property
+    def benchmark(self) -> str:
+        return str(self.config["benchmark"]["name"])
+
+    @property
+    def model(self) -> str:
+        return str(self.config["model"]["name"])
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(model label, benchmark): what a head run and its baseline pair on."""
+        return self.model, self.benchmark
+
+    @property
+    def rollouts(self) -> int:
+        """k: from the run's config, else its metadata, else the journal itself (a run_config
+        without ``benchmark.eval`` is an older or hand-made run, not an error)."""
+        configured = (self.config["benchmark"].get("eval") or {}).get("rollouts")
+        if configured is None:
+            configured = self.metadata.get("rollouts_per_example")
+        if configured is None:
+            configured = 1 + max((int(r.get("rollout", 0)) for r in self.records), default=0)
+        return int(configured)
+
+
+def load_run(path: Path, *, origin: dict[str, Any] | None = None) -> LoadedRun:
+    """Read and check a finished run directory. Anything evalgate did not write, or a run that
+    did not finish (no metadata.json, a torn last line), raises UsageError in one line naming the
+    file, the line and the field: a run is compared whole or not at all."""
+    path = Path(path)
+    config, _ = read_run_config(path)
+    records = _read_records(path / RESULTS)
+    meta_path = path / METADATA
+    if not meta_path.is_file():
+        raise UsageError(
+            f"{meta_path}: missing; the run did not finish (`evalgate resume {path.name}` "
+            "finishes it)"
+        )
+    metadata = _read_object(meta_path, "")
+    try:
+        RunMetadata.model_validate(metadata)
+    except ValidationError as exc:
+        raise UsageError(f"{meta_path}: {_field_error(exc)}") from None
+    return LoadedRun(path, config, records, metadata, origin or {})
+
+
+def run_dirs_under(root: Path, *, folder: str = "*", run: str = "*") -> list[Path]:
+    """The run directories under an output root (those with a run_config.json), sorted by
+    folder then run id; ``folder``/``run`` are glob patterns."""
+    return sorted(p.parent for p in Path(root).glob(f"{EVALS}/{folder}/{run}/{RUN_CONFIG}"))
+
+
+def is_run_dir(path: Path) -> bool:
+    return (Path(path) / RUN_CONFIG).is_file()
 
 
 def find_runs(path: Path) -> dict[tuple[str, str], Path]:
     """(model label, benchmark) → run directory, from a run directory or an output root.
 
     An output root may hold several invocations; the newest run of each pair wins (run ids start
-    with a UTC timestamp, so they sort by time).
+    with a UTC timestamp, so they sort by time). A run whose run_config.json cannot be read is an
+    error, never left out: leaving it out could hide a benchmark from the gate.
     """
     path = Path(path)
-    if (path / "run_config.json").is_file():
-        key = _key(path)
-        if key is None:
-            raise UsageError(f"{path}: unreadable run_config.json")
-        return {key: path}
+    if is_run_dir(path):
+        _, cfg = read_run_config(path)
+        return {(cfg.model.name, cfg.benchmark.name): path}
     if not path.is_dir():
         raise UsageError(f"{path}: no such directory (give a run directory or an output root)")
     found: dict[tuple[str, str], Path] = {}
-    for cfg in sorted((path / "evals").glob("*/*/run_config.json"), key=lambda p: p.parent.name):
-        key = _key(cfg.parent)
-        if key is not None and (cfg.parent / "results.jsonl").is_file():
-            found[key] = cfg.parent
+    for run_dir in sorted(run_dirs_under(path), key=lambda p: p.name):
+        _, cfg = read_run_config(run_dir)
+        found[(cfg.model.name, cfg.benchmark.name)] = run_dir
     if not found:
-        raise UsageError(f"{path}: no evalgate runs found (expected {path}/evals/*/*/)")
+        raise UsageError(f"{path}: no evalgate runs found (expected {path}/{EVALS}/*/*/)")
     return found
+
+
+def load_runs(
+    path: Path, *, origin: Callable[[Path], dict[str, Any]] | None = None
+) -> dict[tuple[str, str], LoadedRun]:
+    """:func:`find_runs`, each run read with :func:`load_run`. ``origin(run_dir)`` gives each
+    run's origin (default: its run id)."""
+    where = origin or (lambda p: {"run_id": p.name})
+    return {key: load_run(p, origin=where(p)) for key, p in find_runs(path).items()}
 
 
 def find_run_dirs(output_root: Path, run: str) -> list[Path]:
     """The run directories of one invocation: ``run`` is a run directory, or a run id whose
     benchmarks' directories are ``{output_root}/evals/*/{run}``."""
     path = Path(run)
-    if (path / "run_config.json").is_file():
+    if is_run_dir(path):
         return [path]
-    dirs = sorted(
-        p for p in output_root.glob(f"evals/*/{run}") if (p / "run_config.json").is_file()
-    )
+    dirs = run_dirs_under(output_root, run=run)
     if not dirs:
-        raise UsageError(f"no run {run!r} under {output_root / 'evals'}")
+        raise UsageError(f"no run {run!r} under {Path(output_root) / EVALS}")
     return dirs
+
+
+def recorded_gate(run: LoadedRun) -> GateSettings:
+    """The gate policy ``run`` recorded (a baseline's, for `evalgate compare`); one a version of
+    evalgate cannot read (another version's, a hand edit) is a one-line error naming the fix."""
+    from evalgate.config.spec import GateSettings
+
+    try:
+        return GateSettings.model_validate(run.config.get("gate") or {})
+    except ValidationError as exc:
+        raise UsageError(
+            f"{run.path / RUN_CONFIG}: gate.{_field_error(exc)} (a policy written by another "
+            "evalgate version?); give the policy with --config evals.yaml"
+        ) from None

@@ -115,6 +115,7 @@ async def _execute(
             adaptive=ev.adaptive_concurrency,
             cache=cache if ev.cache else None,
             cache_identity=cache_identity,
+            max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
         ) as client:
             try:
                 with run_dir.open_journal() as journal:

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["GUARD_SHELL", "SANDBOX_UID"]
+__all__ = ["GUARD_SHELL", "SANDBOX_UID", "reachable_source"]
 
 SANDBOX_UID = 1000
 _DROP_UID = 65534  # when evalgate runs as root, bwrap runs as nobody
@@ -50,6 +50,45 @@ def _reachable_by_others(path: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def reachable_source(path: str) -> str:
+    """``path``, or (evalgate as root, ``path`` not reachable by others) a reachable copy of it.
+
+    As root, bwrap drops to nobody only when nobody can reach every source it binds; a source
+    under a private folder (a 0700 home, pytest's temporary folders) would otherwise keep bwrap
+    running as host root. The copy (made once per process and source state, removed at exit)
+    is readable by all, as the sandbox needs it to be anyway.
+    """
+    if os.geteuid() != 0 or _reachable_by_others(path):
+        return path
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path  # bwrap names the missing source
+    return _staged(os.path.realpath(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.cache
+def _staged(path: str, _mtime_ns: int, _size: int) -> str:
+    folder = tempfile.mkdtemp(prefix="evalgate-mount-")
+    os.chmod(folder, 0o755)
+    import atexit
+
+    atexit.register(shutil.rmtree, folder, True)
+    dest = os.path.join(folder, os.path.basename(path.rstrip("/")) or "mount")
+    if os.path.isdir(path):
+        shutil.copytree(path, dest, symlinks=True)
+        entries = [dest] + [os.path.join(r, n) for r, ds, fs in os.walk(dest) for n in ds + fs]
+    else:
+        shutil.copy2(path, dest)
+        entries = [dest]
+    for entry in entries:
+        st = os.lstat(entry)
+        if not stat.S_ISLNK(st.st_mode):  # a+rX, as `chmod -R a+rX`
+            execute = 0o111 if stat.S_ISDIR(st.st_mode) or st.st_mode & 0o111 else 0
+            os.chmod(entry, stat.S_IMODE(st.st_mode) | 0o444 | execute)
+    return dest
 
 
 def _drop_prefix(sources: list[str]) -> list[str]:

@@ -10,12 +10,21 @@ proxy forwards a fixed set of OpenAI API paths to the model under test and nowhe
 - the request's ``model`` is forced to the model under test (an agent cannot swap models):
   POST bodies must be JSON objects (arrays, other JSON and non-JSON are refused), ``GET`` is
   allowed for ``/v1/models`` only, other methods are refused;
+- only the top-level request fields a benchmark's agent needs go upstream (:data:`FIELDS`, per
+  path: messages or input, sampling, tools, streaming…); others (``service_tier``, stored
+  ``prompt`` or ``conversation`` references, ``prediction``…) are dropped;
+- nothing that reaches past the model or multiplies what it is asked passes (:func:`beyond`):
+  no tool but ``function`` tools (no ``web_search``, ``mcp``, ``file_search``…), no
+  ``server_url`` or ``web_search_options`` anywhere, no image, file or audio input, no ``n`` or
+  ``best_of`` above 1;
 - only an allow-list of headers passes (no ``OpenAI-Organization``/``-Project``, no ``api-key``,
   no cookies), query strings are dropped, and JSON nested deeper than :data:`MAX_JSON_DEPTH` is
   refused before it is parsed;
 - usage is counted from the responses, so a command agent's token use is measured, not taken
-  from the agent's word; past the route's ``max_requests`` or ``max_tokens`` the bridge
-  answers 429 (counted as ``refused``).
+  from the agent's word (a response without usage, e.g. a stream without ``include_usage``, is
+  estimated from its bytes, four to a token, and counted as ``estimated``; negative counts are
+  refused); past the route's ``max_requests`` or ``max_tokens`` the bridge answers 429
+  (counted as ``refused``).
 
 The inner half (a TCP listener inside the sandbox relaying to this socket) is in
 ``_sandboxd.py``.
@@ -34,7 +43,7 @@ from aiohttp import web
 
 from evalgate.sandbox.base import MODEL_PORT, ModelRoute
 
-__all__ = ["ALLOWED_PATHS", "MAX_JSON_DEPTH", "ModelBridge", "json_depth"]
+__all__ = ["ALLOWED_PATHS", "FIELDS", "MAX_JSON_DEPTH", "ModelBridge", "beyond", "json_depth"]
 
 # Paths under /v1 a sandbox may call; everything else (files, fine-tuning, admin) is refused.
 MAX_JSON_DEPTH = 64
@@ -47,6 +56,70 @@ _HOP_HEADERS = frozenset(
 _PASS_HEADERS = frozenset({"content-type", "accept", "user-agent", "openai-beta"})
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _BRACKETS = re.compile(rb"[\[\]{}]")
+
+
+_SAMPLING = frozenset(
+    {"model", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stream",
+     "stream_options", "presence_penalty", "frequency_penalty", "repetition_penalty",
+     "logit_bias", "logprobs", "top_logprobs", "n", "user", "metadata"}
+)  # fmt: skip
+# The top-level request fields forwarded, per path; the rest is dropped.
+FIELDS: dict[str, frozenset[str]] = {
+    "chat/completions": _SAMPLING
+    | {"messages", "max_tokens", "max_completion_tokens", "tools", "tool_choice",
+       "parallel_tool_calls", "response_format", "reasoning_effort", "verbosity",
+       "chat_template_kwargs", "modalities", "audio", "web_search_options"},
+    "completions": _SAMPLING | {"prompt", "max_tokens", "echo", "suffix", "best_of"},
+    "responses": _SAMPLING
+    | {"input", "instructions", "max_output_tokens", "tools", "tool_choice",
+       "parallel_tool_calls", "reasoning", "text", "truncation", "include", "store",
+       "previous_response_id", "max_tool_calls", "prompt_cache_key", "background",
+       "modalities", "audio"},
+}  # fmt: skip
+# (audio, modalities, web_search_options, n, best_of and background are kept here so that
+# :func:`beyond` refuses them with a reason rather than dropping them unseen.)
+
+# Keys that make the upstream fetch or search on the sandbox's behalf, anywhere in a request.
+_FETCHING_KEYS = frozenset({"server_url", "web_search_options", "image_url", "file_url", "file_id"})
+# Content parts that carry more than text (images, files, audio): a benchmark's agent sends text.
+_MEDIA_PARTS = frozenset({"image_url", "input_image", "input_file", "file", "input_audio"})
+
+
+def beyond(payload: dict[str, Any]) -> str | None:
+    """Why ``payload`` asks for more than the model under test answering text, or None.
+
+    ``payload`` is a parsed request (its depth already bounded by :data:`MAX_JSON_DEPTH`).
+    """
+    for key in ("n", "best_of"):
+        value = payload.get(key)
+        if value is not None and value != 1:
+            return f"{key}={value!r} (one completion per request)"
+    if payload.get("background"):
+        return "a background request (it would outlive the sandbox)"
+    modalities = payload.get("modalities") or ["text"]
+    if "audio" in payload or not isinstance(modalities, list) or modalities != ["text"]:
+        return "output other than text (modalities, audio)"
+    tools = payload.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind != "function":
+            return f"tool type {kind!r} (function tools only)"
+        if "server_url" in tool:
+            return "'server_url'"
+    # The messages, not the tools' parameter schemas (a parameter may well be named image_url).
+    stack: list[Any] = [{k: v for k, v in payload.items() if k != "tools"}]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _FETCHING_KEYS:
+                    return f"{key!r}"
+                if key == "type" and value in _MEDIA_PARTS:
+                    return f"content of type {value!r} (text only)"
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
 
 
 def json_depth(body: bytes, limit: int) -> int:
@@ -137,6 +210,12 @@ class ModelBridge:
             payload = None
         if not isinstance(payload, dict):
             return self._refuse(400, "the request body must be a JSON object")
+        why = beyond(payload)
+        if why is not None:
+            return self._refuse(400, f"{why} is not allowed through the model bridge")
+        allowed = FIELDS.get(path)
+        if allowed is not None:
+            payload = {k: v for k, v in payload.items() if k in allowed}
         payload["model"] = self.route.model
         return json.dumps(payload).encode()
 
@@ -167,19 +246,26 @@ class ModelBridge:
                     if key.lower() not in _HOP_HEADERS and key.lower() != "content-encoding":
                         response.headers[key] = value
                 await response.prepare(request)
-                tail = b""
+                tail, size = b"", 0
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)
                     tail = (tail + chunk)[-65536:]
+                    size += len(chunk)
                 await response.write_eof()
-                self._count(tail)
+                if upstream.status < 400 and not self._count(tail):
+                    # No usage in the answer: what crossed the bridge, four bytes to a token
+                    # (a budget then over-counts, never under-counts).
+                    self.usage["prompt_tokens"] += len(body) // 4
+                    self.usage["completion_tokens"] += size // 4
+                    self.usage["estimated"] += 1
                 return response
         except aiohttp.ClientError as exc:
             self.usage["errors"] += 1
             return self._refuse(502, f"bridge: upstream failed: {exc}")
 
-    def _count(self, tail: bytes) -> None:
-        """Add the response's token usage (plain JSON, or the last SSE event that has one)."""
+    def _count(self, tail: bytes) -> bool:
+        """Add the response's token usage (plain JSON, or the last SSE event that has one);
+        whether it had one."""
         usage: Any = None
         text = tail.decode("utf-8", "replace").strip()
         try:
@@ -199,4 +285,6 @@ class ModelBridge:
                 ("completion_tokens", ("completion_tokens", "output_tokens")),
             ):
                 value = next((usage[k] for k in theirs if isinstance(usage.get(k), int)), 0)
-                self.usage[ours] += value
+                self.usage[ours] += max(0, value)  # a negative count would lift the cap
+            return True
+        return False

@@ -66,6 +66,7 @@ from evalgate.sandbox._host import (
     _etc_dir,
     _guard_shell,
     _python,
+    reachable_source,
 )
 from evalgate.sandbox._io import Drain, Feed, read_line, wait_exit
 from evalgate.sandbox.base import (
@@ -125,7 +126,8 @@ class BubblewrapSandbox(Sandbox):
         cfg = self.config
         bwrap, version = self._backend.bwrap
         py, py_prefix, py_env = _python()
-        binds = [(m.source, m.target) for m in cfg.mounts]
+        # Sources nobody could reach are bound from a reachable copy: bwrap never runs as root.
+        binds = [(reachable_source(m.source), m.target) for m in cfg.mounts]
         if py_prefix is not None:
             binds.append((py_prefix, "/opt/python"))
         if self._bridge is not None:
@@ -196,9 +198,10 @@ class BubblewrapSandbox(Sandbox):
         os.mkdir(f"{self._dir}/run")
         self._bridge = ModelBridge(self.config.model, f"{self._dir}/run/model.sock")
         await self._bridge.start()
-        # Reachable by the sandbox's (possibly dropped) uid; the random path and the bridge
-        # token keep everyone else out.
-        for path, mode in ((self._dir, 0o711), (f"{self._dir}/run", 0o711)):
+        # Reachable by the sandbox's dropped uid (nobody, when evalgate is root): the bound
+        # folder readable, as _drop_prefix requires of every bound source, else bwrap would run
+        # as host root. It holds the socket alone; the bridge token keeps everyone else out.
+        for path, mode in ((self._dir, 0o711), (f"{self._dir}/run", 0o755)):
             os.chmod(path, mode)
         os.chmod(f"{self._dir}/run/model.sock", 0o666)
         self.model_env = self._bridge.sandbox_env

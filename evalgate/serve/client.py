@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_REDIRECTS",
+    "MAX_REPLY_BYTES",
     "AdaptiveLimit",
     "ChatClient",
     "ClientStats",
@@ -88,6 +89,7 @@ _MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is treated as asking for
 # timeout (evalgate's Modal apps: 3600 s, i.e. 24 hops); past this the request fails as
 # `redirect_limit`, without a retry (it would only wait on the same result again).
 MAX_REDIRECTS = 30
+MAX_REPLY_BYTES = 4 << 20  # eval.max_reply_mib's default
 _HOP_MARGIN_S = 30.0
 
 
@@ -105,7 +107,8 @@ class RequestFailed(Exception):
 
     def __init__(self, kind: str, detail: str) -> None:
         # Short category, the part before ":" in results.jsonl's "error" (the scorecard groups on
-        # it): "http_429", "http_500", "timeout", "connection", "truncated", "bad_response".
+        # it): "http_429", "http_500", "timeout", "connection", "truncated", "bad_response",
+        # "too_large".
         self.kind = kind
         super().__init__(f"{kind}: {detail}")
 
@@ -249,8 +252,10 @@ class ChatClient:
         cache: ResponseCache | None = None,
         cache_identity: str | None = None,
         max_redirects: int = MAX_REDIRECTS,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         self.endpoint = endpoint
+        self.max_reply_bytes = max_reply_bytes
         self.sampling = sampling
         self.timeout_s = timeout_s
         # Per HTTP exchange. A server that answers long requests with a redirect after a fixed
@@ -358,7 +363,7 @@ class ChatClient:
                     self.stats.min_concurrency = limit.lowest
             except RequestFailed as exc:  # a 200 whose body is not a chat completion; too many hops
                 error = exc
-                retryable = exc.kind != "redirect_limit"
+                retryable = exc.kind not in ("redirect_limit", "too_large")
             except TimeoutError:  # before ClientError: aiohttp's timeouts are both
                 error = RequestFailed("timeout", f"no answer within {self.hop_timeout_s:g} s")
             except aiohttp.ClientPayloadError as exc:  # body cut short, Content-Length lied
@@ -394,7 +399,7 @@ class ChatClient:
             async with request as resp:
                 location = resp.headers.get("Location")
                 if resp.status not in _REDIRECT_STATUS or not location:
-                    return resp.status, await resp.read(), resp.headers
+                    return resp.status, await self._read_capped(resp), resp.headers
                 await resp.release()
             target = resp.url.join(URL(location))
             if resp.status in (307, 308) and not result:
@@ -408,6 +413,23 @@ class ChatClient:
                     "redirect_limit",
                     f"no result after {self.max_redirects} redirects ({target})",
                 )
+
+    async def _read_capped(self, resp: aiohttp.ClientResponse) -> bytes:
+        """The body, read no further than ``max_reply_bytes`` (a 50 MiB completion is an error,
+        never a 50 MiB string in memory, in results.jsonl and in every report)."""
+        cap = self.max_reply_bytes
+        too_large = RequestFailed(
+            "too_large", f"the reply is over {cap} bytes (eval.max_reply_mib)"
+        )
+        if (resp.content_length or 0) > cap:
+            raise too_large
+        chunks, size = [], 0
+        async for chunk in resp.content.iter_chunked(1 << 16):
+            size += len(chunk)
+            if size > cap:
+                raise too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     def _parse(self, raw: bytes, start: float, attempts: int) -> Reply:
         try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from evalgate.errors import EvalgateError, ExitCode, UsageError
+from evalgate.run.rundir import RUN_FILES as _RUN_FILES
 
 __all__ = [
     "RUN_FILES",
@@ -32,8 +33,9 @@ __all__ = [
     "utc_now",
 ]
 
-# What a stored run holds, in this order. logs/ stay behind: large, noisy, and never compared.
-RUN_FILES: tuple[str, ...] = ("run_config.json", "results.jsonl", "metadata.json")
+# What a stored run holds (the run directory's own list). logs/ stay behind: large, noisy, and
+# never compared.
+RUN_FILES: tuple[str, ...] = _RUN_FILES
 
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
 # A single path component that cannot climb (no "/", no leading "." so no ".." or ".tmp-…").

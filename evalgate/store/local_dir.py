@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from evalgate.run.rundir import METADATA
 from evalgate.store.base import (
     RUN_FILES,
     RunKey,
@@ -122,4 +123,4 @@ def _stored_at(path: Path) -> str:
     if text:
         return text
     # A run copied in by hand has no marker: its metadata's modification time is the best guess.
-    return iso_utc((path / "metadata.json").stat().st_mtime)
+    return iso_utc((path / METADATA).stat().st_mtime)

@@ -6,15 +6,16 @@ runs generated code in the evaluating process behind a best-effort "reliability 
 each completion runs in its own sandbox (``sandbox.backend``, bubblewrap by default) with no
 network.
 
-The verdict is not the program's exit status, which the completion controls (``sys.exit(0)``,
-``os._exit(0)``, a ``SystemExit`` at definition time): a trusted harness runs the program and,
-only once ``check(...)`` has returned, writes a per-run random nonce to a descriptor it kept
-for itself (the program's own stdout goes to stderr). A pass needs that nonce line *and* exit
-status 0. The nonce reaches the harness on stdin, is read before any generated code runs and is
-in no file, argument or environment variable; generated code that searches the harness's own
-memory for it could still forge it (as such code could make ``check`` pass with an object whose
-``__eq__`` is always true): that is a test-strength limit of in-process tests, and visible in
-the completion.
+The code under test and the code that judges it never share an interpreter (see
+``_humaneval_judge.py``): inside the sandbox a non-dumpable **judge** process runs the problem's
+``check(candidate)``, where ``candidate`` is a proxy that sends the arguments to a **worker**
+process running the completion and gets plain literals back (numbers, strings, bools, None, lists,
+tuples, dicts, sets). Frame walking (``sys._getframe``, ``inspect.stack``, a decorator at
+definition time) finds no verdict to forge, ``/proc/PID/mem`` of the judge is closed to the
+worker, and an object whose ``__eq__`` is always true never crosses. The verdict is not an exit
+status the completion controls (``sys.exit(0)``, ``os._exit(0)``): the judge writes a per-run
+random nonce, which it alone holds, on a descriptor the worker never had, and a pass needs that
+line *and* the judge's exit status 0.
 
 Completions are post-processed as standard harnesses do for chat models: the code is taken from
 a Markdown fence when there is one; a completion that defines the entry point is a whole
@@ -46,6 +47,7 @@ from evalgate.suites.templating import TemplateProblem, compile_template, render
 __all__ = [
     "HumanEvalSuite",
     "build_program",
+    "build_solution",
     "data_path",
     "extract_code",
     "load_problems",
@@ -53,20 +55,10 @@ __all__ = [
 ]
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
-_PASS = "EVALGATE-PASS"
-# Runs inside the sandbox as ``python3 -I -c _HARNESS``; stdin is ``NONCE\nPROGRAM``.
-_HARNESS = f"""\
-import os, sys
-def _run():
-    nonce, _, program = sys.stdin.buffer.read().partition(b"\\n")
-    verdict = os.dup(1)
-    os.dup2(2, 1)  # the program's prints go to stderr: only the harness writes the verdict
-    code = compile(program, "<humaneval>", "exec")
-    exec(code, {{"__name__": "__main__", "__builtins__": __builtins__}})
-    sys.stdout.flush()
-    os.write(verdict, b"{_PASS} " + nonce + b"\\n")
-_run()
-"""
+_PASS, _FAIL = "EVALGATE-PASS", "EVALGATE-FAIL"
+# Runs inside the sandbox as ``python3 -I -S -c _JUDGE judge`` (it starts the worker from the same
+# source); stdin is the JSON job.
+_JUDGE = (Path(__file__).with_name("_humaneval_judge.py")).read_text(encoding="utf-8")
 _KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -127,7 +119,13 @@ def _body_until_top_level(code: str) -> str:
 
 
 def build_program(problem: dict[str, Any], completion: str) -> str:
-    """The program to run: prompt + post-processed completion + the problem's tests."""
+    """The whole program as one file: solution + the problem's tests (what the judge splits)."""
+    solution, entry = build_solution(problem, completion), problem["entry_point"]
+    return f"{solution}\n\n{problem['test']}\n\ncheck({entry})\n"
+
+
+def build_solution(problem: dict[str, Any], completion: str) -> str:
+    """What the worker runs: the prompt + the post-processed completion."""
     prompt, entry = problem["prompt"], problem["entry_point"]
     code = extract_code(completion, entry)
     if re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(entry)}\s*\(", code, re.M):
@@ -135,22 +133,24 @@ def build_program(problem: dict[str, Any], completion: str) -> str:
         solution = prompt + "\n\n" + _definitions_only(code)
     else:
         solution = prompt + _body_until_top_level(code)
-    return f"{solution}\n\n{problem['test']}\n\ncheck({entry})\n"
+    return solution
 
 
 def verdict(result: Any, nonce: str, timeout_s: float) -> tuple[float, str]:
-    """(reward, reason) of one harness run: a pass needs the nonce line and exit status 0."""
+    """(reward, reason) of one judge run: a pass needs the nonce line and exit status 0."""
     if result.timed_out:
         return 0.0, f"timed out after {timeout_s:g} s"
-    signed = f"{_PASS} {nonce}" in result.stdout.splitlines()
+    lines = result.stdout.splitlines()
+    signed = f"{_PASS} {nonce}" in lines
     if signed and result.exit_code == 0:
         return 1.0, "passed"
     if signed:
         return 0.0, f"failed: exit {result.exit_code} after the tests passed"
-    if result.exit_code == 0:
-        return 0.0, "failed: the program exited before its tests finished (status 0)"
+    failed = [line.split(" ", 2) for line in lines if line.startswith(_FAIL + " ")]
+    if failed:
+        return 0.0, f"failed: {(failed[-1] + [''])[2][:200]}"
     last = (result.stderr.strip().splitlines() or [f"exit {result.exit_code}"])[-1]
-    return 0.0, f"failed: {last[:200]}"
+    return 0.0, f"failed: the judge gave no verdict ({last[:200]})"
 
 
 @dataclass
@@ -207,12 +207,19 @@ class HumanEvalSuite(SuiteDefaults):
 
     async def run_completion(self, item: Item, completion: str) -> tuple[float, str]:
         """(reward, reason): run the completed program and its tests in a fresh sandbox."""
-        program = build_program(self.problems[item.id], completion)
+        problem = self.problems[item.id]
         nonce = secrets.token_hex(16)
+        job = {
+            "nonce": nonce,
+            "solution": build_solution(problem, completion),
+            "exam": f"{problem['prompt']}\n\n{problem['test']}\n",
+            "entry": problem["entry_point"],
+            "source": _JUDGE,
+        }
         async with await self.backend.create(self.sandbox) as box:
             result = await box.exec(
-                ["python3", "-I", "-c", _HARNESS],
-                stdin=f"{nonce}\n{program}",
+                ["python3", "-I", "-S", "-c", _JUDGE, "judge"],
+                stdin=json.dumps(job),
                 timeout_s=self.sandbox.timeout_s,
                 max_output=64 << 10,
             )

@@ -4,35 +4,157 @@ A template is config, rendered for every item before the first request (and by `
 name the data lacks, a filter failing on a value, `1 // 0` or `{% include %}` must each be a
 config error naming the item, never a traceback. The sandbox keeps a template from reaching
 Python internals (`''.__class__.__mro__`) and caps `range()` (a 10⁸-step loop would hang).
+
+Output is capped at :data:`MAX_CHARS`, and not only at the end: one expression can build
+gigabytes (`'a' * 2000000000`, `ns.s ~ ns.s` doubling in a loop, `'x'.ljust(N)`, `2 ** 10**9`),
+so repetition, concatenation, `%`-formatting, power and string-method size arguments are checked
+before they run, and each render runs with the process's address space capped a fixed amount
+above its current size (Linux), so what slips past those checks fails as a MemoryError, which is
+the template's config error, never the machine's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
+import re
+from collections.abc import Iterator
 from typing import Any
 
 import jinja2
+from jinja2.compiler import CodeGenerator
+from jinja2.runtime import str_join
 from jinja2.sandbox import SandboxedEnvironment
 
 __all__ = ["MAX_CHARS", "TemplateProblem", "compile_template", "names_used", "render"]
 
-# StrictUndefined: a template naming a column the data lacks fails before any model call.
-_JINJA = SandboxedEnvironment(
-    undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False
-)
-
-
 MAX_CHARS = 4_000_000  # ~1 M tokens: more than any context window, so a mistake (a loop)
+_MAX_BITS = 8 * MAX_CHARS  # a number no template needs more of
+_HEADROOM = 1 << 30  # address space one render may add (Linux); more is a MemoryError
+_WIDE = re.compile(r"\d{8,}")  # a width or precision of ≥ 10⁷ in a format string
 
 
 class TemplateProblem(Exception):
     """Why a template could not be compiled or rendered, in one line."""
 
 
+def _too_big(what: str) -> TemplateProblem:
+    return TemplateProblem(f"the template renders more than {MAX_CHARS:,} characters ({what})")
+
+
+def _size(value: Any) -> int | None:
+    return len(value) if isinstance(value, str | bytes | list | tuple) else None
+
+
+class _Generator(CodeGenerator):
+    """Jinja's code generator, with ``~`` (concatenation) through a size check."""
+
+    def visit_Concat(self, node: Any, frame: Any) -> None:
+        self.write("environment.capped_join((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+class _Environment(SandboxedEnvironment):
+    code_generator_class = _Generator
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+
+    @staticmethod
+    def capped_join(parts: Any) -> str:
+        parts = [str(p) for p in parts]
+        if sum(map(len, parts)) > MAX_CHARS:
+            raise _too_big("a ~ concatenation")
+        return str_join(parts)
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                if _size(seq) is not None and isinstance(n, int) and _size(seq) * n > MAX_CHARS:
+                    raise _too_big("a * repetition")
+        elif operator == "+":
+            a, b = _size(left), _size(right)
+            if a is not None and b is not None and a + b > MAX_CHARS:
+                raise _too_big("a + concatenation")
+        elif operator == "**":
+            ints = isinstance(left, int) and isinstance(right, int) and abs(left) > 1
+            if ints and right * math.log2(abs(left)) > _MAX_BITS:
+                raise TemplateProblem("the template computes a number too large to print")
+        elif operator == "%" and isinstance(left, str):
+            args = right if isinstance(right, tuple) else (right,)
+            if _WIDE.search(left) or any(type(a) is int and a > MAX_CHARS for a in args):
+                raise _too_big("a % format width")
+        return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        # 'x'.ljust(N), .center, .zfill, .expandtabs, '{:>N}'.format(…), .replace(…, big)
+        # (str.format comes wrapped by the sandbox: the bound method is its __wrapped__)
+        owner = getattr(getattr(__obj, "__wrapped__", __obj), "__self__", None)
+        if isinstance(owner, str | bytes | list):
+            values = [*args, *kwargs.values()]
+            if any(type(v) is int and v > MAX_CHARS for v in values):
+                raise _too_big("a size argument")
+            if any(isinstance(v, str) and _WIDE.search(v) for v in [owner, *values]):
+                raise _too_big("a format width")
+        return super().call(__context, __obj, *args, **kwargs)
+
+
+def _capped_filter(name: str, fn: Any) -> Any:
+    """``fn`` with its parameters (not the value it filters) checked: no size over the cap."""
+    import functools
+
+    @functools.wraps(fn)
+    def capped(*args: Any, **kwargs: Any) -> Any:
+        if any(type(v) is int and v > MAX_CHARS for v in [*args[1:], *kwargs.values()]):
+            raise _too_big(f"a size argument to |{name}")
+        return fn(*args, **kwargs)
+
+    return capped
+
+
+# StrictUndefined: a template naming a column the data lacks fails before any model call.
+_JINJA = _Environment(
+    undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False
+)
+_JINJA.filters = {name: _capped_filter(name, fn) for name, fn in _JINJA.filters.items()}
+
+
+@contextlib.contextmanager
+def _address_space_capped() -> Iterator[None]:
+    """The process's address space capped at its size + :data:`_HEADROOM` (Linux), restored
+    after: one allocation of gigabytes fails as a MemoryError instead of taking the machine."""
+    try:
+        import resource
+
+        with open("/proc/self/statm", "rb") as fh:
+            size = int(fh.read().split()[0]) * resource.getpagesize()
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = size + _HEADROOM
+        if soft != resource.RLIM_INFINITY and soft <= cap:
+            cap = None  # already tighter
+        if hard != resource.RLIM_INFINITY and cap is not None and cap > hard:
+            cap = None
+    except (OSError, ValueError, ImportError):
+        cap = None
+    if cap is None:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def compile_template(text: str) -> jinja2.Template:
     try:
-        return _JINJA.from_string(text)
+        with _address_space_capped():  # compiling folds constants: it evaluates, too
+            return _JINJA.from_string(text)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateProblem(f"template line {exc.lineno}: {exc.message}") from None
+    except MemoryError:
+        raise TemplateProblem("the template needs more memory than any prompt could") from None
 
 
 def names_used(text: str) -> set[str]:
@@ -48,6 +170,16 @@ def names_used(text: str) -> set[str]:
 def render(template: jinja2.Template, context: dict[str, Any]) -> str:
     """The rendered text; generated piece by piece so that a loop that would write gigabytes
     stops at :data:`MAX_CHARS` instead of eating the machine."""
+    try:
+        with _address_space_capped():
+            return _render(template, context)
+    except MemoryError:
+        raise TemplateProblem(
+            "the template needs more memory than any prompt could (a huge value?)"
+        ) from None
+
+
+def _render(template: jinja2.Template, context: dict[str, Any]) -> str:
     parts, size = [], 0
     try:
         for part in template.generate(context):
@@ -58,7 +190,7 @@ def render(template: jinja2.Template, context: dict[str, Any]) -> str:
                 )
             parts.append(part)
         return "".join(parts)
-    except TemplateProblem:
+    except (TemplateProblem, MemoryError):
         raise
     except jinja2.TemplateError as exc:  # undefined name, unsafe attribute, no loader
         raise TemplateProblem(str(exc.message or type(exc).__name__)) from None

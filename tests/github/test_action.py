@@ -699,21 +699,31 @@ def test_an_error_after_the_scorecard_still_reports_it_complete(
     assert "### Scores" in summary  # the complete scorecard, not only the error
 
 
+@pytest.mark.parametrize(
+    ("file", "text", "where"),
+    [
+        ("run_config.json", "[]", "run_config.json: not a JSON object"),  # not a run config
+        ("results.jsonl", "[1, 2]\n", "results.jsonl:1: not a JSON object"),
+        ("results.jsonl", '{"rollout": 0}\n', "results.jsonl:1: example_id"),
+    ],
+)
 def test_a_corrupt_stored_baseline_is_one_line(
     ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], tmp_path: Path,
-    capfd: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str], file: str, text: str, where: str,
 ) -> None:  # fmt: skip
+    """The stored baseline goes through the run directory's one loader, as `--baseline` does."""
     store = tmp_path / "store"
     env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url,
                      results_store=f"local:{store}")  # fmt: skip
     assert _run(env)[0] == 0
-    (config,) = store.rglob("run_config.json")
-    config.write_text("[]")  # valid JSON, not a run config
+    (damaged,) = store.rglob(file)
+    damaged.write_text(text)
     head = ws.pr(_evals(ws.url, system="Answer briefly."))
     code, _ = _run(_pr_env(ws, github, pr_event, head, results_store=f"local:{store}"))
     err = capfd.readouterr().err
     assert code == 3
     assert "Traceback" not in err and "is corrupt" in err and "delete it" in err
+    assert where in err
 
 
 def test_a_cancelled_run_replaces_the_comment_and_says_so(

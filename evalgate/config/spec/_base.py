@@ -185,6 +185,9 @@ class EvalSettings(Strict):
     timeout; on `modal-vllm` a hop gets at least 180 s."""
     max_retries: int = Field(4, ge=0, le=50)
     """Retries per request on 429, 5xx, connection errors and timeouts (jittered backoff)."""
+    max_reply_mib: float = Field(4.0, gt=0, le=1024)
+    """Largest model reply read, in MiB: a longer one is the rollout's error `too_large` (not
+    retried), never held whole in memory or written to the results."""
     adaptive_concurrency: bool = True
     """Halve the requests in flight when the endpoint answers 429, add one back per window of
     successes (AIMD), between 1 and `max_concurrent`; false: always `max_concurrent`."""

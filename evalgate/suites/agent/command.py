@@ -7,7 +7,8 @@ follow-up prompts to stdin, one per line. The agent reaches the model through
 ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``EVAL_MODEL``, which point at the sandbox's model
 bridge (the real key stays on the host). JSON objects the agent prints on stderr, one per line
 (``{"turn": 1, "cost_usd": …, "input_tokens": …}``), are summed into turns and cost; token usage
-is taken from the bridge, which sees every request.
+is taken from the bridge, which sees every request: what the agent says it used is only shown
+(a budget never counts it), and negative, fractional or impossible figures are refused.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ MCP_CONFIG_PATH = "/opt/evalgate/mcp-config.json"
 _COST_KEYS = ("cost_usd", "total_cost_usd", "cost")
 _IN_KEYS = ("input_tokens", "prompt_tokens")
 _OUT_KEYS = ("output_tokens", "completion_tokens")
+_MAX_TOKENS = 10**9  # in one line of an agent's report: more is no count
+_MAX_USD = 1e6
 
 
 def _number(obj: Mapping[str, Any], keys: Sequence[str]) -> float | None:
@@ -40,9 +43,22 @@ def _number(obj: Mapping[str, Any], keys: Sequence[str]) -> float | None:
     return _number(usage, keys) if isinstance(usage, Mapping) else None
 
 
+def _sane(value: float | None, limit: float, whole: bool) -> bool:
+    """A figure an agent may report: finite, not negative, at most ``limit`` (whole if asked)."""
+    if value is None:
+        return True
+    ok = value == value and 0 <= value <= limit  # NaN is unequal to itself
+    return ok and (not whole or float(value).is_integer())
+
+
 def parse_turn_meta(stderr: str) -> tuple[int, float | None, dict[str, int], str]:
-    """(turns, cost_usd, token usage, the rest of stderr) from an agent's stderr."""
+    """(turns, cost_usd, token usage, the rest of stderr) from an agent's stderr.
+
+    The usage is the agent's own word (shown, never budgeted). A line with a negative,
+    fractional or impossible figure counts for nothing, and the rest says so.
+    """
     turns, cost, usage, rest = 0, None, {"prompt_tokens": 0, "completion_tokens": 0}, []
+    refused = 0
     for line in stderr.splitlines():
         obj: Any = None
         if line.lstrip().startswith("{"):
@@ -56,10 +72,19 @@ def parse_turn_meta(stderr: str) -> tuple[int, float | None, dict[str, int], str
         if "turn" in obj:
             turns += 1
         c = _number(obj, _COST_KEYS)
-        if c is not None:
+        tokens_in, tokens_out = _number(obj, _IN_KEYS), _number(obj, _OUT_KEYS)
+        if c is not None and _sane(c, _MAX_USD, whole=False):
             cost = (cost or 0.0) + c
-        usage["prompt_tokens"] += int(_number(obj, _IN_KEYS) or 0)
-        usage["completion_tokens"] += int(_number(obj, _OUT_KEYS) or 0)
+        elif c is not None:
+            refused += 1
+        for key, n in (("prompt_tokens", tokens_in), ("completion_tokens", tokens_out)):
+            if _sane(n, _MAX_TOKENS, whole=True):
+                usage[key] += int(n or 0)
+            else:
+                refused += 1
+    if refused:
+        rest.append(f"evalgate: refused {refused} figure(s) the agent reported "
+                    "(negative, fractional or impossible)")  # fmt: skip
     return turns, cost, usage, "\n".join(rest)
 
 
@@ -120,13 +145,19 @@ class CommandAgent:
         record.exit_code = result.exit_code
         record.timed_out = result.timed_out
         record.final = result.stdout
-        turns, cost, usage, rest = parse_turn_meta(result.stderr)
+        turns, cost, reported, rest = parse_turn_meta(result.stderr)
         record.turns = turns
         record.cost_usd = cost
         record.log = rest
         measured = getattr(box, "usage", None) or {}
         if measured.get("refused"):  # the bridge's per-sandbox caps: said, not silent
             record.log += f"\nevalgate: the model bridge refused {measured['refused']} request(s)"
-        if measured.get("prompt_tokens") or measured.get("completion_tokens"):
-            usage = {k: int(measured.get(k, 0)) for k in ("prompt_tokens", "completion_tokens")}
-        record.usage.update(usage)
+        if any(reported.values()):  # the agent's word: shown, never budgeted
+            record.log += (
+                f"\nevalgate: the agent reported {reported['prompt_tokens']} prompt + "
+                f"{reported['completion_tokens']} completion tokens (shown only; usage is what "
+                "the model bridge saw)"
+            )
+        # Every model call goes through the bridge: what it counted is the usage.
+        for key in ("prompt_tokens", "completion_tokens"):
+            record.usage[key] += max(0, int(measured.get(key, 0)))

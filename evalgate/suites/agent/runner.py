@@ -34,13 +34,15 @@ from typing import Any, Protocol
 from evalgate.errors import InfraError
 from evalgate.sandbox import Sandbox, SandboxBackend, SandboxConfig, SandboxFileError
 from evalgate.sandbox.base import WORKDIR
+from evalgate.sandbox.confine import confine_command
 from evalgate.suites.agent.tasks import Task, tar_files
 from evalgate.suites.agent.verify import challenge_config, run_container_check
 
 __all__ = ["Agent", "AgentRun", "TaskResult", "install_files", "run_check", "run_task"]
 
 _SETUP_TIMEOUT_S = 300.0
-_CHECK_ENV = {"PYTHONNOUSERSITE": "1"}
+# $CONFINE: what a check puts before the agent's programs it runs (evalgate/sandbox/confine.py).
+_CHECK_ENV = {"PYTHONNOUSERSITE": "1", "CONFINE": confine_command()}
 _TAIL = 2000  # characters of agent and check output kept in the report
 _CHALLENGE_COPY_MAX = 1 << 30  # bytes of a challenge container's working directory copied out
 

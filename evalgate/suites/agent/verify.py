@@ -24,7 +24,6 @@ import json
 import math
 import re
 from dataclasses import replace
-from typing import Any
 
 from evalgate.errors import InfraError
 from evalgate.sandbox import Sandbox, SandboxBackend, SandboxConfig, SandboxFileError
@@ -87,21 +86,49 @@ def _joined(out: str, err: str) -> str:
     return out + ("\n" if out and err else "") + err
 
 
-async def _reward_file(box: Sandbox) -> float | None:
-    """The reward the verifier wrote (reward.txt, or reward.json's "reward"); None if none."""
-    for name in ("reward.txt", "reward.json"):
-        try:
-            raw = (await box.read_file(f"{REWARD_DIR}/{name}", max_bytes=4096)).decode().strip()
-        except (SandboxFileError, UnicodeDecodeError):
-            continue
-        try:
-            value: Any = json.loads(raw)
-            value = value.get("reward") if isinstance(value, dict) else value
-            score = float(value)
-        except (ValueError, TypeError):
-            return math.nan
-        return score
-    return None
+# Harbor's order: reward.txt when it exists, else reward.json. A reward.txt that exists but is not
+# a regular file (a folder, a link, a FIFO: the agent's code ran inside the test) is a fail,
+# never a reason to read reward.json. Printed as one tagged answer by one shell, inside the box.
+_READ_REWARD = r"""
+for name in reward.txt reward.json; do
+    path="$1/$name"
+    if [ -L "$path" ] || [ -e "$path" ]; then
+        if [ -L "$path" ] || [ ! -f "$path" ]; then printf 'irregular %s\n' "$name"; exit 0; fi
+        printf 'file %s\n' "$name"
+        exec head -c 4097 -- "$path"
+    fi
+done
+printf 'none\n'
+"""
+
+
+async def _reward_file(box: Sandbox, folder: str = REWARD_DIR) -> tuple[float | None, str]:
+    """(reward, why) the verifier left in ``folder``: None and why when it left no valid one."""
+    result = await box.exec(["sh", "-c", _READ_REWARD, "sh", folder], timeout_s=30.0)
+    head, _, raw = result.stdout.partition("\n")
+    kind, _, name = head.partition(" ")
+    if result.timed_out or not result.ok or kind not in ("file", "irregular", "none"):
+        return None, f"the reward in {folder} could not be read (exit {result.exit_code})"
+    if kind == "none":
+        return None, f"the verifier wrote no reward to {folder}/reward.txt"
+    if kind == "irregular":
+        return None, f"{folder}/{name} is not a regular file"
+    if len(raw) > 4096:
+        return None, f"{folder}/{name} is larger than 4096 bytes"
+    try:
+        value = json.loads(raw.strip()) if name == "reward.json" else float(raw.strip())
+        if name == "reward.json":
+            if not isinstance(value, dict) or "reward" not in value:
+                raise ValueError('no "reward" key')
+            value = value["reward"]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError("not a number")
+        score = float(value)
+    except (ValueError, TypeError) as exc:
+        return None, f"{folder}/{name} holds no reward ({exc})"
+    if not math.isfinite(score):
+        return None, f"{folder}/{name} holds no finite number"
+    return score, f"the verifier's reward is {min(1.0, max(0.0, score)):g}"
 
 
 async def _restore(box: Sandbox, workspace: bytes, task_id: str) -> str | None:
@@ -170,21 +197,11 @@ async def run_container_check(
             return 0.0, f"tests timed out after {timeout_s:g} s", output
         if result.exit_code >= 128:
             return 0.0, f"the test script was killed (signal {result.exit_code - 128})", output
-        reward = None
         if container.format == "terminal-bench":  # Harbor's contract: the reward file decides
-            reward = await _reward_file(box)
+            reward, why = await _reward_file(box)
             if reward is None:  # e.g. written only on success, then `exit 0`: not a pass
-                why = f"the verifier wrote no reward to {REWARD_DIR}/reward.txt"
                 return 0.0, f"{why} (exit {result.exit_code})", output
-    return _verdict(reward, result.exit_code, output)
-
-
-def _verdict(reward: float | None, exit_code: int, output: str) -> tuple[float, str, str]:
-    if reward is None:
-        if exit_code == 0:
-            return 1.0, "tests passed (exit 0)", output
-        return 0.0, f"tests failed (exit {exit_code})", output
-    if reward != reward:  # NaN: not a number
-        return 0.0, f"{REWARD_DIR}/reward.txt holds no number", output
-    reward = min(1.0, max(0.0, reward))
-    return reward, f"the verifier's reward is {reward:g}", output
+            return min(1.0, max(0.0, reward)), why, output
+    if result.exit_code == 0:
+        return 1.0, "tests passed (exit 0)", output
+    return 0.0, f"tests failed (exit {result.exit_code})", output

@@ -1,11 +1,14 @@
 # Hidden check: run the agent's backup.sh on a fresh copy of docs/ with one more awkward name.
 set -eu
+: "${CONFINE:?run this check through evalgate, which sets CONFINE}"
+rm -rf -- "${CHECKS:-/nonexistent}"  # read already: nothing for the agent's script to rewrite
 ws=$(pwd)
 tmp=$(mktemp -d)
 cp -R "$ws/docs" "$ws/backup.sh" "$tmp/"
 cd "$tmp"
 printf 'added by the check\n' > "docs/new  file.txt"
-sh backup.sh
+# The agent's script runs confined ($CONFINE, unquoted): it cannot ptrace or patch this shell.
+$CONFINE sh backup.sh
 for f in docs/*.txt; do
     cmp "$f" "backup/$(basename "$f")" || { echo "not copied: $f"; exit 1; }
 done

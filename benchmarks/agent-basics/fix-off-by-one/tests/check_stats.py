@@ -4,7 +4,8 @@
 # Importing the agent's module here would let it end this process with status 0 (os._exit)
 # before anything was judged. So the agent's code runs in a child `python3 -I`, which prints
 # its results as JSON; this process, which the agent's code can neither read (this file is
-# removed first) nor trace (not dumpable), compares them with what is expected.
+# removed first) nor trace (not dumpable; and the child runs under $CONFINE, which keeps it
+# from ptracing or patching any process outside it), compares them with what is expected.
 import contextlib
 import ctypes
 import hashlib
@@ -14,8 +15,12 @@ import shutil
 import subprocess
 import sys
 
+CONFINE = os.environ.get("CONFINE", "").split()  # unquoted in a shell: it splits into words
+
 
 def _protect():
+    if not CONFINE:
+        sys.exit("CONFINE is not set: run this check through evalgate")
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
     if os.environ.get("CHECKS"):
@@ -28,7 +33,7 @@ def agent_results(code, *args):
     prelude = "import json, sys\nsys.path.insert(0, '.')\n"
     try:
         run = subprocess.run(
-            [sys.executable, "-I", "-c", prelude + code, *args],
+            [*CONFINE, sys.executable, "-I", "-c", prelude + code, *args],
             capture_output=True,
             env=env,
             timeout=60,

@@ -1,0 +1,283 @@
+"""The run directory read back: one loader, one-line errors (file:line, field), exit 2, before
+any eval runs; and nothing that cannot be compared passes quietly.
+
+Every case damages a real run written by `evalgate local` against a scripted server, then feeds
+it to the commands that read run directories (`local --baseline`, `compare`, `runs`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli import main
+from tests.conftest import answer_arith, write_config
+
+TWO = "benchmarks: [{name: a, kind: arith, size: 4}, {name: b, kind: arith, size: 4}]\n"
+
+
+def _local(tmp_path: Path, url: str, out: str, *extra: str, model: str = "m",
+           benchmarks: str = TWO, gate: str = "margin: 0.05") -> int:  # fmt: skip
+    config = write_config(
+        tmp_path,
+        f"models: [{{name: {model}, backend: openai, base_url: '{url}', model: org/m}}]\n"
+        f"{benchmarks}gate: {{{gate}}}\n",
+    )
+    return main(["local", str(config), "--output", str(tmp_path / out), *extra],
+                environ={"CI": "1"})  # fmt: skip
+
+
+@pytest.fixture
+def runs(tmp_path: Path, scripted_server: Any) -> Callable[..., int]:
+    """A baseline output root `base` (benchmarks a and b); returns a `local` runner."""
+    url = scripted_server(answer_arith).base_url
+    assert _local(tmp_path, url, "base") == 0
+
+    def run(out: str, *extra: str, **kw: Any) -> int:
+        return _local(tmp_path, url, out, *extra, **kw)
+
+    return run
+
+
+def _run_dir(root: Path, bench: str) -> Path:
+    (found,) = (root / "evals").glob(f"{bench}--*/*")
+    return found
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def _drop_key(run: Path) -> str:
+    lines = _lines(run / "results.jsonl")
+    rec = json.loads(lines[1])
+    del rec["example_id"]
+    lines[1] = json.dumps(rec) + "\n"
+    (run / "results.jsonl").write_text("".join(lines))
+    return "results.jsonl:2: example_id"
+
+
+def _not_object(run: Path) -> str:
+    lines = _lines(run / "results.jsonl")
+    lines[1] = "[1, 2]\n"
+    (run / "results.jsonl").write_text("".join(lines))
+    return "results.jsonl:2"
+
+
+def _torn(run: Path) -> str:
+    lines = _lines(run / "results.jsonl")
+    lines[-1] = lines[-1][: len(lines[-1]) // 2]
+    (run / "results.jsonl").write_text("".join(lines))
+    return f"results.jsonl:{len(lines)}"
+
+
+def _no_metadata(run: Path) -> str:
+    (run / "metadata.json").unlink()
+    return "metadata.json"
+
+
+def _duplicate(run: Path) -> str:
+    lines = _lines(run / "results.jsonl")
+    (run / "results.jsonl").write_text("".join([*lines, lines[0]]))
+    return f"results.jsonl:{len(lines) + 1}"
+
+
+def _two_contents(run: Path) -> str:
+    """Two items under one id (a second rollout of item 1 with item 2's content)."""
+    lines = _lines(run / "results.jsonl")
+    first, second = json.loads(lines[0]), json.loads(lines[1])
+    second.update(example_id=first["example_id"], rollout=1)
+    lines[1] = json.dumps(second) + "\n"
+    (run / "results.jsonl").write_text("".join(lines))
+    return "results.jsonl:2: item_hash"
+
+
+def _bad_config(run: Path) -> str:
+    (run / "run_config.json").write_text("[1, 2]")
+    return "run_config.json"
+
+
+def _no_model(run: Path) -> str:
+    cfg = json.loads((run / "run_config.json").read_text())
+    del cfg["model"]
+    (run / "run_config.json").write_text(json.dumps(cfg))
+    return "run_config.json: model"
+
+
+DAMAGES = {
+    "record without example_id": _drop_key,
+    "record not an object": _not_object,
+    "cut off mid-line": _torn,
+    "no metadata.json": _no_metadata,
+    "duplicate record": _duplicate,
+    "one id, two contents": _two_contents,
+    "run_config not an object": _bad_config,
+    "run_config without model": _no_model,
+}
+
+
+def _one_line(err: str, *needles: str) -> None:
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("evalgate: error:") and "internal error" not in err, err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_baseline_is_refused_in_one_line_before_the_eval(
+    tmp_path: Path, runs: Callable[..., int], capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    where = DAMAGES[damage](_run_dir(tmp_path / "base", "b"))
+    capsys.readouterr()
+    assert runs("head", "--baseline", str(tmp_path / "base")) == 2
+    _one_line(capsys.readouterr().err, where)
+    assert not (tmp_path / "head" / "evals").exists()  # refused before any request
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("side", ["base", "head"])
+def test_compare_refuses_a_damaged_run_on_either_side_in_one_line(
+    tmp_path: Path,
+    runs: Callable[..., int],
+    capsys: pytest.CaptureFixture[str],
+    damage: str,
+    side: str,
+) -> None:
+    """A damaged head run is never left out quietly (it was: a corrupt run_config.json)."""
+    assert runs("head") == 0
+    where = DAMAGES[damage](_run_dir(tmp_path / side, "b"))
+    capsys.readouterr()
+    code = main(["compare", str(tmp_path / "base"), str(tmp_path / "head"),
+                 "--output", str(tmp_path / "cmp")])  # fmt: skip
+    assert code == 2
+    _one_line(capsys.readouterr().err, where)
+
+
+@pytest.mark.parametrize(
+    ("gate", "field"),
+    [({"margin": "abc"}, "gate.margin"), ({"margin": 0.05, "from_the_future": 1}, "gate.from")],
+)
+def test_a_recorded_gate_compare_cannot_read_is_one_line_exit_2(
+    tmp_path: Path,
+    runs: Callable[..., int],
+    capsys: pytest.CaptureFixture[str],
+    gate: dict[str, Any],
+    field: str,
+) -> None:
+    """The baseline's recorded policy, written by another version or edited by hand."""
+    assert runs("head") == 0
+    for bench in "ab":
+        path = _run_dir(tmp_path / "base", bench) / "run_config.json"
+        cfg = json.loads(path.read_text())
+        cfg["gate"] = gate
+        path.write_text(json.dumps(cfg))
+    capsys.readouterr()
+    code = main(["compare", str(tmp_path / "base"), str(tmp_path / "head"),
+                 "--output", str(tmp_path / "cmp")])  # fmt: skip
+    assert code == 2
+    _one_line(capsys.readouterr().err, "run_config.json", field, "--config")
+
+
+def test_compare_fails_a_pr_run_that_lacks_a_gated_benchmark(
+    tmp_path: Path, runs: Callable[..., int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The PR run's folder of benchmark b was deleted: FAIL, named in the scorecard's first lines
+    (it said PASS, never mentioning b)."""
+    import shutil
+
+    assert runs("head") == 0
+    shutil.rmtree(_run_dir(tmp_path / "head", "b").parent)
+    code = main(["compare", str(tmp_path / "base"), str(tmp_path / "head"),
+                 "--output", str(tmp_path / "cmp")])  # fmt: skip
+    verdict = json.loads((tmp_path / "cmp" / "verdict.json").read_text())
+    assert (verdict["status"], code) == ("FAIL", 1)
+    lines = (tmp_path / "cmp" / "scorecard.md").read_text().splitlines()
+    first = next(line for line in lines if line.startswith("- "))  # before a's INCONCLUSIVE
+    assert first.startswith("- m / b") and "not in the PR run" in first, lines[:8]
+
+
+def test_compare_fails_a_pr_run_that_lacks_a_benchmark_the_base_thresholds(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """No baseline run of b either: the base's recorded gate still has a threshold on it."""
+    import shutil
+
+    url = scripted_server(answer_arith).base_url
+    gate = "margin: 0.05, thresholds: {b: {accuracy: 0.5}}"
+    for out in ("base", "head"):
+        assert _local(tmp_path, url, out, gate=gate) == 0
+        shutil.rmtree(_run_dir(tmp_path / out, "b").parent)
+    code = main(["compare", str(tmp_path / "base"), str(tmp_path / "head"),
+                 "--output", str(tmp_path / "cmp")])  # fmt: skip
+    verdict = json.loads((tmp_path / "cmp" / "verdict.json").read_text())
+    assert (verdict["status"], code) == ("FAIL", 1)
+    assert verdict["reasons"][0].startswith("m / b") and "gate.thresholds" in verdict["reasons"][0]
+
+
+def test_a_baseline_that_matches_no_model_and_benchmark_is_refused_before_the_eval(
+    tmp_path: Path, runs: Callable[..., int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert runs("head", "--baseline", str(tmp_path / "base"), model="other") == 2
+    _one_line(capsys.readouterr().err, "--baseline", "m/a", "other/a")
+    assert not (tmp_path / "head" / "evals").exists()
+
+
+def test_runs_lists_a_run_whose_config_is_unreadable_with_the_reason(
+    tmp_path: Path, runs: Callable[..., int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = _run_dir(tmp_path / "base", "b")
+    (bad / "run_config.json").write_text('{"model": ')
+    capsys.readouterr()
+    assert main(["runs", "--output", str(tmp_path / "base")]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert len(lines) == 2
+    (line,) = [line for line in lines if "unreadable" in line]
+    assert line.split()[0] == bad.name and "run_config.json" in line
+
+
+def test_one_loader_owns_the_layout() -> None:
+    """The run directory's file names are spelled in one module: everything else imports them."""
+    package = Path(__file__).resolve().parent.parent / "evalgate"
+    spelled = [
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        for line in p.read_text(encoding="utf-8").splitlines()
+        if ('"run_config.json"' in line or '"results.jsonl"' in line or "evals/*" in line)
+        and p.name != "rundir.py"
+    ]
+    assert spelled == []
+
+
+@pytest.mark.parametrize("gate", [{"margin": "abc"}, {"margin": 0.05, "from_the_future": 1}])
+def test_resume_of_a_run_whose_recorded_gate_cannot_be_read_is_one_line_exit_2(
+    tmp_path: Path,
+    runs: Callable[..., int],
+    capsys: pytest.CaptureFixture[str],
+    gate: dict[str, Any],
+) -> None:
+    run = _run_dir(tmp_path / "base", "a")
+    cfg = json.loads((run / "run_config.json").read_text())
+    cfg["gate"] = gate
+    (run / "run_config.json").write_text(json.dumps(cfg))
+    capsys.readouterr()
+    code = main(["resume", str(run), "--output", str(tmp_path / "base")], environ={"CI": "1"})
+    assert code == 2
+    _one_line(capsys.readouterr().err, "run_config.json", "gate.")
+
+
+@pytest.mark.parametrize("damage", ["cut off mid-line", "duplicate record", "no metadata.json"])
+def test_the_fix_the_error_names_works(
+    tmp_path: Path, runs: Callable[..., int], capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """`evalgate resume RUN`, as the one line says, makes the baseline usable again."""
+    run = _run_dir(tmp_path / "base", "b")
+    DAMAGES[damage](run)
+    capsys.readouterr()
+    assert runs("head", "--baseline", str(tmp_path / "base")) == 2
+    assert f"evalgate resume {run.name}" in capsys.readouterr().err
+    assert main(["resume", run.name, "--output", str(tmp_path / "base")], environ={"CI": "1"}) == 0
+    assert runs("head", "--baseline", str(tmp_path / "base")) == 0
