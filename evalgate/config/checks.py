@@ -25,8 +25,6 @@ __all__ = ["check_data", "check_environment", "check_policy", "produced_metrics"
 
 # Kinds whose rollouts report exactly {"accuracy": reward}; verifiers environments name their own.
 _ACCURACY_KINDS = {"arith", "jsonl", "hf", "agent", "humaneval"}
-# Kinds whose items `validate` reads (hf datasets are fetched at run time).
-_DATA_KINDS = {"arith", "jsonl"}
 # Kinds whose suites `validate` builds as `local` does before serving: agent tasks are read and
 # checked (task files, agent command, variants' files), an inspect task is loaded and its samples
 # listed, HumanEval's problems read and its prompt template rendered. No sandbox is opened:
@@ -239,7 +237,8 @@ def check_data(config: Config, built: dict[str, list[Any]] | None = None) -> lis
         if bench.kind == "verifiers":
             notes.append(_check_verifiers_installed(config, bench))
             continue
-        if bench.kind not in _DATA_KINDS:
+        # The kinds whose items `validate` reads (hf datasets are fetched at run time).
+        if bench.kind != "arith" and bench.kind != "jsonl":
             notes.append(f"{bench.name}: {bench.kind} data are read at run time (not checked)")
             continue
         try:

@@ -6,7 +6,7 @@ import asyncio
 import importlib
 import json
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
@@ -20,6 +20,9 @@ from evalgate.suites._vf_runner import (
     _unique_ids,
 )
 from evalgate.suites.base import Item, Outcome
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import VerifiersBenchmark
 
 __all__ = ["Legacy"]
 
@@ -42,7 +45,7 @@ def _legacy_api() -> types.ModuleType:
 class Legacy:
     """``load_environment(env_id, **env_args)``; one ``run_rollout`` per (item, rollout)."""
 
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: VerifiersBenchmark) -> None:
         self.spec = spec
         try:
             vf = _legacy_api()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate._lazy import load_entry
 from evalgate.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import Benchmark
 
 __all__ = ["SUITES", "Item", "Outcome", "Suite", "SuiteDefaults", "build_suite", "build_suites"]
 
@@ -94,7 +97,7 @@ SUITES: dict[str, str] = {
 }
 
 
-def _suite_class(spec: Any) -> Any:
+def _suite_class(spec: Benchmark) -> Any:
     target = SUITES.get(spec.kind)
     if target is None:
         raise ConfigError(f"benchmark {spec.name!r}: unknown kind {spec.kind!r}")
@@ -103,14 +106,14 @@ def _suite_class(spec: Any) -> Any:
     )
 
 
-def build_suite(spec: Any, sandboxes: Any = None) -> Suite:
+def build_suite(spec: Benchmark, sandboxes: Any = None) -> Suite:
     """The suite for a resolved benchmark config. ``sandboxes`` (:class:`evalgate.sandbox.
     Sandboxes`): the run's backends, for the kinds that execute code; every kind's ``from_spec``
     takes it."""
     return _suite_class(spec).from_spec(spec, sandboxes=sandboxes)
 
 
-def build_suites(spec: Any, sandboxes: Any = None) -> list[Suite]:
+def build_suites(spec: Benchmark, sandboxes: Any = None) -> list[Suite]:
     """One suite per agent variant (named ``{benchmark}.{variant}``, same item ids, so variants
     compare item by item); one suite otherwise. Through the registry, like every kind: this
     module never imports a suite implementation (they import it)."""
@@ -122,7 +125,7 @@ def build_suites(spec: Any, sandboxes: Any = None) -> list[Suite]:
     return suites
 
 
-def _check_size(spec: Any, suite: Suite) -> None:
+def _check_size(spec: Benchmark, suite: Suite) -> None:
     """Every kind takes the first ``num_examples`` items; a promise of more than the benchmark
     has must not shrink silently to what there is (the scorecard would claim the larger n)."""
     from evalgate.suites.datasets import DataError  # it imports this module

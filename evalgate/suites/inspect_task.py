@@ -26,10 +26,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import InspectBenchmark
 
 __all__ = ["InspectSuite", "inspect_python"]
 
@@ -81,7 +84,7 @@ def _folder_like(file: str) -> bool:
     return file.endswith("/") or file.startswith(("/", "./", "../")) or file in (".", "..")
 
 
-def _check_epochs(spec: Any, epochs: int) -> None:
+def _check_epochs(spec: InspectBenchmark, epochs: int) -> None:
     """A task's own epochs are replaced by ``eval.rollouts`` (one rollout per epoch): said, not
     silent, unless the config chose its rollouts."""
     if epochs != spec.eval.rollouts and "rollouts" not in spec.eval.model_fields_set:
@@ -96,7 +99,7 @@ def _check_epochs(spec: Any, epochs: int) -> None:
 class InspectSuite(SuiteDefaults):
     name: str
     items: list[Item]
-    spec: Any
+    spec: InspectBenchmark
     cwd: Path  # the task file's paths are relative to evals.yaml's folder
     log_dir: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="evalgate-inspect-"))
@@ -105,7 +108,7 @@ class InspectSuite(SuiteDefaults):
     _wanted: list[str] | None = None  # sample ids of the next batch (see plan); None: all
 
     @classmethod
-    def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> InspectSuite:
+    def from_spec(cls, spec: InspectBenchmark, *, sandboxes: Any = None) -> InspectSuite:
         # A task file's path is absolute by now (anchored at evals.yaml's folder); inspect runs
         # beside it, so the task's own relative paths (data files) work as under `inspect eval`.
         file = spec.task.partition("@")[0]

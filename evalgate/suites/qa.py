@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.datasets import DataError, load_items
 from evalgate.suites.scorers import Scorer, make_scorer
 from evalgate.suites.templating import TemplateProblem, compile_template, names_used, render
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
 
 __all__ = ["QASuite"]
 
@@ -21,7 +24,9 @@ class QASuite(SuiteDefaults):
     messages: dict[str, list[dict[str, str]]]  # item id → chat messages, rendered up front
 
     @classmethod
-    def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> QASuite:
+    def from_spec(
+        cls, spec: ArithBenchmark | FileBenchmark | HFBenchmark, *, sandboxes: Any = None
+    ) -> QASuite:
         try:
             return cls._from_spec(spec)
         except DataError as exc:
@@ -29,7 +34,7 @@ class QASuite(SuiteDefaults):
             raise
 
     @classmethod
-    def _from_spec(cls, spec: Any) -> QASuite:
+    def _from_spec(cls, spec: ArithBenchmark | FileBenchmark | HFBenchmark) -> QASuite:
         items = load_items(spec)
         wanted = spec.eval.num_examples
         if wanted is not None and wanted > len(items):
@@ -67,9 +72,12 @@ class QASuite(SuiteDefaults):
                     field="prompt_template",
                 ) from None
             if not text.strip():  # an empty question is a data mistake, not a hard item
+                # arith's prompts are generated: no column, only the template to blame.
+                column = getattr(spec, "prompt_field", None)
+                blame = f"column {column!r} is empty, or " if column else ""
                 raise DataError(
                     f"benchmark {spec.name!r}: the prompt is empty for item {item.id!r} "
-                    f"(column {spec.prompt_field!r} is empty, or the template renders nothing)",
+                    f"({blame}the template renders nothing)",
                     field="prompt_template",
                 )
             msgs = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []

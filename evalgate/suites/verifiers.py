@@ -28,13 +28,16 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import evalgate
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import VerifiersBenchmark
 
 __all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "VerifiersSuite", "module_name", "worker_env"]
 
@@ -176,7 +179,7 @@ class VerifiersSuite(SuiteDefaults):
     roles: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> VerifiersSuite:
+    def from_spec(cls, spec: VerifiersBenchmark, *, sandboxes: Any = None) -> VerifiersSuite:
         worker = _Worker(spec.name)
         answer = worker.call(
             {"op": "load", "spec": spec.model_dump(mode="json"), "env_path": spec.env_path}
