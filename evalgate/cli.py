@@ -30,6 +30,7 @@ from evalgate.errors import (
 
 if TYPE_CHECKING:
     from evalgate.config.load import Config
+    from evalgate.suites import Suite
 
 __all__ = ["main"]
 
@@ -392,7 +393,7 @@ def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) 
     from evalgate.config.load import load_config
 
     config = load_config(Path(args.config), overrides)
-    built: dict[str, list[object]] = {}  # suites, reused by the estimate
+    built: dict[str, list[Suite]] = {}  # suites, reused by the estimate
     notes = check_data(config, built)  # datasets and templates, as `local` reads them
     models = ", ".join(f"{m.name} ({m.backend})" for m in config.models)
     print(f"{args.config}: OK", file=out)
@@ -412,7 +413,7 @@ def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) 
     return 0
 
 
-def _print_estimate(config: Config, out: IO[str], built: dict[str, list[object]]) -> None:
+def _print_estimate(config: Config, out: IO[str], built: dict[str, list[Suite]]) -> None:
     """What the run will ask for, against the budget, before anything is spent."""
     from evalgate.run.budget import BudgetMeter, estimate
 

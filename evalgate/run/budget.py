@@ -20,6 +20,7 @@ from evalgate.run.costs import cost_usd
 if TYPE_CHECKING:
     from evalgate.config.load import Config
     from evalgate.config.spec import Benchmark, Model
+    from evalgate.suites import Suite
 
 __all__ = ["SELF_HOSTED", "BudgetMeter", "gpu_count", "model_price"]
 
@@ -177,7 +178,7 @@ def _prompt_chars(suite: Any, item: Any) -> int:
 
 
 def _bench_estimate(
-    bench: Benchmark, built: dict[str, list[Any]]
+    bench: Benchmark, built: dict[str, list[Suite]]
 ) -> tuple[int | None, int | None, bool]:
     """(requests, prompt tokens, agent) for one benchmark; None where it can't be known offline.
     ``built``: suites already built by name (validate's checks built them: reading a large
@@ -203,7 +204,7 @@ def _bench_estimate(
 
 
 def estimate(
-    config: Config, built: dict[str, list[Any]] | None = None
+    config: Config, built: dict[str, list[Suite]] | None = None
 ) -> tuple[list[str], dict[str, float | None]]:
     """Lines describing what a run will ask for before anything is spent, and the totals
     (``tokens`` is an upper bound: prompts + max_tokens per request; ``usd`` None if unknown)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalgate.config.spec import Benchmark, Model
+    from evalgate.config.spec import AgentVariant, Benchmark, Model
 
 __all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "item_hash"]
 
@@ -76,7 +76,7 @@ def fingerprint(
     items: list[Any],
     *,
     chat_template: str | None = None,
-    variant: Any = None,
+    variant: AgentVariant | None = None,
 ) -> dict[str, Any]:
     """The run's fingerprint, saved in run_config.json."""
     model_cfg = model.model_dump(mode="json", exclude={"name"})

@@ -36,12 +36,18 @@ if TYPE_CHECKING:  # a baseline is a compared run; this stage only hands it to s
     from evalgate.compare.paired import LoadedRun
     from evalgate.config.spec import Benchmark, GateSettings, Model
     from evalgate.run.sequential import SequentialResult
+    from evalgate.serve import ModelServer
 
 __all__ = ["RunContext", "evaluate", "failed_run"]
 
 
 def _run_config(
-    config: Config, model: Model, bench: Benchmark, endpoint: Endpoint, suite: Suite, server: Any
+    config: Config,
+    model: Model,
+    bench: Benchmark,
+    endpoint: Endpoint,
+    suite: Suite,
+    server: ModelServer,
 ) -> dict[str, Any]:
     # Which chat template the server applied (vLLM backends resolve one; others: the server's).
     template = server.chat_template.record() if server.chat_template is not None else None
@@ -353,7 +359,7 @@ def _costs(summary: RunSummary, model: Model, records: list[dict[str, Any]]) -> 
 def _run_one(
     ctx: RunContext,
     model: Model,
-    server: Any,
+    server: ModelServer,
     endpoint: Endpoint,
     bench: Benchmark,
     suite: Suite,

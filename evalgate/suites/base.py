@@ -10,7 +10,7 @@ from evalgate._lazy import load_entry
 from evalgate.errors import ConfigError
 
 if TYPE_CHECKING:
-    from evalgate.config.spec import Benchmark
+    from evalgate.config.spec import AgentVariant, Benchmark
 
 __all__ = ["SUITES", "Item", "Outcome", "Suite", "SuiteDefaults", "build_suite", "build_suites"]
 
@@ -45,7 +45,7 @@ class Suite(Protocol):
 
     name: str  # the benchmark's name, as in evals.yaml ("{benchmark}.{variant}" for a variant)
     items: list[Item]  # the items to run, in order (num_examples already applied)
-    variant: Any  # the agent variant (AgentVariant) this suite runs, else None; fingerprinted
+    variant: AgentVariant | None  # the agent variant this suite runs; fingerprinted
 
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         """Run rollout ``index`` of ``item`` against ``client``; raise on infrastructure failure."""
@@ -71,7 +71,7 @@ class SuiteDefaults:
     """What most suites share: no variant, no artifacts, no sandbox limits left unenforced.
     Suites inherit it and override."""
 
-    variant: Any = None
+    variant: AgentVariant | None = None
 
     @property
     def unenforced_limits(self) -> list[str]:

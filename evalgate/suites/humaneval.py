@@ -46,6 +46,7 @@ from evalgate.suites.templating import TemplateProblem, compile_template, render
 
 if TYPE_CHECKING:
     from evalgate.config.spec import HumanEvalBenchmark
+    from evalgate.sandbox import Sandboxes
 
 __all__ = [
     "HumanEvalSuite",
@@ -171,7 +172,9 @@ class HumanEvalSuite(SuiteDefaults):
         return self.backend.unenforced(self.sandbox)
 
     @classmethod
-    def from_spec(cls, spec: HumanEvalBenchmark, *, sandboxes: Any = None) -> HumanEvalSuite:
+    def from_spec(
+        cls, spec: HumanEvalBenchmark, *, sandboxes: Sandboxes | None = None
+    ) -> HumanEvalSuite:
         problems = load_problems()
         if spec.eval.num_examples is not None:
             problems = problems[: spec.eval.num_examples]

@@ -33,6 +33,7 @@ from evalgate.suites.base import Item, Outcome, SuiteDefaults
 
 if TYPE_CHECKING:
     from evalgate.config.spec import InspectBenchmark
+    from evalgate.sandbox import Sandboxes
 
 __all__ = ["InspectSuite", "inspect_python"]
 
@@ -108,7 +109,9 @@ class InspectSuite(SuiteDefaults):
     _wanted: list[str] | None = None  # sample ids of the next batch (see plan); None: all
 
     @classmethod
-    def from_spec(cls, spec: InspectBenchmark, *, sandboxes: Any = None) -> InspectSuite:
+    def from_spec(
+        cls, spec: InspectBenchmark, *, sandboxes: Sandboxes | None = None
+    ) -> InspectSuite:
         # A task file's path is absolute by now (anchored at evals.yaml's folder); inspect runs
         # beside it, so the task's own relative paths (data files) work as under `inspect eval`.
         file = spec.task.partition("@")[0]

@@ -12,6 +12,7 @@ from evalgate.suites.templating import TemplateProblem, compile_template, names_
 
 if TYPE_CHECKING:
     from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
+    from evalgate.sandbox import Sandboxes
 
 __all__ = ["QASuite"]
 
@@ -25,7 +26,10 @@ class QASuite(SuiteDefaults):
 
     @classmethod
     def from_spec(
-        cls, spec: ArithBenchmark | FileBenchmark | HFBenchmark, *, sandboxes: Any = None
+        cls,
+        spec: ArithBenchmark | FileBenchmark | HFBenchmark,
+        *,
+        sandboxes: Sandboxes | None = None,
     ) -> QASuite:
         try:
             return cls._from_spec(spec)

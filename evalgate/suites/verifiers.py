@@ -38,6 +38,7 @@ from evalgate.suites.base import Item, Outcome, SuiteDefaults
 
 if TYPE_CHECKING:
     from evalgate.config.spec import VerifiersBenchmark
+    from evalgate.sandbox import Sandboxes
 
 __all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "VerifiersSuite", "module_name", "worker_env"]
 
@@ -179,7 +180,9 @@ class VerifiersSuite(SuiteDefaults):
     roles: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def from_spec(cls, spec: VerifiersBenchmark, *, sandboxes: Any = None) -> VerifiersSuite:
+    def from_spec(
+        cls, spec: VerifiersBenchmark, *, sandboxes: Sandboxes | None = None
+    ) -> VerifiersSuite:
         worker = _Worker(spec.name)
         answer = worker.call(
             {"op": "load", "spec": spec.model_dump(mode="json"), "env_path": spec.env_path}

@@ -106,7 +106,7 @@ class AgentSuite(SuiteDefaults):
     backend: SandboxBackend
     sandbox: SandboxConfig
     network: str  # what the agent's sandbox may reach: "none" or "model-only"
-    variant: Any = None  # the AgentVariant this suite runs, if any
+    variant: AgentVariant | None = None  # the variant this suite runs, if any
 
     @property
     def unenforced_limits(self) -> list[str]:
@@ -124,7 +124,7 @@ class AgentSuite(SuiteDefaults):
         spec: AgentBenchmark,
         variant: AgentVariant | str | None = None,
         *,
-        sandboxes: Any = None,
+        sandboxes: Sandboxes | None = None,
     ) -> AgentSuite:
         """The suite for ``spec``; ``variant`` is an ``AgentVariant``, a variant name, or None."""
         variant = _variant(spec, variant)
@@ -204,7 +204,9 @@ class AgentSuite(SuiteDefaults):
         )
 
     @classmethod
-    def for_variants(cls, spec: AgentBenchmark, *, sandboxes: Any = None) -> list[AgentSuite]:
+    def for_variants(
+        cls, spec: AgentBenchmark, *, sandboxes: Sandboxes | None = None
+    ) -> list[AgentSuite]:
         """One suite per variant (side by side), or the one suite when there are none."""
         sandboxes = sandboxes or Sandboxes()  # one backend for every variant
         return [cls.from_spec(spec, v, sandboxes=sandboxes) for v in spec.variants] or [
