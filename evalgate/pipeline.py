@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # comparing, gating and reporting load when a run gets there 
     from evalgate.run.sequential import SequentialResult
     from evalgate.run.summary import RunSummary
     from evalgate.sandbox import SandboxBackend
+    from evalgate.serve.registry import ServerFactory
 
 __all__ = ["check_baselines", "gate_runs", "load_baselines", "resume", "run", "write_report"]
 
@@ -151,7 +152,7 @@ def run(
     output_root: Path,
     environ: dict[str, str],
     progress: Progress,
-    server_factory: Callable[..., Any] = open_server,
+    server_factory: ServerFactory = open_server,
     log: Callable[[str], None] = print,
     baselines: dict[tuple[str, str], LoadedRun] | None = None,
     cache_dir: Path | None = None,
@@ -184,7 +185,7 @@ def _sandboxes(factory: Callable[[str], SandboxBackend]) -> Iterator[Sandboxes]:
 
 
 def _run_suites(config: Config, suites: list[tuple[Benchmark, Suite]], output_root: Path,
-                environ: dict[str, str], progress: Progress, server_factory: Callable[..., Any],
+                environ: dict[str, str], progress: Progress, server_factory: ServerFactory,
                 log: Callable[[str], None], baselines: dict[tuple[str, str], LoadedRun] | None,
                 cache_dir: Path | None, run_id: str) -> Verdict:  # fmt: skip
     ctx = RunContext(
@@ -267,7 +268,7 @@ def resume(
     output_root: Path,
     environ: dict[str, str],
     progress: Progress,
-    server_factory: Callable[..., Any] = open_server,
+    server_factory: ServerFactory = open_server,
     log: Callable[[str], None] = print,
     cache_dir: Path | None = None,
     retry_errors: bool = False,
@@ -343,7 +344,7 @@ def _recorded_baselines(
 
 def _resume_runs(config: Config, saved: list[tuple[RunDir, dict[str, Any]]], run_id: str,
                  sandboxes: Sandboxes, output_root: Path, environ: dict[str, str],
-                 progress: Progress, server_factory: Callable[..., Any],
+                 progress: Progress, server_factory: ServerFactory,
                  log: Callable[[str], None], cache_dir: Path | None,
                  retry_errors: bool) -> Verdict:  # fmt: skip
     suites = []

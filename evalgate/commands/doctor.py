@@ -33,6 +33,7 @@ from evalgate.serve.llama_cpp import INSTALL_COMMAND
 if TYPE_CHECKING:
     from evalgate.config.load import Config
     from evalgate.config.spec import LiteLLMModel, ModalVLLMModel, Model
+    from evalgate.serve.registry import ServerFactory
 
 __all__ = ["PHASES", "Check", "DoctorReport", "run_doctor"]
 
@@ -352,9 +353,7 @@ def _credentials(doc: _Doctor, config: Config) -> None:
             doc.add("credentials", label, "skip", "needs no credentials")
 
 
-def _open(
-    doc: _Doctor, config: Config, model: Model, factory: Callable[..., Any], logs: Path
-) -> Any:
+def _open(doc: _Doctor, config: Config, model: Model, factory: ServerFactory, logs: Path) -> Any:
     # The same context a run gives its servers, so a template fallback resolves the same way.
     ctx = ServeContext(
         log_dir=logs,
@@ -362,7 +361,7 @@ def _open(
         config_dir=config.path.parent,
         benchmarks=tuple(b.name for b in config.benchmarks),
     )
-    server = factory(model, ctx)
+    server: Any = factory(model, ctx)  # the vLLM servers have two more fields, set below
     # vLLM-backed servers resolve the chat template from the config's folder and benchmarks.
     if hasattr(server, "config_dir"):
         server.config_dir = Path(config.path).parent
@@ -374,7 +373,7 @@ def _deploy(
     doc: _Doctor,
     config: Config,
     stack: contextlib.ExitStack,
-    factory: Callable[..., Any],
+    factory: ServerFactory,
     logs: Path,
 ) -> dict[str, Any]:
     endpoints: dict[str, Any] = {}
@@ -539,7 +538,7 @@ def run_doctor(
     deploy: bool = True,
     eval_items: int = 2,
     log_dir: Path | None = None,
-    server_factory: Callable[..., Any] | None = None,
+    server_factory: ServerFactory | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> DoctorReport:
     """Run every phase against ``config_path``; never raises for a failed check."""

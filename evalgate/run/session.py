@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # a baseline is a compared run; this stage only hands it to s
     from evalgate.config.spec import Benchmark, GateSettings, Model
     from evalgate.run.sequential import SequentialResult
     from evalgate.serve import ModelServer
+    from evalgate.serve.registry import ServerFactory
 
 __all__ = ["RunContext", "evaluate", "failed_run"]
 
@@ -227,7 +228,7 @@ class RunContext:
     output_root: Path
     environ: dict[str, str]
     progress: Progress
-    server_factory: Callable[..., Any]
+    server_factory: ServerFactory
     log: Callable[[str], None]
     baselines: dict[tuple[str, str], LoadedRun]
     cache: ResponseCache | None = None

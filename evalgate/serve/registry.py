@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 from evalgate._lazy import load_entry
 from evalgate.errors import ConfigError
@@ -11,7 +12,10 @@ from evalgate.serve.base import ModelServer, ServeContext
 if TYPE_CHECKING:
     from evalgate.config.spec import Model
 
-__all__ = ["BACKENDS", "open_server"]
+__all__ = ["BACKENDS", "ServerFactory", "open_server"]
+
+# What opens a model's server: open_server, or a test's stand-in with the same signature.
+ServerFactory: TypeAlias = "Callable[[Model, ServeContext], ModelServer]"
 
 BACKENDS: dict[str, str] = {
     "local": "evalgate.serve.llama_cpp:LlamaCppServer",
