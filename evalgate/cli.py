@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import io
 import json
 import logging
@@ -352,9 +353,10 @@ def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _print_scorecard(output: Path, out: IO[str]) -> None:
+    from evalgate.report.terminal import print_scorecard  # rendered only on a terminal
     from evalgate.run.rundir import SCORECARD
 
-    print((output / SCORECARD).read_text(encoding="utf-8"), file=out)
+    print_scorecard((output / SCORECARD).read_text(encoding="utf-8"), out)
 
 
 def _print_verdict(verdict: Any, output: Path) -> None:
@@ -553,6 +555,9 @@ class _PipeSafe(io.TextIOBase):
         with contextlib.suppress(OSError, ValueError):  # later flushes (at exit) go nowhere
             os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
 
+    def isatty(self) -> bool:  # a terminal gets the scorecard rendered (report.terminal)
+        return not self._broken and self._stream.isatty()
+
     def write(self, text: str) -> int:
         if not self._broken:
             try:
@@ -583,23 +588,53 @@ def main(
         if extra and not takes_overrides:
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
         long_running = args.command in ("local", "resume", "action", "doctor", "deploy")
-        previous = signal.signal(signal.SIGTERM, _Terminate()) if long_running else None
+        handler = _Terminate()
+        previous = (
+            {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+            if long_running
+            else {}
+        )
         try:
             return _dispatch(args, overrides, environ, out)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            for sig, before in previous.items():
+                # Once interrupted, this process is on its way out with 130: a runner's
+                # follow-up signal must not kill it by signal (-15, -2) on the last stretch.
+                signal.signal(sig, signal.SIG_IGN if handler.fired else before)
     except EvalgateError as exc:
-        print(f"evalgate: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines() or [""]:  # one line per mistake (validate finds all)
+            print(f"evalgate: error: {line}", file=sys.stderr)
         return int(exc.exit_code)
+    except OSError as exc:
+        if exc.errno not in _ENVIRONMENT_ERRNOS:
+            return _crashed(exc, args, environ)
+        # The machine, not evalgate: a full disk, a read-only or unwritable output folder.
+        where = f" {exc.filename}" if exc.filename else ""
+        print(
+            f"evalgate: error: cannot write{where}: {exc.strerror or exc} (free space, or give "
+            "a writable --output); results written so far are kept",
+            file=sys.stderr,
+        )
+        return int(ExitCode.INFRA)
     except KeyboardInterrupt:
         print("evalgate: interrupted; results written so far are kept", file=sys.stderr)
         return 130
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if isinstance(exc.code, int) else int(ExitCode.CONFIG)
     except Exception as exc:  # a bug: never let it read as a verdict (exit 1) or a traceback
-        output = getattr(args, "output", None)
-        folder = Path(output) if isinstance(output, str) and output else None
-        line = crash_report(exc, folder, secrets=secret_values(environ))
-        print(f"evalgate: {line}", file=sys.stderr)
-        return int(ExitCode.INTERNAL)
+        return _crashed(exc, args, environ)
+
+
+# errno values that say the environment failed a write, not evalgate: exit 3, no crash log.
+_ENVIRONMENT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG, errno.EIO}
+)
+
+
+def _crashed(exc: BaseException, args: argparse.Namespace | None, environ: dict[str, str]) -> int:
+    """A bug: one line, the traceback in crash.log under this command's output folder only."""
+    output = getattr(args, "output", None)
+    folder = Path(output) if isinstance(output, str) and output else None
+    line = crash_report(exc, folder, secrets=secret_values(environ))
+    print(f"evalgate: {line}", file=sys.stderr)
+    return int(ExitCode.INTERNAL)

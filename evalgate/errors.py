@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import datetime
 import enum
+import os
 import re
-import tempfile
+import sys
 import traceback
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -83,21 +84,30 @@ def crash_report(exc: BaseException, directory: Path | None, *, secrets: Iterabl
     text = redact("".join(traceback.format_exception(exc)))
     stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     entry = f"--- evalgate {stamp} ---\n{text}\n"
-    where = "nowhere (no writable directory)"
-    for folder in (directory, Path(tempfile.gettempdir())):
-        if folder is None:
-            continue
+    # Only under the command's own output folder: a shared temp file would mix users' and
+    # runs' tracebacks (and be readable by every local user). Without one, it is printed.
+    where = None
+    if directory is not None:
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            log = folder / "crash.log"
+            directory.mkdir(parents=True, exist_ok=True)
+            log = directory / "crash.log"
             with open(log, "a", encoding="utf-8") as fh:
                 fh.write(entry)
             where = str(log)
-            break
         except OSError:
-            continue
+            pass
     # The line goes to stderr and, in the Action, into the PR comment: redacted as well.
     head = redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[:300]
+    if where is None:
+        if os.environ.get("EVALGATE_TRACEBACK"):
+            sys.stderr.write(entry)
+            kept = "is above"
+        else:
+            kept = "was not kept (no output folder): rerun with EVALGATE_TRACEBACK=1 to see it"
+        return (
+            f"internal error ({head}); this is a bug in evalgate, not a verdict. The traceback "
+            f"{kept}; please report it"
+        )
     return (
         f"internal error ({head}); this is a bug in evalgate, not a verdict. The traceback is "
         f"in {where}: please report it"

@@ -75,6 +75,30 @@ class Verdict:
         }[self.status]
 
 
+def _reasons(checks: list[Check]) -> tuple[str, ...]:
+    """One line per FAIL/ERROR/INCONCLUSIVE check; a run-level ERROR that several benchmarks of
+    one model share (the server died, the endpoint stopped answering) is said once, naming them
+    all: one cause, one line."""
+    lines: dict[tuple[str, ...], list[str]] = {}
+    for c in checks:
+        if c.status not in ("FAIL", "ERROR", "INCONCLUSIVE"):
+            continue
+        if c.status == "ERROR" and c.metric == "-":
+            lines.setdefault(("shared", c.model, c.reason), []).append(c.benchmark)
+        else:
+            lines[("own", str(len(lines)))] = [
+                f"{c.model} / {c.benchmark} / {c.metric}: {c.reason}"
+            ]
+    out = []
+    for key, value in lines.items():
+        if key[0] == "shared":
+            _, model, reason = key
+            out.append(f"{model} / {', '.join(value)} / -: {reason}")
+        else:
+            out.extend(value)
+    return tuple(out)
+
+
 def _run_checks(run: RunSummary, gate: GateSettings, max_error_rate: float) -> list[Check]:
     if run.infra_error is not None:
         return [Check(run.model, run.benchmark, "-", "errors", "ERROR", run.infra_error)]
@@ -224,7 +248,7 @@ def decide(
     # at 20), before any INCONCLUSIVE of other benchmarks.
     shown = [c for c in checks if c.status in ("FAIL", "ERROR", "INCONCLUSIVE")]
     shown.sort(key=lambda c: _SEVERITY.index(c.status))
-    reasons = tuple(f"{c.model} / {c.benchmark} / {c.metric}: {c.reason}" for c in shown)
+    reasons = _reasons(shown)
     if status == "PASS" and not any(c.kind in ("threshold", "baseline") for c in checks):
         # Scores with nothing to hold them to are not a PASS: say so, exit 0.
         status = "UNGATED"

@@ -18,6 +18,7 @@ from evalgate.config.spec import EvalSettings
 from evalgate.errors import UsageError
 from evalgate.run.budget import BudgetMeter
 from evalgate.run.fingerprint import dataset_hash
+from evalgate.run.lock import lock_run, unlock_run
 from evalgate.run.progress import Progress
 from evalgate.run.rundir import (
     JUNIT,
@@ -285,6 +286,32 @@ def resume(
     ``budget``: caps replacing the run's recorded ones, field by field (``--budget.tokens=N``).
     """
     dirs = find_run_dirs(output_root, run)
+    try:
+        for path in dirs:  # before anything starts: a second resume of one run is refused
+            lock_run(path)
+        return _resume_locked(run, dirs, output_root=output_root, environ=environ,
+                              progress=progress, server_factory=server_factory, log=log,
+                              cache_dir=cache_dir, retry_errors=retry_errors, budget=budget,
+                              sandbox_factory=sandbox_factory)  # fmt: skip
+    finally:
+        for path in dirs:
+            unlock_run(path)
+
+
+def _resume_locked(
+    run: str,
+    dirs: list[Path],
+    *,
+    output_root: Path,
+    environ: dict[str, str],
+    progress: Progress,
+    server_factory: Callable[..., Any],
+    log: Callable[[str], None],
+    cache_dir: Path | None,
+    retry_errors: bool,
+    budget: dict[str, Any] | None,
+    sandbox_factory: Callable[[str], SandboxBackend],
+) -> Verdict:
     saved = [(RunDir(p), _saved_config(p)) for p in dirs]
     first = saved[0][1]
     try:

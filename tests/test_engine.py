@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from evalgate.errors import InfraError
 from evalgate.run.engine import _item_hash, run_suite
 from evalgate.run.fingerprint import item_hash
 from evalgate.run.journal import RECORD_KEYS
@@ -225,5 +226,5 @@ def test_a_journal_that_cannot_be_written_fails_the_run(flush_interval_s: float)
         gate.set()
         await task
 
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(InfraError, match="No space left"):  # exit 3: the machine, not a bug
         asyncio.run(go())

@@ -112,6 +112,8 @@ def _check_against_log(
         rec = records.get((prompt, seed - SAMPLING.seed)) or records.get(prompt)
         assert rec is not None and rec["rollout"] == seed - SAMPLING.seed
         status, value = expected_outcome(actions, max_retries)
+        if status == "ok" and value == "":  # an answer without text: the empty_reply error
+            status, value = "error", "empty_reply"
         if status == "ok":
             assert rec["error"] is None, (actions, rec["error"])
             assert rec["completion"] == value

@@ -190,6 +190,7 @@ def test_quickstart_passes_against_its_baseline_and_fails_a_regression(
     verdict = json.loads((out / "pr" / "verdict.json").read_text())
     assert verdict["status"] == "PASS"
     assert {c["kind"] for c in verdict["checks"] if c["status"] == "PASS"} >= {"baseline"}
-    regressed = ["--benchmarks.arith.prompt_template=Answer with a number."]
+    # The question left out (a template that reads no field at all is refused up front).
+    regressed = ["--benchmarks.arith.prompt_template=Answer with a number (item {{ id }})."]
     assert local("--output", str(out / "reg"), "--baseline", str(out), *regressed) == 1
     assert "smollm2 / arith / accuracy: Δ -1.000" in (out / "reg" / "scorecard.md").read_text()

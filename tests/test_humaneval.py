@@ -84,7 +84,8 @@ def test_extract_code_and_build_program() -> None:
 
 def test_every_canonical_solution_passes_and_empty_completions_fail(scripted_server) -> None:
     canonical = scripted_server(lambda body, n: _problem_of(body)["canonical_solution"])
-    empty = scripted_server(lambda body, n: "")
+    # A body that does nothing (an empty reply is the error kind empty_reply, not a 0).
+    empty = scripted_server(lambda body, n: "    pass\n")
     suite = build_suite(_spec())
     assert len(suite.items) == 164
     t0 = time.perf_counter()

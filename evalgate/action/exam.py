@@ -69,18 +69,41 @@ def materialise(workdir: Path, sha: str, into: Path) -> None:
 
     A symlink that leads out of the tree is not written: the exam never reads outside it."""
 
-    def inside(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-        try:
-            return tarfile.data_filter(member, dest)
-        except tarfile.FilterError:
-            return None
-
     # On disk, not in memory: a repository can be large.
     with tempfile.TemporaryDirectory(prefix="evalgate-archive-") as tmp:
         archive = Path(tmp) / "base.tar"
         gitops.git(workdir, "archive", "--format=tar", f"--output={archive}", sha, timeout=600)
         with tarfile.open(archive) as tar:
-            tar.extractall(into, filter=inside)
+            # members=, not filter=: the Action image's Python (3.11.2) predates filter=.
+            tar.extractall(into, members=list(_inside(tar, str(into))))
+
+
+def _inside(tar: tarfile.TarFile, dest: str) -> Iterator[tarfile.TarInfo]:
+    """The members that stay inside ``dest``: tarfile's own ``data_filter`` where this Python
+    has it (3.11.4+), else the same rules for what ``git archive`` writes (files, folders,
+    links): no absolute or ``..`` names, no link whose target leaves the tree."""
+    root = os.path.realpath(dest)
+    for member in tar.getmembers():
+        data_filter = getattr(tarfile, "data_filter", None)
+        if data_filter is not None:
+            try:
+                kept = data_filter(member, dest)
+            except tarfile.FilterError:
+                continue
+            yield kept
+            continue
+        if not (member.isfile() or member.isdir() or member.issym()):
+            continue
+        path = os.path.realpath(os.path.join(root, member.name))
+        if os.path.isabs(member.name) or os.path.commonpath([root, path]) != root:
+            continue
+        if member.issym():
+            target = os.path.normpath(
+                os.path.join(os.path.dirname(os.path.join(root, member.name)), member.linkname)
+            )
+            if os.path.isabs(member.linkname) or os.path.commonpath([root, target]) != root:
+                continue
+        yield member
 
 
 def merge(base: Config, pr: Config) -> Config:

@@ -216,38 +216,51 @@ def _check_chat_templates(config: Config) -> None:
 def check_data(config: Config, built: dict[str, list[Any]] | None = None) -> list[str]:
     """Read every dataset and render every template; one line per benchmark for the plan.
 
-    Raises the first problem as a ConfigError prefixed with the evals.yaml line of the field.
+    Raises a ConfigError with each benchmark's problem on its own line, prefixed with the
+    evals.yaml line of the field.
     ``built`` receives the suites built, by benchmark name (the estimate reuses them).
     """
     built = {} if built is None else built
+    notes: list[str] = []
+    problems: list[str] = []  # every benchmark's first problem, said together at the end
+    _check_chat_templates(config)
+    for bench in config.benchmarks:
+        try:
+            _check_one(config, bench, built, notes)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return notes
+
+
+def _check_one(
+    config: Config, bench: Benchmark, built: dict[str, list[Any]], notes: list[str]
+) -> None:
     from evalgate.suites.datasets import DataError
     from evalgate.suites.qa import QASuite
 
-    notes = []
-    _check_chat_templates(config)
-    for bench in config.benchmarks:
-        if bench.kind == "agent" and not Path(bench.tasks).exists():
-            raise ConfigError(
-                f"{config.locate(bench.name, 'tasks')}: {bench.tasks}: no such task directory "
-                "or file (relative paths start at the evals.yaml)"
-            )
-        if bench.kind in _BUILT_KINDS:
-            notes.append(_check_built(config, bench, built))
-            continue
-        if bench.kind == "verifiers":
-            notes.append(_check_verifiers_installed(config, bench))
-            continue
-        # The kinds whose items `validate` reads (hf datasets are fetched at run time).
-        if bench.kind != "arith" and bench.kind != "jsonl":
-            notes.append(f"{bench.name}: {bench.kind} data are read at run time (not checked)")
-            continue
-        try:
-            suite = QASuite.from_spec(bench)
-        except DataError as exc:
-            raise ConfigError(f"{config.locate(bench.name, exc.field)}: {exc}") from None
-        built[bench.name] = [suite]
-        notes.append(f"{bench.name}: {len(suite.items)} items read, prompt template rendered")
-    return notes
+    if bench.kind == "agent" and not Path(bench.tasks).exists():
+        raise ConfigError(
+            f"{config.locate(bench.name, 'tasks')}: {bench.tasks}: no such task directory "
+            "or file (relative paths start at the evals.yaml)"
+        )
+    if bench.kind in _BUILT_KINDS:
+        notes.append(_check_built(config, bench, built))
+        return
+    if bench.kind == "verifiers":
+        notes.append(_check_verifiers_installed(config, bench))
+        return
+    # The kinds whose items `validate` reads (hf datasets are fetched at run time).
+    if bench.kind != "arith" and bench.kind != "jsonl":
+        notes.append(f"{bench.name}: {bench.kind} data are read at run time (not checked)")
+        return
+    try:
+        suite = QASuite.from_spec(bench)
+    except DataError as exc:
+        raise ConfigError(f"{config.locate(bench.name, exc.field)}: {exc}") from None
+    built[bench.name] = [suite]
+    notes.append(f"{bench.name}: {len(suite.items)} items read, prompt template rendered")
 
 
 def check_environment(config: Config, environ: Any) -> list[str]:

@@ -227,10 +227,29 @@ def _kind_type(data: Any) -> Any:
 
 
 def _raise_validation(exc: ValidationError, data: Any, origin: dict, root: Any) -> NoReturn:
-    """Translate pydantic's most telling error into ``file:line: field: message``."""
+    """Translate pydantic's errors into ``file:line: field: message`` lines, one per field."""
+    raise ConfigError("\n".join(_validation_messages(exc, data, origin, root))) from None
+
+
+def _validation_messages(exc: ValidationError, data: Any, origin: dict, root: Any) -> list[str]:
+    """One line per field in error (a union's members each complain about the same field: the
+    first complaint is kept). An unknown key first: `benchmark:` for `benchmarks:` is a typo,
+    not a missing field, and the rest may follow from it."""
     errors = exc.errors(include_url=False)
-    # An unknown key first: `benchmark:` for `benchmarks:` is a typo, not a missing field.
-    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    errors = sorted(errors, key=lambda e: e["type"] != "extra_forbidden")
+    lines: dict[Path_, str] = {}
+    typo_at: set[Path_] = set()  # mappings with an unknown key: a missing field there is its twin
+    for err in errors:
+        tpath, msg = _one_error(err, data, root)
+        if err["type"] == "extra_forbidden":
+            typo_at.add(tpath[:-1])
+        elif err["type"] == "missing" and tpath[:-1] in typo_at:
+            continue
+        lines.setdefault(tpath, f"{_locate(origin, tpath)}: {msg}")
+    return list(lines.values())
+
+
+def _one_error(err: Any, data: Any, root: Any) -> tuple[Path_, str]:
     # pydantic puts union tags ('local', 'arith', 'str') in loc; keep only the parts that are
     # keys of the data, so the field path reads like the file.
     path: list[str | int] = []
@@ -253,8 +272,7 @@ def _raise_validation(exc: ValidationError, data: Any, origin: dict, root: Any) 
             path.append(tag)
             node = node.get(tag)
     tpath = tuple(path)
-    msg = _message(err, node, root, tpath, data)
-    raise ConfigError(f"{_locate(origin, tpath)}: {msg}") from None
+    return tpath, _message(err, node, root, tpath, data)
 
 
 def _locate(origin: dict[Path_, Layer], tpath: Path_) -> str:
@@ -404,7 +422,10 @@ def load_config(
     try:
         evals = EvalsFile.model_validate(top)
     except ValidationError as exc:
-        _raise_validation(exc, top, top_origin, EvalsFile)
+        # Every mistake, not the first: the benchmarks are checked too, each on its own lines.
+        problems = _validation_messages(exc, top, top_origin, EvalsFile)
+        _more_problems(problems, doc, top, cli, (path.parent / "benchmarks", *search_dirs))
+        raise ConfigError("\n".join(problems)) from None
 
     names = [m.name for m in evals.models]
     if len(set(names)) != len(names):
@@ -420,10 +441,17 @@ def load_config(
     dirs = (path.parent / "benchmarks", *search_dirs)
     resolved: list[Any] = []
     where: dict[str, str] = {}
+    problems = []
     for index, entry in enumerate(top["benchmarks"]):
-        bench, located = _resolve_benchmark(doc, index, entry, top, cli, dirs)
+        try:
+            bench, located = _resolve_benchmark(doc, index, entry, top, cli, dirs)
+        except ConfigError as exc:
+            _add_problems(problems, str(exc))
+            continue
         resolved.append(bench)
         where.update({f"{bench.name}:{k}": v for k, v in located.items()})
+    if problems:
+        raise ConfigError("\n".join(problems))
     seen = [b.name for b in resolved]
     for index, name in enumerate(seen):
         if seen.index(name) != index:
@@ -454,6 +482,40 @@ def load_config(
     )
     check_policy(config, doc.where)
     return config
+
+
+_WHERE = re.compile(r"^(.*?:\d+):")
+
+
+def _add_problems(problems: list[str], text: str) -> None:
+    """Add each line of ``text`` not already said at the same ``file:line`` (a global `eval:`
+    mistake is also every benchmark's)."""
+    seen = {m.group(1) for p in problems if (m := _WHERE.match(p))}
+    for line in text.splitlines():
+        where = _WHERE.match(line)
+        if line not in problems and (where is None or where.group(1) not in seen):
+            problems.append(line)
+
+
+def _more_problems(
+    problems: list[str], doc: Layer, top: dict, cli: Overrides, dirs: tuple[Path, ...]
+) -> None:
+    """The benchmarks' own mistakes, when the file as a whole did not validate: each entry that
+    has a name is resolved and checked as it would be (one that has none is already named)."""
+    entries = top.get("benchmarks")
+    if not isinstance(entries, list):
+        return
+    for index, entry in enumerate(entries):
+        named = isinstance(entry, str) or (isinstance(entry, dict) and isinstance(
+            entry.get("name"), str))  # fmt: skip
+        if not named:
+            continue
+        try:
+            _resolve_benchmark(doc, index, entry, top, cli, dirs)
+        except ConfigError as exc:
+            _add_problems(problems, str(exc))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue  # a shape the file-level errors above already describe
 
 
 def _entry_names(data: dict) -> dict[str, set[str]]:

@@ -18,12 +18,16 @@ pairs never started are left for ``evalgate resume``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import os
 import time
 from collections.abc import Callable, Collection, Iterator
 from typing import IO, Any
 
 from evalgate.errors import InfraError
+from evalgate.run.rollouts import RolloutTable
+from evalgate.serve.breaker import EndpointDown
 from evalgate.serve.client import RequestFailed, dumps
 from evalgate.suites.base import Item, Outcome, Suite
 
@@ -45,7 +49,7 @@ class _Journal:
         self.interval_s = interval_s
         self.lines: list[str] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._error: OSError | None = None  # a failed timed flush, raised at the next add
+        self._error: InfraError | None = None  # a failed timed flush, raised at the next add
 
     def add(self, rec: dict[str, Any]) -> None:
         if self._error is not None:
@@ -62,7 +66,7 @@ class _Journal:
         self._timer = None
         try:
             self.flush()
-        except OSError as exc:
+        except InfraError as exc:
             self._error = exc
 
     def flush(self) -> None:
@@ -70,9 +74,36 @@ class _Journal:
             self._timer.cancel()
             self._timer = None
         if self.lines:
-            self.fh.write("\n".join(self.lines) + "\n")
-            self.fh.flush()
+            try:
+                _append(self.fh, ("\n".join(self.lines) + "\n").encode("utf-8"))
+            except OSError as exc:  # disk full, quota, file too large, folder gone read-only
+                name = getattr(self.fh, "name", "the journal")
+                raise InfraError(
+                    f"cannot write {name}: {exc.strerror or exc}; the journal keeps every "
+                    "complete line (free space, then `evalgate resume`)"
+                ) from exc
             self.lines.clear()  # only once written: a failed write keeps them for the next try
+
+
+def _append(fh: IO[str], data: bytes) -> None:
+    """Append whole lines or nothing: a write that fails halfway (ENOSPC after some bytes) is
+    cut back, so the journal never holds a torn line that a later batch would follow."""
+    try:
+        fd = fh.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's StringIO)
+        fh.write(data.decode("utf-8"))
+        fh.flush()
+        return
+    fh.flush()  # nothing of ours is buffered there, but keep the two views in step
+    start = os.lseek(fd, 0, os.SEEK_END)
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise
 
 
 def _record(
@@ -124,6 +155,7 @@ async def run_suite(
     flush_every: int = 256,
     flush_interval_s: float = 0.5,
     budget: Any = None,
+    slim: bool = False,
 ) -> list[dict[str, Any]]:
     """Run every (item, rollout) pair not in ``skip``; records in (item order, rollout) order.
 
@@ -133,16 +165,30 @@ async def run_suite(
     when lines are flushed). ``on_result``: called with each record as it finishes.
     ``budget``: a :class:`evalgate.run.budget.BudgetMeter`; rollouts stop starting once it is
     exhausted, and the returned records are then a prefix of the work, not all of it.
+    ``slim``: return a :class:`~evalgate.run.rollouts.RolloutTable` (what summaries read of each
+    record, in finishing order; the journal has it all), so memory does not grow with prompts
+    and completions.
     """
     items = suite.items
     order = {item.id: i for i, item in enumerate(items)}
     skip = skip if isinstance(skip, set | frozenset) else set(skip)
-    pairs = [(it, r) for it in items for r in range(rollouts) if (it.id, r) not in skip]
     plan = getattr(suite, "plan", None)
-    if plan is not None:
+    work: Iterator[tuple[Item, int]]
+    if plan is not None:  # the suite sees the whole plan first (a list)
+        pairs = [(it, r) for it in items for r in range(rollouts) if (it.id, r) not in skip]
         plan(pairs)
-    work: Iterator[tuple[Item, int]] = iter(pairs)
-    results: list[dict[str, Any]] = []
+        n_pairs, work = len(pairs), iter(pairs)
+    else:  # generated as workers take them: no list of a million pairs
+        n_pairs = (
+            len(items) * rollouts
+            - sum(1 for it in items for r in range(rollouts) if (it.id, r) in skip)
+            if skip
+            else len(items) * rollouts
+        )
+        work = ((it, r) for it in items for r in range(rollouts) if (it.id, r) not in skip)
+    # With ``slim``, columns of what summaries read (evalgate.run.rollouts): the journal has
+    # the records, and memory must not grow by a prompt and a completion per rollout.
+    results: Any = RolloutTable() if slim else []
     hashes: dict[str, str] = {}  # one item_hash per item, not per rollout
     sink = _Journal(journal, flush_every, flush_interval_s) if journal is not None else None
     rollout = suite.rollout
@@ -159,6 +205,8 @@ async def run_suite(
             t0 = perf_counter()
             try:
                 out: Outcome | Exception = await rollout(item, index, client)
+            except EndpointDown:
+                raise  # the endpoint is gone: the run stops here, it is no rollout's error
             except (RequestFailed, InfraError) as exc:
                 out = exc  # an infrastructure failure: counted as an error, never scored 0
             latency_ms = round((perf_counter() - t0) * 1e3, 1)
@@ -172,7 +220,7 @@ async def run_suite(
             if on_result is not None:
                 on_result(rec)
 
-    n_workers = max(1, min(max_concurrent, len(pairs)))
+    n_workers = max(1, min(max_concurrent, n_pairs))
     tasks = [asyncio.ensure_future(worker()) for _ in range(n_workers)]
     try:
         await asyncio.gather(*tasks)
@@ -184,5 +232,6 @@ async def run_suite(
         await asyncio.gather(*tasks, return_exceptions=True)
         if sink is not None:
             sink.flush()
-    results.sort(key=lambda r: (order[r["example_id"]], r["rollout"]))
+    if not slim:  # a table stays in finishing order: what reads it does not depend on order
+        results.sort(key=lambda r: (order[r["example_id"]], r["rollout"]))
     return results

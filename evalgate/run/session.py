@@ -25,6 +25,7 @@ from evalgate.run.costs import cost_usd
 from evalgate.run.engine import run_suite
 from evalgate.run.fingerprint import fingerprint
 from evalgate.run.journal import order_records, resume_journal
+from evalgate.run.lock import lock_run, unlock_run
 from evalgate.run.progress import Progress
 from evalgate.run.rundir import RunDir
 from evalgate.run.summary import RunSummary, summarize
@@ -118,6 +119,9 @@ async def _execute(
             bench.sampling,
             timeout_s=ev.request_timeout_s,
             max_retries=ev.max_retries,
+            deadline_s=ev.request_deadline_s or 3 * ev.request_timeout_s,
+            max_consecutive_failures=ev.max_consecutive_failures,
+            allow_empty=ev.allow_empty_replies,
             max_concurrent=ev.max_concurrent,
             adaptive=ev.adaptive_concurrency,
             cache=cache if ev.cache else None,
@@ -137,6 +141,7 @@ async def _execute(
                             on_result=lambda rec: progress.advance(error=rec["error"] is not None),
                             skip=skip,
                             budget=budget,
+                            slim=True,  # the journal holds the records; memory what summaries read
                         )
 
                     if not (ev.sequential and baseline is not None):
@@ -321,6 +326,7 @@ def _open_run_dir(
     (item, rollout) pairs they cover."""
     if ctx.run_dirs is None:
         run_dir = RunDir.create(ctx.output_root, suite.name, endpoint.model_id, ctx.run_id)
+        lock_run(run_dir.path)  # a `resume` of this run while it goes on is refused
         if "baseline" in run_cfg:  # found again when the output tree is moved with its baseline
             run_cfg["baseline"]["relative_path"] = os.path.relpath(
                 run_cfg["baseline"]["path"], run_dir.path
@@ -430,4 +436,6 @@ def _run_one(
     run_dir.write_metadata(meta)
     run_dir.attach_log(server.log_path)
     run_dir.keep_artifacts(suite.name, suite.artifacts())
+    if ctx.run_dirs is None:  # a resume holds its runs until all are done (pipeline.resume)
+        unlock_run(run_dir.path)
     return summary, seq

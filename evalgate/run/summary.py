@@ -8,7 +8,9 @@ at ``finish_reason: length``, or blank text) are scored 0 by their suite and cou
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter, defaultdict
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
@@ -20,22 +22,39 @@ __all__ = ["RunSummary", "item_metrics", "summarize"]
 SUCCESS = 1.0 - 1e-9  # a rollout "succeeds" (for pass@k) when its reward is full marks
 
 
-def item_metrics(records: list[dict[str, Any]], rollouts: int) -> dict[str, dict[str, float]]:
-    """metric → {item id: per-item value}; includes pass@k / pass^k when k > 1."""
-    by_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
+def item_metrics(records: Iterable[dict[str, Any]], rollouts: int) -> dict[str, dict[str, float]]:
+    """metric → {item id: per-item value}; includes pass@k / pass^k when k > 1.
+
+    One pass, keeping per item only its values (8 bytes each), not its records: ``records`` may
+    be a run's :class:`~evalgate.run.rollouts.RolloutTable`, read without building a dict list.
+    """
+    values: dict[str, dict[str, array[float]]] = {}  # item → metric → its rollouts' values
+    counts: dict[str, list[int]] = {}  # item → [rollouts scored, rollouts at full marks]
     for rec in records:
-        if rec["error"] is None:
-            by_item[rec["example_id"]].append(rec)
+        if rec["error"] is not None:
+            continue
+        item = rec["example_id"]
+        per = values.get(item)
+        if per is None:
+            per = values[item] = {}
+            counts[item] = [0, 0]
+        count = counts[item]
+        count[0] += 1
+        if rollouts > 1:
+            count[1] += rec["reward"] >= SUCCESS
+        for name, value in rec["metrics"].items():
+            column = per.get(name)
+            if column is None:
+                column = per[name] = array("d")
+            column.append(value)
     out: dict[str, dict[str, float]] = defaultdict(dict)
-    for item_id, recs in by_item.items():
-        names = {name for r in recs for name in r["metrics"]}
-        for name in sorted(names):
-            vals = [r["metrics"][name] for r in recs if name in r["metrics"]]
-            out[name][item_id] = fmean(vals)
-        if rollouts > 1 and len(recs) >= rollouts:
-            c = sum(r["reward"] >= SUCCESS for r in recs)
-            out[f"pass@{rollouts}"][item_id] = stats.pass_at_k(len(recs), c, rollouts)
-            out[f"pass^{rollouts}"][item_id] = stats.pass_hat_k(len(recs), c, rollouts)
+    for item_id, per in values.items():
+        for name in sorted(per):
+            out[name][item_id] = fmean(per[name])
+        n, c = counts[item_id]
+        if rollouts > 1 and n >= rollouts:
+            out[f"pass@{rollouts}"][item_id] = stats.pass_at_k(n, c, rollouts)
+            out[f"pass^{rollouts}"][item_id] = stats.pass_hat_k(n, c, rollouts)
     return dict(out)
 
 
@@ -72,7 +91,7 @@ def _error_kind(message: str) -> str:
 
 
 def summarize(
-    records: list[dict[str, Any]],
+    records: Collection[dict[str, Any]],  # a list, or a run's RolloutTable (iterated per field)
     *,
     benchmark: str,
     model: str,

@@ -39,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     params = xllamacpp.CommonParams()
     params.model.path = args.model
     params.model_alias = {args.alias}
+    # The per-run token evalgate started this server with (from the environment, not argv, which
+    # every local user can read): its health check proves it talks to this server, not to
+    # another one that took the port, and no other client can use it.
+    token = os.environ.pop("EVALGATE_SERVER_TOKEN", "")
+    if token:
+        params.api_keys = [token]
     params.hostnames = [args.host]
     params.port = args.port
     params.n_parallel = args.parallel

@@ -6,6 +6,7 @@ manager yielding an :class:`Endpoint`; the pipeline never knows which one it got
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +25,9 @@ class Endpoint:
     # Seconds after which the server answers a still-running request with a redirect to its
     # result (Modal: 150); the client's per-hop timeout stays above it. None: no such limit.
     redirect_after_s: float | None = None
+    # Liveness of a server evalgate started: None while it runs, else why it is gone (its exit
+    # code, its log). The client asks it when a request gets no answer (serve.breaker).
+    alive: Callable[[], str | None] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,10 @@ Under load and faults:
   records the rollout as an error, never as a 0. ``ChatClient.stats`` counts every error by kind,
   retried or final, for the scorecard;
 - with a :class:`~evalgate.run.cache.ResponseCache`, a request already answered is not sent again;
+- a reply with no text (``content: null``, no choices, tool calls only) is the error kind
+  ``empty_reply``, not a 0, unless the benchmark allows empty answers (``allow_empty``);
+- an endpoint that stops answering at all (dead, hung) stops the run (:mod:`.breaker`), and one
+  request gives up retrying once ``deadline_s`` has passed;
 - redirects are followed here, hop by hop, each hop with the full timeout: Modal answers a
   request still running after 150 s with ``303`` to a result URL that blocks until the result is
   ready. Once a request has a result URL, a retry (a hop that timed out, a dropped connection)
@@ -35,6 +39,8 @@ import aiohttp
 from yarl import URL
 
 from evalgate.serve.base import Endpoint
+from evalgate.serve.breaker import Breaker
+from evalgate.serve.keys import check_api_key
 
 if TYPE_CHECKING:
     from evalgate.run.cache import ResponseCache
@@ -252,6 +258,9 @@ class ChatClient:
         cache: ResponseCache | None = None,
         cache_identity: str | None = None,
         max_redirects: int = MAX_REDIRECTS,
+        allow_empty: bool = False,
+        max_consecutive_failures: int = 10,
+        deadline_s: float | None = None,
         max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         self.endpoint = endpoint
@@ -276,9 +285,14 @@ class ChatClient:
         self._session: aiohttp.ClientSession | None = None
         self._url = URL(f"{endpoint.base_url}/chat/completions")  # parsed once, not per request
         self._headers = {"Content-Type": "application/json"}
-        if endpoint.api_key:
-            self._headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        if endpoint.api_key:  # checked here too: every backend's key ends up in this header
+            key = check_api_key(endpoint.api_key, where=f"endpoint {endpoint.base_url}")
+            self._headers["Authorization"] = f"Bearer {key}"
         self._sleep = asyncio.sleep  # tests substitute a recorder
+        self.allow_empty = allow_empty
+        # A request's time over all its attempts and waits; None: only the retry count bounds it.
+        self.deadline_s = deadline_s
+        self.breaker = Breaker(max_consecutive_failures, alive=endpoint.alive)
 
     async def __aenter__(self) -> ChatClient:
         self._session = aiohttp.ClientSession(
@@ -331,7 +345,7 @@ class ChatClient:
             # item at temperature > 0 are k independent samples, not one sample k times.
             key = self.cache.key(self.cache_identity, payload, rollout)
             hit = self.cache.get(key)
-            if hit is not None:
+            if hit is not None and (hit[0] or self.allow_empty):  # an empty one is asked again
                 self.stats.cache_hits += 1
                 return Reply(text=hit[0], usage=hit[1], latency_s=0.0, attempts=0, cached=True)
         limit = self.limit
@@ -340,13 +354,16 @@ class ChatClient:
         # Set once the server answered 303 (Modal, past 150 s): the generation runs there, and a
         # retry polls its result rather than POSTing again, which would start another one.
         result: list[URL] = []
+        breaker = self.breaker
         while True:
             hint: float | None = None
             retryable = True
+            breaker.check()
             epoch = await limit.acquire() if limit is not None else 0
             self.stats.requests += 1
             try:
                 status, raw, headers = await self._exchange(session, payload, result)
+                breaker.answered()
                 if status == 200:
                     reply = self._parse(raw, start, attempt + 1)
                     if limit is not None:
@@ -363,24 +380,40 @@ class ChatClient:
                     self.stats.min_concurrency = limit.lowest
             except RequestFailed as exc:  # a 200 whose body is not a chat completion; too many hops
                 error = exc
-                retryable = exc.kind not in ("redirect_limit", "too_large")
+                retryable = exc.kind not in ("redirect_limit", "empty_reply", "too_large")
             except TimeoutError:  # before ClientError: aiohttp's timeouts are both
                 error = RequestFailed("timeout", f"no answer within {self.hop_timeout_s:g} s")
+                breaker.no_answer("timeout", str(error), self.endpoint.base_url)
             except aiohttp.ClientPayloadError as exc:  # body cut short, Content-Length lied
                 error = RequestFailed("truncated", str(exc) or type(exc).__name__)
             except aiohttp.ClientConnectionError as exc:  # refused, reset, closed before reply
                 error = RequestFailed("connection", str(exc) or type(exc).__name__)
+                # Refused: nobody listens. Reset or closed: a live server dropped this one
+                # request, which counts only when the server's owner says it is gone.
+                refused = isinstance(exc, aiohttp.ClientConnectorError)
+                breaker.no_answer("connection", str(error), self.endpoint.base_url, counts=refused)
             except aiohttp.ClientError as exc:  # an HTTP response aiohttp could not parse
                 error = RequestFailed("bad_response", str(exc) or type(exc).__name__)
             finally:
                 if limit is not None:
                     limit.release()
-            if not retryable or attempt >= self.max_retries:
+            delay = self._delay(attempt, hint) if retryable else 0.0
+            late = (
+                self.deadline_s is not None
+                and time.perf_counter() - start + delay >= self.deadline_s
+            )
+            if not retryable or attempt >= self.max_retries or late:
                 self.stats.failures[error.kind] += 1
+                if late and retryable and attempt < self.max_retries:
+                    raise RequestFailed(
+                        error.kind,
+                        f"{str(error).split(': ', 1)[-1]} (gave up after "
+                        f"{time.perf_counter() - start:.0f} s: eval.request_deadline_s)",
+                    )
                 raise error
             self.stats.retried[error.kind] += 1
             self.stats.retries += 1
-            await self._sleep(self._delay(attempt, hint))
+            await self._sleep(delay)
             attempt += 1
 
     async def _exchange(
@@ -434,7 +467,15 @@ class ChatClient:
     def _parse(self, raw: bytes, start: float, attempts: int) -> Reply:
         try:
             data = loads(raw)
-            text = data["choices"][0]["message"]["content"]
+            choices = data["choices"]
+            first = choices[0] if isinstance(choices, list) and choices else {"message": {}}
+            message = first["message"]
+            # A tool-call reply may leave "content" out; any other reply must carry it.
+            text = (
+                message.get("content")
+                if choices == [] or "tool_calls" in message
+                else (message["content"])
+            )
             usage = data.get("usage") or {}
             usage = {
                 "prompt_tokens": int(usage.get("prompt_tokens") or 0),
@@ -444,6 +485,16 @@ class ChatClient:
             raise RequestFailed("bad_response", raw[:200].decode("utf-8", "replace")) from None
         if text is not None and not isinstance(text, str):
             raise RequestFailed("bad_response", f"content is {type(text).__name__}, not text")
+        if not text and not self.allow_empty:
+            if choices == []:
+                raise RequestFailed("empty_reply", "the reply has no choices")
+            what = (
+                "tool calls only, no text"
+                if message.get("tool_calls")
+                else ("content is null" if text is None else "content is empty")
+            )
+            finish = first.get("finish_reason")
+            raise RequestFailed("empty_reply", f"{what} (finish_reason: {finish})")
         return Reply(
             text=text or "",
             usage=usage,

@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from evalgate.errors import ConfigError, InfraError
-from evalgate.serve._process import stop_group
+from evalgate.serve._process import die_with_parent, stop_group
 from evalgate.serve.base import Endpoint
+from evalgate.serve.keys import api_key_from_env
 from evalgate.serve.tracing import litellm_callback_settings
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def _litellm_installed(environ: Mapping[str, str] | None = None) -> bool:
 def _provider_key(model: LiteLLMModel, environ: Mapping[str, str]) -> str | None:
     if not model.api_key_env:
         return None
-    key = environ.get(model.api_key_env)
+    key = api_key_from_env(environ, model.api_key_env, model=model.name)
     if not key:
         raise ConfigError(
             f"model {model.name!r}: no API key found; set the environment variable "
@@ -295,6 +296,7 @@ class LiteLLMServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # own process group: killpg reaches uvicorn's workers
+                preexec_fn=die_with_parent(),  # the kernel kills it if evalgate dies first
                 env=env,
                 cwd=self.log_path.parent,  # nothing of the user's working directory is read
             )

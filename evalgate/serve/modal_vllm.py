@@ -42,6 +42,7 @@ from evalgate.serve._modal_ops import FUNCTION_NAME, MANAGED_TAG, ModalOps, firs
 from evalgate.serve._vllm_args import gpus_needed, serve_command
 from evalgate.serve.base import Endpoint
 from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
+from evalgate.serve.keys import api_key_from_env
 
 if TYPE_CHECKING:
     from evalgate.config.spec import ModalVLLMModel
@@ -316,7 +317,7 @@ class ModalVLLMServer:
         )
         if self.model.mode == "persistent":
             env_name = getattr(self.model, "api_key_env", None) or API_KEY_ENV
-            key = self.environ.get(env_name, "")
+            key = api_key_from_env(self.environ, env_name, model=self.model.name)
             if not key and need_key:
                 raise ConfigError(
                     f"model {self.model.name!r}: a persistent Modal deployment is protected by "

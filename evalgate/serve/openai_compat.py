@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.base import Endpoint
+from evalgate.serve.keys import api_key_from_env
 
 if TYPE_CHECKING:
     from evalgate.config.spec import OpenAIModel
@@ -36,7 +37,7 @@ class OpenAICompatServer:
     def __enter__(self) -> Endpoint:
         key = None
         if self.model.api_key_env:
-            key = self.environ.get(self.model.api_key_env)
+            key = api_key_from_env(self.environ, self.model.api_key_env, model=self.model.name)
             if not key:
                 raise ConfigError(
                     f"model {self.model.name!r}: no API key found; set the environment variable "

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from evalgate.errors import InfraError
 from evalgate.serve._health import NotReady, wait_until_ready
-from evalgate.serve._process import stop_group
+from evalgate.serve._process import die_with_parent, stop_group
 from evalgate.serve._vllm_args import serve_command
 from evalgate.serve.base import Endpoint
 from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
@@ -168,6 +168,7 @@ class VLLMServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # own process group: killpg reaches vLLM's workers
+                preexec_fn=die_with_parent(),  # the kernel kills it if evalgate dies first
                 env={**self.environ, "VLLM_API_KEY": self._api_key, "PYTHONUNBUFFERED": "1"},
             )
         finally:

@@ -223,6 +223,9 @@ def _chat_harness_module() -> types.ModuleType:
                 timeout_s=self.config.timeout_s,
                 max_retries=self.config.max_retries,
                 max_concurrent=1,
+                # The environment scores what the model said, an empty reply included (as
+                # verifiers' own client does): its rubric, not the transport, decides.
+                allow_empty=True,
             )
             async with client:
                 await client.chat(messages)  # the interception records it on the trace

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -48,7 +49,16 @@ INSTALL = (
 def inspect_python(environ: dict[str, str] | None = None) -> str:
     """The interpreter that runs inspect: ``EVALGATE_INSPECT_PYTHON``, else this one."""
     env = os.environ if environ is None else environ
-    return env.get("EVALGATE_INSPECT_PYTHON") or sys.executable
+    named = env.get("EVALGATE_INSPECT_PYTHON")
+    if not named:
+        return sys.executable
+    found = shutil.which(named)  # a path, or a name on PATH; must be an executable file
+    if found is None:
+        raise ConfigError(
+            f"EVALGATE_INSPECT_PYTHON={named!r}: no such executable interpreter; point it at "
+            "the python of the venv that has inspect_ai, or unset it"
+        )
+    return found
 
 
 def _runner_env(api_key: str | None) -> dict[str, str]:
@@ -60,14 +70,17 @@ def _runner_env(api_key: str | None) -> dict[str, str]:
 
 
 async def _call(argv: list[str], *, cwd: Path, api_key: str | None) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        env=_runner_env(api_key),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=_runner_env(api_key),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:  # the interpreter went away, or is not executable
+        raise InfraError(f"cannot start inspect's runner {argv[0]}: {exc.strerror or exc}") from exc
     out, err = await proc.communicate()
     return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,9 +55,21 @@ class QASuite(SuiteDefaults):
             template = compile_template(spec.prompt_template)
         except TemplateProblem as exc:
             raise DataError(f"benchmark {spec.name!r}: {exc}", field="prompt_template") from None
-        leaked = sorted(
-            names_used(spec.prompt_template) & {"answer", getattr(spec, "answer_field", "answer")}
-        )
+        used = names_used(spec.prompt_template)
+        if not used:  # every item would be asked the same question
+            single = re.search(r"(?<!\{)\{\s*([A-Za-z_]\w*)\s*\}(?!\})", spec.prompt_template)
+            hint = (
+                f"; {{{single.group(1)}}} in single braces is plain text, write "
+                f"{{{{ {single.group(1)} }}}}"
+                if single
+                else ", e.g. {{ prompt }}"
+            )
+            raise DataError(
+                f"benchmark {spec.name!r}: the template reads no data field, so every item "
+                f"gets the same prompt{hint}",
+                field="prompt_template",
+            )
+        leaked = sorted(used & {"answer", getattr(spec, "answer_field", "answer")})
         if leaked:  # every item would pass: the question carries its own answer
             raise DataError(
                 f"benchmark {spec.name!r}: the template shows the model the answer "

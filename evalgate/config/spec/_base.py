@@ -99,6 +99,29 @@ URL = Annotated[
 ]
 
 
+_ROUTES = ("/chat/completions", "/completions", "/responses", "/embeddings", "/models")
+
+
+def _not_a_route(value: str) -> str:
+    """An endpoint root, not one of its routes: the client appends `/chat/completions`, so
+    `…/v1/chat/completions` would be asked at `…/v1/chat/completions/chat/completions` and every
+    request fail with 404 after the run started."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(value).path.rstrip("/")
+    route = next((r for r in _ROUTES if path.endswith(r)), None)
+    if route is not None:
+        root = value.rstrip("/")[: -len(route)]
+        raise ValueError(
+            f"give the endpoint's root, without {route} (evalgate adds the route): e.g. {root}"
+        )
+    return value
+
+
+# An OpenAI-compatible endpoint's root (`…/v1`): a URL that is not one of its routes.
+EndpointURL = Annotated[URL, AfterValidator(_not_a_route)]
+
+
 # Prefixes of provider keys and tokens whose characters also make a valid variable name
 # (`hf_…`, `sk_…`, `ghp_…`): the pattern alone would take a pasted token for a variable's name.
 _KEY_PREFIXES = ("hf_", "sk_", "ghp_", "gho_", "ghs_", "github_pat_", "xoxb_", "AKIA", "r8_")
@@ -185,6 +208,15 @@ class EvalSettings(Strict):
     timeout; on `modal-vllm` a hop gets at least 180 s."""
     max_retries: int = Field(4, ge=0, le=50)
     """Retries per request on 429, 5xx, connection errors and timeouts (jittered backoff)."""
+    request_deadline_s: float | None = Field(None, gt=0)
+    """Seconds one request may take over all its attempts: no retry starts past it. Null: three
+    times `request_timeout_s`."""
+    max_consecutive_failures: int = Field(10, ge=0, le=100000)
+    """Attempts in a row that get no answer at all (timeouts, refused connections) before the run
+    stops as an infrastructure error: the endpoint is down or hung. 0: never stop."""
+    allow_empty_replies: bool = False
+    """A reply without text (`content: null`, no choices, tool calls only) is scored as the empty
+    answer; by default it is an error (`empty_reply`), counted against `max_error_rate`."""
     max_reply_mib: float = Field(4.0, gt=0, le=1024)
     """Largest model reply read, in MiB: a longer one is the rollout's error `too_large` (not
     retried), never held whole in memory or written to the results."""

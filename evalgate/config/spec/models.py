@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from evalgate.config.spec._base import URL, EnvName, Strict, empty_list
+from evalgate.config.spec._base import URL, EndpointURL, EnvName, Strict, empty_list
 
 __all__ = [
     "EMBEDDED_MODEL_ID",
@@ -50,7 +50,7 @@ class OpenAIModel(Strict):
     """Label used in scorecards and output paths."""
     backend: Literal["openai"]
     """`openai`: an existing OpenAI-compatible endpoint."""
-    base_url: URL
+    base_url: EndpointURL
     """Endpoint root including `/v1`, e.g. `http://127.0.0.1:8000/v1`."""
     model: str | None = Field(None, pattern=r"^\S+$")
     """Model id sent in requests; defaults to `name`."""
@@ -76,7 +76,7 @@ class LiteLLMModel(Strict):
     """Environment variable holding the provider key (LiteLLM's own defaults apply if unset)."""
     api_base: URL | None = None
     """Provider base URL, for self-hosted or regional endpoints."""
-    proxy_url: URL | None = None
+    proxy_url: EndpointURL | None = None
     """An existing LiteLLM proxy (`…/v1`): requests go there instead of the in-process SDK."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra `litellm_params` (e.g. `api_version`, `vertex_project`)."""

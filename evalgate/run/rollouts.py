@@ -1,0 +1,105 @@
+"""What a run keeps in memory of its rollouts: columns of numbers, not a dict per rollout.
+
+The journal (results.jsonl) holds every record in full. Summaries, budget stops, sequential looks
+and costs read a few fields of each: the item, the rollout index, the reward and metrics, the
+error, the token usage, whether the reply was blank, a reported cost. :class:`RolloutTable`
+stores those as typed arrays (~50 bytes a rollout where a record dict costs kilobytes with its
+prompt and completion) and hands out a small read-only dict per rollout when iterated, so the
+code that reads records reads it unchanged. bench/rollout_memory.py measures it.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+__all__ = ["RolloutTable"]
+
+_NAN = math.nan
+
+
+class RolloutTable:
+    """Rollouts appended as records, iterated back as slim records (in the order appended)."""
+
+    def __init__(self) -> None:
+        self._item_index: dict[str, int] = {}
+        self._items: list[tuple[str, str | None, str]] = []  # (example_id, group, item_hash)
+        self._item = array("I")
+        self._rollout = array("I")
+        self._reward = array("d")
+        self._blank = bytearray()
+        # array[Any]: the loops below treat both alike (usage holds ints "q", metrics floats "d")
+        self._usage: dict[str, array[Any]] = {}
+        self._metrics: dict[str, array[Any]] = {}
+        self._errors: dict[int, str] = {}  # row → error message (errors are few)
+        self._costs: dict[int, float] = {}  # row → cost_usd, where a suite reported one
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, rec: dict[str, Any]) -> None:
+        row = self._n
+        index = self._item_index.get(rec["example_id"])
+        if index is None:
+            index = self._item_index[rec["example_id"]] = len(self._items)
+            self._items.append((rec["example_id"], rec.get("group"), rec.get("item_hash", "")))
+        self._item.append(index)
+        self._rollout.append(rec["rollout"])
+        reward = rec["reward"]
+        self._reward.append(_NAN if reward is None else float(reward))
+        completion = rec.get("completion")
+        blank = completion is None or (isinstance(completion, str) and not completion.strip())
+        self._blank.append(1 if blank else 0)
+        for column, values in (
+            (self._usage, rec.get("usage") or {}),
+            (self._metrics, rec["metrics"]),
+        ):
+            for name, value in values.items():
+                col = column.get(name)
+                if col is None:  # a new name: earlier rows did not have it
+                    typecode = "q" if column is self._usage else "d"
+                    fill = 0 if typecode == "q" else _NAN
+                    col = column[name] = array(typecode, [fill]) * row
+                col.append(int(value) if column is self._usage else float(value))
+        for column, fill in ((self._usage, 0), (self._metrics, _NAN)):
+            for col in column.values():
+                if len(col) == row:  # a name this record lacks
+                    col.append(fill)
+        if rec["error"] is not None:
+            self._errors[row] = rec["error"]
+        if rec.get("cost_usd") is not None:
+            self._costs[row] = rec["cost_usd"]
+        self._n += 1
+
+    def extend(self, records: Iterable[dict[str, Any]]) -> None:
+        for rec in records:
+            self.append(rec)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        usage, metrics = list(self._usage.items()), list(self._metrics.items())
+        for row in range(self._n):
+            example_id, group, ihash = self._items[self._item[row]]
+            reward = self._reward[row]
+            rec: dict[str, Any] = {
+                "example_id": example_id,
+                "item_hash": ihash,
+                "rollout": self._rollout[row],
+                "group": group,
+                "reward": None if math.isnan(reward) else reward,
+                "error": self._errors.get(row),
+                "completion": "" if self._blank[row] else "…",  # only blank or not is kept
+                "usage": {name: col[row] for name, col in usage},
+                "metrics": {n: v for n, col in metrics if not math.isnan(v := col[row])},
+            }
+            if row in self._costs:
+                rec["cost_usd"] = self._costs[row]
+            yield rec
+
+    def __add__(self, other: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [*self, *other]
+
+    def __radd__(self, other: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [*other, *self]

@@ -1,0 +1,75 @@
+"""A run keeps its rollouts as columns (RolloutTable), not as record dicts: what is summarised
+from it must equal what is summarised from the records themselves."""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import asdict
+
+from evalgate.run.budget import stop_reason
+from evalgate.run.rollouts import RolloutTable
+from evalgate.run.summary import item_metrics, summarize
+
+
+def _records(n_items: int, k: int, seed: int = 3) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n_items):
+        for r in range(k):
+            error = "timeout: no answer" if rng.random() < 0.1 else None
+            reward = None if error else rng.choice([0.0, 0.5, 1.0])
+            metrics = {} if error else {"accuracy": reward, **({"f1": 0.25} if i % 3 else {})}
+            rec = {
+                "example_id": f"i{i}",
+                "item_hash": f"h{i}",
+                "rollout": r,
+                "group": f"g{i % 4}" if i % 2 else None,
+                "prompt": [{"role": "user", "content": "x" * 500}],
+                "completion": None if error else rng.choice(["", "  ", "an answer"]),
+                "answer": "a",
+                "reward": reward,
+                "metrics": metrics,
+                "usage": {"prompt_tokens": rng.randint(1, 9), "completion_tokens": 2},
+                "timing": {"start": 0.0, "latency_ms": 1.0},
+                "error": error,
+            }
+            if i == 5:
+                rec["cost_usd"] = 0.01
+            out.append(rec)
+    rng.shuffle(out)  # finishing order
+    return out
+
+
+def test_a_table_summarises_exactly_as_its_records() -> None:
+    records = _records(40, 3)
+    table = RolloutTable()
+    table.extend(records)
+    assert len(table) == len(records)
+    kw = dict(benchmark="b", model="m", model_id="m", run_dir="", n_items=40, rollouts=3,
+              time_s=0.0)  # fmt: skip
+    assert asdict(summarize(table, **kw)) == asdict(summarize(records, **kw))
+    assert item_metrics(table, 3) == item_metrics(records, 3)
+    slim = list(table)
+    assert [r["cost_usd"] for r in slim if "cost_usd" in r] == [0.01] * 3
+    assert sorted((r["example_id"], r["rollout"]) for r in slim) == sorted(
+        (r["example_id"], r["rollout"]) for r in records
+    )
+
+    class Meter:
+        reached = "tokens 10"
+
+    assert stop_reason(Meter(), table, 50, 3) == stop_reason(Meter(), records, 50, 3)
+
+
+def test_a_table_holds_far_less_than_its_records() -> None:
+    records = _records(200, 5)
+    table = RolloutTable()
+    table.extend(records)
+    held = sum(
+        sys.getsizeof(v)
+        for v in (table._item, table._rollout, table._reward, table._blank,
+                  *table._usage.values(), *table._metrics.values())
+    )  # fmt: skip
+    per_rollout = held / len(records)
+    assert per_rollout < 80, per_rollout  # a record dict with its prompt: kilobytes
