@@ -93,7 +93,7 @@ def test_validate_caps_template_output_like_local(tmp_path: Path) -> None:
     (tmp_path / "evals.yaml").write_text(
         "models: [{name: m, backend: openai, base_url: 'http://127.0.0.1:9/v1'}]\n"
         "benchmarks: [{name: d, kind: jsonl, path: d.jsonl, "
-        "prompt_template: \"{{ 'a' * 2000000000 }}\"}]\n"
+        "prompt_template: \"{{ prompt }}{{ 'a' * 2000000000 }}\"}]\n"
     )
 
     def limit() -> None:

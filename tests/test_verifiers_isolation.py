@@ -28,9 +28,16 @@ pytestmark = pytest.mark.skipif(
 
 PLANTED = """
 import json, os
+try:
+    open(f"/proc/{os.getppid()}/environ", "rb").read()
+    gate = "read"
+except OSError:
+    gate = "denied"
 with open(os.environ["EVIL_MARKER"], "w") as fh:
     json.dump({"pid": os.getpid(), "token": os.environ.get("GITHUB_TOKEN"),
-               "input": os.environ.get("INPUT_GITHUB_TOKEN")}, fh)
+               "input": os.environ.get("INPUT_GITHUB_TOKEN"),
+               "runtime": os.environ.get("ACTIONS_RUNTIME_TOKEN"),
+               "openai": os.environ.get("OPENAI_API_KEY"), "gate": gate}, fh)
 """
 
 
@@ -43,6 +50,8 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EVIL_MARKER", str(tmp_path / "marker.json"))
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_the_runner_token")
     monkeypatch.setenv("INPUT_GITHUB_TOKEN", "ghs_the_runner_token")
+    monkeypatch.setenv("ACTIONS_RUNTIME_TOKEN", "the_runtime_token")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-declared")
     monkeypatch.delitem(sys.modules, "evil_env", raising=False)
     return tmp_path
 
@@ -63,15 +72,21 @@ def test_a_module_in_the_working_directory_is_not_imported(checkout: Path) -> No
 
 
 def test_an_explicit_env_path_loads_in_the_worker_without_the_token(checkout: Path) -> None:
-    assert _run(checkout, ", env_path: .") == 2  # it exports no environment: a config error
+    # it exports no environment: a config error; EVIL_MARKER is declared, so it arrives
+    assert _run(checkout, ", env_path: ., pass_env: [EVIL_MARKER]") == 2
     assert "evil_env" not in sys.modules  # never in the gate's process
     seen = json.loads((checkout / "marker.json").read_text())
     assert seen["pid"] != os.getpid()
-    assert seen["token"] is None and seen["input"] is None
+    assert seen["token"] is None and seen["input"] is None and seen["runtime"] is None
+    assert seen["openai"] is None  # a key it did not declare
+    assert seen["gate"] == "denied"
 
 
 def test_the_worker_environment_withholds_tokens() -> None:
-    env = worker_env({"GITHUB_TOKEN": "t", "ACTIONS_RUNTIME_TOKEN": "t", "INPUT_GITHUB_TOKEN": "t",
-                      "MY_TOKEN": "t", "PATH": "/bin", "OPENAI_API_KEY": "k"})  # fmt: skip
+    gate = {"GITHUB_TOKEN": "t", "ACTIONS_RUNTIME_TOKEN": "t", "INPUT_GITHUB_TOKEN": "t",
+            "MY_TOKEN": "t", "PATH": "/bin", "OPENAI_API_KEY": "k", "JUDGE_KEY": "j"}  # fmt: skip
     root = str(Path(evalgate.__file__).resolve().parent.parent)  # evalgate itself, not the cwd
-    assert env == {"PATH": "/bin", "OPENAI_API_KEY": "k", "PYTHONPATH": root}
+    runner = {"PYTHONPATH": root, "PYTHONDONTWRITEBYTECODE": "1"}
+    assert worker_env(gate) == {"PATH": "/bin", **runner}
+    declared = worker_env(gate, ["JUDGE_KEY", "GITHUB_TOKEN"])  # never the runner's
+    assert declared == {"PATH": "/bin", "JUDGE_KEY": "j", **runner}

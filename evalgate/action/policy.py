@@ -27,9 +27,10 @@ from evalgate.config.load import Config, load_config
 from evalgate.config.spec.budget import apply_ceiling
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
 from evalgate.gate import Check, Verdict
+from evalgate.run.fingerprint import measurement  # the one derivation, shared with compare
 
 if TYPE_CHECKING:
-    from evalgate.config.spec import Benchmark
+    pass
 
 __all__ = ["BasePolicy", "PolicyError", "apply_policy", "policy_checks", "read_base_policy"]
 
@@ -108,19 +109,6 @@ class BasePolicy:
         if overridden:
             text += f", except {' and '.join(overridden)}"
         return text
-
-
-def measurement(bench: Benchmark) -> dict[str, Any]:
-    """What a benchmark measures with: a PR may change the subject (model, prompt, sampling), not
-    this. Paths are left out (they differ between checkouts); their contents are the dataset,
-    which the per-item pairing already checks."""
-    out: dict[str, Any] = {"kind": bench.kind, "rollouts": bench.eval.rollouts}
-    scorer = getattr(bench, "scorer", None)
-    if scorer is not None:
-        out["scorer"] = scorer.model_dump(mode="json")
-    if bench.kind == "verifiers":
-        out["environment"] = {"env_id": bench.env_id, "env_args": bench.env_args}
-    return out
 
 
 def _git_state(workdir: Path, sha: str, path: str, token: str | None) -> bool:

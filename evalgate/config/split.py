@@ -109,6 +109,8 @@ FIELDS: dict[str, Role] = {
     "benchmarks[].runtime": E,
     "benchmarks[].task": E,  # an inspect task file, and its scorer
     "benchmarks[].task_args": E,
+    # which of this machine's variables repository code (a task file, an environment) may read
+    "benchmarks[].pass_env": E,
 }
 
 

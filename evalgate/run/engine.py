@@ -34,10 +34,13 @@ from evalgate.suites.base import Item, Outcome, Suite
 __all__ = ["run_suite"]
 
 
-def _item_hash(prompt: str, answer: str) -> str:
+def _item_hash(prompt: str, answer: str, exam: str = "") -> str:
     # fingerprint.item_hash, computed with the fast encoder: the same bytes (a JSON array of two
-    # strings, compact, UTF-8) in a quarter of the time. tests/test_engine.py holds them equal.
-    return hashlib.sha256(dumps([prompt, answer])).hexdigest()[:16]
+    # or three strings, compact, UTF-8) in a quarter of the time. tests/test_engine.py and
+    # tests/test_item_identity.py hold them equal.
+    return hashlib.sha256(dumps([prompt, answer, exam] if exam else [prompt, answer])).hexdigest()[
+        :16
+    ]
 
 
 class _Journal:
@@ -200,7 +203,7 @@ async def run_suite(
                 return  # this pair was not started: a resume runs it
             ihash = hashes.get(item.id)
             if ihash is None:
-                ihash = hashes[item.id] = _item_hash(item.prompt, item.answer)
+                ihash = hashes[item.id] = _item_hash(item.prompt, item.answer, item.exam)
             started = wall_clock()
             t0 = perf_counter()
             try:

@@ -4,7 +4,8 @@ Two parts. The *measurement* (scorer, rollouts k, scoring semantics) must match 
 be compared with a baseline: otherwise a changed score could be a changed ruler. The *subject*
 (model, prompt template, system prompt, sampling) is what a PR is allowed to change — it is what
 the gate evaluates — so differences there are reported, not refused. Items are matched one by one
-through ``item_hash``: an item whose prompt or reference answer changed is not paired.
+through ``identity``: an item whose prompt, reference answer or anything else that decides its
+score (``Item.exam``: a task's checks and environment, a row's other columns) changed is not paired.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from evalgate.config.spec import AgentVariant, Benchmark, Model
 
-__all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "item_hash"]
+__all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "identity", "item_hash", "measurement"]
 
 # Bump when a scorer's or a metric's meaning changes: old baselines become non-comparable.
 SCORING_VERSION = 1
@@ -28,13 +29,20 @@ def _digest(value: Any, size: int = 16) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:size]
 
 
-def item_hash(prompt: str, answer: str) -> str:
-    """Content hash of one item (its raw prompt and reference answer)."""
-    return _digest([prompt, answer])
+def item_hash(prompt: str, answer: str, exam: str = "") -> str:
+    """Content hash of one item: its raw prompt, reference answer and ``exam`` digest (what else
+    decides its score, ``Item.exam``). Without an exam digest, the two-string form of old: a
+    baseline of plain questions stays comparable."""
+    return _digest([prompt, answer, exam] if exam else [prompt, answer])
+
+
+def identity(item: Any) -> str:
+    """The content hash base and PR items must share to be paired."""
+    return item_hash(item.prompt, item.answer, getattr(item, "exam", ""))
 
 
 def dataset_hash(items: list[Any]) -> str:
-    return _digest(sorted([i.id, item_hash(i.prompt, i.answer)] for i in items), 32)
+    return _digest(sorted([i.id, identity(i)] for i in items), 32)
 
 
 def _kind_measurement(bench: Benchmark) -> dict[str, Any]:
@@ -69,6 +77,21 @@ def _kind_measurement(bench: Benchmark) -> dict[str, Any]:
     return {}
 
 
+def measurement(bench: Any) -> dict[str, Any]:
+    """What ``bench`` measures with: the one derivation that both the base policy (before a PR's
+    run: a change FAILs) and the comparison (after it: a differing baseline is not comparable)
+    read, so neither sees a change the other misses. Paths are left out (they differ between
+    checkouts); their contents are the items, which ``item_hash`` pairs one by one."""
+    return {
+        **_kind_measurement(bench),
+        "benchmark": bench.name,
+        "kind": bench.kind,
+        "scorer": bench.scorer.model_dump(mode="json") if hasattr(bench, "scorer") else None,
+        "rollouts": bench.eval.rollouts,
+        "scoring_version": SCORING_VERSION,
+    }
+
+
 def fingerprint(
     bench: Benchmark,
     model: Model,
@@ -81,14 +104,7 @@ def fingerprint(
     """The run's fingerprint, saved in run_config.json."""
     model_cfg = model.model_dump(mode="json", exclude={"name"})
     return {
-        "measurement": {
-            **_kind_measurement(bench),
-            "benchmark": bench.name,
-            "kind": bench.kind,
-            "scorer": bench.scorer.model_dump(mode="json") if hasattr(bench, "scorer") else None,
-            "rollouts": bench.eval.rollouts,
-            "scoring_version": SCORING_VERSION,
-        },
+        "measurement": measurement(bench),
         "subject": {
             "model_id": model_id,
             "model": _digest(model_cfg),

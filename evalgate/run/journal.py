@@ -8,8 +8,8 @@ also repairs the file, so the resumed run appends to a clean journal. The engine
 the missing pairs: ``run_suite(..., skip=state.done)``.
 
 A record is kept only if it belongs to the plan: its item is among the run's items with the same
-``item_hash`` (an item whose prompt or answer changed since is re-run) and its rollout index is
-below k.
+``item_hash`` (``fingerprint.identity``: an item whose prompt, answer or exam changed since is
+re-run) and its rollout index is below k.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.run.fingerprint import item_hash
+from evalgate.run.fingerprint import identity
 
 try:  # a journal of 100k rollouts parses 5x faster; both raise ValueError on a bad line
     from orjson import loads as _loads
@@ -115,7 +115,7 @@ def read_journal(
     except FileNotFoundError:
         return state
     state.size = len(data)
-    plan = {it.id: item_hash(it.prompt, it.answer) for it in items} if items is not None else None
+    plan = {it.id: identity(it) for it in items} if items is not None else None
     lines = data.split(b"\n")
     tail = lines.pop()  # after the last newline: b"" when the file ends cleanly
     state.clean_size = len(data) - len(tail)

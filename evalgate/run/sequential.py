@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from evalgate import stats
-from evalgate.run.fingerprint import item_hash
+from evalgate.run.fingerprint import identity
 from evalgate.run.summary import item_metrics
 from evalgate.suites.base import Item, Outcome
 
@@ -67,11 +67,7 @@ def plan_order(
     """(paired items in a seeded order, unpaired items, baseline per-item scores)."""
     base_scores = item_metrics(baseline.records, baseline.rollouts).get(metric, {})
     hashes = {r["example_id"]: r.get("item_hash") for r in baseline.records}
-    paired = [
-        it
-        for it in items
-        if it.id in base_scores and hashes.get(it.id) == item_hash(it.prompt, it.answer)
-    ]
+    paired = [it for it in items if it.id in base_scores and hashes.get(it.id) == identity(it)]
     unpaired = [it for it in items if it not in paired]
     order = sorted(paired, key=lambda it: it.id)
     random.Random(seed).shuffle(order)

@@ -10,6 +10,7 @@ inspect_ai. It speaks JSON lines on stdout (``list``) or into a file (``run``).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -79,13 +80,53 @@ def _epochs(task: Any) -> int:
     return int(getattr(epochs, "epochs", epochs) or 1)
 
 
+def _exam(sample: Any) -> str:
+    """What else of a sample decides its score (choices, metadata a scorer reads, the files
+    and setup of its sandbox): a digest, part of the item's hash."""
+    parts = {
+        "target": sample.target,
+        "choices": sample.choices,
+        "metadata": sample.metadata,
+        "files": sample.files,
+        "setup": sample.setup,
+        "sandbox": sample.sandbox,
+    }
+    text = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _sources(spec: str) -> dict[str, Any]:
+    """Where the task's code came from, for its items' hash: the modules it imported from this
+    folder (a scorer in a helper module), and a registered task's package version."""
+    here = os.path.realpath(os.getcwd())
+    files = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        real = os.path.realpath(path) if isinstance(path, str) else ""
+        installed = {"site-packages", "dist-packages"} & set(Path(real).parts)  # a venv here
+        if real.startswith(here + os.sep) and not installed:
+            files.add(os.path.relpath(real, here))
+    out: dict[str, Any] = {"files": sorted(files)}
+    if not spec.partition("@")[0].endswith(".py"):
+        from importlib.metadata import PackageNotFoundError, version
+
+        package = spec.split("/", 1)[0]
+        try:
+            out["package"] = [package, version(package.replace("_", "-"))]
+        except (PackageNotFoundError, ValueError):
+            out["package"] = [package, None]
+    return out
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     task = _load_task(args.task, json.loads(args.task_args))
-    print(json.dumps({"task": {"epochs": _epochs(task)}}), flush=True)  # before the samples
+    meta = {"epochs": _epochs(task), **_sources(args.task)}
+    print(json.dumps({"task": meta}), flush=True)  # before the samples
     for n, sample in enumerate(task.dataset, 1):
         sid = sample.id if sample.id is not None else n  # inspect numbers id-less samples 1..n
         meta = sample.metadata or {}
         row = {"id": str(sid), "input": _text(sample.input), "target": _text(sample.target)}
+        row["exam"] = _exam(sample)
         if "group" in meta:
             row["group"] = str(meta["group"])
         print(json.dumps(row), flush=True)

@@ -17,13 +17,18 @@ __all__ = ["SUITES", "Item", "Outcome", "Suite", "SuiteDefaults", "build_suite",
 
 @dataclass(frozen=True)
 class Item:
-    """One benchmark item. ``id`` is stable across runs: paired comparisons join on it."""
+    """One benchmark item. ``id`` is stable across runs: paired comparisons join on it, and pair
+    only items with the same content hash (prompt, answer and ``exam``)."""
 
     id: str
     prompt: str
     answer: str
     group: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+    # A digest (``suites.identity``) of whatever else decides this item's score: a task's check
+    # and files, a verifier, an image's build context, a data row's other columns. Empty when
+    # the prompt and answer are all of it (such an item keeps the hash it always had).
+    exam: str = ""
 
 
 @dataclass(frozen=True)

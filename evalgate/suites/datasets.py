@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.suites.base import Item
+from evalgate.suites.identity import digest
 
 if TYPE_CHECKING:
     from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
@@ -199,12 +200,18 @@ def _to_item(row: dict[str, Any], index: int, where: str, spec: Any, ids: bool) 
     group = row.get(spec.group_field) if spec.group_field else None
     if group is not None:  # an object as a cluster id would be its Python repr, silently
         group = _text(row, spec.group_field, where)
+    # The row's other columns decide the score too (a template shows the choices; a scorer may
+    # read them): in the item's hash. A row of id, prompt, answer (and group) alone hashes as
+    # it always did, so stored baselines of plain questions stay comparable.
+    named = {spec.id_field, spec.prompt_field, spec.answer_field, spec.group_field}
+    rest = {k: v for k, v in row.items() if k not in named}
     return Item(
         id=_text(row, spec.id_field, where) if ids else str(index),
         prompt=_text(row, spec.prompt_field, where),
         answer=_text(row, spec.answer_field, where),
         group=str(group) if group is not None else None,
         fields=row,
+        exam=digest(rest) if rest else "",
     )
 
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.errors import ConfigError
 from evalgate.sandbox import SandboxBackend, SandboxConfig, Sandboxes
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
+from evalgate.suites.identity import digest
 from evalgate.suites.templating import TemplateProblem, compile_template, render
 
 if TYPE_CHECKING:
@@ -189,6 +190,7 @@ class HumanEvalSuite(SuiteDefaults):
                 prompt=p["prompt"],
                 answer=p["canonical_solution"],
                 fields={"entry_point": p["entry_point"]},
+                exam=digest({"test": p["test"], "entry_point": p["entry_point"]}),  # what passes
             )
             try:
                 text = render(template, {"prompt": p["prompt"], "id": p["task_id"]})

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
+from evalgate.suites.identity import digest
+from evalgate.suites.repo_code import repo_env, spawn_options
 
 if TYPE_CHECKING:
     from evalgate.config.spec import InspectBenchmark
@@ -61,23 +63,25 @@ def inspect_python(environ: dict[str, str] | None = None) -> str:
     return found
 
 
-def _runner_env(api_key: str | None) -> dict[str, str]:
-    # inspect's openai-api provider reads <SERVICE>_API_KEY; the service is "evalgate".
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INSPECT_EVAL_")}
-    env["EVALGATE_API_KEY"] = api_key or "none"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+def _runner_env(api_key: str | None, declared: list[str]) -> dict[str, str]:
+    # The task file is the repository's code: a cleared environment (repo_code), plus what the
+    # benchmark declares. inspect's openai-api provider reads <SERVICE>_API_KEY; the service is
+    # "evalgate".
+    return repo_env(declared, {"EVALGATE_API_KEY": api_key or "none", "PYTHONUNBUFFERED": "1"})
 
 
-async def _call(argv: list[str], *, cwd: Path, api_key: str | None) -> tuple[int, str, str]:
+async def _call(
+    argv: list[str], *, cwd: Path, api_key: str | None, declared: list[str]
+) -> tuple[int, str, str]:
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
-            env=_runner_env(api_key),
+            env=_runner_env(api_key, declared),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            **spawn_options(),
         )
     except OSError as exc:  # the interpreter went away, or is not executable
         raise InfraError(f"cannot start inspect's runner {argv[0]}: {exc.strerror or exc}") from exc
@@ -96,6 +100,21 @@ def _folder_like(file: str) -> bool:
     if file.endswith(".py"):
         return False
     return file.endswith("/") or file.startswith(("/", "./", "../")) or file in (".", "..")
+
+
+def _task_source(task: str, file: str, cwd: Path, meta: dict[str, Any]) -> str:
+    """A digest of the task's code: the task file, the modules it imported from its folder (as
+    the runner listed them; read here, only inside that folder, links as links), a registered
+    task's package version."""
+    root = cwd.resolve()
+    files: dict[str, Any] = {}
+    for rel in [*meta.get("files", ()), *([Path(file).name] if file.endswith(".py") else [])]:
+        path = root / str(rel)
+        if path.is_symlink():
+            files[str(rel)] = {"link": os.readlink(path)}
+        elif path.resolve().is_relative_to(root) and path.is_file():
+            files[str(rel)] = path.read_bytes()
+    return digest({"task": task.rpartition("@")[2], "files": files, "package": meta.get("package")})
 
 
 def _check_epochs(spec: InspectBenchmark, epochs: int) -> None:
@@ -143,7 +162,9 @@ class InspectSuite(SuiteDefaults):
         cwd = Path(file).parent if file.endswith(".py") else Path.cwd()
         argv = [inspect_python(), str(RUNNER), "list", "--task", spec.task]
         argv += ["--task-args", json.dumps(spec.task_args)]
-        code, out, err = asyncio.run(_call(argv, cwd=cwd, api_key=None))
+        code, out, err = asyncio.run(
+            _call(argv, cwd=cwd, api_key=None, declared=list(spec.pass_env))
+        )
         if code != 0:
             if "No module named 'inspect_ai'" in err:
                 raise ConfigError(f"benchmark {spec.name!r}: {INSTALL}")
@@ -155,8 +176,18 @@ class InspectSuite(SuiteDefaults):
         meta: dict[str, Any] = next((r["task"] for r in rows if "task" in r), {})
         rows = [r for r in rows if "task" not in r]
         _check_epochs(spec, int(meta.get("epochs", 1)))
+        # The task file holds the scorer (what decides every sample's score): its bytes, and
+        # those of the modules it imported from its folder, are in each item's hash, beside what
+        # the runner reports of the sample's own.
+        source = _task_source(spec.task, file, cwd, meta)
         items = [
-            Item(id=r["id"], prompt=r["input"], answer=r["target"], group=r.get("group"))
+            Item(
+                id=r["id"],
+                prompt=r["input"],
+                answer=r["target"],
+                group=r.get("group"),
+                exam=digest({"sample": r.get("exam"), "task": source}),
+            )
             for r in rows
         ]
         if spec.eval.num_examples is not None:
@@ -190,7 +221,9 @@ class InspectSuite(SuiteDefaults):
         argv += ["--generate", json.dumps(generate)]
         for item_id in self._wanted if self._wanted is not None else [i.id for i in self.items]:
             argv += ["--sample-id", item_id]
-        code, _, err = await _call(argv, cwd=self.cwd, api_key=ep.api_key)
+        code, _, err = await _call(
+            argv, cwd=self.cwd, api_key=ep.api_key, declared=list(spec.pass_env)
+        )
         if code != 0 or not out_file.is_file():
             raise InfraError(f"inspect: task {spec.task!r} failed: {_last_line(err)}")
         results = {}

@@ -4,10 +4,11 @@ An environment is Python code — often the pull request's own — so it never r
 process, which holds the GitHub token and decides the verdict. Each verifiers benchmark gets a
 worker process (``python -P -m evalgate.suites._vf_worker``) that imports the environment from
 the installed packages or from the benchmark's explicit ``env_path``, never from the working
-directory (``-P``), with an environment stripped of tokens and of the runner's ``GITHUB_*``,
-``INPUT_*``, ``ACTIONS_*`` variables. The gate sends it one request per (item, rollout) and gets
-back the outcome: the rewards are still the environment's to compute (README: threat model), but
-nothing it does can reach the gate's memory, token or verdict logic.
+directory (``-P``), with a cleared environment (what a program needs, plus the benchmark's
+``pass_env``: never a token it did not declare) and no way to read the gate's (``repo_code``).
+The gate sends it one request per (item, rollout) and gets back the outcome: the rewards are
+still the environment's to compute (README: threat model), but nothing it does can reach the
+gate's memory, token or verdict logic.
 
 What runs inside the worker, and how each API generation is played, is in ``_vf_runner.py``.
 """
@@ -17,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib.machinery
 import itertools
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -35,30 +36,40 @@ from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
+from evalgate.suites.identity import digest, tree_digest
+from evalgate.suites.repo_code import repo_env, spawn_options
 
 if TYPE_CHECKING:
     from evalgate.config.spec import VerifiersBenchmark
     from evalgate.sandbox import Sandboxes
 
-__all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "VerifiersSuite", "module_name", "worker_env"]
+__all__ = [
+    "CHAT_HARNESS_ID",
+    "VerifiersOutcome",
+    "VerifiersSuite",
+    "env_source",
+    "items_from_worker",
+    "module_name",
+    "worker_env",
+]
 
 log = logging.getLogger(__name__)
 
-# Never handed to environment code: the runner's token and inputs (github_token among them), the
-# Actions runtime's tokens, and anything named like a token.
-_WITHHELD = re.compile(r"^(GITHUB_|INPUT_|ACTIONS_|RUNNER_)|TOKEN", re.IGNORECASE)
 
-
-def worker_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The worker's environment: the gate's, less every token and runner variable, with the
-    folder this evalgate was imported from on PYTHONPATH (``-P`` drops the working directory,
-    which is where a source checkout of evalgate would otherwise have been found)."""
+def worker_env(
+    environ: dict[str, str] | None = None, declared: list[str] | tuple[str, ...] = ()
+) -> dict[str, str]:
+    """The worker's environment: cleared (``repo_code.repo_env``: what a program needs, and the
+    variables the benchmark declares in ``pass_env``), with the folder this evalgate was imported
+    from on PYTHONPATH (``-P`` drops the working directory, which is where a source checkout of
+    evalgate would otherwise have been found)."""
     source = os.environ if environ is None else environ
-    env = {k: v for k, v in source.items() if not _WITHHELD.search(k)}
+    paths = [p for p in source.get("PYTHONPATH", "").split(os.pathsep) if p]
     root = str(Path(evalgate.__file__).resolve().parent.parent)
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([root, *(p for p in paths if p != root)])
-    return env
+    pythonpath = os.pathsep.join([root, *(p for p in paths if p != root)])
+    # No bytecode written: the environment's folder hashes the same before and after a run.
+    runner = {"PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1"}
+    return repo_env(declared, runner, environ=source)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -75,13 +86,14 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 class _Worker:
     """The worker process and its request/answer bookkeeping, usable from any event loop."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, declared: list[str] | tuple[str, ...] = ()) -> None:
         self.name = name
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "evalgate.suites._vf_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=worker_env(),
+            env=worker_env(declared=declared),
+            **spawn_options(),  # the gate unreadable to it (repo_code)
         )
         self._lock = threading.Lock()
         self._pending: dict[int, Any] = {}
@@ -159,6 +171,55 @@ def _deliver(waiter: Any, answer: dict[str, Any]) -> None:
         loop.call_soon_threadsafe(settle)
 
 
+def env_source(env_id: str, env_path: str | None) -> str:
+    """A digest of the environment's code (its reward functions decide every score): the module
+    file or package folder the worker will import, located without importing it. Empty when it
+    cannot be found (the worker then reports why, in one line)."""
+    name = module_name(env_id)
+    found: Path | None = None
+    if env_path:
+        found = next(
+            (p for p in (Path(env_path) / name, Path(env_path) / f"{name}.py") if p.exists()), None
+        )
+    elif name.isidentifier():
+        # Located on the worker's path (this interpreter's, less the working directory, which
+        # the worker's -P drops): PathFinder runs nothing, where find_spec("a.b") would import
+        # "a" into the gate.
+        cwd = os.getcwd()
+        path = [p for p in sys.path if p and os.path.abspath(p) != cwd]
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            found = Path(next(iter(spec.submodule_search_locations)))
+        elif spec is not None and spec.origin and Path(spec.origin).is_file():
+            found = Path(spec.origin)
+    if found is None:
+        return ""
+    return tree_digest(found) if found.is_dir() else digest(found.read_bytes())
+
+
+def items_from_worker(raw: list[dict[str, Any]], source: str = "") -> list[Item]:
+    """The worker's items, with their exam digest derived here from each row's data (``info``,
+    ``task``, the answer...: what the environment's reward functions read) and the
+    environment's ``source`` (:func:`env_source`), never taken from the environment's process."""
+    out = []
+    for row in raw:
+        fields = dict(row.get("fields") or {})
+        out.append(
+            Item(
+                id=str(row["id"]),
+                prompt=str(row["prompt"]),
+                answer=str(row["answer"]),
+                group=row.get("group"),
+                fields=fields,
+                exam=digest({"row": fields, "source": source}) if fields or source else "",
+            )
+        )
+    return out
+
+
 def _raise(error: dict[str, Any]) -> None:
     kind, message = error.get("type"), str(error.get("message", ""))
     if kind == "config":
@@ -183,14 +244,15 @@ class VerifiersSuite(SuiteDefaults):
     def from_spec(
         cls, spec: VerifiersBenchmark, *, sandboxes: Sandboxes | None = None
     ) -> VerifiersSuite:
-        worker = _Worker(spec.name)
+        source = env_source(spec.env_id, spec.env_path)  # before the worker could touch it
+        worker = _Worker(spec.name, tuple(spec.pass_env))
         answer = worker.call(
             {"op": "load", "spec": spec.model_dump(mode="json"), "env_path": spec.env_path}
         )
         if not answer.get("ok"):
             worker.close()
             _raise(answer.get("error") or {})
-        items = [Item(**raw) for raw in answer["items"]]
+        items = items_from_worker(answer["items"], source)
         log.info("verifiers benchmark %s: %s api, %d items", spec.name, answer["api"], len(items))
         return cls(spec.name, items, str(answer["api"]), worker, dict(answer.get("roles") or {}))
 

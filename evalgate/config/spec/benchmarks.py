@@ -89,6 +89,22 @@ Scorer = Annotated[
 ]
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RUNNER_ENV = ("GITHUB_", "INPUT_", "ACTIONS_", "RUNNER_")  # as suites.repo_code.RESERVED
+
+
+def _declarable_env(names: list[str]) -> list[str]:
+    for name in names:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not an environment variable name")
+        if name.upper().startswith(_RUNNER_ENV):
+            raise ValueError(
+                f"{name!r}: the runner's {', '.join(p + '*' for p in _RUNNER_ENV)} variables "
+                "never reach a benchmark's code"
+            )
+    return names
+
+
 class CommonBenchmark(Strict):
     """Fields every benchmark kind has."""
 
@@ -288,6 +304,16 @@ class VerifiersBenchmark(CommonBenchmark):
     """v1 harness name (default: the taskset's)."""
     runtime: Literal["subprocess", "docker", "modal"] = "subprocess"
     """Where v1 rollouts execute; never a remote service unless chosen here."""
+    pass_env: list[str] = Field(default_factory=empty_list)
+    """Names of this machine's environment variables the task's code may read (a judge model's
+    key, say). It runs with a cleared environment: PATH, HOME, locale, CA and proxy settings,
+    the served model's endpoint, and these; never the runner's `GITHUB_*`, `INPUT_*`,
+    `ACTIONS_*`, `RUNNER_*` variables, which cannot be listed."""
+
+    @field_validator("pass_env")
+    @classmethod
+    def _declarable(cls, names: list[str]) -> list[str]:
+        return _declarable_env(names)
 
 
 class InspectBenchmark(CommonBenchmark):
@@ -301,6 +327,16 @@ class InspectBenchmark(CommonBenchmark):
     task (`inspect_evals/gsm8k`, with that package installed for inspect's interpreter)."""
     task_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the task function (`-T` in `inspect eval`)."""
+    pass_env: list[str] = Field(default_factory=empty_list)
+    """Names of this machine's environment variables the task's code may read (a judge model's
+    key, say). It runs with a cleared environment: PATH, HOME, locale, CA and proxy settings,
+    the served model's endpoint, and these; never the runner's `GITHUB_*`, `INPUT_*`,
+    `ACTIONS_*`, `RUNNER_*` variables, which cannot be listed."""
+
+    @field_validator("pass_env")
+    @classmethod
+    def _declarable(cls, names: list[str]) -> list[str]:
+        return _declarable_env(names)
 
 
 Benchmark = Annotated[

@@ -38,6 +38,7 @@ from evalgate.errors import ConfigError
 from evalgate.sandbox.base import ImageBuild
 from evalgate.suites.agent.swe import gold_script
 from evalgate.suites.agent.tasks import Check, Container, SweSpec, Task, load_yaml, read_folder
+from evalgate.suites.identity import tree_digest
 
 __all__ = ["TESTS_DIR", "detect", "load_swe", "load_tb1", "load_tb2"]
 
@@ -145,6 +146,7 @@ def load_tb2(folder: Path) -> Task:
         agent_s=_num(agent.get("timeout_sec"), where, "agent.timeout_sec"),
         test_s=_num(verifier.get("timeout_sec"), where, "verifier.timeout_sec"),
         solution=solve.read_text(encoding="utf-8") if solve.is_file() else None,
+        source=tree_digest(folder, skip=frozenset({"solution"})),
     )
 
 
@@ -177,6 +179,7 @@ def load_tb1(folder: Path, data: dict[str, Any]) -> Task:
         agent_s=_num(data.get("max_agent_timeout_sec"), where, "max_agent_timeout_sec"),
         test_s=_num(data.get("max_test_timeout_sec"), where, "max_test_timeout_sec"),
         solution=solve.read_text(encoding="utf-8") if solve.is_file() else None,
+        source=tree_digest(folder, skip=frozenset({"solution.sh"})),
     )
 
 
@@ -188,6 +191,7 @@ def _container_task(
     agent_s: float | None,
     test_s: float | None,
     solution: str | None,
+    source: str = "",
 ) -> Task:
     return Task(
         id=task_id,
@@ -196,6 +200,7 @@ def _container_task(
         timeout_s=agent_s,
         solution=solution,
         container=container,
+        source=source,
     )
 
 

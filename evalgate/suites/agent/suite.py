@@ -183,10 +183,10 @@ class AgentSuite(SuiteDefaults):
             Item(
                 id=t.id,
                 prompt="\n\n".join(t.prompts),
-                # A changed check (or a task's changed image) changes the item's hash.
                 answer=t.check.command + (f" @ {t.container.digest}" if t.container else ""),
                 group=t.group,
                 fields={"timeout_s": t.timeout_s, "max_turns": t.max_turns},
+                exam=t.exam,  # the check's files, verifier, tests, environment: the item's hash
             )
             for t in tasks
         ]

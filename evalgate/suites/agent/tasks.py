@@ -29,6 +29,7 @@ verdict is ``verify``'s.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import tarfile
@@ -40,6 +41,7 @@ import yaml
 
 from evalgate.errors import ConfigError
 from evalgate.sandbox.base import ImageBuild
+from evalgate.suites.identity import digest, tree_digest
 
 __all__ = [
     "Check",
@@ -124,10 +126,41 @@ class Task:
     solution: str | None = None  # script text, run by `sh -s` in /workspace
     description: str = ""
     container: Container | None = None  # a task with its own image (Terminal-Bench, SWE-bench)
+    # The task's files on disk as the loader found them (``tree_digest``: links as links), less
+    # its reference solution; empty for a task with no folder of its own (a YAML list entry).
+    source: str = ""
 
     @property
     def prompt(self) -> str:
         return self.prompts[0]
+
+    @property
+    def exam(self) -> str:
+        """What decides this task's score beyond its prompt (``Item.exam``): the check and its
+        files, the workspace and setup, the limits, the container (its verifier, tests, build
+        context or image, SWE-bench spec) and the folder itself. Not the reference solution,
+        nor the description or group, which decide nothing."""
+        c = self.container
+        container = None
+        if c is not None:
+            container = {
+                f.name: getattr(c, f.name) for f in dataclasses.fields(c) if f.name != "build"
+            }
+            # The build's content digest, not its context's absolute path (another checkout).
+            container["build"] = c.build.digest if c.build is not None else None
+        return digest(
+            {
+                "check": self.check,
+                "workspace": self.workspace,
+                "modes": self.modes,
+                "check_files": self.check_files,
+                "setup_commands": self.setup_commands,
+                "timeout_s": self.timeout_s,
+                "max_turns": self.max_turns,
+                "container": container,
+                "source": self.source,
+            }
+        )
 
 
 def read_folder(root: Path) -> tuple[dict[str, bytes], dict[str, int]]:
@@ -176,6 +209,11 @@ def _task(data: Any, where: str, folder: Path | None, default_id: str | None) ->
             solution = (folder / solution).read_text(encoding="utf-8")
     for rel, text in (setup.get("files") or {}).items():
         workspace[str(rel)] = str(text).encode()
+    source = ""
+    if folder is not None:
+        named = data.get("solution")  # a path in the folder: the reference, which decides nothing
+        solved = named if isinstance(named, str) and (folder / named).is_file() else None
+        source = tree_digest(folder, skip=frozenset({Path(solved).as_posix()} if solved else ()))
     return Task(
         id=task_id,
         prompts=prompts,
@@ -193,6 +231,7 @@ def _task(data: Any, where: str, folder: Path | None, default_id: str | None) ->
         group=str(data["group"]) if data.get("group") is not None else None,
         solution=solution,
         description=str(data.get("description", "")),
+        source=source,
     )
 
 
