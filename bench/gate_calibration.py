@@ -18,6 +18,10 @@ N(1.6, 2.4²) plus N(0, 1.4²) per item). Kinds of data:
            pass rate by (1 − f) (a proportional drop)
   groups   noise, with items in G equal groups and a per-run, per-group shock N(0, 1) on the
            logit in each arm (one retrieved passage or few-shot draw shared by the group)
+  whole    groups, but the PR breaks whole groups: each group scores 0 in the PR with
+           probability π (else it is drawn like the base), and nothing else changes
+  gbreaks  groups, greedy: the PR replays the base's rollouts and breaks some passes (a few
+           items per group)
 
 f is solved so that the population Δ is exactly the target. Per cell (≥ 1,000 runs each):
 A/A false-FAIL (Δ = 0), false PASS at Δ = −δ, the median reported MDE over the A/A runs and the
@@ -61,7 +65,7 @@ SHOCK = 1.0  # SD (logit scale) of the per-run, per-group shock
 
 @dataclass(frozen=True)
 class Cell:
-    kind: str  # "breaks" | "noise" | "groups"
+    kind: str  # "breaks" | "noise" | "groups" | "whole" | "gbreaks"
     n: int
     k: int = 1
     groups: int | None = None
@@ -80,6 +84,10 @@ CELLS = (
     Cell("noise", 200, k=4),
     *(Cell("groups", 200, groups=g) for g in (5, 10, 40)),
     Cell("groups", 200, k=4, groups=40),
+    *(Cell("whole", 500 // g * g, k=4, groups=g) for g in (5, 20, 40, 100)),
+    Cell("whole", 500, k=1, groups=20),
+    Cell("gbreaks", 200, k=1, groups=40),
+    Cell("whole", 500, k=4, groups=20, sequential=True),
     Cell("breaks", 200, sequential=True),
     Cell("noise", 200, sequential=True),
     Cell("noise", 200, k=4, sequential=True),
@@ -91,7 +99,7 @@ CELLS = (
 def _mean_pass(kind: str) -> float:
     """Population mean of the (shocked) base pass rate, for solving f from the target Δ."""
     rng = np.random.default_rng(20240101)
-    if kind == "groups":
+    if kind in ("groups", "whole", "gbreaks"):
         theta = 1.6 + math.sqrt(2.4**2 + 1.4**2 + SHOCK**2) * rng.standard_normal(1_000_000)
     else:
         theta = 1.6 + 2.8 * rng.standard_normal(1_000_000)
@@ -145,7 +153,7 @@ def draw(
     """(base, head) item scores, runs x n, with population Δ = −drop."""
     n, k = cell.n, cell.k
     f = drop / _mean_pass(cell.kind)
-    if cell.kind == "groups":
+    if cell.groups:
         size = n // cell.groups
         theta = np.repeat(1.6 + 2.4 * rng.standard_normal((runs, cell.groups)), size, axis=1)
         theta = theta + 1.4 * rng.standard_normal((runs, n))
@@ -157,7 +165,10 @@ def draw(
     else:
         p_base = expit(1.6 + 2.8 * rng.standard_normal((runs, n)))
         p_head = p_base * (1.0 - f)
-    if cell.kind == "breaks":  # the PR replays the base's rollouts and breaks some passes
+    if cell.kind == "whole":  # the PR scores 0 on whole groups, π = f, else no change
+        broken = np.repeat(rng.random((runs, cell.groups)) < f, n // cell.groups, axis=1)
+        p_head = np.where(broken, 0.0, expit(theta + shocks[1]))
+    if cell.kind in ("breaks", "gbreaks"):  # the PR replays the base's rollouts, breaks passes
         rollouts = rng.random((runs, n, k)) < p_base[..., None]
         kept = rng.random((runs, n, k)) >= f
         return rollouts.mean(axis=2), (rollouts & kept).mean(axis=2)

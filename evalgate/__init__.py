@@ -1,6 +1,6 @@
 """evalgate: gate pull requests on LLM evaluation results.
 
-The package reads as the pipeline, one sub-package per stage (README, "Development"):
+The package reads as the pipeline, one sub-package per stage (docs/development.md):
 ``config`` (evals.yaml → Config) → ``serve`` (a model → an Endpoint) → ``suites`` (+ ``sandbox``)
 → ``run`` (items × rollouts, journaled) → ``compare`` + ``stats`` (paired with the baseline) →
 ``gate`` (→ Verdict) → ``report`` → ``publish`` / ``store``; ``pipeline`` wires them, ``cli``,

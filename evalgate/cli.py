@@ -137,6 +137,20 @@ def _gate_commands(sub: Any) -> None:
     )
     validate.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
 
+    judge = sub.add_parser(
+        "judge-check",
+        help="measure each judged benchmark's judge on its labelled set: accuracy and "
+        "Cohen's κ against the labels, self-agreement over k samples, unreadable verdicts",
+    )
+    judge.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
+    judge.add_argument("--benchmark", help="only this benchmark's judge")
+    judge.add_argument("--labels", metavar="FILE", help="this labelled set (JSONL) instead")
+    judge.add_argument(
+        "--samples", type=int, metavar="K", help="judgements per example (default: judge_samples)"
+    )
+    judge.add_argument("--output", metavar="DIR", help="also write DIR/judge-check.json")
+    _cache_arguments(judge)
+
 
 def _ops_commands(sub: Any) -> None:
     """doctor and the Modal lifecycle: the stack around a run."""
@@ -439,6 +453,28 @@ def _print_estimate(config: Config, out: IO[str], built: dict[str, list[Suite]])
         print(f"  budget {name} {cap:,g}: {note}", file=out)
 
 
+def _cmd_judge_check(
+    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
+) -> int:
+    from evalgate.commands.judge_check import judge_check
+    from evalgate.config.load import load_config
+    from evalgate.serve import open_server
+
+    if args.samples is not None and not 1 <= args.samples <= 32:
+        raise UsageError("--samples: give a number from 1 to 32")
+    return judge_check(
+        load_config(Path(args.config), overrides),
+        environ=environ,
+        out=out,
+        server_factory=open_server,
+        benchmark=args.benchmark,
+        labels=args.labels,
+        samples=args.samples,
+        cache_dir=_cache_dir(args, environ),
+        output=_output_dir(args.output) if args.output else None,
+    )
+
+
 def _cmd_schema(out: IO[str]) -> int:
     from evalgate.config.schema import json_schema
 
@@ -489,6 +525,8 @@ def _dispatch(
         return _cmd_validate(args, overrides, out)
     if args.command == "compare":
         return _cmd_compare(args, out)
+    if args.command == "judge-check":
+        return _cmd_judge_check(args, overrides, environ, out)
     if args.command == "schema":
         return _cmd_schema(out)
     if args.command == "action":

@@ -108,6 +108,9 @@ def _run_checks(run: RunSummary, gate: GateSettings, max_error_rate: float) -> l
             f"{run.errors}/{run.n_rollouts} rollouts errored ({run.error_rate:.1%} > "
             f"max_error_rate {max_error_rate:.1%}): scores not trusted"
         )
+        if run.error_kinds:
+            kinds = sorted(run.error_kinds.items(), key=lambda kv: -kv[1])
+            reason += " (" + ", ".join(f"{kind}: {count}" for kind, count in kinds) + ")"
         out.append(Check(run.model, run.benchmark, "errors", "errors", "ERROR", reason))
     # An agent variant's run ("tasks.skills") is held to its benchmark's ("tasks") thresholds.
     thresholds = gate.thresholds.get(run.benchmark) or gate.thresholds.get(
@@ -181,11 +184,20 @@ def _comparison_checks(comp: RunComparison) -> list[Check]:
                 )
             )
             continue
-        reason = f"Δ {r.delta:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}], margin −{r.margin:.3f}"
+        # Each bound at the precision that keeps it on its side of the edge it is tested
+        # against (L vs −δ, U vs 0), so the text never contradicts the status.
+        lo_digits = stats.decimals_against(r.lo, -r.margin, 3, scale=1.0)
+        hi_digits = stats.decimals_against(r.hi, 0.0, 3, scale=1.0)
+        reason = (
+            f"Δ {r.delta:+.3f} [{r.lo:+.{lo_digits}f}, {r.hi:+.{hi_digits}f}], "
+            f"margin −{r.margin:.3f}"
+        )
         if r.level is not None:
             reason += f" (repeated bounds at nominal one-sided level {r.level:.4g})"
         if r.note:
             reason += f"; {r.note}"
+        if mc.scale is not None and mc.scale.assumption:
+            reason += f"; {mc.scale.assumption}"
         out.append(
             Check(
                 comp.model,
@@ -199,6 +211,12 @@ def _comparison_checks(comp: RunComparison) -> list[Check]:
             )
         )
     return out
+
+
+def _holm_stop(checks: list[Check], testable: list[int], rejected: list[bool]) -> int | None:
+    """The check at which Holm's step-down stopped: the smallest p it did not reject."""
+    kept = [i for i, reject in zip(testable, rejected, strict=True) if not reject]
+    return min(kept, key=lambda i: checks[i].p or 0.0) if kept else None
 
 
 def _holm_rank(checks: list[Check], testable: list[int], i: int) -> int:
@@ -227,17 +245,30 @@ def decide(
     # FAIL decisions: Holm over every hypothesis that could fail (thresholds and regressions).
     testable = [i for i, c in enumerate(checks) if c.p is not None and c.status != "ERROR"]
     rejected = stats.holm([checks[i].p for i in testable], alpha=gate.alpha) if testable else []
+    stop = _holm_stop(checks, testable, list(rejected))
     for i, reject in zip(testable, rejected, strict=True):
         c = checks[i]
         if c.status == "PASS" or (c.status == "FAIL" and c.p == 0.0):
             continue
         new: Status = "FAIL" if reject else "INCONCLUSIVE"
-        if c.status == "FAIL" and not reject:
-            # The bounds shown are at α; Holm asks this test for a smaller level.
-            reason = (
-                c.reason + f" — not significant after Holm adjustment across {len(testable)} "
-                f"tests (p = {c.p:.3g} needs ≤ {gate.alpha:g}/{_holm_rank(checks, testable, i)})"
+        if c.status == "FAIL" and not reject and stop is not None:
+            # The bounds shown are at α. Only the test the step-down stopped at was compared
+            # with a smaller level; those after it were never compared with anything.
+            needs = (
+                f"p = {checks[stop].p:.3g} needs ≤ "
+                f"{gate.alpha:g}/{_holm_rank(checks, testable, stop)}"
             )
+            if i == stop:
+                why = (
+                    f"not significant after Holm adjustment across {len(testable)} tests ({needs})"
+                )
+            else:
+                why = (
+                    f"not significant after Holm's step-down across {len(testable)} tests: it "
+                    f"stopped before this test, at {checks[stop].metric} of "
+                    f"{checks[stop].benchmark} ({needs})"
+                )
+            reason = f"{c.reason} — {why}"
         else:
             reason = c.reason
         checks[i] = Check(**{**c.__dict__, "status": new, "reason": reason})

@@ -475,3 +475,30 @@ def test_embedded_model_runs_a_task_and_fails_cleanly(tmp_path: Path) -> None:
         assert record["usage"]["completion_tokens"] > 0
     else:
         assert record["reward"] is None
+
+
+def test_builtin_agent_requests_share_the_clients_retries_and_limit(
+    tmp_path: Path, scripted_server
+) -> None:
+    """The agent's tool-calling requests go through the run's client: a 429 is retried (after
+    its Retry-After), counted in the client's stats, and held to its concurrency limit."""
+    throttled = []
+
+    def model(body: dict[str, Any], n: int) -> tuple:
+        if n % 3 == 0:
+            throttled.append(n)
+            return (429, "slow down", {"Retry-After": "0"})
+        return solver(body, n)
+
+    server = scripted_server(model)
+    suite = build_suite(_spec(tmp_path, ["hello-file", "csv-totals"]))
+
+    async def go() -> tuple[list[dict[str, Any]], Any]:
+        async with _client(server) as client:
+            return await run_suite(suite, client, rollouts=1, max_concurrent=2), client.stats
+
+    records, stats = run(go())
+    assert all(r["reward"] == 1.0 for r in records), [r["completion"] for r in records]
+    assert throttled and stats.retried["http_429"] == len(throttled)
+    assert stats.requests == len(server.requests)
+    assert stats.throttle_decreases >= 1  # AIMD saw the 429s: the agent is under the limit

@@ -1,4 +1,5 @@
-"""The README's command table is the parser's: a flag added to the CLI shows up in the docs."""
+"""The docs' generated pages are the code's: a flag added to the CLI, a field added to the
+schema, show up in the docs."""
 
 from __future__ import annotations
 
@@ -6,15 +7,17 @@ from pathlib import Path
 
 from evalgate.commands.reference import BEGIN, END, command_table
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
 
 
-def test_readme_command_table_matches_the_parser() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert BEGIN in text and END in text, "README lost its generated command table markers"
+def test_command_table_matches_the_parser() -> None:
+    text = CLI_PAGE.read_text(encoding="utf-8")
+    assert BEGIN in text and END in text, "docs/reference/cli.md lost its generated table markers"
     shown = text[text.index(BEGIN) : text.index(END) + len(END)]
     assert shown == command_table(), (
-        "README's command table is stale: paste `python -m evalgate.commands.reference` into it"
+        "docs/reference/cli.md's command table is stale: "
+        "paste `python -m evalgate.commands.reference` into it"
     )
 
 
@@ -41,8 +44,18 @@ def test_every_flag_of_every_command_is_in_the_table() -> None:
 def test_configuration_reference_matches_the_schema() -> None:
     from evalgate.commands.reference import config_reference
 
-    page = README.parent / "docs" / "reference" / "configuration.md"
+    page = ROOT / "docs" / "reference" / "configuration.md"
     assert page.read_text(encoding="utf-8") == config_reference(), (
         "docs/reference/configuration.md is stale: "
         "python -m evalgate.commands.reference --config > docs/reference/configuration.md"
+    )
+
+
+def test_the_docs_front_page_is_the_readme() -> None:
+    """docs/index.md is README.md with its links made relative to docs/ (one text, two places)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    assert index == readme.replace("](docs/", "]("), (
+        'docs/index.md is stale: python -c "import pathlib; p = pathlib.Path; '
+        "p('docs/index.md').write_text(p('README.md').read_text().replace('](docs/', ']('))\""
     )

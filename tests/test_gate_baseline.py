@@ -286,9 +286,38 @@ benchmarks: [{{name: capitals, kind: jsonl, path: capitals.jsonl, scorer: {{type
     assert result["n_clusters"] == 5 and result["delta"] == 0.0
     assert check["status"] == "INCONCLUSIVE" and verdict["status"] == "INCONCLUSIVE"
     assert result["lo"] <= -0.03  # the bound shown agrees with the verdict
-    assert "too few groups (5 < 20)" in check["reason"]
+    assert "few groups (5 < 20)" in check["reason"]
     scorecard = html.unescape((out / "head" / "scorecard.md").read_text())  # "<" is escaped
-    assert "too few groups (5 < 20) to decide non-inferiority" in scorecard
+    assert "few groups (5 < 20): the non-inferiority bound over groups is wide" in scorecard
+
+
+def test_compare_counts_a_nan_reward_as_an_error_not_a_crash(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    base = scripted_server(_answers(BASE))
+    head = scripted_server(_answers(BASE))
+    _local(tmp_path, base, "base")
+    _local(tmp_path, head, "head")
+    (results,) = (tmp_path / "head").glob("**/results.jsonl")
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    for row in rows[:3]:  # 3 of 200 rollouts: within the default 5 % error budget
+        row["reward"] = float("nan")
+        row["metrics"] = {k: float("nan") for k in row["metrics"]}
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["compare", str(tmp_path / "base"), str(tmp_path / "head"), "--output"]
+    code = main([*args, str(tmp_path / "cmp")])
+    verdict = json.loads((tmp_path / "cmp" / "verdict.json").read_text())
+    assert code == 0 and verdict["status"] == "PASS"
+    assert _baseline_check(verdict)["comparison"]["result"]["n"] == N - 3
+    # Over the budget: ERROR (exit 3), the kind named in one line.
+    for row in rows[:20]:
+        row["reward"] = float("inf")
+        row["metrics"] = {k: float("inf") for k in row["metrics"]}
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code = main([*args, str(tmp_path / "cmp2")])
+    verdict = json.loads((tmp_path / "cmp2" / "verdict.json").read_text())
+    assert code == 3 and verdict["status"] == "ERROR"
+    assert any("non-finite score" in r for r in verdict["reasons"])
 
 
 def test_an_edited_item_is_never_paired_with_its_old_self(

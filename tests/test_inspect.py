@@ -170,3 +170,53 @@ def _samples() -> list[str]:
     """The example task's sample ids, without the ``add-`` prefix (see arith_task.py)."""
     text = TASK.read_text()
     return [f"{a}-{b}" for a, b in re.findall(r"\((\d+),\s*(\d+)\)", text)]
+
+
+@needs_inspect
+def test_a_model_graded_task_is_graded_by_the_configured_judge(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """inspect's `grader` role resolves to evalgate's judge, on its own server and sampling;
+    the grader's tokens are counted apart from the candidate's, and the grader is part of the
+    measurement (another grader: not comparable)."""
+    answers = {"gold": "Au", "planet": "Venus", "spider": "Eight legs", "ocean": "The Pacific"}
+
+    def candidate(body: dict[str, Any], n: int) -> str:
+        text = body["messages"][-1]["content"].lower()
+        return next(v for k, v in answers.items() if k in text)
+
+    def grader(body: dict[str, Any], n: int) -> str:
+        text = body["messages"][-1]["content"]
+        expert = re.search(r"\[Expert\]: (.*)", text).group(1).strip().lower()  # type: ignore[union-attr]
+        said = re.search(r"\[Submission\]: (.*)", text).group(1).strip().lower()  # type: ignore[union-attr]
+        right = said.split()[0] in expert.lower()
+        return "Compared with the expert answer.\nGRADE: " + ("C" if right else "I")
+
+    model, judge = scripted_server(candidate), scripted_server(grader)
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        f"""
+models: [{{name: m, backend: openai, base_url: "{model.base_url}", model: org/m}}]
+benchmarks:
+  - name: facts
+    kind: inspect
+    task: {TASK.parent / "graded_task.py"}
+    eval: {{max_retries: 0}}
+    grader:
+      model: {{name: grader, backend: openai, base_url: "{judge.base_url}", model: org/grader}}
+      sampling: {{temperature: 0.0, max_tokens: 300}}
+"""
+    )
+    code, verdict = _run(tmp_path, config, "out")
+    assert code == 0, verdict
+    (run_dir,) = (tmp_path / "out" / "evals").glob("*/*")
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    rewards = {r["example_id"]: r["reward"] for r in records}
+    assert rewards == {"fact-0": 1.0, "fact-1": 0.0, "fact-2": 1.0, "fact-3": 1.0}
+    assert len(judge.requests) == 4 and {b["model"] for b in judge.requests} == {"org/grader"}
+    assert {b["max_tokens"] for b in judge.requests} == {300}
+    assert len(model.requests) == 4  # the candidate never grades itself
+    assert all(r["judge"]["usage"]["prompt_tokens"] > 0 for r in records)
+    assert all(r["usage"]["prompt_tokens"] == 7 for r in records)  # the candidate's own
+    saved = json.loads((run_dir / "run_config.json").read_text())
+    assert saved["fingerprint"]["measurement"]["grader"]["model"]["model"] == "org/grader"

@@ -102,6 +102,7 @@ LAZY_EXCEPTIONS = {
     ("evalgate.config.checks", "evalgate.suites._vf_runner"),
     ("evalgate.config.checks", "evalgate.suites.datasets"),
     ("evalgate.config.checks", "evalgate.suites.qa"),
+    ("evalgate.config.checks", "evalgate.suites.judge_labels"),  # a judge's labelled set
     ("evalgate.config.checks", "evalgate.sandbox"),
     ("evalgate.config.checks", "evalgate.serve._vllm_args"),
     ("evalgate.config.checks", "evalgate.serve.chat_template"),

@@ -111,12 +111,23 @@ def merge(base: Config, pr: Config) -> Config:
     definition with the PR's candidate fields laid over it; the models (the candidate) are the
     PR's; gate, baseline and publishing the base's (budgets: see ``apply_ceiling``). A benchmark
     only the PR has is its own: the base sets no threshold or baseline for it."""
-    ours = {b.name: b for b in base.benchmarks}
+    ours = {b.name: _anchor_labels(b, base.path.parent) for b in base.benchmarks}
     benchmarks = tuple(
         merge_benchmark(ours[b.name], b) if b.name in ours else b for b in pr.benchmarks
     )
     update = {"benchmarks": benchmarks, "publish": base.publish}
     return pr.model_copy(update=update)
+
+
+def _anchor_labels(bench: Any, root: Path) -> Any:
+    """A judge's labelled set is named relative to its evals.yaml: the base's, in the base's
+    tree (the merged config keeps the PR's path), so the PR cannot edit the agreement shown."""
+    scorer: Any = getattr(bench, "scorer", None)
+    labels = getattr(scorer, "labels", None)
+    if labels is None or Path(labels).is_absolute():
+        return bench
+    anchored = scorer.model_copy(update={"labels": str(root / labels)})
+    return bench.model_copy(update={"scorer": anchored})
 
 
 def _digest(path: Path) -> str:

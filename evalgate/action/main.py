@@ -44,6 +44,7 @@ from evalgate.publish.github import GitHubClient, GitHubError
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
 from evalgate.report import code_span
 from evalgate.report.html import render_html, report_url, trend_points
+from evalgate.run.fingerprint import SCORING_VERSION
 from evalgate.run.progress import make_progress
 from evalgate.run.rundir import REPORT_HTML, SCORECARD, load_run, load_runs
 from evalgate.serve import open_server
@@ -153,7 +154,14 @@ def _stored_baselines(
             if stored is None:
                 missing.append(f"{model.name}/{bench.name}")
                 continue
-            found[(model.name, bench.name)] = _load_stored(stored)
+            run = _load_stored(stored)
+            recorded = (run.config.get("fingerprint") or {}).get("measurement") or {}
+            if recorded.get("scoring_version") != SCORING_VERSION:
+                # Stored by an evalgate that scored or identified items otherwise: it cannot
+                # pair with this run, so it counts as absent (`auto` evaluates the base again).
+                missing.append(f"{model.name}/{bench.name} (stored by another scoring version)")
+                continue
+            found[(model.name, bench.name)] = run
     return found, missing
 
 

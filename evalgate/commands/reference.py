@@ -1,8 +1,8 @@
 """Generated reference pages, so the docs cannot drift from the code.
 
 - the command table, from the argparse parser: ``python -m evalgate.commands.reference``
-  prints it; tests/test_cli_reference.py checks that README.md holds exactly this between its
-  ``<!-- commands -->`` markers;
+  prints it; tests/test_cli_reference.py checks that docs/reference/cli.md holds exactly this
+  between its ``<!-- commands -->`` markers;
 - the configuration reference (docs/reference/configuration.md), from the JSON Schema that
   ``evalgate schema`` writes: ``python -m evalgate.commands.reference --config``.
 """

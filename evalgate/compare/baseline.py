@@ -19,10 +19,11 @@ from typing import Any
 from evalgate.errors import UsageError
 from evalgate.run.rundir import RESULTS, LoadedRun, load_run
 
-__all__ = ["baseline_reference", "load_recorded_baseline"]
+__all__ = ["baseline_reference", "load_recorded_baseline", "results_digest"]
 
 
-def _digest(run_dir: Path) -> str:
+def results_digest(run_dir: Path) -> str:
+    """SHA-256 of a run's journal (results.jsonl): which baseline run, exactly."""
     sha = hashlib.sha256()
     with (run_dir / RESULTS).open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -36,7 +37,7 @@ def baseline_reference(baseline: LoadedRun) -> dict[str, Any]:
     return {
         "path": str(path),
         "run_id": path.name,
-        "results_sha256": _digest(path),
+        "results_sha256": results_digest(path),
         "origin": dict(baseline.origin),  # e.g. the base commit, for the scorecard
     }
 
@@ -57,7 +58,7 @@ def load_recorded_baseline(run_dir: Path, ref: dict[str, Any]) -> LoadedRun:
         raise UsageError(
             f"{where} is gone; restore that run directory there to resume, or start a new run"
         )
-    if _digest(path) != ref.get("results_sha256"):
+    if results_digest(path) != ref.get("results_sha256"):
         raise UsageError(
             f"{where} changed since this run started (results.jsonl differs); "
             "restore the original to resume, or start a new run"

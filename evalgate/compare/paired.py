@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate import stats
+from evalgate.compare.baseline import results_digest
 from evalgate.run.rundir import LoadedRun, load_run
 from evalgate.run.summary import RunSummary, item_metrics, summarize
 
@@ -51,6 +53,7 @@ class MetricComparison:
     status: Outcome  # before Holm across metrics; see gate.py
     mde: float | None
     reason: str = ""
+    scale: stats.Scale | None = None  # the metric's scale (None: a proportion, as before)
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,28 @@ def _measurement_diff(base: LoadedRun, head: LoadedRun) -> str | None:
     for key in sorted(set(b) | set(h)):
         if b.get(key) != h.get(key):
             return f"{key} differs (base {b.get(key)!r}, PR {h.get(key)!r})"
+    return None
+
+
+def _pairwise_diff(base: LoadedRun, head: LoadedRun) -> str | None:
+    """A pairwise judge scores the PR's completions against one baseline's: compared with any
+    other baseline (or judged against none, where every item is a tie by construction) the
+    scores mean nothing, and a tie would pass quietly."""
+    measured = head.config.get("fingerprint", {}).get("measurement") or {}
+    scorer = measured.get("scorer") or {}
+    if scorer.get("type") != "judge" or scorer.get("mode") != "pairwise":
+        return None
+    judged = (head.config.get("baseline") or {}).get("results_sha256")
+    if judged is None:
+        return (
+            "pairwise judge: the PR run was judged against no baseline (every item a tie by "
+            "construction); run it with this baseline (--baseline)"
+        )
+    if judged != results_digest(Path(base.path)):
+        return (
+            "pairwise judge: the PR run was judged against another baseline run; run it "
+            "with this one (--baseline)"
+        )
     return None
 
 
@@ -182,6 +207,7 @@ def compare_with_baselines(
                     alpha=gate.alpha,
                     metrics=gate.metrics,
                     seed=seed,
+                    scales=getattr(gate, "scales", None),
                 )
             )
     return out
@@ -299,14 +325,21 @@ def compare_metric(
     design: tuple[int, int] | None = None,
     n_resamples: int = 10_000,
     with_mde: bool = True,
+    scale: str | list[float] | None = None,
 ) -> MetricComparison:
     """One metric's paired test, its bounds, its MDE and its status (before Holm).
 
     ``design`` = (look, looks) for a run decided by sequential looks: the bounds are then the
     repeated confidence bounds at the look's nominal level and the p-values repeated p-values
     (:func:`evalgate.stats.sequential_compare`), valid whatever look the run stopped at.
-    ``with_mde=False`` skips the MDE (simulations that only count verdicts).
+    ``with_mde=False`` skips the MDE (simulations that only count verdicts). ``scale``: the
+    metric's declared scale (``gate.scales``), else inferred from both runs' values; the range
+    it assumes is stated in ``reason`` when the data had to supply it.
     """
+    import numpy as np
+
+    found = stats.metric_scale(np.concatenate([base, head]), scale)
+    bounds = (found.low, found.high)
     if design is None:
         result = stats.paired_compare(
             base,
@@ -316,6 +349,7 @@ def compare_metric(
             alpha=alpha,
             seed=seed,
             n_resamples=n_resamples,
+            bounds=bounds,
         )
     else:
         result = stats.sequential_compare(
@@ -328,12 +362,14 @@ def compare_metric(
             alpha=alpha,
             seed=seed,
             n_resamples=n_resamples,
+            bounds=bounds,
         )
     level = result.level or result.alpha
     # The effect the gate's own FAIL test detects with 80 % power at the level it ran at, under
     # the stated assumption (the PR only lowers scores, uniformly or proportionally).
     mde = stats.mde_for_test(base, head, clusters=clusters, alpha=level) if with_mde else None
-    return MetricComparison(name, result, stats.verdict(result), mde, result.note)
+    reason = "; ".join(x for x in (result.note, found.assumption) if x)
+    return MetricComparison(name, result, stats.verdict(result), mde, reason, found)
 
 
 def compare_runs(
@@ -344,8 +380,10 @@ def compare_runs(
     alpha: float,
     metrics: list[str] | None = None,
     seed: int = 0,
+    scales: dict[str, Any] | None = None,
 ) -> RunComparison:
-    """Pair ``head`` with ``base`` item by item and test every gated metric."""
+    """Pair ``head`` with ``base`` item by item and test every gated metric (``scales``: the
+    declared scale of each metric, ``gate.scales``)."""
     import numpy as np
 
     common: dict[str, Any] = {
@@ -373,7 +411,7 @@ def compare_runs(
         "n_head_only": len(set(head_items) - set(base_items)),
         "n_changed": sum(1 for i in head_items if i in hashes) - len(same),
     }
-    reason = _measurement_diff(base, head)
+    reason = _measurement_diff(base, head) or _pairwise_diff(base, head)
     if reason is None and not same:
         reason = "no item in common (different dataset or item ids)"
     if reason is not None:
@@ -411,6 +449,7 @@ def compare_runs(
                 alpha=alpha,
                 seed=seed,
                 design=design,
+                scale=(scales or {}).get(name),
             )
         )
         n_paired = max(n_paired, len(ids))

@@ -95,7 +95,11 @@ def produced_metrics(bench: Benchmark) -> set[str] | None:
     if bench.kind not in _ACCURACY_KINDS:
         return None
     k = bench.eval.rollouts
-    return {"accuracy"} | ({f"pass@{k}", f"pass^{k}"} if k > 1 else set())
+    scorer = getattr(bench, "scorer", None)
+    pairwise = getattr(scorer, "mode", None) == "pairwise"  # a judge's preference, not a grade
+    return {"win_rate" if pairwise else "accuracy"} | (
+        {f"pass@{k}", f"pass^{k}"} if k > 1 else set()
+    )
 
 
 def _unknown_metric(metric: str, produced: set[str], bench: str) -> str:
@@ -261,6 +265,23 @@ def _check_one(
         raise ConfigError(f"{config.locate(bench.name, exc.field)}: {exc}") from None
     built[bench.name] = [suite]
     notes.append(f"{bench.name}: {len(suite.items)} items read, prompt template rendered")
+    if suite.judge is not None:
+        notes.append(_check_judge(config, bench))
+
+
+def _check_judge(config: Any, bench: Any) -> str:
+    """A judged benchmark: its template rendered for every item (by the suite), and its
+    labelled set read as `local` reads it before the first request."""
+    from evalgate.suites.judge_labels import labels_path, load_labels
+
+    path = labels_path(config, bench)
+    if path is None:
+        return f"{bench.name}: judge template rendered; no labelled set (agreement not measured)"
+    try:
+        rows = load_labels(path, bench.scorer)
+    except ConfigError as exc:
+        raise ConfigError(f"{config.locate(bench.name, 'scorer')}: scorer.labels: {exc}") from None
+    return f"{bench.name}: judge template rendered, {len(rows)} labelled examples read"
 
 
 def check_environment(config: Config, environ: Any) -> list[str]:

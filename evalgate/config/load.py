@@ -299,6 +299,8 @@ _LOCATED = (
     "eval.num_examples",
     "size",
     "scorer",
+    "scorer.prompt_template",
+    "scorer.mode",
     "id_field",
     "prompt_field",
     "env_id",

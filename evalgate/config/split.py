@@ -7,7 +7,7 @@ network, the gate, budgets, publishing. In PR mode the Action takes the exam fro
 commit (:mod:`evalgate.action.exam`) and the candidate from the PR. A ``secret`` field is the
 candidate's, but the secret it names may only go where the base config sends it.
 
-:data:`FIELDS` is the one place this is written down (the README's threat model has the same
+:data:`FIELDS` is the one place this is written down (docs/threat-model.md has the same
 table for readers); ``tests/test_split.py`` walks the schema and fails on any field it cannot
 classify, so a new field is classified when it is added. A key classifies its whole subtree
 unless a longer key says otherwise; ``[]`` stands for a list's items.
@@ -78,7 +78,8 @@ FIELDS: dict[str, Role] = {
     "benchmarks[].eval": E,
     "benchmarks[].system_prompt": C,
     "benchmarks[].prompt_template": C,
-    "benchmarks[].scorer": E,
+    "benchmarks[].scorer": E,  # a judge's model, prompt, scale, sampling and labels included
+    "benchmarks[].grader": E,  # an inspect task's grader role: the judge is the exam's
     "benchmarks[].size": E,
     "benchmarks[].seed": E,  # arith's item generator (sampling.seed is the candidate's)
     "benchmarks[].max_operand": E,

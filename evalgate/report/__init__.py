@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from evalgate import __version__
+from evalgate import __version__, stats
 from evalgate.gate import Verdict
 from evalgate.report._escape import code_span, escape_text
 from evalgate.run.costs import format_usd
@@ -102,6 +102,19 @@ def _pp(value: float | None, sign: bool = True) -> str:
     return f"{100 * value:+.1f} pp" if sign else f"{100 * value:.1f} pp"  # type: ignore[operator]
 
 
+def _bound(value: float | None, edge: float, scale: Any = None) -> str:
+    """A bound in signed pp (or the metric's units) at the precision that keeps it on its side
+    of ``edge`` (−δ for the lower bound, 0 for the upper): never "-0.0 pp" beside a FAIL or
+    "-3.0 pp" beside a PASS at δ = 3 pp."""
+    if _nan(value) or math.isinf(value):  # type: ignore[arg-type]
+        return _pp(value)
+    if not _in_percent(scale):
+        digits = stats.decimals_against(value, edge, 3, scale=1.0)  # type: ignore[arg-type]
+        return f"{value:+.{digits}f}"
+    digits = stats.decimals_against(value, edge)  # type: ignore[arg-type]
+    return f"{100 * value:+.{digits}f} pp"  # type: ignore[operator]
+
+
 def _pval(value: float | None) -> str:
     if _nan(value):
         return "–"
@@ -130,10 +143,76 @@ def _requests(stats: dict[str, Any] | None) -> str:
     return " · ".join(parts)
 
 
-def _ci(est: Any) -> str:
+def _judge(info: dict[str, Any]) -> Markup:
+    """Who graded a model-graded run, how often (cached), and how far it can be trusted: its
+    agreement measured on the labelled set, or a plain note that it was not measured."""
+    req = info.get("requests") or {}
+    # The model id and backend come from config: shown as code spans, inert.
+    text = (
+        f"judge {code_span(str(info.get('model_id')))} ({code_span(str(info.get('backend')))}), "
+        f"{int(req.get('calls', 0))} judgements ({int(req.get('cache_hits', 0))} from the cache)"
+    )
+    usage = info.get("usage") or {}
+    if usage:
+        text += (
+            f", {int(usage.get('prompt_tokens', 0))} / {int(usage.get('completion_tokens', 0))} "
+            f"tokens, {_usd(info.get('cost_usd'))}"
+        )
+    if info.get("position_consistency") is not None:
+        shown = _pct(info["position_consistency"])
+        text += f", position-swap consistency {shown} over {int(info['pairs'])} pairs"
+    agree = info.get("agreement")
+    if not agree:
+        return Markup(text + "; agreement not measured (no labelled set: `scorer.labels`)")
+    kappa, accuracy = agree.get("kappa"), _pct(agree.get("accuracy"))
+    text += (
+        f"; measured on {int(agree['n'])} labelled examples: accuracy {accuracy}, "
+        f"Cohen's κ {'n/a' if kappa is None else f'{kappa:.2f}'}"
+    )
+    if agree.get("self_agreement") is not None:
+        shown, k = _pct(agree["self_agreement"]), int(agree["samples"])
+        text += f", self-agreement {shown} over {k} samples"
+    if agree.get("errors"):
+        text += f", {int(agree['errors'])} without a verdict"
+    return Markup(text)
+
+
+def _ci(est: Any, scale: Any = None) -> str:
     if est is None or _nan(est.lo) or _nan(est.hi):
         return "–"
+    if not _in_percent(scale):
+        return f"[{est.lo:.4g}, {est.hi:.4g}]"
     return f"[{100 * est.lo:.1f}, {100 * est.hi:.1f}]"
+
+
+# A metric is shown in its own units (see evalgate.stats.Scale): proportions in % and their
+# differences in pp, anything else (counts, rewards on another range) as plain numbers.
+def _in_percent(scale: Any) -> bool:
+    return scale is None or scale.proportion
+
+
+def _value(value: float | None, scale: Any = None) -> str:
+    if _in_percent(scale) or _nan(value):
+        return _pct(value)
+    return f"{value:.4g}"
+
+
+def _diff(value: float | None, scale: Any = None, sign: bool = True) -> str:
+    if _in_percent(scale) or _nan(value) or math.isinf(value):  # type: ignore[arg-type]
+        return _pp(value, sign)
+    return f"{value:+.3g}" if sign else f"{value:.3g}"
+
+
+def _run_scale(verdict: Verdict, benchmark: str, metric: str) -> Any:
+    """The scale of a run metric: declared in the policy, else from every run's items."""
+    values = [
+        v
+        for run in verdict.runs
+        if run.benchmark == benchmark
+        for v in run.per_item.get(metric, {}).values()
+    ]
+    declared = (verdict.policy.get("scales") or {}).get(metric)
+    return stats.metric_scale(values, declared) if values or declared else None
 
 
 def _cell(text: str) -> Markup:
@@ -206,10 +285,15 @@ def render_scorecard(
         baseline_checks=baseline_checks,
         pct=_numeric(_pct),
         pp=_numeric(_pp),
+        bound=_numeric(_bound),
         pval=_numeric(_pval),
         ci=_numeric(_ci),
+        value=_numeric(_value),
+        diff=_numeric(_diff),
+        scale_of=lambda benchmark, metric: _run_scale(verdict, benchmark, metric),
         usd=_numeric(_usd),
         requests=_numeric(_requests),
+        judge=_judge,
         cell=_cell,
         code=code_span,
         origin=_origin,

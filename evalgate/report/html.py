@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 from markupsafe import escape
 
-from evalgate import __version__
+from evalgate import __version__, stats
 from evalgate.errors import UsageError
 from evalgate.gate import Verdict
 from evalgate.report import _bytecode_cache
@@ -98,6 +98,22 @@ def _text(value: Any) -> str:
     return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + f"\n… ({len(text):,} characters)"
 
 
+def _judge_text(rec: dict[str, Any]) -> str | None:
+    """A model-graded rollout's judgement: each sample's score and reasoning (its raw reply
+    when no verdict could be read)."""
+    judge = rec.get("judge")
+    if not isinstance(judge, dict) or not judge.get("samples"):
+        return None
+    parts = []
+    for i, sample in enumerate(judge["samples"], 1):
+        score = _finite(sample.get("score"))
+        shown = f"{score:.2f}" if score is not None else "no verdict"
+        body = sample.get("reasoning") if score is not None else sample.get("raw")
+        order = f" {sample['order']}" if sample.get("order") else ""  # pairwise: which first
+        parts.append(f"[{i}{order}] {shown}: {body or ''}".strip())
+    return _text("\n".join(parts))
+
+
 def _reward(recs: list[dict[str, Any]]) -> float | None:
     vals = [
         r["reward"] for r in recs if r.get("error") is None and _finite(r.get("reward")) is not None
@@ -151,6 +167,7 @@ def _items(head_dir: str, base_dir: str | None) -> tuple[list[dict[str, Any]], b
                 "reward_base": b,
                 "error": errors[0].split(":", 1)[0] if errors else None,
                 "error_text": _text(errors[0]) if errors else None,
+                "judge": _judge_text(first),
             }
         )
     return rows, agent
@@ -275,6 +292,9 @@ def _benchmarks(verdict: Verdict, trend: Trend) -> list[dict[str, Any]]:
                     "delta": _finite(r.delta) if r else None,
                     "lo": _finite(r.lo) if r else None,
                     "hi": _finite(r.hi) if r else None,
+                    # Shown at the precision that keeps each bound on its side of its edge.
+                    "lo_digits": stats.decimals_against(r.lo, -r.margin) if r else 1,
+                    "hi_digits": stats.decimals_against(r.hi, 0.0) if r else 1,
                     "status": status.get((comp.model, comp.benchmark, mc.metric), mc.status),
                 }
             )

@@ -41,7 +41,8 @@ def _skipped_message(check: Check) -> str:
     mde = check.comparison.mde if check.comparison is not None else None
     text = f"INCONCLUSIVE: {check.reason}" if check.reason else "INCONCLUSIVE"
     if check.kind == "baseline":
-        text += f"; MDE {_pp(mde)}"
+        # Whose power: the regression test's (U < 0), not P(FAIL), which PASS can pre-empt.
+        text += f"; MDE {_pp(mde)} (the drop that makes U < 0 with 80 % power)"
     return text
 
 

@@ -103,9 +103,19 @@ class BudgetMeter:
         self.tokens += prompt + completion
         self.usd += prompt * self.price[0] + completion * self.price[1]
 
+    def add_judge(self, judgement: dict[str, Any]) -> None:
+        """Count a judge's tokens and cost (priced for the judge model, not the candidate)."""
+        usage = judgement.get("usage") or {}
+        self.tokens += int(usage.get("prompt_tokens") or 0) + int(
+            usage.get("completion_tokens") or 0
+        )
+        self.usd += float(judgement.get("cost_usd") or 0.0)
+
     def add_records(self, records: Iterable[dict[str, Any]]) -> None:
         for rec in records:
             self.add(rec.get("usage"))
+            if rec.get("judge"):
+                self.add_judge(rec["judge"])
 
     def gpu_start(self, gpus: int) -> None:
         if gpus > 0:
@@ -238,4 +248,45 @@ def estimate(
             )
             total_tokens = None if tokens is None or total_tokens is None else total_tokens + tokens
             total_usd = None if cost is None or total_usd is None else total_usd + cost
+            judged = _judge_estimate(bench, requests, prompt)
+            if judged is not None:  # the judge's calls are the run's too
+                line, j_tokens, j_cost = judged
+                lines.append(f"  estimate {model.name} × {bench.name}: {line}")
+                total_tokens = (
+                    None if j_tokens is None or total_tokens is None else total_tokens + j_tokens
+                )
+                total_usd = None if j_cost is None or total_usd is None else total_usd + j_cost
     return lines, {"tokens": total_tokens, "usd": total_usd}
+
+
+def _judge_estimate(
+    bench: Any, requests: int, prompt: int | None
+) -> tuple[str, float | None, float | None] | None:
+    """A judged benchmark's judge calls: k per completion (× 2 orders pairwise), each prompt
+    about the template, the question and a completion of up to max_tokens (~4 characters a
+    token); an upper bound, as for the model."""
+    scorer: Any = getattr(bench, "scorer", None)
+    if getattr(scorer, "type", None) != "judge":
+        return None
+    orders = 2 if scorer.mode == "pairwise" else 1
+    calls = requests * scorer.judge_samples * orders
+    template = len(scorer.prompt_template or "") // 4 or 150  # the defaults: ~150 tokens
+    if prompt is None:
+        j_prompt = None
+    else:
+        per_call = prompt / max(requests, 1) + template + orders * bench.sampling.max_tokens
+        j_prompt = int(calls * per_call)
+    completion = calls * scorer.sampling.max_tokens
+    price = model_price(scorer.model)
+    cost = None if price is None or j_prompt is None else (
+        j_prompt * price[0] + completion * price[1])  # fmt: skip
+    shown_prompt = "?" if j_prompt is None else f"~{j_prompt:,}"
+    shown_cost = "price unknown" if cost is None else f"≤ ${cost:,.4f}"
+    if scorer.model.backend in SELF_HOSTED:
+        shown_cost = "self-hosted"
+    tokens = None if j_prompt is None else j_prompt + completion
+    line = (
+        f"judge {scorer.model.model_id}: {calls:,} requests, {shown_prompt} prompt + "
+        f"≤ {completion:,} completion tokens, {shown_cost}"
+    )
+    return line, tokens, cost

@@ -113,15 +113,23 @@ def _record(
     item: Item, ihash: str, index: int, out: Outcome | Exception, started: float, latency_ms: float
 ) -> dict[str, Any]:
     """One journal line: the rollout's outcome, or its infrastructure error (reward None)."""
+    judge: dict[str, Any] | None
     if isinstance(out, Exception):
         prompt = completion = reward = stages = reason = cost = None
         metrics: dict[str, float] = {}
         usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
         error: str | None = str(out)
+        # A scorer that failed after the model answered (a judge) keeps what it had: the
+        # completion and its tokens, and the judge's raw replies, for the reader of the error.
+        partial = getattr(out, "partial", None) or {}
+        prompt, completion = partial.get("prompt"), partial.get("completion")
+        judge = partial.get("judge")
+        usage = partial.get("usage") or usage
     else:
         prompt, completion, reward = out.prompt, out.completion, out.reward
         metrics, usage, error = out.metrics, out.usage, None
         stages, reason, cost = out.timing, out.reason, out.cost_usd
+        judge = out.judge
     rec = {
         "example_id": item.id,
         "item_hash": ihash,
@@ -143,6 +151,8 @@ def _record(
     }
     if cost is not None:  # only where a suite reports one: other records keep their keys
         rec["cost_usd"] = cost
+    if judge is not None:
+        rec["judge"] = judge
     return rec
 
 
@@ -218,6 +228,8 @@ async def run_suite(
             results.append(rec)
             if budget is not None:
                 budget.add(usage)
+                if "judge" in rec:  # the judge's tokens count too, at the judge's price
+                    budget.add_judge(rec["judge"])
             if sink is not None:
                 sink.add(rec)
             if on_result is not None:

@@ -18,10 +18,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from evalgate.config.spec import AgentVariant, Benchmark, Model
 
-__all__ = ["SCORING_VERSION", "dataset_hash", "fingerprint", "identity", "item_hash", "measurement"]
+__all__ = [
+    "SCORING_VERSION",
+    "dataset_hash",
+    "fingerprint",
+    "identity",
+    "item_hash",
+    "measurement",
+    "scorer_measurement",
+]
 
-# Bump when a scorer's or a metric's meaning changes: old baselines become non-comparable.
-SCORING_VERSION = 1
+# Bump when a scorer's or a metric's meaning changes, or how an item is identified: old
+# baselines become non-comparable (the Action's `baseline: auto` then evaluates the base again).
+# 2: an item's hash covers what decides its score (task files, tests, environment: Item.exam).
+SCORING_VERSION = 2
 
 
 def _digest(value: Any, size: int = 16) -> str:
@@ -43,6 +53,16 @@ def identity(item: Any) -> str:
 
 def dataset_hash(items: list[Any]) -> str:
     return _digest(sorted([i.id, identity(i)] for i in items), 32)
+
+
+def scorer_measurement(bench: Benchmark) -> dict[str, Any] | None:
+    """The scorer as measured: all of it, but a judge's labelled set (`labels`), which decides
+    no score (it measures the judge for the scorecard) and is a path that differs between the
+    base's tree and the PR's."""
+    scorer = getattr(bench, "scorer", None)
+    if scorer is None:
+        return None
+    return scorer.model_dump(mode="json", exclude={"labels"} if scorer.type == "judge" else None)
 
 
 def _kind_measurement(bench: Benchmark) -> dict[str, Any]:
@@ -71,7 +91,10 @@ def _kind_measurement(bench: Benchmark) -> dict[str, Any]:
         # another checkout.
         file, at_sign, func = bench.task.partition("@")
         task = Path(file).name + at_sign + func if file.endswith(".py") else bench.task
-        return {"task": {"task": task, "task_args": bench.task_args}}
+        out: dict[str, Any] = {"task": {"task": task, "task_args": bench.task_args}}
+        if bench.grader is not None:  # the judge of model-graded scorers is the exam's
+            out["grader"] = bench.grader.model_dump(mode="json")
+        return out
     if bench.kind in ("agent", "humaneval"):
         return {"sandbox": bench.sandbox.model_dump(mode="json")}
     return {}
@@ -86,7 +109,7 @@ def measurement(bench: Any) -> dict[str, Any]:
         **_kind_measurement(bench),
         "benchmark": bench.name,
         "kind": bench.kind,
-        "scorer": bench.scorer.model_dump(mode="json") if hasattr(bench, "scorer") else None,
+        "scorer": scorer_measurement(bench),
         "rollouts": bench.eval.rollouts,
         "scoring_version": SCORING_VERSION,
     }

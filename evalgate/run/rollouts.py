@@ -15,9 +15,29 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-__all__ = ["RolloutTable"]
+__all__ = ["RolloutTable", "unusable"]
 
 _NAN = math.nan
+_JUDGE_FIELDS = ("usage", "cost_usd", "consistent")
+
+
+def unusable(rec: dict[str, Any]) -> str | None:
+    """Why a scored rollout's values cannot enter the statistics, as an error message whose
+    kind (before the colon) is "non-finite score" or "non-numeric score"; None when they can.
+
+    A NaN or infinite reward (a verifier that divided by zero, a judge that returned "inf") has
+    no mean and no bound: the rollout is counted as errored, against ``eval.max_error_rate``,
+    like any other rollout that produced no score, instead of stopping the gate.
+    """
+    values = [("reward", rec.get("reward")), *(rec.get("metrics") or {}).items()]
+    for name, value in values:
+        if value is None and name == "reward":
+            continue  # no reward field: the metrics carry the scores
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"non-numeric score: {name} = {value!r:.40}"
+        if not math.isfinite(value):
+            return f"non-finite score: {name} = {value!r}"
+    return None
 
 
 class RolloutTable:
@@ -35,6 +55,9 @@ class RolloutTable:
         self._metrics: dict[str, array[Any]] = {}
         self._errors: dict[int, str] = {}  # row → error message (errors are few)
         self._costs: dict[int, float] = {}  # row → cost_usd, where a suite reported one
+        # row → a judge's tokens, cost and position-swap consistency (the metadata's judge
+        # figures); its reasoning and raw replies stay in the journal.
+        self._judges: dict[int, dict[str, Any]] = {}
         self._n = 0
 
     def __len__(self) -> int:
@@ -48,6 +71,9 @@ class RolloutTable:
             self._items.append((rec["example_id"], rec.get("group"), rec.get("item_hash", "")))
         self._item.append(index)
         self._rollout.append(rec["rollout"])
+        error = rec["error"] if rec["error"] is not None else unusable(rec)
+        if error is not None and rec["error"] is None:  # kept as an error, its values dropped
+            rec = {**rec, "reward": None, "metrics": {}, "error": error}
         reward = rec["reward"]
         self._reward.append(_NAN if reward is None else float(reward))
         completion = rec.get("completion")
@@ -72,6 +98,9 @@ class RolloutTable:
             self._errors[row] = rec["error"]
         if rec.get("cost_usd") is not None:
             self._costs[row] = rec["cost_usd"]
+        judge = rec.get("judge")
+        if judge:
+            self._judges[row] = {k: judge[k] for k in _JUDGE_FIELDS if k in judge}
         self._n += 1
 
     def extend(self, records: Iterable[dict[str, Any]]) -> None:
@@ -96,6 +125,8 @@ class RolloutTable:
             }
             if row in self._costs:
                 rec["cost_usd"] = self._costs[row]
+            if row in self._judges:
+                rec["judge"] = self._judges[row]
             yield rec
 
     def __add__(self, other: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -8,17 +8,19 @@ comparing and gating what comes out is the pipeline's, not this module's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
 from evalgate.config.load import Config
-from evalgate.errors import InfraError
+from evalgate.errors import ConfigError, InfraError
 from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
 from evalgate.run.cache import ResponseCache
 from evalgate.run.costs import cost_usd
@@ -110,24 +112,28 @@ async def _execute(
     kept: list[dict[str, Any]] | None = None,
     stats: dict[str, Any] | None = None,
     budget: BudgetMeter | None = None,
+    judge_endpoint: Endpoint | None = None,
 ) -> tuple[list[dict[str, Any]], SequentialResult | None]:
     ev = bench.eval
     progress.start(suite.name, len(suite.items) * ev.rollouts - len(skip))
     try:
-        async with ChatClient(
-            endpoint,
-            bench.sampling,
-            timeout_s=ev.request_timeout_s,
-            max_retries=ev.max_retries,
-            deadline_s=ev.request_deadline_s or 3 * ev.request_timeout_s,
-            max_consecutive_failures=ev.max_consecutive_failures,
-            allow_empty=ev.allow_empty_replies,
-            max_concurrent=ev.max_concurrent,
-            adaptive=ev.adaptive_concurrency,
-            cache=cache if ev.cache else None,
-            cache_identity=cache_identity,
-            max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
-        ) as client:
+        async with (
+            ChatClient(
+                endpoint,
+                bench.sampling,
+                timeout_s=ev.request_timeout_s,
+                max_retries=ev.max_retries,
+                deadline_s=ev.request_deadline_s or 3 * ev.request_timeout_s,
+                max_consecutive_failures=ev.max_consecutive_failures,
+                allow_empty=ev.allow_empty_replies,
+                max_concurrent=ev.max_concurrent,
+                adaptive=ev.adaptive_concurrency,
+                cache=cache if ev.cache else None,
+                cache_identity=cache_identity,
+                max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
+            ) as client,
+            _bound_judge(suite, judge_endpoint, ev, cache, stats, baseline),
+        ):
             try:
                 with run_dir.open_journal() as journal:
 
@@ -166,6 +172,67 @@ async def _execute(
                     stats.update(client.stats.as_dict())
     finally:
         progress.finish()
+
+
+@contextlib.asynccontextmanager
+async def _bound_judge(
+    suite: Suite,
+    endpoint: Endpoint | None,
+    ev: Any,
+    cache: ResponseCache | None,
+    stats: dict[str, Any] | None,
+    baseline: LoadedRun | None = None,
+) -> AsyncIterator[None]:
+    """Bind a judged suite's judge to its own client for the run: the judge's sampling, the
+    benchmark's retries, timeout and concurrency, the run's response cache under the judge's
+    identity. Its calls and cache hits go to ``stats["judge"]``."""
+    judge = getattr(suite, "judge", None)
+    if judge is None or endpoint is None:
+        yield
+        return
+    from evalgate.suites.judge import judge_identity
+
+    # One suite (and judge) serves every model of the run: this run's baseline and counts only.
+    pairwise = baseline is not None and getattr(judge.spec, "mode", None) == "pairwise"
+    judge.baseline = _baseline_completions(baseline) if pairwise else None  # type: ignore[arg-type]
+    judge.stats = {"calls": 0, "cache_hits": 0}
+    async with ChatClient(
+        endpoint,
+        judge.spec.sampling,
+        timeout_s=ev.request_timeout_s,
+        max_retries=ev.max_retries,
+        max_concurrent=ev.max_concurrent,
+        adaptive=ev.adaptive_concurrency,
+        cache=cache if ev.cache else None,
+        cache_identity=judge_identity(judge.spec),
+        max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
+    ) as client:
+        judge.client = client
+        try:
+            yield
+            if judge.labels:  # measured with the judge that graded, for the scorecard
+                from evalgate.suites.judge_labels import measure
+
+                graded = dict(judge.stats)
+                agreement = await measure(judge, judge.labels)
+                agreement.pop("details")
+                judge.stats.update(graded)  # the run's own judgements, not the labelled set's
+                if stats is not None:
+                    stats["judge_agreement"] = agreement
+        finally:
+            judge.client = None
+            if stats is not None:
+                stats["judge"] = {**client.stats.as_dict(), **judge.stats}
+
+
+def _baseline_completions(baseline: LoadedRun) -> dict[str, list[str]]:
+    """The baseline's completions by item and rollout, for a pairwise judge (errored rollouts
+    left out: there is nothing to compare with)."""
+    out: dict[str, list[str]] = {}
+    for rec in sorted(baseline.records, key=lambda r: r.get("rollout", 0)):
+        if rec.get("error") is None and isinstance(rec.get("completion"), str):
+            out.setdefault(rec["example_id"], []).append(rec["completion"])
+    return out
 
 
 def _cache_identity(model: Model, run_config: dict[str, Any]) -> str:
@@ -293,7 +360,9 @@ def _run_model(
         benchmarks=tuple(b.name for b in config.benchmarks),
     )
     server = ctx.server_factory(model, serve_ctx)
+    judges = contextlib.ExitStack()  # judge servers, up while this model's suites run
     try:
+        judge_endpoints = _serve_judges(ctx, suites, serve_ctx, judges)
         ctx.log(f"[evalgate] starting model {model.name!r} ({model.backend})")
         t_serve = time.perf_counter()
         if budget is not None:
@@ -305,7 +374,10 @@ def _run_model(
             )
             ctx.log(f"[evalgate] model {model.name!r} {started} {endpoint.base_url}")
             for bench, suite in suites:
-                summary, seq = _run_one(ctx, model, server, endpoint, bench, suite, serve_s)
+                summary, seq = _run_one(
+                    ctx, model, server, endpoint, bench, suite, serve_s,
+                    judge_endpoint=judge_endpoints.get(suite.name),
+                )  # fmt: skip
                 if seq is not None:
                     decisions[(model.name, suite.name)] = seq
                 summaries.append(summary)
@@ -315,8 +387,46 @@ def _run_model(
             if (model.name, suite.name) not in done:
                 summaries.append(failed_run(model, bench, suite.name, str(exc)))
     finally:
+        judges.close()
         if budget is not None:
             budget.gpu_stop()
+
+
+def _serve_judges(
+    ctx: RunContext, suites: list[tuple[Any, Suite]], serve_ctx: ServeContext, stack: Any
+) -> dict[str, Endpoint]:
+    """Serve each distinct judge model the suites grade with (suite name → its endpoint), on
+    its own server like any model: the judge never shares a process with the judged. Each
+    judge is priced for the budget (a `usd` cap needs a known price)."""
+    from evalgate.run.budget import model_price
+    from evalgate.suites.judge_labels import labels_path, load_labels
+
+    served: dict[str, Endpoint] = {}
+    out: dict[str, Endpoint] = {}
+    for bench, suite in suites:
+        judge = getattr(suite, "judge", None)
+        if judge is None:
+            continue
+        model = judge.spec.model
+        judge.price = model_price(model)
+        labels = labels_path(ctx.config, bench)
+        if labels is not None:  # read before any server starts: a bad file is a config error
+            judge.labels = load_labels(labels, judge.spec)
+        budget = ctx.budget
+        if judge.price is None and budget is not None and "usd" in budget.caps:
+            raise ConfigError(
+                f"budget.usd: no price is known for the judge model {model.model_id!r} of "
+                f"benchmark {suite.name!r}; give it params.input_cost_per_token / "
+                "output_cost_per_token (litellm), or cap budget.tokens instead"
+            )
+        key = json.dumps(model.model_dump(mode="json"), sort_keys=True)
+        if key not in served:
+            # Its own label: logs and server names never collide with a model under test.
+            labelled = model.model_copy(update={"name": f"judge-{model.name}"})
+            ctx.log(f"[evalgate] starting judge {model.model_id!r} ({model.backend})")
+            served[key] = stack.enter_context(ctx.server_factory(labelled, serve_ctx))
+        out[suite.name] = served[key]
+    return out
 
 
 def _open_run_dir(
@@ -360,7 +470,18 @@ def _costs(summary: RunSummary, model: Model, records: list[dict[str, Any]]) -> 
     agent_cost = sum(reported) if reported else None
     if summary.extra["cost_usd"] is None:
         summary.extra["cost_usd"] = agent_cost
-    return {"cost_usd": summary.extra["cost_usd"], "agent_cost_usd": agent_cost}
+    out = {"cost_usd": summary.extra["cost_usd"], "agent_cost_usd": agent_cost}
+    judged = [r["judge"] for r in records if r.get("judge")]
+    if judged:  # a judge's tokens and cost are the run's too, shown apart from the model's
+        usage = {
+            k: sum(int((j.get("usage") or {}).get(k) or 0) for j in judged)
+            for k in ("prompt_tokens", "completion_tokens")
+        }
+        costs = [j.get("cost_usd") for j in judged]
+        judge_cost = None if None in costs else sum(costs)
+        summary.extra["judge_usage"] = out["judge_usage"] = usage
+        summary.extra["judge_cost_usd"] = out["judge_cost_usd"] = judge_cost
+    return out
 
 
 def _run_one(
@@ -371,6 +492,8 @@ def _run_one(
     bench: Benchmark,
     suite: Suite,
     serve_s: float,
+    *,
+    judge_endpoint: Endpoint | None = None,
 ) -> tuple[RunSummary, SequentialResult | None]:
     """One benchmark suite on one served model: run, journal, summarise, write metadata."""
     run_cfg = _run_config(ctx.config, model, bench, endpoint, suite, server)
@@ -395,6 +518,7 @@ def _run_one(
             kept=kept,
             stats=stats,
             budget=ctx.budget,
+            judge_endpoint=judge_endpoint,
         )
     )
     if kept:
@@ -422,12 +546,32 @@ def _run_one(
         summary.extra["unenforced_limits"] = suite.unenforced_limits
     if seq is not None:
         summary.extra["sequential"] = dataclasses.asdict(seq)
+    judge_stats, agreement = stats.pop("judge", None), stats.pop("judge_agreement", None)
     summary.extra["requests"] = stats  # the scorecard's Runs table shows them
+    if judge_stats is not None:  # the scorecard's judge line: who graded, at what cost, how well
+        judge: Any = getattr(suite, "judge", None)  # a judged suite: it left judge stats
+        judge_model = judge.spec.model
+        swaps = [
+            r["judge"]["consistent"] for r in records if "consistent" in (r.get("judge") or {})
+        ]
+        summary.extra["judge"] = {
+            "model_id": judge_model.model_id,
+            "backend": judge_model.backend,
+            "requests": judge_stats,
+            "agreement": agreement,
+            # Pairwise: the share of comparisons whose two orders agreed (position bias).
+            "position_consistency": sum(swaps) / len(swaps) if swaps else None,
+            "pairs": len(swaps),
+        }
     meta = _metadata(summary, bench, elapsed)
     meta.update(_costs(summary, model, records))
     meta["sequential"] = summary.extra.get("sequential")
     meta["server_startup_ms"] = round(serve_s * 1000, 1)
     meta["requests"] = stats
+    if "judge" in summary.extra:
+        summary.extra["judge"]["usage"] = summary.extra.get("judge_usage")
+        summary.extra["judge"]["cost_usd"] = summary.extra.get("judge_cost_usd")
+        meta["judge"] = summary.extra["judge"]
     if ctx.budget is not None and ctx.budget.caps:
         meta["budget"] = {**ctx.budget.as_dict(), "stopped": stopped}
         meta["complete"] = not stopped

@@ -16,8 +16,9 @@ from statistics import fmean
 from typing import Any
 
 from evalgate import stats
+from evalgate.run.rollouts import unusable
 
-__all__ = ["RunSummary", "item_metrics", "summarize"]
+__all__ = ["RunSummary", "item_metrics", "summarize", "unusable"]
 
 SUCCESS = 1.0 - 1e-9  # a rollout "succeeds" (for pass@k) when its reward is full marks
 
@@ -27,11 +28,12 @@ def item_metrics(records: Iterable[dict[str, Any]], rollouts: int) -> dict[str, 
 
     One pass, keeping per item only its values (8 bytes each), not its records: ``records`` may
     be a run's :class:`~evalgate.run.rollouts.RolloutTable`, read without building a dict list.
+    Rollouts whose scores are unusable (NaN, ±inf; see :func:`unusable`) count as errored.
     """
     values: dict[str, dict[str, array[float]]] = {}  # item → metric → its rollouts' values
     counts: dict[str, list[int]] = {}  # item → [rollouts scored, rollouts at full marks]
     for rec in records:
-        if rec["error"] is not None:
+        if rec["error"] is not None or unusable(rec) is not None:
             continue
         item = rec["example_id"]
         per = values.get(item)
@@ -111,11 +113,13 @@ def summarize(
         scores = [per_item[i] for i in ids]
         clusters = [groups[i] or i for i in ids] if clustered else None
         metrics[name] = stats.mean_ci(scores, clusters=clusters)
-    errors = [r["error"] for r in records if r["error"] is not None]
+    # A rollout without an error but with a NaN or infinite score is an error of its own kind.
+    errors = [e for e in (r["error"] or unusable(r) for r in records) if e is not None]
     empty = sum(
         1
         for r in records
         if r["error"] is None
+        and unusable(r) is None
         and isinstance(r.get("completion"), str | None)
         and not (r.get("completion") or "").strip()
     )

@@ -32,8 +32,9 @@ import json
 import random
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 from yarl import URL
@@ -90,6 +91,9 @@ except ImportError:  # pragma: no cover - exercised only where orjson is not ins
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
+# A 200 that fails this way fails again if asked again: not retried.
+_FINAL_KINDS = frozenset({"redirect_limit", "empty_reply", "too_large"})
+_T = TypeVar("_T")
 _MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is treated as asking for a minute
 # Redirect hops one request may take. Modal answers every 150 s with a 303 until the function's
 # timeout (evalgate's Modal apps: 3600 s, i.e. 24 hops); past this the request fails as
@@ -313,7 +317,7 @@ class ChatClient:
         if self.cache is not None:
             self.cache.flush()
 
-    def body(self, messages: list[dict[str, str]], rollout: int) -> dict[str, Any]:
+    def body(self, messages: list[dict[str, Any]], rollout: int) -> dict[str, Any]:
         s = self.sampling
         body: dict[str, Any] = {
             "model": self.endpoint.model,
@@ -335,9 +339,15 @@ class ChatClient:
         # Full jitter (AWS architecture blog): spreads retries of a burst of 429s apart.
         return random.uniform(0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
 
-    async def chat(self, messages: list[dict[str, str]], *, rollout: int = 0) -> Reply:
-        session = self._session
-        assert session is not None, "use `async with ChatClient(...)`"
+    async def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        rollout: int = 0,
+        keep: Callable[[str], bool] | None = None,
+    ) -> Reply:
+        """One chat completion. ``keep``: whether a reply's text may be cached (and a cached
+        one used): a judge's unreadable verdict is asked again on the next run, not replayed."""
         payload = dumps(self.body(messages, rollout))
         key = None
         if self.cache is not None:
@@ -345,9 +355,24 @@ class ChatClient:
             # item at temperature > 0 are k independent samples, not one sample k times.
             key = self.cache.key(self.cache_identity, payload, rollout)
             hit = self.cache.get(key)
-            if hit is not None and (hit[0] or self.allow_empty):  # an empty one is asked again
+            # An empty reply is asked again (unless allowed), and so is one `keep` refuses.
+            if hit is not None and (hit[0] or self.allow_empty) and (keep is None or keep(hit[0])):
                 self.stats.cache_hits += 1
                 return Reply(text=hit[0], usage=hit[1], latency_s=0.0, attempts=0, cached=True)
+        start = time.perf_counter()
+        reply = await self.send(payload, lambda raw, attempts: self._parse(raw, start, attempts))
+        if key is not None and (keep is None or keep(reply.text)):
+            self.cache.put(key, reply.text, reply.usage)  # type: ignore[union-attr]
+        return reply
+
+    async def send(self, payload: bytes, parse: Callable[[bytes, int], _T]) -> _T:
+        """POST one request body under this client's policy: the concurrency limit (AIMD on
+        429), retries with backoff and ``Retry-After``, redirects, the breaker and the deadline,
+        all counted in ``stats``. ``parse(body, attempts)`` turns a 200's body into the result,
+        raising :class:`RequestFailed` for one that is not (retried, except the kinds in
+        ``_FINAL_KINDS``). Every request to the model goes through here (text and tool calls)."""
+        session = self._session
+        assert session is not None, "use `async with ChatClient(...)`"
         limit = self.limit
         start = time.perf_counter()
         attempt = 0
@@ -365,12 +390,10 @@ class ChatClient:
                 status, raw, headers = await self._exchange(session, payload, result)
                 breaker.answered()
                 if status == 200:
-                    reply = self._parse(raw, start, attempt + 1)
+                    parsed = parse(raw, attempt + 1)
                     if limit is not None:
                         limit.succeeded()
-                    if key is not None:
-                        self.cache.put(key, reply.text, reply.usage)  # type: ignore[union-attr]
-                    return reply
+                    return parsed
                 error = RequestFailed(f"http_{status}", raw[:200].decode("utf-8", "replace"))
                 retryable = status in _RETRY_STATUS
                 hint = retry_after(headers)
@@ -380,7 +403,7 @@ class ChatClient:
                     self.stats.min_concurrency = limit.lowest
             except RequestFailed as exc:  # a 200 whose body is not a chat completion; too many hops
                 error = exc
-                retryable = exc.kind not in ("redirect_limit", "empty_reply", "too_large")
+                retryable = exc.kind not in _FINAL_KINDS
             except TimeoutError:  # before ClientError: aiohttp's timeouts are both
                 error = RequestFailed("timeout", f"no answer within {self.hop_timeout_s:g} s")
                 breaker.no_answer("timeout", str(error), self.endpoint.base_url)

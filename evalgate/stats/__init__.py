@@ -30,7 +30,9 @@ Layout (private modules; import everything from ``evalgate.stats``):
 * ``_pure``: the numpy-free estimates a run summary needs, and the lazy scipy imports;
 * ``_binomial``: :func:`binom_cdf`, :func:`binom_sf`, :func:`clopper_pearson_lower` (a
   threshold's exact test, on plain floats);
-* ``_common``: input validation and standard errors on arrays.
+* ``_common``: input validation and standard errors on arrays;
+* ``_display``: :func:`decimals_against` (a bound shown on the side of the edge it lies on);
+* ``_scale``: :class:`Scale`, :func:`metric_scale` (proportion, bounded range, count, real).
 
 Nothing heavy loads with this package: each name imports its module on first use, numpy with
 the paired machinery, scipy on the first computation that needs it.
@@ -49,6 +51,9 @@ _WHERE = {
     "binom_cdf": "_binomial",
     "binom_sf": "_binomial",
     "clopper_pearson_lower": "_binomial",
+    "decimals_against": "_display",
+    "Scale": "_scale",
+    "metric_scale": "_scale",
     "Estimate": "_estimates",
     "item_scores": "_estimates",
     "mean_ci": "_estimates",
@@ -80,6 +85,7 @@ _MODULES = frozenset(_WHERE.values()) | {"_betting", "_common", "_exact", "_pure
 
 if TYPE_CHECKING:
     from evalgate.stats._binomial import binom_cdf, binom_sf, clopper_pearson_lower
+    from evalgate.stats._display import decimals_against
     from evalgate.stats._estimates import Estimate, item_scores, mean_ci
     from evalgate.stats._multiplicity import holm
     from evalgate.stats._paired import FAIL as FAIL
@@ -91,6 +97,7 @@ if TYPE_CHECKING:
     from evalgate.stats._passk import pass_at_k, pass_hat_k
     from evalgate.stats._power import _mcnemar_critical as _mcnemar_critical
     from evalgate.stats._power import mde, mde_for_test, mde_paired
+    from evalgate.stats._scale import Scale, metric_scale
     from evalgate.stats._sequential import (
         fail_crossing_probability,
         look_sizes,
@@ -120,9 +127,11 @@ def __dir__() -> list[str]:
 __all__ = [
     "Estimate",
     "PairedResult",
+    "Scale",
     "binom_cdf",
     "binom_sf",
     "clopper_pearson_lower",
+    "decimals_against",
     "fail_crossing_probability",
     "holm",
     "item_scores",
@@ -131,6 +140,7 @@ __all__ = [
     "mde_for_test",
     "mde_paired",
     "mean_ci",
+    "metric_scale",
     "nominal_alpha",
     "obrien_fleming_bounds",
     "paired_compare",

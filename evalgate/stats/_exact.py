@@ -72,74 +72,106 @@ def score_z(b: np.ndarray, c: np.ndarray, n: int, d0: float) -> np.ndarray:
     return np.where((var <= 0.0) & (np.abs(num) < 1e-12), 0.0, z)
 
 
-@functools.lru_cache(maxsize=64)
-def _triangle(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """All (b, m) with 0 ≤ b ≤ m ≤ n as a (n + 1) x (n + 1) grid; cells with b > m are masked."""
-    m = np.arange(n + 1, dtype=float)[:, None]
-    b = np.arange(n + 1, dtype=float)[None, :]
-    return np.broadcast_to(b, (n + 1, n + 1)), np.broadcast_to(m, (n + 1, n + 1))
-
-
-def _region_edge(z_obs: float, n: int, d0: float) -> np.ndarray:
-    """b*(m) = the largest b with z(b, m − b; d0) ≥ z_obs, for each m (−1 if none).
+def _region_edge(z_obs: float, n: int, d0: float, m: np.ndarray) -> np.ndarray:
+    """b*(m) = the largest b with z(b, m − b; d0) ≥ z_obs, for each m given (−1 if none).
 
     For fixed m, z falls as b rises (c = m − b falls; tests/test_stats.py checks this over the
     whole (b, m) triangle), so the rejection region for "large z" is {b ≤ b*(m)}: nested in
-    z_obs and containing the observed point. Found by a binary search run for every m at once.
+    z_obs and containing the observed point. At d0 = 0, z = (m − 2b)/√m, so b*(m) has a closed
+    form (checked against z and corrected by one where rounding moved it); otherwise a binary
+    search runs for every m at once.
     """
-    m = np.arange(n + 1, dtype=float)
     threshold = z_obs - _Z_TIES * (1.0 + abs(z_obs))
-    lo, hi = np.full(n + 1, -1.0), m.copy()
-    while np.any(lo < hi):
-        mid = np.floor((lo + hi + 1.0) / 2.0)
-        ok = score_z(mid, m - mid, n, d0) >= threshold
-        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid - 1.0)
-    return lo
+    if d0 == 0.0 and math.isfinite(threshold):
+        edge = np.clip(np.floor((m - threshold * np.sqrt(m)) / 2.0), -1.0, m)
+        up = (edge < m) & (score_z(edge + 1.0, m - edge - 1.0, n, 0.0) >= threshold)
+        edge = edge + up
+        down = (edge >= 0.0) & (score_z(edge, m - edge, n, 0.0) < threshold)
+        return edge - down
+    shape = np.shape(m)
+    m = np.asarray(m, dtype=float).ravel()
+
+    def ok(b: np.ndarray, trials: np.ndarray) -> np.ndarray:  # b = −1 is always "in" the region
+        return (b < 0.0) | (score_z(b, trials - b, n, d0) >= threshold)
+
+    # Bracket b* near the normal-theory solution of z = threshold, (m − 2b − n·d0)/√(n·ψ − n·d0²)
+    # ≈ threshold, so that the binary search below needs a few steps, not log2(n); where the
+    # bracket misses, the whole range [−1, m] is searched.
+    if math.isfinite(threshold):
+        spread = np.sqrt(np.maximum(m - n * d0 * d0, 1.0))
+        guess = np.floor((m - n * d0 - threshold * spread) / 2.0)
+        lo = np.clip(guess - 8.0, -1.0, m)
+        hi = np.clip(guess + 8.0, -1.0, m)
+        good = ok(lo, m) & ((hi >= m) | ~ok(np.minimum(hi + 1.0, m), m))
+        lo, hi = np.where(good, lo, -1.0), np.where(good, hi, m)
+    else:
+        lo, hi = np.full(m.shape, -1.0), m.copy()
+    active = np.nonzero(lo < hi)[0]
+    while active.size:
+        a_lo, a_hi, a_m = lo[active], hi[active], m[active]
+        mid = np.floor((a_lo + a_hi + 1.0) / 2.0)
+        yes = ok(mid, a_m)
+        lo[active], hi[active] = np.where(yes, mid, a_lo), np.where(yes, a_hi, mid - 1.0)
+        active = active[lo[active] < hi[active]]
+    return lo.reshape(shape)
 
 
-@functools.lru_cache(maxsize=64)
-def _log_choose(n: int) -> np.ndarray:
-    """log C(n, m) for m = 0..n."""
+def _windows(n: int, psi: np.ndarray) -> np.ndarray:
+    """For each ψ, the discordant counts m that carry its Binomial(n, ψ) probability, as a
+    (len(ψ), W) array of counts in [0, n].
+
+    Each row spans nψ ± (9 SD + 30): by Bernstein's inequality the mass beyond is below e^−39,
+    so the sums below are exact to far better than any decision needs, and memory and time
+    grow like √n per ψ instead of n (n = 10⁶ items: ~9,000 counts per ψ, not 10⁶).
+    """
+    half = np.ceil(9.0 * np.sqrt(n * psi * (1.0 - psi)) + 30.0)
+    width = int(min(n + 1, 2 * int(half.max()) + 1))
+    start = np.clip(np.floor(n * psi) - half, 0, n + 1 - width)
+    return start[:, None] + np.arange(width, dtype=float)[None, :]
+
+
+def _tail(z_obs: float, n: int, d0: float, psi: np.ndarray) -> np.ndarray:
+    """P_{Δ0, ψ}(b ≤ b*(M)) for each ψ: Σ_m Bin(m; n, ψ)·Bin-CDF(b*(m); m, p_b/ψ), the sum
+    over the window of m that carries the probability (see _windows)."""
     sp = _special()
-    m = np.arange(n + 1, dtype=float)
-    return sp.gammaln(n + 1.0) - sp.gammaln(m + 1.0) - sp.gammaln(n - m + 1.0)
-
-
-def _tail(edge: np.ndarray, n: int, d0: float, psi: np.ndarray) -> np.ndarray:
-    """P_{Δ0, ψ}(b ≤ b*(M)) for each ψ: Σ_m Bin(m; n, ψ)·Bin-CDF(b*(m); m, p_b/ψ)."""
-    sp = _special()
-    m = np.arange(n + 1, dtype=float)
-    psi = np.clip(psi, 1e-300, 1.0)[:, None]
-    log_pmf = _log_choose(n) + sp.xlogy(m, psi) + sp.xlog1py(n - m, -psi)
+    psi = np.clip(psi, 1e-300, 1.0)
+    m = _windows(n, psi)
+    edge = _region_edge(z_obs, n, d0, m)
+    psi = psi[:, None]
+    log_pmf = (
+        sp.gammaln(n + 1.0)
+        - sp.gammaln(m + 1.0)
+        - sp.gammaln(n - m + 1.0)
+        + sp.xlogy(m, psi)
+        + sp.xlog1py(n - m, -psi)
+    )
     weight = np.exp(log_pmf)
     q = np.broadcast_to(np.clip((psi - d0) / (2.0 * psi), 0.0, 1.0), weight.shape)
-    k = np.broadcast_to(edge, weight.shape)
-    trials = np.broadcast_to(m, weight.shape)
     # Only cells that carry probability and are neither empty nor full need a binomial CDF.
-    partial = (weight > 1e-16) & (k >= 0) & (k < trials)
-    total = np.sum(np.where(k >= trials, weight, 0.0), axis=1)
-    cdf = sp.bdtr(k[partial].astype(np.int64), trials[partial].astype(np.int64), q[partial])
+    partial = (weight > 1e-16) & (edge >= 0) & (edge < m)
+    total = np.sum(np.where(edge >= m, weight, 0.0), axis=1)
+    cdf = sp.bdtr(edge[partial].astype(np.int64), m[partial].astype(np.int64), q[partial])
     np.add.at(total, np.nonzero(partial)[0], weight[partial] * cdf)
     return total
 
 
-def _sup_tail(edge: np.ndarray, n: int, d0: float) -> float:
+def _sup_tail(z_obs: float, n: int, d0: float) -> float:
     """Supremum over ψ ∈ [|d0|, 1] of the tail probability (grid, then a local refinement)."""
     low = abs(d0)
     if low >= 1.0:
-        return float(_tail(edge, n, d0, np.array([1.0]))[0])
+        return float(_tail(z_obs, n, d0, np.array([1.0]))[0])
     u = np.linspace(0.0, 1.0, _PSI_POINTS)
     grid = low + (1.0 - low) * u * u
-    values = _tail(edge, n, d0, grid)
+    values = _tail(z_obs, n, d0, grid)
     best = int(np.argmax(values))
     near = np.linspace(grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)], _REFINE_POINTS)
-    return float(min(1.0, max(values.max(), _tail(edge, n, d0, near).max())))
+    return float(min(1.0, max(values.max(), _tail(z_obs, n, d0, near).max())))
 
 
 def p_greater(b: int, c: int, n: int, d0: float) -> float:
     """Exact unconditional p-value of H0: Δ ≤ d0 against H1: Δ > d0."""
     z_obs = float(score_z(np.array(b), np.array(c), n, d0))
-    return _sup_tail(_region_edge(z_obs, n, d0), n, d0)
+    return _sup_tail(z_obs, n, d0)
 
 
 def p_less(b: int, c: int, n: int, d0: float) -> float:
@@ -258,27 +290,45 @@ def exact_paired(
     return lo, hi, p_ni, p_reg
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=32)
 def regression_edge(n: int, alpha: float) -> np.ndarray:
     """For each discordant count m, the smallest b that the regression test rejects at alpha.
 
     The exact unconditional p of H0: Δ ≥ 0 depends on the data only through z0 = (c − b)/√m and
-    is increasing in it, so the test rejects iff z0 ≤ z_crit; z_crit is the largest attainable
-    z0 with p ≤ alpha. m + 1 where no b rejects. Used for the power (MDE) of the FAIL test.
+    is nondecreasing in it (a larger z0 has a larger region {z ≤ z0}), so the test rejects iff
+    z0 ≤ z_crit, the largest z0 with p ≤ alpha. z_crit is found by bisection on the real line
+    (p is a step function of z0 with steps at the attainable values, so the region at the
+    bisection's lower end is the region at z_crit), and the edge is the smallest b with
+    (m − 2b)/√m ≤ z_crit: O(n) memory, where listing the attainable z0 would take (n + 1)².
+    m + 1 where no b rejects. Used for the power (MDE) of the FAIL test.
     """
-    b, m = _triangle(n)
-    z = score_z(b, m - b, n, 0.0)
-    values = np.unique(np.round(z[(b <= m)], 12))
-    lo, hi = 0, values.size - 1  # values ascending; find the largest index with p ≤ alpha
-    if _sup_tail(_region_edge(-values[0], n, 0.0), n, 0.0) > alpha:
-        return np.arange(n + 1, dtype=float) + 1.0
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        # p_less at z0 = values[mid] is p_greater at −z0 with b, c swapped (same region shape).
-        if _sup_tail(_region_edge(-values[mid], n, 0.0), n, 0.0) <= alpha:
-            lo = mid
-        else:
-            hi = mid - 1
-    z_crit = values[lo]
-    hit = (b <= m) & (z <= z_crit + _Z_TIES * (1.0 + abs(z_crit)))
-    return np.where(hit, b, np.inf).min(axis=1).clip(max=np.arange(n + 1) + 1.0)
+
+    def p_reg(z0: float) -> float:  # = p_less at any table with this z0 (b and c swapped)
+        return _sup_tail(-z0, n, 0.0)
+
+    m = np.arange(n + 1, dtype=float)
+    floor, ceiling = -math.sqrt(n) - 1e-6, math.sqrt(n) + 1e-6  # every attainable z0 is inside
+    if p_reg(floor + 2e-6) > alpha:  # not even the most extreme table (b = m = n) rejects
+        return m + 1.0
+    if p_reg(ceiling) <= alpha:
+        return np.zeros(n + 1)
+    # Bracket around the normal critical value, widened until it holds, then bisect.
+    guess = float(_special().ndtri(alpha))
+    lo, hi, step = guess - 0.125, guess + 0.125, 0.125
+    while lo > floor and p_reg(lo) > alpha:
+        lo, hi, step = max(floor, lo - 2.0 * step), lo, 2.0 * step
+    lo = max(lo, floor)
+    while hi < ceiling and p_reg(hi) <= alpha:
+        lo, hi, step = hi, min(ceiling, hi + 2.0 * step), 2.0 * step
+    while hi - lo > 1e-8 * (1.0 + abs(lo)):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if p_reg(mid) <= alpha else (lo, mid)
+    z_crit = lo + _Z_TIES * (1.0 + abs(lo))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        first = np.ceil((m - z_crit * np.sqrt(m)) / 2.0)
+    first = np.clip(np.nan_to_num(first, nan=0.0), 0.0, m + 1.0)
+    # Rounding: step to the exact smallest b with z(b) ≤ z_crit (z falls as b rises).
+    below = (first >= 1.0) & (score_z(first - 1.0, m - first + 1.0, n, 0.0) <= z_crit)
+    first = first - below
+    above = (first <= m) & (score_z(first, m - first, n, 0.0) > z_crit)
+    return np.minimum(first + above, m + 1.0)

@@ -219,6 +219,7 @@ def sequential_compare(
     clusters: Sequence[Hashable] | ArrayLike | None = None,
     n_resamples: int = 10_000,
     seed: int = 0,
+    bounds: tuple[float, float] | None = None,
 ) -> PairedResult:
     """:func:`paired_compare` at look ``look`` of the ``looks``-look design (:data:`SHAPE`).
 
@@ -239,6 +240,7 @@ def sequential_compare(
         alpha=level,
         n_resamples=n_resamples,
         seed=seed,
+        bounds=bounds,
     )
     return dataclasses.replace(
         result,

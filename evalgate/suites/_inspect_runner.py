@@ -1,7 +1,7 @@
 """Runs an inspect_ai task for evalgate, in inspect's own interpreter (run by file path).
 
 A separate process, for two reasons. The task file is the PR's code, and no PR code runs in the
-process that decides the verdict (README, "Threat model"). And inspect_ai needs an ``openai``
+process that decides the verdict (docs/threat-model.md). And inspect_ai needs an ``openai``
 newer than verifiers allows, so it usually lives in its own venv (``EVALGATE_INSPECT_PYTHON``).
 This file therefore imports nothing from evalgate: it is run by path, with only the stdlib and
 inspect_ai. It speaks JSON lines on stdout (``list``) or into a file (``run``).
@@ -17,6 +17,9 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+
+# The grader model's name in inspect: its own service, so its key and its usage stay apart.
+GRADER_PREFIX = "openai-api/evalgate-grader/"
 
 
 def _text(value: Any) -> str:
@@ -153,9 +156,11 @@ def _reward(sample: Any) -> tuple[float | None, dict[str, Any]]:
 def _record(sample: Any) -> dict[str, Any]:
     reward, scores = _reward(sample)
     usage = {"prompt_tokens": 0, "completion_tokens": 0}
-    for u in (sample.model_usage or {}).values():
-        usage["prompt_tokens"] += int(getattr(u, "input_tokens", 0) or 0)
-        usage["completion_tokens"] += int(getattr(u, "output_tokens", 0) or 0)
+    grader = {"prompt_tokens": 0, "completion_tokens": 0}  # the grader role's, counted apart
+    for name, u in (sample.model_usage or {}).items():
+        into = grader if str(name).startswith(GRADER_PREFIX) else usage
+        into["prompt_tokens"] += int(getattr(u, "input_tokens", 0) or 0)
+        into["completion_tokens"] += int(getattr(u, "output_tokens", 0) or 0)
     error = None
     if sample.error is not None:
         error = str(getattr(sample.error, "message", sample.error)).splitlines()[0][:300]
@@ -172,6 +177,7 @@ def _record(sample: Any) -> dict[str, Any]:
         "completion": sample.output.completion if sample.output else "",
         "messages": messages,
         "usage": usage,
+        "grader_usage": grader,
         "error": error,
     }
 
@@ -189,6 +195,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         "fail_on_error": False,  # a sample's error is that rollout's error, counted by evalgate
     }
     generate = {k: v for k, v in json.loads(args.generate).items() if v is not None}
+    if args.grader_model:  # model-graded scorers ask for the `grader` role: evalgate's judge
+        from inspect_ai.model import GenerateConfig, get_model
+
+        grader_config = {k: v for k, v in json.loads(args.grader_generate).items() if v is not None}
+        common["model_roles"] = {
+            "grader": get_model(
+                GRADER_PREFIX + args.grader_model,
+                base_url=args.grader_base_url,
+                config=GenerateConfig(**grader_config),
+            )
+        }
     logs = inspect_eval(
         _load_task(args.task, json.loads(args.task_args)),
         model=f"openai-api/evalgate/{args.model}",
@@ -222,8 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--max-connections", type=int, default=8)
     run.add_argument("--generate", default="{}", help="GenerateConfig fields as JSON")
     run.add_argument("--sample-id", action="append", default=[])
+    run.add_argument("--grader-model", help="the grader role's model id (evalgate's judge)")
+    run.add_argument("--grader-base-url")
+    run.add_argument("--grader-generate", default="{}", help="the grader's GenerateConfig")
     args = parser.parse_args(argv)
     os.environ.setdefault("EVALGATE_API_KEY", "none")  # the served endpoint's key, if any
+    os.environ.setdefault("EVALGATE_GRADER_API_KEY", "none")  # the grader's, likewise
     return cmd_list(args) if args.command == "list" else cmd_run(args)
 
 

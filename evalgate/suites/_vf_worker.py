@@ -109,7 +109,7 @@ async def _serve(worker: _Worker) -> None:
 def main() -> None:
     # The answers go to a private copy of stdout; fd 1 becomes stderr, so whatever the
     # environment prints cannot corrupt the protocol. (Forging an answer on purpose buys it
-    # nothing: it computes the rewards anyway — see the README's threat model.)
+    # nothing: it computes the rewards anyway — see docs/threat-model.md.)
     answers = _Answers(os.dup(1))
     os.dup2(2, 1)
     sys.stdout = sys.stderr

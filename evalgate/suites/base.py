@@ -43,6 +43,7 @@ class Outcome:
     timing: dict[str, float] = field(default_factory=dict)  # the suite's own stages, seconds
     reason: str | None = None  # why this reward (a sandboxed check's verdict), for the journal
     cost_usd: float | None = None  # by the rollout's own account (a command agent's report)
+    judge: dict[str, Any] | None = None  # a model-graded scorer's judgement (score, replies, usage)
 
 
 class Suite(Protocol):

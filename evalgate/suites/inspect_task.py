@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from evalgate.config.spec import InspectBenchmark
     from evalgate.sandbox import Sandboxes
 
-__all__ = ["InspectSuite", "inspect_python"]
+__all__ = ["Grader", "InspectSuite", "inspect_python"]
 
 RUNNER = Path(__file__).with_name("_inspect_runner.py")
 INSTALL = (
@@ -63,21 +63,35 @@ def inspect_python(environ: dict[str, str] | None = None) -> str:
     return found
 
 
-def _runner_env(api_key: str | None, declared: list[str]) -> dict[str, str]:
+def _runner_env(
+    api_key: str | None, declared: list[str], grader_key: str | None = None
+) -> dict[str, str]:
     # The task file is the repository's code: a cleared environment (repo_code), plus what the
     # benchmark declares. inspect's openai-api provider reads <SERVICE>_API_KEY; the service is
-    # "evalgate".
-    return repo_env(declared, {"EVALGATE_API_KEY": api_key or "none", "PYTHONUNBUFFERED": "1"})
+    # "evalgate" (and "evalgate-grader" for the grader role).
+    return repo_env(
+        declared,
+        {
+            "EVALGATE_API_KEY": api_key or "none",
+            "EVALGATE_GRADER_API_KEY": grader_key or "none",
+            "PYTHONUNBUFFERED": "1",
+        },
+    )
 
 
 async def _call(
-    argv: list[str], *, cwd: Path, api_key: str | None, declared: list[str]
+    argv: list[str],
+    *,
+    cwd: Path,
+    api_key: str | None,
+    declared: list[str],
+    grader_key: str | None = None,
 ) -> tuple[int, str, str]:
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
-            env=_runner_env(api_key, declared),
+            env=_runner_env(api_key, declared, grader_key),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -129,6 +143,25 @@ def _check_epochs(spec: InspectBenchmark, epochs: int) -> None:
 
 
 @dataclass
+class Grader:
+    """The judge of an inspect task's model-graded scorers: served and bound by the run like a
+    ``scorer: {type: judge}`` judge (``client`` is its ChatClient, for the endpoint), called by
+    inspect itself. No labelled set or pairwise mode here: inspect's scorers decide."""
+
+    spec: Any  # GraderSpec
+    client: Any = None
+    price: tuple[float, float] | None = (0.0, 0.0)
+    stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "cache_hits": 0})
+    labels: None = None
+    baseline: Any = None
+
+    def cost(self, usage: dict[str, int]) -> float | None:
+        if self.price is None:
+            return None
+        return usage["prompt_tokens"] * self.price[0] + usage["completion_tokens"] * self.price[1]
+
+
+@dataclass
 class InspectSuite(SuiteDefaults):
     name: str
     items: list[Item]
@@ -139,6 +172,7 @@ class InspectSuite(SuiteDefaults):
     )
     _batch: asyncio.Task[dict[tuple[str, int], dict[str, Any]]] | None = None
     _wanted: list[str] | None = None  # sample ids of the next batch (see plan); None: all
+    judge: Grader | None = None  # the grader role's model (``grader:``); the run binds its client
 
     @classmethod
     def from_spec(
@@ -194,7 +228,8 @@ class InspectSuite(SuiteDefaults):
             items = items[: spec.eval.num_examples]
         if not items:
             raise ConfigError(f"benchmark {spec.name!r}: task {spec.task!r} has no samples")
-        return cls(name=spec.name, items=items, spec=spec, cwd=cwd)
+        grader = Grader(spec.grader) if spec.grader is not None else None
+        return cls(name=spec.name, items=items, spec=spec, cwd=cwd, judge=grader)
 
     def artifacts(self) -> list[Path]:
         """inspect's own logs, for the run directory."""
@@ -221,8 +256,21 @@ class InspectSuite(SuiteDefaults):
         argv += ["--generate", json.dumps(generate)]
         for item_id in self._wanted if self._wanted is not None else [i.id for i in self.items]:
             argv += ["--sample-id", item_id]
+        grader_key = None
+        if self.judge is not None and self.judge.client is not None:
+            gep, gs = self.judge.client.endpoint, self.judge.spec.sampling
+            grader = {"temperature": gs.temperature, "max_tokens": gs.max_tokens,
+                      "top_p": gs.top_p, "seed": gs.seed, **{k: generate[k] for k in
+                      ("max_retries", "attempt_timeout")}}  # fmt: skip
+            argv += ["--grader-model", gep.model, "--grader-base-url", gep.base_url]
+            argv += ["--grader-generate", json.dumps(grader)]
+            grader_key = gep.api_key
         code, _, err = await _call(
-            argv, cwd=self.cwd, api_key=ep.api_key, declared=list(spec.pass_env)
+            argv,
+            cwd=self.cwd,
+            api_key=ep.api_key,
+            declared=list(spec.pass_env),
+            grader_key=grader_key,
         )
         if code != 0 or not out_file.is_file():
             raise InfraError(f"inspect: task {spec.task!r} failed: {_last_line(err)}")
@@ -248,10 +296,16 @@ class InspectSuite(SuiteDefaults):
             raise InfraError(f"inspect: no result for sample {item.id!r} epoch {index + 1}")
         if rec["error"] is not None:
             raise InfraError(f"inspect: {rec['error']}")
+        judge: dict[str, Any] | None = None
+        if self.judge is not None:  # the grader's tokens: counted, at the grader's price
+            usage = rec.get("grader_usage") or {"prompt_tokens": 0, "completion_tokens": 0}
+            judge = {"usage": usage, "cost_usd": self.judge.cost(usage), "samples": []}
+            self.judge.stats["calls"] += int(usage["completion_tokens"] > 0)  # graded samples
         return Outcome(
             prompt=rec["messages"][:-1] or [{"role": "user", "content": item.prompt}],
             completion=rec["completion"],
             reward=rec["reward"],
             metrics={"accuracy": rec["reward"]},
             usage=rec["usage"],
+            judge=judge,
         )

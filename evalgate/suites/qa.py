@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.datasets import DataError, load_items
+from evalgate.suites.judge import Judge, JudgeFailed
 from evalgate.suites.scorers import Scorer, make_scorer
 from evalgate.suites.templating import TemplateProblem, compile_template, names_used, render
 
@@ -24,6 +25,7 @@ class QASuite(SuiteDefaults):
     items: list[Item]
     scorer: Scorer
     messages: dict[str, list[dict[str, str]]]  # item id → chat messages, rendered up front
+    judge: Judge | None = None  # a model-graded scorer; the run binds its client
 
     @classmethod
     def from_spec(
@@ -99,11 +101,34 @@ class QASuite(SuiteDefaults):
                 )
             msgs = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
             messages[item.id] = [*msgs, {"role": "user", "content": text}]
+        if spec.scorer.type == "judge":
+            judge = _make_judge(spec, items, messages)
+            return cls(name=spec.name, items=items, scorer=_unused, messages=messages, judge=judge)
         return cls(name=spec.name, items=items, scorer=make_scorer(spec.scorer), messages=messages)
 
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         prompt = self.messages[item.id]
         reply = await client.chat(prompt, rollout=index)
+        if self.judge is not None:
+            context = _judge_context(self.judge, item, prompt, reply.text)
+            metric = "win_rate" if self.judge.spec.mode == "pairwise" else "accuracy"
+            try:
+                if metric == "accuracy":
+                    judgement = await self.judge.grade(context, usage=reply.usage)
+                else:
+                    judgement = await _grade_pair(self.judge, item, index, context, reply.usage)
+            except JudgeFailed as exc:
+                exc.partial["prompt"] = prompt  # the record keeps what was asked, too
+                raise
+            reward = judgement["score"]
+            return Outcome(
+                prompt=prompt,
+                completion=reply.text,
+                reward=reward,
+                metrics={metric: reward},
+                usage=reply.usage,
+                judge=judgement,
+            )
         reward = self.scorer(reply.text, item.answer)
         return Outcome(
             prompt=prompt,
@@ -112,3 +137,60 @@ class QASuite(SuiteDefaults):
             metrics={"accuracy": reward},
             usage=reply.usage,
         )
+
+
+async def _grade_pair(
+    judge: Judge, item: Item, index: int, context: dict[str, Any], usage: dict[str, int]
+) -> dict[str, Any]:
+    """Pairwise: against the baseline's completion of the same item (its rollout ``index``, or
+    its first when it ran fewer). With none — the baseline's own run, an item the baseline
+    lacks — the score is 0.5: a completion ties with itself, so the base run scores 0.5 on
+    every item and the gate's paired difference is the PR's preference minus one half."""
+    base = (judge.baseline or {}).get(item.id)
+    if not base:
+        why = "no baseline run" if judge.baseline is None else "the baseline lacks this item"
+        return {"score": 0.5, "note": f"{why}: a tie with itself by construction", "samples": []}
+    return await judge.grade_pair(context, base[min(index, len(base) - 1)], usage=usage)
+
+
+def _unused(completion: str, answer: str) -> float:
+    raise AssertionError("a judged benchmark is scored by its judge")
+
+
+def _judge_context(
+    judge: Judge, item: Item, prompt: list[dict[str, str]], completion: str
+) -> dict[str, Any]:
+    return judge.context(
+        question=prompt[-1]["content"],
+        completion=completion,
+        reference=item.answer,
+        item_id=item.id,
+        fields=item.fields,
+    )
+
+
+def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str, str]]]) -> Judge:
+    """The benchmark's judge, its template rendered for every item before any model call (with
+    a stand-in completion), as the prompt template is: a mistake is a config error up front."""
+    try:
+        judge = Judge.from_spec(spec.scorer)
+    except TemplateProblem as exc:
+        raise DataError(
+            f"benchmark {spec.name!r}: judge template: {exc}", field="scorer.prompt_template"
+        ) from None
+    for item in items:
+        if spec.scorer.mode == "reference" and not item.answer.strip():
+            raise DataError(
+                f"benchmark {spec.name!r}: item {item.id!r} has no reference answer, which a "
+                "`mode: reference` judge compares with (use `mode: rubric`)",
+                field="scorer.mode",
+            )
+        try:
+            context = _judge_context(judge, item, messages[item.id], "(completion)")
+            judge.messages({**context, "completion_a": "(a)", "completion_b": "(b)"})
+        except TemplateProblem as exc:
+            raise DataError(
+                f"benchmark {spec.name!r}: judge template: {exc} for item {item.id!r}",
+                field="scorer.prompt_template",
+            ) from None
+    return judge

@@ -7,7 +7,7 @@ the installed packages or from the benchmark's explicit ``env_path``, never from
 directory (``-P``), with a cleared environment (what a program needs, plus the benchmark's
 ``pass_env``: never a token it did not declare) and no way to read the gate's (``repo_code``).
 The gate sends it one request per (item, rollout) and gets back the outcome: the rewards are
-still the environment's to compute (README: threat model), but nothing it does can reach the
+still the environment's to compute (docs/threat-model.md), but nothing it does can reach the
 gate's memory, token or verdict logic.
 
 What runs inside the worker, and how each API generation is played, is in ``_vf_runner.py``.

@@ -789,3 +789,25 @@ def test_pr_cannot_raise_the_base_branchs_budget(
     verdict = json.loads((ws.ws / "evalgate-outputs" / "verdict.json").read_text())
     assert "budget: tokens 100 reached" in json.dumps(verdict)
     assert "tokens 1,000,000 > 100" in (ws.tmp / "summary").read_text()
+
+
+def test_a_baseline_stored_by_another_scoring_version_is_evaluated_again(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], tmp_path: Path
+) -> None:
+    """After an evalgate upgrade that changes how items are scored or identified, a stored
+    baseline cannot pair with the PR's run; `baseline: auto` evaluates the merge-base again
+    instead of failing every PR until the default branch stores a new one."""
+    store = tmp_path / "store"
+    env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url,
+                     results_store=f"local:{store}")  # fmt: skip
+    assert _run(env)[0] == 0
+    (config,) = store.rglob("run_config.json")
+    recorded = json.loads(config.read_text())
+    recorded["fingerprint"]["measurement"]["scoring_version"] = 0
+    config.write_text(json.dumps(recorded))
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, results_store=f"local:{store}"))
+    assert code == 0, log
+    assert "running the baseline at" in log
+    verdict = json.loads((ws.ws / "evalgate-outputs" / "verdict.json").read_text())
+    assert verdict["comparisons"] and all(c["comparable"] for c in verdict["comparisons"])

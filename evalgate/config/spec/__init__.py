@@ -31,6 +31,7 @@ from evalgate.config.spec.benchmarks import (
     VerifiersBenchmark,
 )
 from evalgate.config.spec.budget import BudgetSettings, apply_ceiling
+from evalgate.config.spec.judge import GraderSpec, JudgeScale, JudgeScorer
 from evalgate.config.spec.models import (
     EMBEDDED_MODEL_ID,
     LiteLLMModel,
@@ -60,10 +61,13 @@ __all__ = [
     "ExactScorer",
     "FileBenchmark",
     "GateSettings",
+    "GraderSpec",
     "HFBenchmark",
     "HFHubSettings",
     "HumanEvalBenchmark",
     "InspectBenchmark",
+    "JudgeScale",
+    "JudgeScorer",
     "LiteLLMModel",
     "LocalModel",
     "ModalVLLMModel",

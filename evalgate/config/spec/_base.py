@@ -248,6 +248,20 @@ class GateSettings(Strict):
     (exit 1), pass (exit 0 silently)."""
     metrics: list[str] | None = None
     """Metrics compared with the baseline; default: every metric except pass@k / pass^k."""
+    scales: dict[str, Literal["proportion", "count"] | tuple[float, float]] = Field(
+        default_factory=dict
+    )
+    """Each metric's scale, `{metric: proportion | count | [low, high]}`: how it is shown and
+    the range the bounds assume. Default: a proportion when every value is in [0, 1], a count
+    when they are whole numbers, else the range seen in both runs (the scorecard says so)."""
+
+    @model_validator(mode="after")
+    def _ranges_are_ranges(self) -> GateSettings:
+        for metric, scale in self.scales.items():
+            if isinstance(scale, tuple) and not scale[0] < scale[1]:
+                got = list(scale)
+                raise ValueError(f"scales.{metric}: [low, high] needs low < high, got {got}")
+        return self
 
 
 class BaselineSettings(Strict):

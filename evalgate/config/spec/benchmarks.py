@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from evalgate.config.spec._base import EvalSettings, Sampling, Strict, empty_list
+from evalgate.config.spec.judge import GraderSpec, JudgeScorer
 
 __all__ = [
     "AgentBenchmark",
@@ -84,7 +85,7 @@ class ChoiceScorer(Strict):
 
 
 Scorer = Annotated[
-    ExactScorer | NumericScorer | RegexScorer | ContainsScorer | ChoiceScorer,
+    ExactScorer | NumericScorer | RegexScorer | ContainsScorer | ChoiceScorer | JudgeScorer,
     Field(discriminator="type"),
 ]
 
@@ -337,6 +338,10 @@ class InspectBenchmark(CommonBenchmark):
     @classmethod
     def _declarable(cls, names: list[str]) -> list[str]:
         return _declarable_env(names)
+
+    grader: GraderSpec | None = None
+    """The model inspect's `grader` role resolves to (model-graded scorers); null: the task's
+    own default (the model under test)."""
 
 
 Benchmark = Annotated[

@@ -18,7 +18,7 @@ root would be imported instead of the real module and could print every test as 
 top-level entry that shadows a module of the image's Python fails the instance, unjudged.
 Beyond that, as with every in-process test runner, the agent's code runs inside the test
 process (a ``conftest.py``, the code under test): it could print a forged ``PASSED`` line.
-SWE-bench has the same exposure; see the README.
+SWE-bench has the same exposure; see docs/threat-model.md.
 """
 
 from __future__ import annotations

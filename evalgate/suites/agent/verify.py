@@ -15,7 +15,7 @@ Terminal-Bench 1 -- the script exits 0; SWE-bench -- ``swe.grade``.
 
 What cannot be guaranteed: a test that imports the agent's code into its own process (pytest
 importing the solution module, say) runs that code with the test's own powers; it could write
-the reward file or exit 0 itself. That is the benchmark's design; the README says so.
+the reward file or exit 0 itself. That is the benchmark's design; docs/threat-model.md says so.
 """
 
 from __future__ import annotations

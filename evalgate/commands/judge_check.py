@@ -1,0 +1,126 @@
+"""`evalgate judge-check`: run each benchmark's judge on its labelled set and say how far it
+agrees with the labels (accuracy, Cohen's κ), with itself (k samples), and how often it gave no
+verdict. The judge is served and called exactly as in a run (same server, sampling, cache), so
+the figures describe the judge that grades the gate's benchmarks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from evalgate.errors import ConfigError
+
+__all__ = ["judge_check", "render_agreement"]
+
+
+def _fmt(value: float | None, pct: bool = True) -> str:
+    if value is None:
+        return "n/a"
+    return f"{100 * value:.1f}%" if pct else f"{value:.2f}"
+
+
+def render_agreement(name: str, result: dict[str, Any]) -> str:
+    """One line per benchmark: the judge's measured agreement."""
+    self_agree = (
+        _fmt(result["self_agreement"]) if result["samples"] > 1 else "n/a (needs --samples ≥ 2)"
+    )
+    line = (
+        f"{name}: {result['judged']}/{result['n']} labelled examples judged "
+        f"({result['errors']} without a verdict); accuracy {_fmt(result['accuracy'])}, "
+        f"Cohen's κ {_fmt(result['kappa'], pct=False)}, self-agreement over "
+        f"{result['samples']} samples {self_agree}"
+    )
+    if "position_consistency" in result:
+        line += f", position-swap consistency {_fmt(result['position_consistency'])}"
+    return line
+
+
+async def _measure(judge: Any, endpoint: Any, rows: list[dict[str, Any]], bench: Any,
+                   cache: Any) -> dict[str, Any]:  # fmt: skip
+    from evalgate.serve.client import ChatClient
+    from evalgate.suites.judge import judge_identity
+    from evalgate.suites.judge_labels import measure
+
+    ev = bench.eval
+    async with ChatClient(
+        endpoint,
+        judge.spec.sampling,
+        timeout_s=ev.request_timeout_s,
+        max_retries=ev.max_retries,
+        max_concurrent=ev.max_concurrent,
+        adaptive=ev.adaptive_concurrency,
+        cache=cache,
+        cache_identity=judge_identity(judge.spec),
+        max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
+    ) as client:
+        judge.client = client
+        result = await measure(judge, rows)
+    result["calls"], result["cache_hits"] = judge.stats["calls"], judge.stats["cache_hits"]
+    return result
+
+
+def judge_check(
+    config: Any,
+    *,
+    environ: dict[str, str],
+    out: IO[str],
+    server_factory: Callable[..., Any],
+    benchmark: str | None = None,
+    labels: str | None = None,
+    samples: int | None = None,
+    cache_dir: Path | None = None,
+    output: Path | None = None,
+) -> int:
+    """Measure every judged benchmark's judge on its labelled set; 0 when measured (the figures
+    are for a person to weigh: there is no pass mark), 2 when there is nothing to measure."""
+    from evalgate.run.cache import ResponseCache
+    from evalgate.serve import ServeContext
+    from evalgate.suites.judge import Judge
+    from evalgate.suites.judge_labels import labels_path, load_labels
+
+    judged = [b for b in config.benchmarks if getattr(getattr(b, "scorer", None), "type", None)
+              == "judge" and benchmark in (None, b.name)]  # fmt: skip
+    if not judged:
+        what = f"benchmark {benchmark!r}" if benchmark else "no benchmark"
+        raise ConfigError(f"{config.path}: {what} is scored by a judge (scorer: {{type: judge}})")
+    plans = []
+    for bench in judged:
+        path = Path(labels).resolve() if labels else labels_path(config, bench)
+        if path is None:
+            print(f"{bench.name}: no labelled set (scorer.labels): not measured", file=out)
+            continue
+        spec = bench.scorer
+        if samples is not None:
+            spec = spec.model_copy(update={"judge_samples": samples})
+        plans.append((bench, Judge.from_spec(spec), load_labels(path, spec)))
+    if not plans:
+        raise ConfigError(
+            f"{config.path}: no judged benchmark has a labelled set; set scorer.labels to a "
+            "JSONL file of question, completion, reference, label (or pass --labels)"
+        )
+    cache = ResponseCache.in_dir(cache_dir) if cache_dir is not None else None
+    results: dict[str, Any] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="evalgate-judge-check-") as logs:
+            ctx = ServeContext(log_dir=Path(logs), environ=environ, config_dir=config.path.parent)
+            for bench, judge, rows in plans:
+                model = judge.spec.model
+                labelled = model.model_copy(update={"name": f"judge-{model.name}"})
+                with server_factory(labelled, ctx) as endpoint:
+                    result = asyncio.run(_measure(judge, endpoint, rows, bench, cache))
+                results[bench.name] = result
+                print(render_agreement(bench.name, result), file=out)
+    finally:
+        if cache is not None:
+            cache.close()
+    if output is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "judge-check.json").write_text(
+            json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+    return 0

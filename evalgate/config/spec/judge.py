@@ -1,0 +1,89 @@
+"""The model-graded scorer: a judge model grades each completion (``scorer: {type: judge}``).
+
+The judge is part of the exam, not of the candidate: its model, prompt, scale and sampling are
+the scorer's config, so they sit in the comparability fingerprint and in the base branch's
+measurement (a PR that changes them is not compared, and cannot PASS).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from evalgate.config.spec._base import Sampling, Strict
+from evalgate.config.spec.models import LocalModel, Model
+
+__all__ = ["JUDGE_SAMPLING", "GraderSpec", "JudgeScale", "JudgeScorer"]
+
+# A judge writes its reasoning before the verdict: 256 tokens would cut many verdicts off.
+JUDGE_SAMPLING = Sampling(max_tokens=512)
+
+
+class JudgeScale(Strict):
+    """A score on an integer scale, mapped to [0, 1] as (score - min) / (max - min)."""
+
+    min: int = 1
+    """Lowest score the judge may give."""
+    max: int = Field(5, le=1000)
+    """Highest score the judge may give."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> JudgeScale:
+        if self.max <= self.min:
+            raise ValueError(f"scale.max ({self.max}) must be above scale.min ({self.min})")
+        return self
+
+
+class JudgeScorer(Strict):
+    """A judge model grades the completion: against a rubric (`rubric`), or against the
+    reference answer (`reference`: fact / closed QA). A judge error or an unparseable verdict
+    is an error (counted against `eval.max_error_rate`), never a 0."""
+
+    type: Literal["judge"]
+    mode: Literal["rubric", "reference", "pairwise"] = "rubric"
+    """`rubric`: the completion against `rubric` (the reference answer is shown when the item
+    has one); `reference`: does the completion state the reference answer (pass/fail);
+    `pairwise`: the PR's completion against the baseline's for the same item, in both orders
+    (metric `win_rate`: 1 better, 0.5 tie, 0 worse; the baseline scores 0.5 by construction)."""
+    rubric: str = "The response answers the question correctly, completely and concisely."
+    """What a good response does (rubric mode); the template sees it as `rubric`."""
+    scale: Literal["pass-fail"] | JudgeScale = "pass-fail"
+    """`pass-fail` (1 or 0), or an integer scale `{min: 1, max: 5}` mapped to [0, 1]."""
+    model: Model = Field(default_factory=LocalModel)
+    """The judge model, served by any backend like `models:` (default: the embedded model,
+    a plumbing check only: a 135M model is no judge)."""
+    sampling: Sampling = Field(default_factory=lambda: JUDGE_SAMPLING)
+    """The judge's own sampling (not the benchmark's)."""
+    judge_samples: int = Field(1, ge=1, le=32)
+    """Judgements per completion (k), averaged; sample s uses seed + s."""
+    prompt_template: str | None = None
+    """Jinja2 template (sandboxed) for the judge's user message; default: one per mode. Sees
+    `question`, `completion`, `reference`, `rubric`, `scale_min`, `scale_max`, `id` and the
+    item's fields as `item` (pairwise: `completion_a` and `completion_b` instead of
+    `completion`). It must ask for a final line `VERDICT: <PASS|FAIL|number>` (pairwise:
+    `VERDICT: <A|B|TIE>`)."""
+    system_prompt: str | None = None
+    """System message for the judge (none by default)."""
+    labels: str | None = None
+    """A labelled set for `evalgate judge-check` (JSONL of question, completion, reference,
+    label), relative to the evals.yaml; the scorecard shows the judge's measured agreement."""
+
+    @model_validator(mode="after")
+    def _reference_is_pass_fail(self) -> JudgeScorer:
+        if self.mode == "reference" and self.scale != "pass-fail":
+            raise ValueError("mode reference grades pass/fail: leave `scale` out")
+        if self.mode == "pairwise" and self.scale != "pass-fail":
+            raise ValueError("mode pairwise asks which is better (A, B or TIE): leave `scale` out")
+        return self
+
+
+class GraderSpec(Strict):
+    """The judge an inspect task's model-graded scorers use (inspect's `grader` model role:
+    `model_graded_qa`, `model_graded_fact` and any scorer asking for that role). Served by
+    evalgate like `scorer.model`, and part of the exam like it."""
+
+    model: Model = Field(default_factory=LocalModel)
+    """The grader model, served by any backend."""
+    sampling: Sampling = Field(default_factory=lambda: JUDGE_SAMPLING)
+    """The grader's own sampling."""

@@ -1,0 +1,738 @@
+"""Model-graded scoring: a judge model on its own scripted server, over real HTTP on loopback."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli import main
+from evalgate.config.spec import JudgeScale
+from evalgate.suites.judge import parse_verdict
+from tests.conftest import answer_arith, read_jsonl, write_config
+
+# ---------------------------------------------------------------------------------------------
+# Verdict parsing
+
+
+@pytest.mark.parametrize(
+    ("text", "score"),
+    [
+        ("The response is right.\nVERDICT: PASS", 1.0),
+        ("wrong sum\nverdict: fail", 0.0),
+        ("**VERDICT:** CORRECT", 1.0),
+        # The last verdict counts: a judge may quote the instruction before answering.
+        ('I must end with "VERDICT: PASS" or "VERDICT: FAIL".\nIt is wrong.\nVERDICT: FAIL', 0.0),
+    ],
+)
+def test_pass_fail_verdicts(text: str, score: float) -> None:
+    verdict = parse_verdict(text, "pass-fail")
+    assert verdict.score == score
+    assert verdict.raw == text
+
+
+def test_scale_verdict_maps_to_unit_interval() -> None:
+    scale = JudgeScale(min=1, max=5)
+    assert parse_verdict("ok\nVERDICT: 4", scale).score == pytest.approx(0.75)
+    assert parse_verdict("VERDICT: 1", scale).score == 0.0
+    assert parse_verdict("VERDICT: 5", scale).score == 1.0
+    assert parse_verdict("VERDICT: 6", scale).score is None  # off the scale: no guess
+    assert parse_verdict("VERDICT: PASS", scale).score is None
+
+
+@pytest.mark.parametrize("text", ["looks good to me", "VERDICT: maybe", ""])
+def test_unreadable_verdicts_have_no_score(text: str) -> None:
+    verdict = parse_verdict(text, "pass-fail")
+    assert verdict.score is None and verdict.problem
+
+
+def test_reasoning_is_what_comes_before_the_verdict() -> None:
+    verdict = parse_verdict("7 + 5 is 12, the response says 12.\nVERDICT: PASS", "pass-fail")
+    assert verdict.reasoning == "7 + 5 is 12, the response says 12."
+
+
+# ---------------------------------------------------------------------------------------------
+# Scripted servers: a candidate that gets every third item wrong, and a judge
+
+
+def _candidate(body: dict[str, Any], n: int) -> str:
+    text = body["messages"][-1]["content"]
+    right = answer_arith(body, n)
+    return str(int(right) + 1) if sum(map(ord, text)) % 3 == 0 else right
+
+
+def _section(prompt: str, name: str) -> str:
+    match = re.search(rf"\[{re.escape(name)}\]\n(.*?)\n\n", prompt + "\n\n", re.S)
+    assert match, f"no [{name}] section in the judge's prompt"
+    return match.group(1).strip()
+
+
+def fair_judge(body: dict[str, Any], n: int) -> str:
+    """Grades by comparing the response with the reference answer in its prompt."""
+    prompt = body["messages"][-1]["content"]
+    same = _section(prompt, "Response") == _section(prompt, "Reference answer")
+    return f"The response {'matches' if same else 'differs from'} the reference.\n" + (
+        "VERDICT: PASS" if same else "VERDICT: FAIL"
+    )
+
+
+def _config(
+    tmp_path: Path,
+    model_url: str,
+    judge_url: str,
+    scorer: str = "",
+    items: int = 9,
+    mode: str = "reference",
+) -> Path:
+    return write_config(
+        tmp_path,
+        f"""
+models:
+  - name: scripted
+    backend: openai
+    base_url: {model_url}
+    model: org/candidate
+benchmarks:
+  - name: arith
+    eval: {{num_examples: {items}}}
+    scorer:
+      type: judge
+      mode: {mode}
+      model: {{name: judge, backend: openai, base_url: {judge_url}, model: org/judge}}
+{scorer}
+eval:
+  max_retries: 0
+""",
+    )
+
+
+def _run(tmp_path: Path, config: Path, *args: str) -> tuple[int, Path]:
+    out = tmp_path / "out"
+    code = main(["local", str(config), "--output", str(out), *args], environ={"CI": "true"})
+    return code, out
+
+
+def _results(out: Path) -> list[dict[str, Any]]:
+    runs = sorted((out / "evals").glob("arith--org--candidate/*"))
+    return read_jsonl(runs[-1] / "results.jsonl")
+
+
+def _metadata(out: Path) -> dict[str, Any]:
+    runs = sorted((out / "evals").glob("arith--org--candidate/*"))
+    return json.loads((runs[-1] / "metadata.json").read_text())
+
+
+def test_judge_scores_each_completion_and_keeps_its_reasoning(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    model, judge = scripted_server(_candidate), scripted_server(fair_judge)
+    code, out = _run(tmp_path, _config(tmp_path, model.base_url, judge.base_url))
+    assert code == 0
+    results = _results(out)
+    assert len(results) == 9 == len(judge.requests)
+    for rec in results:
+        right = rec["completion"] == rec["answer"]
+        assert rec["reward"] == (1.0 if right else 0.0)
+        (sample,) = rec["judge"]["samples"]
+        assert sample["raw"].endswith("VERDICT: PASS" if right else "VERDICT: FAIL")
+        assert sample["reasoning"].startswith("The response")
+        assert rec["judge"]["usage"] == {"prompt_tokens": 7, "completion_tokens": 3}
+    assert {r["reward"] for r in results} == {0.0, 1.0}  # the candidate's misses are caught
+    # The judge gets its own model and sampling, never the candidate's.
+    assert {b["model"] for b in judge.requests} == {"org/judge"}
+    assert {b["max_tokens"] for b in judge.requests} == {512}
+    meta = _metadata(out)
+    assert meta["judge_usage"] == {"prompt_tokens": 63, "completion_tokens": 27}
+    assert meta["judge"]["requests"]["calls"] == 9
+    assert meta["usage"]["prompt_tokens"] == 63  # the candidate's tokens, counted apart
+    scorecard = (out / "scorecard.md").read_text()
+    assert (
+        "- scripted / arith: judge `org/judge` (`openai`), 9 judgements (0 from the cache), "
+        "63 / 27 tokens, –; agreement not measured (no labelled set: `scorer.labels`)"
+    ) in scorecard
+    rows = _report_rows(out)
+    assert len(rows) == 9
+    assert all(r["judge"] == "[1] 1.00: The response matches the reference." for r in rows
+               if r["reward_pr"] == 1.0)  # fmt: skip
+    assert any("[1] 0.00: The response differs" in r["judge"] for r in rows)
+
+
+def _report_rows(out: Path) -> list[dict[str, Any]]:
+    html = (out / "report.html").read_text()
+    data = re.search(r'id="evalgate-data">(.*?)</script>', html, re.S)
+    assert data
+    (run,) = json.loads(data.group(1))
+    return run["rows"]
+
+
+def test_a_rerun_reuses_every_judgement_from_the_cache(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    model, judge = scripted_server(_candidate), scripted_server(fair_judge)
+    config = _config(tmp_path, model.base_url, judge.base_url)
+    first, out = _run(tmp_path, config)
+    second, _ = _run(tmp_path, config)
+    assert first == second == 0
+    assert len(judge.requests) == 9  # nothing asked twice
+    meta = _metadata(out)
+    assert meta["judge"]["requests"]["cache_hits"] == 9
+    assert [r["reward"] for r in _results(out)] == [r["judge"]["score"] for r in _results(out)]
+
+
+def test_an_unparseable_verdict_is_an_error_with_the_raw_reply_kept(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    def rambling(body: dict[str, Any], n: int) -> str:
+        return "Hmm, hard to say. Probably fine?"
+
+    model, judge = scripted_server(_candidate), scripted_server(rambling)
+    config = _config(tmp_path, model.base_url, judge.base_url)
+    code, out = _run(tmp_path, config)
+    assert code == 3  # every rollout errored: no score is trusted, and none is a silent 0
+    results = _results(out)
+    assert all(r["reward"] is None for r in results)
+    assert all(r["error"].startswith("judge_unparseable:") for r in results)
+    assert all(
+        r["judge"]["samples"][0]["raw"] == "Hmm, hard to say. Probably fine?" for r in results
+    )
+    assert all(r["completion"] and r["prompt"] for r in results)  # what was judged is kept too
+    assert _metadata(out)["error_kinds"] == {"judge_unparseable": 9}
+    assert all(
+        r["judge"] == "[1] no verdict: Hmm, hard to say. Probably fine?" for r in _report_rows(out)
+    )
+    # An unreadable verdict is not cached: the next run asks the judge again.
+    _run(tmp_path, config)
+    assert len(judge.requests) == 18
+
+
+def test_a_failing_judge_is_an_error_kind_counted_against_the_error_budget(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    def flaky(body: dict[str, Any], n: int) -> Any:
+        if n % 3 == 0:
+            return (500, "judge overloaded", {})
+        return fair_judge(body, n)
+
+    model, judge = scripted_server(answer_arith), scripted_server(flaky)
+    code, out = _run(
+        tmp_path, _config(tmp_path, model.base_url, judge.base_url), "--eval.max_error_rate=0.5"
+    )
+    results = _results(out)
+    errors = [r for r in results if r["error"]]
+    assert len(errors) == 3 and all(r["error"].startswith("judge_http_500:") for r in errors)
+    assert all(r["reward"] == 1.0 for r in results if not r["error"])
+    assert code == 0  # 3/9 errored, under the 50 % budget; the rest scored
+    code, _ = _run(tmp_path, _config(tmp_path, model.base_url, judge.base_url))
+    # With the default 5 % budget the errors (retried, then failed again) make the run ERROR.
+    assert code == 3
+
+
+def test_judge_samples_are_averaged_with_a_seed_each(tmp_path: Path, scripted_server: Any) -> None:
+    def by_seed(body: dict[str, Any], n: int) -> str:
+        return "VERDICT: FAIL" if body["seed"] % 3 == 1 else "VERDICT: PASS"
+
+    model, judge = scripted_server(answer_arith), scripted_server(by_seed)
+    scorer = "      judge_samples: 3\n      sampling: {temperature: 0.7, seed: 0}"
+    code, out = _run(tmp_path, _config(tmp_path, model.base_url, judge.base_url, scorer, 4))
+    assert code == 0
+    assert len(judge.requests) == 12
+    for rec in _results(out):
+        assert [s["score"] for s in rec["judge"]["samples"]] == [1.0, 0.0, 1.0]
+        assert rec["reward"] == pytest.approx(2 / 3)
+    assert {b["temperature"] for b in judge.requests} == {0.7}
+
+
+def test_a_rubric_judge_on_a_scale(tmp_path: Path, scripted_server: Any) -> None:
+    seen: list[str] = []
+
+    def grader(body: dict[str, Any], n: int) -> str:
+        prompt = body["messages"][-1]["content"]
+        seen.append(prompt)
+        return "Terse but right.\nVERDICT: 4"
+
+    model, judge = scripted_server(answer_arith), scripted_server(grader)
+    config = write_config(
+        tmp_path,
+        f"""
+models:
+  - {{name: scripted, backend: openai, base_url: {model.base_url}, model: org/candidate}}
+benchmarks:
+  - name: arith
+    eval: {{num_examples: 3}}
+    scorer:
+      type: judge
+      rubric: Shows its working.
+      scale: {{min: 1, max: 5}}
+      model: {{name: judge, backend: openai, base_url: {judge.base_url}}}
+""",
+    )
+    code, out = _run(tmp_path, config)
+    assert code == 0
+    assert [r["reward"] for r in _results(out)] == [0.75] * 3
+    assert "Shows its working." in seen[0] and "from 1 (worst) to 5 (best)" in seen[0]
+
+
+def test_a_custom_template_sees_the_item(tmp_path: Path, scripted_server: Any) -> None:
+    model, judge = scripted_server(answer_arith), scripted_server(lambda b, n: "VERDICT: PASS")
+    scorer = (
+        "      prompt_template: 'Q={{ question }} A={{ completion }} R={{ reference }} id={{ id }}'"
+    )
+    config = _config(tmp_path, model.base_url, judge.base_url, scorer, 1, mode="rubric")
+    code, _ = _run(tmp_path, config)
+    assert code == 0
+    (body,) = judge.requests
+    assert re.fullmatch(r"Q=What is .+\? A=-?\d+ R=-?\d+ id=\S+", body["messages"][-1]["content"])
+
+
+@pytest.mark.parametrize(
+    ("scorer", "message"),
+    [
+        ("      prompt_template: '{{ nope }}'", "'nope' is undefined"),
+        ("      prompt_template: '{% if %}'", "judge template"),
+        ("      scale: {min: 1, max: 5}", "mode reference grades pass/fail"),
+        ("      judge_samples: 0", "judge_samples"),
+    ],
+)
+def test_judge_config_mistakes_are_one_line_errors_before_any_call(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str], scorer: str,
+    message: str,
+) -> None:  # fmt: skip
+    model, judge = scripted_server(answer_arith), scripted_server(fair_judge)
+    code, _ = _run(tmp_path, _config(tmp_path, model.base_url, judge.base_url, scorer, 2))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and "Traceback" not in err
+    assert not judge.requests and not model.requests
+
+
+# ---------------------------------------------------------------------------------------------
+# The judge is part of the exam
+
+
+def test_a_changed_judge_is_a_changed_measurement(tmp_path: Path, scripted_server: Any) -> None:
+    from evalgate.action.policy import measurement
+    from evalgate.config.load import load_config
+    from evalgate.run.fingerprint import fingerprint
+
+    url = "http://127.0.0.1:9/v1"
+    variants = {
+        "base": "",
+        "rubric": "      rubric: Be brief.",
+        "sampling": "      sampling: {temperature: 1.0}",
+        "samples": "      judge_samples: 3",
+        "template": "      prompt_template: '{{ completion }} VERDICT?'",
+    }
+    prints, measures = {}, {}
+    for name, scorer in variants.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        config = load_config(_config(folder, url, url, scorer), [])
+        bench = config.benchmarks[0]
+        prints[name] = json.dumps(
+            fingerprint(bench, config.models[0], "m", [])["measurement"], sort_keys=True
+        )
+        measures[name] = json.dumps(measurement(bench), sort_keys=True)
+    assert len(set(prints.values())) == len(variants)
+    assert len(set(measures.values())) == len(variants)
+    # …and so is another judge model.
+    other = load_config(_config(tmp_path, url, "http://127.0.0.1:10/v1"), [])
+    assert measurement(other.benchmarks[0]) != json.loads(measures["base"])
+
+
+# ---------------------------------------------------------------------------------------------
+# judge-check: the judge's agreement, measured on a labelled set
+
+
+def test_cohen_kappa() -> None:
+    from evalgate.suites.judge_labels import cohen_kappa
+
+    assert cohen_kappa([True, True, False, False], [True, False, False, False]) == 0.5
+    assert cohen_kappa([True, False, True, False], [True, False, True, False]) == 1.0
+    # A judge that passes everything agrees with mostly-passing labels by chance alone.
+    assert cohen_kappa([True, True, True, False], [True, True, True, True]) == 0.0
+    assert cohen_kappa([True, True], [True, True]) is None
+
+
+_LABELLED = [
+    # question, completion, reference, label: a person's grade
+    ("What is 2 + 2?", "4", "4", "pass"),
+    ("What is 3 + 3?", "6", "6", "pass"),
+    ("What is 5 - 1?", "3", "4", "fail"),
+    ("What is 7 + 1?", "9", "8", "fail"),
+    ("Capital of France?", "Paris", "Paris", "pass"),
+    # The fair judge compares strings: it fails this right answer (the label says pass).
+    ("What is 1 + 1?", "two", "2", "pass"),
+]
+
+
+def _labels(tmp_path: Path) -> Path:
+    path = tmp_path / "judge-labels.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"question": q, "completion": c, "reference": r, "label": lab}) + "\n"
+            for q, c, r, lab in _LABELLED
+        )
+    )
+    return path
+
+
+def test_judge_check_reports_accuracy_kappa_and_self_agreement(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    import io
+
+    def wavering(body: dict[str, Any], n: int) -> str:
+        # Consistent, except on "Capital of France?" where every third sample says FAIL.
+        prompt = body["messages"][-1]["content"]
+        if "France" in prompt and body["seed"] % 3 == 2:
+            return "VERDICT: FAIL"
+        return fair_judge(body, n)
+
+    judge = scripted_server(wavering)
+    _labels(tmp_path)
+    config = _config(tmp_path, "http://127.0.0.1:9/v1", judge.base_url,
+                     "      labels: judge-labels.jsonl")  # fmt: skip
+    out = io.StringIO()
+    args = ["judge-check", str(config), "--samples", "3", "--output", str(tmp_path / "jc")]
+    assert main(args, environ={"CI": "true"}, out=out) == 0
+    line = out.getvalue().strip()
+    result = json.loads((tmp_path / "jc" / "judge-check.json").read_text())["arith"]
+    # 6 examples: the "two" one is wrongly failed; France passes on average (2 of 3 samples).
+    assert result["accuracy"] == pytest.approx(5 / 6)
+    labels, verdicts = [1, 1, 0, 0, 1, 1], [1, 1, 0, 0, 1, 0]
+    po, pl, pv = 5 / 6, sum(labels) / 6, sum(verdicts) / 6
+    pe = pl * pv + (1 - pl) * (1 - pv)
+    assert result["kappa"] == pytest.approx((po - pe) / (1 - pe))
+    assert result["self_agreement"] == pytest.approx(5 / 6)
+    assert result["samples"] == 3 and result["errors"] == 0
+    assert "accuracy 83.3%" in line and "Cohen's κ 0.67" in line and "self-agreement" in line
+    assert len(judge.requests) == 18
+    # Run again: every judgement comes from the cache.
+    assert main(args, environ={"CI": "true"}, out=io.StringIO()) == 0
+    assert len(judge.requests) == 18
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        (None, "no judged benchmark has a labelled set"),
+        ('{"question": "q", "completion": "c", "label": "maybe"}\n', ":1: label 'maybe'"),
+        ('{"question": "q", "label": "pass"}\n', ":1: missing completion"),
+        ("not json\n", ":1: not JSON"),
+    ],
+)
+def test_judge_check_mistakes_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], labels: str | None, message: str
+) -> None:
+    scorer = ""
+    if labels is not None:
+        (tmp_path / "l.jsonl").write_text(labels)
+        scorer = "      labels: l.jsonl"
+    config = _config(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1", scorer)
+    assert main(["judge-check", str(config)], environ={"CI": "true"}) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_scorecard_shows_the_judges_measured_agreement(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    model, judge = scripted_server(answer_arith), scripted_server(fair_judge)
+    _labels(tmp_path)
+    config = _config(tmp_path, model.base_url, judge.base_url,
+                     "      labels: judge-labels.jsonl", items=3)  # fmt: skip
+    code, out = _run(tmp_path, config)
+    assert code == 0
+    scorecard = (out / "scorecard.md").read_text()
+    assert (
+        "judge `org/judge` (`openai`), 3 judgements (0 from the cache), 21 / 9 tokens, –; "
+        "measured on 6 labelled examples: accuracy 83.3%, Cohen's κ 0.67"
+    ) in scorecard
+    assert len(judge.requests) == 3 + 6
+    assert _metadata(out)["judge"]["agreement"]["accuracy"] == pytest.approx(5 / 6)
+
+
+def test_a_bad_labelled_set_stops_the_run_before_any_call(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, judge = scripted_server(answer_arith), scripted_server(fair_judge)
+    (tmp_path / "l.jsonl").write_text('{"question": "q", "completion": "c", "label": 7}\n')
+    config = _config(tmp_path, model.base_url, judge.base_url, "      labels: l.jsonl")
+    code, _ = _run(tmp_path, config)
+    assert code == 2
+    assert "l.jsonl:1: label 7 is not pass or fail" in capsys.readouterr().err
+    assert not model.requests and not judge.requests
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairwise: the PR's completion against the baseline's, in both orders
+
+
+def _pairwise_config(tmp_path: Path, model_url: str, judge_url: str) -> Path:
+    folder = tmp_path / f"cfg-{len(list(tmp_path.glob('cfg-*')))}"
+    folder.mkdir()
+    return _config(folder, model_url, judge_url, items=9, mode="pairwise")
+
+
+def _right(prompt: str, name: str) -> bool:
+    return _section(prompt, name) == _section(prompt, "Reference answer")
+
+
+def preferring_judge(body: dict[str, Any], n: int) -> str:
+    """Prefers the response that states the reference answer; a tie when both or neither do."""
+    prompt = body["messages"][-1]["content"]
+    a, b = _right(prompt, "Response A"), _right(prompt, "Response B")
+    return "Compared.\nVERDICT: " + ("TIE" if a == b else "A" if a else "B")
+
+
+def _wrong_on(items: set[int]) -> Any:
+    def script(body: dict[str, Any], n: int) -> str:
+        right = answer_arith(body, n)
+        text = body["messages"][-1]["content"]
+        return str(int(right) + 1) if sum(map(ord, text)) % 9 in items else right
+
+    return script
+
+
+def _pairwise_runs(tmp_path: Path, scripted_server: Any, judge_script: Any) -> tuple[Any, ...]:
+    base_model = scripted_server(_wrong_on({0, 1, 2}))
+    pr_model = scripted_server(_wrong_on({2, 3}))
+    judge = scripted_server(judge_script)
+    base_out, pr_out = tmp_path / "base", tmp_path / "pr"
+    env = {"CI": "true"}
+    cfg = _pairwise_config(tmp_path, base_model.base_url, judge.base_url)
+    base_code = main(["local", str(cfg), "--output", str(base_out)], environ=env)
+    cfg = _pairwise_config(tmp_path, pr_model.base_url, judge.base_url)
+    args = ["local", str(cfg), "--output", str(pr_out), "--baseline", str(base_out)]
+    pr_code = main(args, environ=env)
+    return base_code, pr_code, base_out, pr_out, judge
+
+
+def test_pairwise_prefers_the_better_completion_in_both_orders(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    base_code, pr_code, base_out, pr_out, judge = _pairwise_runs(
+        tmp_path, scripted_server, preferring_judge
+    )
+    assert base_code == 0
+    base = _results(base_out)
+    # The baseline's own run has nothing to compare with: a tie with itself, no judge call.
+    assert {r["reward"] for r in base} == {0.5} and all(
+        r["metrics"] == {"win_rate": 0.5} for r in base
+    )
+    base_ok = {r["example_id"]: r["completion"] == r["answer"] for r in base}
+    base_text = {r["example_id"]: r["completion"] for r in base}
+    differ = 0
+    for rec in _results(pr_out):
+        ok = rec["completion"] == rec["answer"]
+        want = 0.5 if ok == base_ok[rec["example_id"]] else 1.0 if ok else 0.0
+        assert rec["reward"] == want, rec
+        if rec["completion"] == base_text[rec["example_id"]]:  # a tie without asking
+            assert rec["judge"]["samples"] == [] and "tie by construction" in rec["judge"]["note"]
+        else:
+            differ += 1
+            assert rec["judge"]["consistent"] is True
+            assert [s["order"] for s in rec["judge"]["samples"]] == ["base-first", "pr-first"]
+    assert 0 < differ < 9
+    judged_rows = [r["judge"] for r in _report_rows(pr_out) if r["judge"]]
+    assert len(judged_rows) == differ
+    assert all(j.startswith("[1 base-first] ") and "\n[2 pr-first] " in j for j in judged_rows)
+    assert len(judge.requests) == 2 * differ  # each differing item in both orders
+    # Both orders were really asked: base's completion first, then the PR's.
+    firsts = {_section(b["messages"][-1]["content"], "Response A") for b in judge.requests}
+    assert len(firsts) > 1
+    assert pr_code in (0, 1)
+    scorecard = (pr_out / "scorecard.md").read_text()
+    assert f"position-swap consistency 100.0% over {differ} pairs" in scorecard
+    # The gate's paired statistics apply as they are: base 0.5 on every item, Δ = p − 0.5.
+    verdict = json.loads((pr_out / "verdict.json").read_text())
+    (comp,) = verdict["comparisons"]
+    assert comp["comparable"] is True and comp["n_paired"] == 9
+    (metric,) = comp["metrics"]
+    pr_mean = sum(r["reward"] for r in _results(pr_out)) / 9
+    assert metric["metric"] == "win_rate"
+    assert metric["result"]["base_mean"] == 0.5
+    assert metric["result"]["delta"] == pytest.approx(pr_mean - 0.5)
+    assert "win_rate" in scorecard
+
+
+def test_a_position_biased_judge_cancels_out_and_is_reported(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    def first_is_better(body: dict[str, Any], n: int) -> str:
+        return "The first one reads better.\nVERDICT: A"
+
+    _, _, _, pr_out, judge = _pairwise_runs(tmp_path, scripted_server, first_is_better)
+    results = _results(pr_out)
+    # Always "A": base wins when shown first, the PR when it is: a tie, never a PR win.
+    assert {r["reward"] for r in results} == {0.5}
+    compared = [r for r in results if r["judge"]["samples"]]  # the items whose texts differ
+    assert compared
+    assert all(r["judge"]["orders"] == {"base-first": 0.0, "pr-first": 1.0} for r in compared)
+    assert not any(r["judge"]["consistent"] for r in compared)
+    assert len(judge.requests) == 2 * len(compared)
+    scorecard = (pr_out / "scorecard.md").read_text()
+    assert f"position-swap consistency 0.0% over {len(compared)} pairs" in scorecard
+
+
+def test_judge_check_pairwise_measures_position_swap_consistency(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    import io
+
+    labelled = [  # question, A, B, reference, label
+        ("What is 2 + 2?", "4", "5", "4", "a"),
+        ("What is 3 + 3?", "7", "6", "6", "b"),
+        ("What is 4 + 4?", "9", "7", "8", "tie"),  # both wrong: a person calls it a tie
+        ("What is 5 + 5?", "9", "10", "10", "b"),
+    ]
+    (tmp_path / "pairs.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"question": q, "completion_a": a, "completion_b": b, "reference": r, "label": lab}
+            )
+            + "\n"
+            for q, a, b, r, lab in labelled
+        )
+    )
+
+    def biased(body: dict[str, Any], n: int) -> str:  # right, but says A when it can't tell
+        prompt = body["messages"][-1]["content"]
+        a, b = _right(prompt, "Response A"), _right(prompt, "Response B")
+        return "VERDICT: " + ("B" if b and not a else "A")
+
+    judge = scripted_server(biased)
+    config = _config(tmp_path, "http://127.0.0.1:9/v1", judge.base_url,
+                     "      labels: pairs.jsonl", mode="pairwise")  # fmt: skip
+    out = io.StringIO()
+    args = ["judge-check", str(config), "--output", str(tmp_path / "jc")]
+    assert main(args, environ={"CI": "true"}, out=out) == 0
+    result = json.loads((tmp_path / "jc" / "judge-check.json").read_text())["arith"]
+    details = {d["id"]: d for d in result["details"]}
+    # On the tie the judge picks whichever is shown first: the orders cancel to a tie (so the
+    # accuracy is intact), and the disagreement between orders is what exposes the bias.
+    assert details["3"]["score"] == 0.5 and details["3"]["consistent"] is False
+    assert all(details[i]["consistent"] for i in ("1", "2", "4"))
+    assert result["accuracy"] == 1.0 and result["kappa"] == 1.0
+    assert result["position_consistency"] == pytest.approx(3 / 4)
+    assert "position-swap consistency 75.0%" in out.getvalue()
+    assert len(judge.requests) == 8  # 4 pairs × 2 orders
+
+
+def test_each_models_run_counts_its_own_judgements(tmp_path: Path, scripted_server: Any) -> None:
+    first, second = scripted_server(answer_arith), scripted_server(_candidate)
+    judge = scripted_server(fair_judge)
+    config = write_config(
+        tmp_path,
+        f"""
+models:
+  - {{name: first, backend: openai, base_url: {first.base_url}, model: org/first}}
+  - {{name: second, backend: openai, base_url: {second.base_url}, model: org/second}}
+benchmarks:
+  - name: arith
+    eval: {{num_examples: 5}}
+    scorer:
+      type: judge
+      mode: reference
+      model: {{name: judge, backend: openai, base_url: {judge.base_url}, model: org/judge}}
+""",
+    )
+    code, out = _run(tmp_path, config)
+    assert code == 0
+    metas = [json.loads(p.read_text()) for p in sorted(out.glob("evals/*/*/metadata.json"))]
+    assert [m["model"] for m in metas] == ["first", "second"]
+    assert [m["judge"]["requests"]["calls"] for m in metas] == [5, 5]
+    assert all(m["judge_usage"]["prompt_tokens"] == 35 for m in metas)
+
+
+def test_validate_estimates_the_judges_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "http://127.0.0.1:9/v1"
+    config = _config(tmp_path, url, url, "      judge_samples: 3", items=5, mode="pairwise")
+    assert main(["validate", str(config), "--budget.tokens=100"], environ={"CI": "true"}) == 0
+    out = capsys.readouterr().out
+    # 5 items × 3 samples × 2 orders; 512 completion tokens each at most.
+    assert "judge org/judge: 30 requests" in out and "≤ 15,360 completion tokens" in out
+    assert "budget tokens 100: estimate ≤" in out and "may exceed it" in out
+
+
+def test_in_pr_mode_the_labelled_set_is_the_bases(tmp_path: Path) -> None:
+    """The judge's agreement shown on the scorecard is measured on the base's labelled set: the
+    merged config keeps the PR's evals.yaml path, so the base's relative `labels` is anchored in
+    the base's tree. The labelled set decides no score: it is not in the fingerprint."""
+    from evalgate.action.exam import merge
+    from evalgate.action.policy import measurement
+    from evalgate.config.load import load_config
+    from evalgate.run.fingerprint import fingerprint
+    from evalgate.suites.judge_labels import labels_path
+
+    url = "http://127.0.0.1:9/v1"
+    configs = {}
+    for side in ("base", "pr"):
+        (tmp_path / side).mkdir()
+        _labels(tmp_path / side)
+        scorer = "      labels: judge-labels.jsonl"
+        configs[side] = load_config(_config(tmp_path / side, url, url, scorer), [])
+    merged = merge(configs["base"], configs["pr"])
+    bench = merged.benchmarks[0]
+    assert labels_path(merged, bench) == (tmp_path / "base" / "judge-labels.jsonl").resolve()
+    assert labels_path(configs["pr"], configs["pr"].benchmarks[0]).parent.name == "pr"
+    # Anchored or not, the measurement is the same: a stored baseline stays comparable.
+    prints = {
+        json.dumps(fingerprint(b, merged.models[0], "m", [])["measurement"], sort_keys=True)
+        for b in (bench, configs["base"].benchmarks[0])
+    }
+    assert len(prints) == 1
+    assert measurement(bench) == measurement(configs["base"].benchmarks[0])
+    assert "labels" not in json.dumps(measurement(bench))
+
+
+def test_a_pairwise_run_compares_only_with_the_baseline_it_was_judged_against(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Judged against no baseline, every PR item is a tie by construction: compared afterwards
+    with a baseline, that would read as "no regression" and pass quietly. It is refused."""
+    _, _, base_out, pr_out, judge = _pairwise_runs(tmp_path, scripted_server, preferring_judge)
+    env = {"CI": "true"}
+    assert main(["compare", str(base_out), str(pr_out), "--output", str(tmp_path / "c1")],
+                environ=env) in (0, 1)  # fmt: skip
+    (comp,) = json.loads((tmp_path / "c1" / "verdict.json").read_text())["comparisons"]
+    assert comp["comparable"] is True  # judged against this very baseline
+    alone = tmp_path / "alone"
+    cfg = _pairwise_config(tmp_path, scripted_server(_wrong_on({5})).base_url, judge.base_url)
+    assert main(["local", str(cfg), "--output", str(alone)], environ=env) == 0
+    capsys.readouterr()
+    code = main(["compare", str(base_out), str(alone), "--output", str(tmp_path / "c2")],
+                environ=env)  # fmt: skip
+    (comp,) = json.loads((tmp_path / "c2" / "verdict.json").read_text())["comparisons"]
+    assert comp["comparable"] is False
+    assert comp["reason"].startswith("pairwise judge: the PR run was judged against no baseline")
+    assert code == 1  # not comparable: it cannot PASS
+    # Judged against another baseline run (the first): refused too.
+    other = tmp_path / "other-base"
+    cfg = _pairwise_config(tmp_path, scripted_server(_wrong_on({4})).base_url, judge.base_url)
+    assert main(["local", str(cfg), "--output", str(other)], environ=env) == 0
+    code = main(["compare", str(other), str(pr_out), "--output", str(tmp_path / "c3")],
+                environ=env)  # fmt: skip
+    (comp,) = json.loads((tmp_path / "c3" / "verdict.json").read_text())["comparisons"]
+    assert comp["comparable"] is False
+    assert comp["reason"].startswith("pairwise judge: the PR run was judged against another")
+    assert code == 1
+
+
+def test_validate_reads_the_judges_labelled_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "http://127.0.0.1:9/v1"
+    _labels(tmp_path)
+    config = _config(tmp_path, url, url, "      labels: judge-labels.jsonl", items=3)
+    assert main(["validate", str(config)], environ={"CI": "true"}) == 0
+    assert "arith: judge template rendered, 6 labelled examples read" in capsys.readouterr().out
+    (tmp_path / "judge-labels.jsonl").write_text('{"question": "q", "completion": "c"}\n')
+    assert main(["validate", str(config)], environ={"CI": "true"}) == 2
+    err = capsys.readouterr().err
+    assert "evals.yaml:" in err and "scorer.labels:" in err and ":1: missing label" in err
