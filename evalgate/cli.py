@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from evalgate import __version__
 from evalgate.errors import (
@@ -28,6 +28,10 @@ from evalgate.errors import (
     crash_report,
     secret_values,
 )
+
+if TYPE_CHECKING:
+    from evalgate.config.load import Config
+    from evalgate.suites import Suite
 
 __all__ = ["main"]
 
@@ -383,8 +387,10 @@ def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[st
     need_config = not (args.command == "stop" and args.all and not Path(args.config).exists())
     config = load_config(Path(args.config)) if need_config else None
     if args.command == "deploy":
+        assert config is not None  # only `stop --all` runs without one
         results = lifecycle.deploy(config, environ=environ, models=args.model, wait=args.wait)
     elif args.command == "status":
+        assert config is not None
         results = lifecycle.status(config, environ=environ, models=args.model, probe=args.probe)
     else:
         results = lifecycle.stop(config, environ=environ, models=args.model, all_apps=args.all)
@@ -403,7 +409,7 @@ def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) 
     from evalgate.config.load import load_config
 
     config = load_config(Path(args.config), overrides)
-    built: dict[str, list[object]] = {}  # suites, reused by the estimate
+    built: dict[str, list[Suite]] = {}  # suites, reused by the estimate
     notes = check_data(config, built)  # datasets and templates, as `local` reads them
     models = ", ".join(f"{m.name} ({m.backend})" for m in config.models)
     print(f"{args.config}: OK", file=out)
@@ -423,17 +429,17 @@ def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) 
     return 0
 
 
-def _print_estimate(config: object, out: IO[str], built: dict[str, list[object]]) -> None:
+def _print_estimate(config: Config, out: IO[str], built: dict[str, list[Suite]]) -> None:
     """What the run will ask for, against the budget, before anything is spent."""
     from evalgate.run.budget import BudgetMeter, estimate
 
-    meter = BudgetMeter(config.budget)  # type: ignore[attr-defined]
-    for model in config.models:  # type: ignore[attr-defined]
+    meter = BudgetMeter(config.budget)
+    for model in config.models:
         meter.use_model(model)  # a usd cap on a model without a price fails here, not mid-run
     lines, totals = estimate(config, built)
     for line in lines:
         print(line, file=out)
-    caps = config.budget.caps()  # type: ignore[attr-defined]
+    caps = config.budget.caps()
     if not caps:
         print("  budget: no caps (set budget.tokens / usd / gpu_seconds / wall_s)", file=out)
     for name, cap in caps.items():
@@ -610,7 +616,8 @@ def main(
     argv: list[str] | None = None, environ: dict[str, str] | None = None, out: IO[str] | None = None
 ) -> int:
     environ = dict(os.environ if environ is None else environ)
-    out = out or _PipeSafe(sys.stdout)
+    # A TextIOBase, not a typing.IO: the commands only write and flush.
+    out = out or cast("IO[str]", _PipeSafe(sys.stdout))
     args: argparse.Namespace | None = None
     try:
         args, extra = _parser().parse_known_args(argv)

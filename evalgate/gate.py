@@ -15,12 +15,15 @@ Outcomes, most severe first:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate import stats
 from evalgate.compare.paired import MetricComparison, RunComparison, threshold_test
 from evalgate.errors import ExitCode
 from evalgate.run.summary import RunSummary
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import GateSettings
 
 __all__ = ["NO_GATE", "Check", "Verdict", "decide"]
 
@@ -96,7 +99,7 @@ def _reasons(checks: list[Check]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _run_checks(run: RunSummary, gate: Any, max_error_rate: float) -> list[Check]:
+def _run_checks(run: RunSummary, gate: GateSettings, max_error_rate: float) -> list[Check]:
     if run.infra_error is not None:
         return [Check(run.model, run.benchmark, "-", "errors", "ERROR", run.infra_error)]
     out = []
@@ -224,7 +227,7 @@ def _holm_rank(checks: list[Check], testable: list[int], i: int) -> int:
 
 def decide(
     runs: list[RunSummary],
-    gate: Any,
+    gate: GateSettings,
     *,
     error_budgets: dict[str, float],
     comparisons: list[RunComparison] | tuple[RunComparison, ...] = (),

@@ -39,11 +39,13 @@ from evalgate.serve import open_server
 from evalgate.suites import Suite, build_suites
 
 if TYPE_CHECKING:  # comparing, gating and reporting load when a run gets there (start-up time)
-    from evalgate.compare.paired import LoadedRun
+    from evalgate.compare.paired import LoadedRun, RunComparison
+    from evalgate.config.spec import Benchmark, GateSettings, HFHubSettings
     from evalgate.gate import Verdict
     from evalgate.run.sequential import SequentialResult
     from evalgate.run.summary import RunSummary
     from evalgate.sandbox import SandboxBackend
+    from evalgate.serve.registry import ServerFactory
 
 __all__ = ["check_baselines", "gate_runs", "load_baselines", "resume", "run", "write_report"]
 
@@ -67,7 +69,9 @@ def check_baselines(config: Config, baselines: dict[tuple[str, str], LoadedRun])
         )
 
 
-def _apply_sequential(comparisons: list[Any], decisions: dict[tuple[str, str], Any]) -> list[Any]:
+def _apply_sequential(
+    comparisons: list[RunComparison], decisions: dict[tuple[str, str], SequentialResult]
+) -> list[RunComparison]:
     """The sequential decision replaces the fixed-sample status of the metric it decided."""
     out = []
     for comp in comparisons:
@@ -106,7 +110,7 @@ def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None 
 def gate_runs(
     heads: list[LoadedRun],
     baselines: dict[tuple[str, str], LoadedRun],
-    gate: Any,
+    gate: GateSettings,
     *,
     summaries: list[RunSummary] | None = None,
     decisions: dict[tuple[str, str], SequentialResult] | None = None,
@@ -149,7 +153,7 @@ def run(
     output_root: Path,
     environ: dict[str, str],
     progress: Progress,
-    server_factory: Callable[..., Any] = open_server,
+    server_factory: ServerFactory = open_server,
     log: Callable[[str], None] = print,
     baselines: dict[tuple[str, str], LoadedRun] | None = None,
     cache_dir: Path | None = None,
@@ -181,8 +185,8 @@ def _sandboxes(factory: Callable[[str], SandboxBackend]) -> Iterator[Sandboxes]:
         sandboxes.close()
 
 
-def _run_suites(config: Config, suites: list[tuple[Any, Suite]], output_root: Path,
-                environ: dict[str, str], progress: Progress, server_factory: Callable[..., Any],
+def _run_suites(config: Config, suites: list[tuple[Benchmark, Suite]], output_root: Path,
+                environ: dict[str, str], progress: Progress, server_factory: ServerFactory,
                 log: Callable[[str], None], baselines: dict[tuple[str, str], LoadedRun] | None,
                 cache_dir: Path | None, run_id: str) -> Verdict:  # fmt: skip
     ctx = RunContext(
@@ -204,7 +208,11 @@ def _run_suites(config: Config, suites: list[tuple[Any, Suite]], output_root: Pa
 
 
 def _publish_hub(
-    hub: Any, run_id: str, output_root: Path, environ: dict[str, str], log: Callable[[str], None]
+    hub: HFHubSettings,
+    run_id: str,
+    output_root: Path,
+    environ: dict[str, str],
+    log: Callable[[str], None],
 ) -> None:
     """``publish.hf_hub``: push the run; a failed upload is a warning, the verdict stands."""
     from evalgate.errors import EvalgateError
@@ -261,7 +269,7 @@ def resume(
     output_root: Path,
     environ: dict[str, str],
     progress: Progress,
-    server_factory: Callable[..., Any] = open_server,
+    server_factory: ServerFactory = open_server,
     log: Callable[[str], None] = print,
     cache_dir: Path | None = None,
     retry_errors: bool = False,
@@ -331,7 +339,7 @@ def _resume_locked(
 
 def _recorded_baselines(
     config: Config,
-    suites: list[tuple[Any, Suite]],
+    suites: list[tuple[Benchmark, Suite]],
     saved: list[tuple[RunDir, dict[str, Any]]],
     log: Callable[[str], None],
 ) -> dict[tuple[str, str], LoadedRun]:
@@ -363,7 +371,7 @@ def _recorded_baselines(
 
 def _resume_runs(config: Config, saved: list[tuple[RunDir, dict[str, Any]]], run_id: str,
                  sandboxes: Sandboxes, output_root: Path, environ: dict[str, str],
-                 progress: Progress, server_factory: Callable[..., Any],
+                 progress: Progress, server_factory: ServerFactory,
                  log: Callable[[str], None], cache_dir: Path | None,
                  retry_errors: bool) -> Verdict:  # fmt: skip
     suites = []

@@ -86,6 +86,8 @@ def test_litellm_backend_end_to_end_on_the_embedded_model(tmp_path: Path) -> Non
     out = tmp_path / "out"
     llama = LlamaCppServer(LocalModel(), log_dir=tmp_path / "llama", environ=env)
     with llama as upstream:
+        # The embedded server answers only its own per-run token (it proves the server is ours).
+        env["EVALGATE_TEST_UPSTREAM_KEY"] = upstream.api_key or ""
         config = write_config(
             tmp_path,
             f"""
@@ -130,7 +132,8 @@ benchmarks:
     (generated,) = (out / "logs").glob("*/litellm-smol-via-litellm.yaml")
     assert "os.environ/EVALGATE_TEST_UPSTREAM_KEY" in generated.read_text()
     written = [p for p in out.rglob("*") if p.is_file()]
-    assert not [p for p in written if UPSTREAM_KEY in p.read_text(errors="replace")]
+    key = env["EVALGATE_TEST_UPSTREAM_KEY"]
+    assert key and not [p for p in written if key in p.read_text(errors="replace")]
     assert _proxy_served(run_dir / "logs" / "model_server-smol-via-litellm.log") == 4
     assert not _proxies_using(str(tmp_path)), "the LiteLLM proxy was left running"
 

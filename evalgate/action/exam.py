@@ -17,7 +17,7 @@ import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
@@ -26,6 +26,9 @@ from evalgate.action import git as gitops
 from evalgate.config.load import Config
 from evalgate.config.split import field_role, merge_benchmark
 from evalgate.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import Model
 
 __all__ = [
     "anchor_local_data",
@@ -119,7 +122,7 @@ def merge(base: Config, pr: Config) -> Config:
 def _anchor_labels(bench: Any, root: Path) -> Any:
     """A judge's labelled set is named relative to its evals.yaml: the base's, in the base's
     tree (the merged config keeps the PR's path), so the PR cannot edit the agreement shown."""
-    scorer = getattr(bench, "scorer", None)
+    scorer: Any = getattr(bench, "scorer", None)
     labels = getattr(scorer, "labels", None)
     if labels is None or Path(labels).is_absolute():
         return bench
@@ -249,13 +252,12 @@ def _env_refs(value: Any) -> Iterator[str]:
             yield from _env_refs(v)
 
 
-def _model_routes(model: Any) -> Iterator[tuple[str, str, str]]:
+def _model_routes(model: Model) -> Iterator[tuple[str, str, str]]:
     """(field, secret, destination) for each secret a model's config sends somewhere."""
-    backend = model.backend
-    if backend == "openai":
+    if model.backend == "openai":
         if model.api_key_env:
             yield "api_key_env", model.api_key_env, str(_host(model.base_url))
-    elif backend == "litellm":
+    elif model.backend == "litellm":
         where = _host(model.proxy_url) or _host(model.api_base)
         # No URL: the provider's own endpoint, named by the model string's prefix.
         dest = where or f"the {model.model.partition('/')[0]} provider's default endpoint"
@@ -263,7 +265,7 @@ def _model_routes(model: Any) -> Iterator[tuple[str, str, str]]:
         yield "api_key_env", model.api_key_env or "(the provider's default key)", dest
         for name in _env_refs(model.params):
             yield "params", name, dest
-    elif backend == "modal-vllm":
+    elif model.backend == "modal-vllm":
         if model.hf_token_env:
             yield "hf_token_env", model.hf_token_env, "Modal"
         for name in model.secrets:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate.action import exam
 from evalgate.action import git as gitops
@@ -29,10 +29,18 @@ from evalgate.errors import ConfigError, EvalgateError, ExitCode
 from evalgate.gate import Check, Verdict
 from evalgate.run.fingerprint import measurement  # the one derivation, shared with compare
 
+if TYPE_CHECKING:
+    pass
+
 __all__ = ["BasePolicy", "PolicyError", "apply_policy", "policy_checks", "read_base_policy"]
 
 REMOVED = "removed by this PR; base policy requires it"
-_ORDER = ("ERROR", "FAIL", "INCONCLUSIVE", "PASS")
+_ORDER: tuple[Literal["ERROR", "FAIL", "INCONCLUSIVE", "PASS"], ...] = (
+    "ERROR",
+    "FAIL",
+    "INCONCLUSIVE",
+    "PASS",
+)
 
 
 class PolicyError(EvalgateError):

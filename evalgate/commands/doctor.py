@@ -24,11 +24,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
 from evalgate.serve.base import ServeContext
 from evalgate.serve.llama_cpp import INSTALL_COMMAND
+
+if TYPE_CHECKING:
+    from evalgate.config.load import Config
+    from evalgate.config.spec import LiteLLMModel, ModalVLLMModel, Model
+    from evalgate.serve.registry import ServerFactory
 
 __all__ = ["PHASES", "Check", "DoctorReport", "run_doctor"]
 
@@ -41,7 +46,8 @@ _EXTRAS = {
     "modal-vllm": [("modal", "modal")],
 }
 _EXTRA_NAME = {"local": "embedded", "litellm": "litellm", "modal-vllm": "modal"}
-_KIND_PACKAGES = {
+# kind -> (module, distribution, evalgate extra)
+_KIND_PACKAGES: dict[str, list[tuple[str, str, str | None]]] = {
     "hf": [("datasets", "datasets", "hf")],
     "verifiers": [("verifiers", "verifiers", None)],
 }
@@ -132,7 +138,7 @@ def _run(argv: list[str], environ: dict[str, str], timeout: float = 20.0) -> tup
 # Phases
 
 
-def _prerequisites(doc: _Doctor, config: Any) -> None:
+def _prerequisites(doc: _Doctor, config: Config) -> None:
     ok = sys.version_info >= (3, 11)
     doc.add(
         "prerequisites",
@@ -146,7 +152,7 @@ def _prerequisites(doc: _Doctor, config: Any) -> None:
     _kind_prerequisites(doc, config)
 
 
-def _model_prerequisites(doc: _Doctor, model: Any) -> None:
+def _model_prerequisites(doc: _Doctor, model: Model) -> None:
     """The packages and executables one model's backend needs."""
     if model.backend == "litellm":
         _litellm_check(doc, model)
@@ -193,7 +199,7 @@ def _model_prerequisites(doc: _Doctor, model: Any) -> None:
             doc.block(model.name, "vllm is not on PATH")
 
 
-def _kind_prerequisites(doc: _Doctor, config: Any) -> None:
+def _kind_prerequisites(doc: _Doctor, config: Config) -> None:
     """What the benchmark kinds need (packages, a working bwrap), and git."""
     kinds = {b.kind for b in config.benchmarks}
     for kind in sorted(kinds):
@@ -208,7 +214,7 @@ def _kind_prerequisites(doc: _Doctor, config: Any) -> None:
                 fix=fix,
             )
     sandboxes = {
-        b.sandbox.backend for b in config.benchmarks if getattr(b, "sandbox", None) is not None
+        box.backend for b in config.benchmarks if (box := getattr(b, "sandbox", None)) is not None
     }
     if "local" in sandboxes:
         code, out = _run(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "true"], doc.environ)
@@ -232,7 +238,7 @@ def _kind_prerequisites(doc: _Doctor, config: Any) -> None:
     )
 
 
-def _litellm_check(doc: _Doctor, model: Any) -> None:
+def _litellm_check(doc: _Doctor, model: LiteLLMModel) -> None:
     """The interpreter the run would start the proxy with (EVALGATE_LITELLM_PYTHON, else this
     one), and the LiteLLM it imports: the same lookup as the backend's."""
     from evalgate.serve.litellm import PYTHON_ENV, litellm_python
@@ -277,7 +283,7 @@ def _litellm_check(doc: _Doctor, model: Any) -> None:
     doc.add("prerequisites", name, "pass", f"{version.splitlines()[-1]} ({python})")
 
 
-def _modal_credentials(doc: _Doctor, model: Any, label: str) -> None:
+def _modal_credentials(doc: _Doctor, model: ModalVLLMModel, label: str) -> None:
     """A Modal token is there, and Modal accepts it (listing apps: no GPU, no app started)."""
     from evalgate.serve._modal_ops import TOKEN_FIX, ModalOps, modal_token_source
 
@@ -311,7 +317,7 @@ def _modal_credentials(doc: _Doctor, model: Any, label: str) -> None:
     doc.add("credentials", name, "pass", f"from {source}, accepted by Modal")
 
 
-def _credentials(doc: _Doctor, config: Any) -> None:
+def _credentials(doc: _Doctor, config: Config) -> None:
     from evalgate.serve.modal_vllm import API_KEY_ENV
 
     for model in config.models:
@@ -347,7 +353,7 @@ def _credentials(doc: _Doctor, config: Any) -> None:
             doc.add("credentials", label, "skip", "needs no credentials")
 
 
-def _open(doc: _Doctor, config: Any, model: Any, factory: Callable[..., Any], logs: Path) -> Any:
+def _open(doc: _Doctor, config: Config, model: Model, factory: ServerFactory, logs: Path) -> Any:
     # The same context a run gives its servers, so a template fallback resolves the same way.
     ctx = ServeContext(
         log_dir=logs,
@@ -355,7 +361,7 @@ def _open(doc: _Doctor, config: Any, model: Any, factory: Callable[..., Any], lo
         config_dir=config.path.parent,
         benchmarks=tuple(b.name for b in config.benchmarks),
     )
-    server = factory(model, ctx)
+    server: Any = factory(model, ctx)  # the vLLM servers have two more fields, set below
     # vLLM-backed servers resolve the chat template from the config's folder and benchmarks.
     if hasattr(server, "config_dir"):
         server.config_dir = Path(config.path).parent
@@ -365,9 +371,9 @@ def _open(doc: _Doctor, config: Any, model: Any, factory: Callable[..., Any], lo
 
 def _deploy(
     doc: _Doctor,
-    config: Any,
+    config: Config,
     stack: contextlib.ExitStack,
-    factory: Callable[..., Any],
+    factory: ServerFactory,
     logs: Path,
 ) -> dict[str, Any]:
     endpoints: dict[str, Any] = {}
@@ -402,7 +408,7 @@ def _deploy(
     return endpoints
 
 
-def _smoke(doc: _Doctor, config: Any, endpoints: dict[str, Any]) -> None:
+def _smoke(doc: _Doctor, config: Config, endpoints: dict[str, Any]) -> None:
     from evalgate.config.spec import Sampling
     from evalgate.serve.client import ChatClient, RequestFailed
 
@@ -430,7 +436,7 @@ def _smoke(doc: _Doctor, config: Any, endpoints: dict[str, Any]) -> None:
         doc.add("smoke", model.name, "pass", f"{text!r} in {reply.latency_s:.2f} s")
 
 
-def _tiny_eval(doc: _Doctor, config: Any, endpoints: dict[str, Any], n_items: int) -> None:
+def _tiny_eval(doc: _Doctor, config: Config, endpoints: dict[str, Any], n_items: int) -> None:
     from evalgate.run.engine import run_suite
     from evalgate.serve.client import ChatClient
     from evalgate.suites import build_suite
@@ -483,7 +489,7 @@ def _tiny_eval(doc: _Doctor, config: Any, endpoints: dict[str, Any], n_items: in
                 doc.add("eval", name, "pass", detail)
 
 
-def _gpu(doc: _Doctor, config: Any) -> None:
+def _gpu(doc: _Doctor, config: Config) -> None:
     if not any(m.backend == "vllm" for m in config.models):
         doc.add("gpu", "nvidia-smi", "skip", "no vllm backend configured (Modal brings its own)")
         return
@@ -532,7 +538,7 @@ def run_doctor(
     deploy: bool = True,
     eval_items: int = 2,
     log_dir: Path | None = None,
-    server_factory: Callable[..., Any] | None = None,
+    server_factory: ServerFactory | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> DoctorReport:
     """Run every phase against ``config_path``; never raises for a failed check."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate import stats
 from evalgate.compare.baseline import results_digest
@@ -19,6 +19,8 @@ from evalgate.run.summary import RunSummary, item_metrics, summarize
 
 if TYPE_CHECKING:  # numpy loads when a test runs: a run without a gate needs none (start-up time)
     import numpy as np
+
+    from evalgate.config.spec import GateSettings
 
 __all__ = [
     "Flip",
@@ -40,11 +42,15 @@ __all__ = [
 _DERIVED_PREFIXES = ("pass@", "pass^")
 
 
+# A metric's test, before Holm's correction across metrics (gate.py).
+Outcome = Literal["PASS", "FAIL", "INCONCLUSIVE"]
+
+
 @dataclass(frozen=True)
 class MetricComparison:
     metric: str
     result: stats.PairedResult | None
-    status: str  # PASS | FAIL | INCONCLUSIVE (before Holm across metrics; see gate.py)
+    status: Outcome  # before Holm across metrics; see gate.py
     mde: float | None
     reason: str = ""
     scale: stats.Scale | None = None  # the metric's scale (None: a proportion, as before)
@@ -192,7 +198,7 @@ def summary_of(run: LoadedRun) -> RunSummary:
 def compare_with_baselines(
     heads: list[LoadedRun],
     baselines: dict[tuple[str, str], LoadedRun],
-    gate: Any,
+    gate: GateSettings,
     *,
     seed: int = 0,
 ) -> list[RunComparison]:
@@ -265,7 +271,7 @@ def threshold_test(
     *,
     clusters: list[str] | None,
     alpha: float,
-) -> tuple[str, float, float]:
+) -> tuple[Outcome, float, float]:
     """Is the score significantly below ``threshold``? Returns (status, p_below, lower bound).
 
     PASS when the one-sided (1 − α) lower bound clears the threshold; FAIL-candidate when the
@@ -388,7 +394,7 @@ def compare_runs(
     declared scale of each metric, ``gate.scales``)."""
     import numpy as np
 
-    common = {
+    common: dict[str, Any] = {
         "model": head.model,
         "benchmark": head.benchmark,
         "base_path": str(base.path),
@@ -409,7 +415,7 @@ def compare_runs(
             not_run = max(0, min(base_only, int(seq["items_total"]) - int(seq["items_used"])))
         except (KeyError, TypeError, ValueError):  # metadata from another version: count them all
             not_run = 0
-    counts = {
+    counts: dict[str, Any] = {  # ints, splatted with `common` into RunComparison
         "n_base_only": base_only - not_run,
         "n_not_run": not_run,
         "n_head_only": len(set(head_items) - set(base_items)),

@@ -253,9 +253,9 @@ def load_yaml(path: Path, *, text: str | None = None, source: str | None = None)
         raise too_deep from None
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
+        at = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(
-            f"{source}{line}: invalid YAML value: {exc.problem}; write a plain value (no tags: "
+            f"{source}{at}: invalid YAML value: {exc.problem}; write a plain value (no tags: "
             "evalgate expands no variables; secrets are read from the variables *_env fields name)"
         ) from None
     return Layer(data=data, source=source, lines=lines)

@@ -13,16 +13,18 @@ import difflib
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evalgate.config.load import Config
+    from evalgate.config.spec import Benchmark, Model, VerifiersBenchmark
 
 __all__ = ["check_data", "check_environment", "check_policy", "produced_metrics"]
 
 # Kinds whose rollouts report exactly {"accuracy": reward}; verifiers environments name their own.
 _ACCURACY_KINDS = {"arith", "jsonl", "hf", "agent", "humaneval"}
-# Kinds whose items `validate` reads (hf datasets are fetched at run time).
-_DATA_KINDS = {"arith", "jsonl"}
 # Kinds whose suites `validate` builds as `local` does before serving: agent tasks are read and
 # checked (task files, agent command, variants' files), an inspect task is loaded and its samples
 # listed, HumanEval's problems read and its prompt template rendered. No sandbox is opened:
@@ -41,7 +43,7 @@ class _NoSandboxes:
         return backend_class(name)
 
 
-def _check_built(config: Any, bench: Any, built: dict[str, list[Any]]) -> str:
+def _check_built(config: Config, bench: Benchmark, built: dict[str, list[Any]]) -> str:
     import shutil
 
     from evalgate.suites.base import build_suites
@@ -60,7 +62,7 @@ def _check_built(config: Any, bench: Any, built: dict[str, list[Any]]) -> str:
     return f"{bench.name}: {len(suites[0].items)} {what} read"
 
 
-def _check_verifiers_installed(config: Any, bench: Any) -> str:
+def _check_verifiers_installed(config: Config, bench: VerifiersBenchmark) -> str:
     """The environment's module is importable where the worker will look: ``env_path``, then
     the installed packages (never the working directory). Found, not imported: importing runs
     the environment's code, and loading its data may need the network — that is the run's."""
@@ -88,7 +90,7 @@ def _check_verifiers_installed(config: Any, bench: Any) -> str:
     return f"{bench.name}: environment module {name!r} found (its data are read at run time)"
 
 
-def produced_metrics(bench: Any) -> set[str] | None:
+def produced_metrics(bench: Benchmark) -> set[str] | None:
     """The metrics a benchmark's runs report; None when only the environment knows."""
     if bench.kind not in _ACCURACY_KINDS:
         return None
@@ -117,7 +119,7 @@ _SECRET_PARAM = re.compile(r"(key|secret|password|credentials|token)$", re.IGNOR
 _RESERVED_PARAMS = {"model": "model", "api_base": "api_base", "api_key": "api_key_env"}
 
 
-def _check_model(model: Any, index: int, where: Callable[[tuple[str | int, ...]], str]) -> None:
+def _check_model(model: Model, index: int, where: Callable[[tuple[str | int, ...]], str]) -> None:
     """What a serving backend would refuse when it starts, said before anything starts."""
     at = f"models[{index}]"
     if getattr(model, "proxy_url", None):
@@ -149,16 +151,16 @@ def _check_model(model: Any, index: int, where: Callable[[tuple[str | int, ...]]
                 f"but tensor_parallel_size × data_parallel_size = {need}; make them equal "
                 f"(e.g. gpu: {model.gpu.partition(':')[0]}:{need})"
             )
-    if getattr(model, "extra_args", None):
+    if extra_args := getattr(model, "extra_args", None):
         from evalgate.serve._vllm_args import check_extra_args
 
         try:
-            check_extra_args(list(model.extra_args))
+            check_extra_args(list(extra_args))
         except ConfigError as exc:
             raise ConfigError(f"{where(('models', index, 'extra_args'))}: {at}.{exc}") from None
 
 
-def check_policy(config: Any, where: Callable[[tuple[str | int, ...]], str]) -> None:
+def check_policy(config: Config, where: Callable[[tuple[str | int, ...]], str]) -> None:
     """Static gate checks; ``where(path)`` gives ``file:line`` of an evals.yaml path."""
     by_name = {b.name: b for b in config.benchmarks}
     for name, minimums in config.gate.thresholds.items():
@@ -200,7 +202,7 @@ def check_policy(config: Any, where: Callable[[tuple[str | int, ...]], str]) -> 
             )
 
 
-def _check_chat_templates(config: Any) -> None:
+def _check_chat_templates(config: Config) -> None:
     """A vLLM model's `chat_template` file exists (`local` stops there before serving)."""
     for model in config.models:
         name = getattr(model, "chat_template", None)
@@ -215,7 +217,7 @@ def _check_chat_templates(config: Any) -> None:
             raise ConfigError(f"{at}: {exc}") from None
 
 
-def check_data(config: Any, built: dict[str, list[Any]] | None = None) -> list[str]:
+def check_data(config: Config, built: dict[str, list[Any]] | None = None) -> list[str]:
     """Read every dataset and render every template; one line per benchmark for the plan.
 
     Raises a ConfigError with each benchmark's problem on its own line, prefixed with the
@@ -236,7 +238,9 @@ def check_data(config: Any, built: dict[str, list[Any]] | None = None) -> list[s
     return notes
 
 
-def _check_one(config: Any, bench: Any, built: dict[str, list[Any]], notes: list[str]) -> None:
+def _check_one(
+    config: Config, bench: Benchmark, built: dict[str, list[Any]], notes: list[str]
+) -> None:
     from evalgate.suites.datasets import DataError
     from evalgate.suites.qa import QASuite
 
@@ -251,7 +255,8 @@ def _check_one(config: Any, bench: Any, built: dict[str, list[Any]], notes: list
     if bench.kind == "verifiers":
         notes.append(_check_verifiers_installed(config, bench))
         return
-    if bench.kind not in _DATA_KINDS:
+    # The kinds whose items `validate` reads (hf datasets are fetched at run time).
+    if bench.kind != "arith" and bench.kind != "jsonl":
         notes.append(f"{bench.name}: {bench.kind} data are read at run time (not checked)")
         return
     try:
@@ -279,7 +284,7 @@ def _check_judge(config: Any, bench: Any) -> str:
     return f"{bench.name}: judge template rendered, {len(rows)} labelled examples read"
 
 
-def check_environment(config: Any, environ: Any) -> list[str]:
+def check_environment(config: Config, environ: Any) -> list[str]:
     """Warnings for what this environment lacks and `local` needs before its first request: an
     API key variable that is not set. Not errors: `validate` also runs where a run's secrets are
     absent by design (an editor, a pull request from a fork)."""

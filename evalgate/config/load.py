@@ -12,7 +12,7 @@ import difflib
 import re
 import types
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -52,6 +52,9 @@ from evalgate.config.spec import (
     VerifiersBenchmark,
 )
 from evalgate.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 __all__ = [
     "ArithBenchmark",
@@ -107,7 +110,7 @@ class EvalsFile(Strict):
 
     version: Literal[1] = 1
     """Schema version."""
-    models: list[Model] = Field(default_factory=lambda: [LocalModel()], min_length=1)
+    models: list[Model] = Field(default_factory=lambda: list[Model]([LocalModel()]), min_length=1)
     """Models under test; defaults to the embedded model."""
     benchmarks: list[BenchmarkItem] = Field(min_length=1)
     """Benchmarks to run: registry names, or entries with overrides or inline definitions."""
@@ -148,7 +151,7 @@ class Config(BaseModel):
 # Loading
 
 _BENCHMARK_ADAPTER: TypeAdapter[Any] = TypeAdapter(Benchmark)
-_BENCHMARK_KINDS = {
+_BENCHMARK_KINDS: dict[str, type[BaseModel]] = {
     "arith": ArithBenchmark,
     "jsonl": FileBenchmark,
     "hf": HFBenchmark,
@@ -220,7 +223,7 @@ def valid_fields(tp: Any, keys: Path_, data: Any = None) -> tuple[Path_, list[st
 
 def _kind_type(data: Any) -> Any:
     kind = data.get("kind") if isinstance(data, dict) else None
-    return _BENCHMARK_KINDS.get(kind, Benchmark)
+    return _BENCHMARK_KINDS.get(kind, Benchmark) if isinstance(kind, str) else Benchmark
 
 
 def _raise_validation(exc: ValidationError, data: Any, origin: dict, root: Any) -> NoReturn:
@@ -310,7 +313,7 @@ def _is_secret(path: Path_) -> bool:
     return last.endswith("_env") or last in {"api_key", "token", "password", "secret"}
 
 
-def _message(err: dict[str, Any], node: Any, root: Any, path: Path_, data: Any) -> str:
+def _message(err: ErrorDetails, node: Any, root: Any, path: Path_, data: Any) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         found = valid_fields(root, path, data)
@@ -440,7 +443,7 @@ def load_config(
     dirs = (path.parent / "benchmarks", *search_dirs)
     resolved: list[Any] = []
     where: dict[str, str] = {}
-    problems: list[str] = []
+    problems = []
     for index, entry in enumerate(top["benchmarks"]):
         try:
             bench, located = _resolve_benchmark(doc, index, entry, top, cli, dirs)
@@ -454,8 +457,8 @@ def load_config(
     seen = [b.name for b in resolved]
     for index, name in enumerate(seen):
         if seen.index(name) != index:
-            where = doc.where(("benchmarks", index))
-            raise ConfigError(f"{where}: benchmarks[{index}]: benchmark {name!r} is listed twice")
+            at = doc.where(("benchmarks", index))
+            raise ConfigError(f"{at}: benchmarks[{index}]: benchmark {name!r} is listed twice")
     for name in sorted(set(cli.per_benchmark) - set(seen)):
         raise ConfigError(
             f"command line: --benchmarks.{name}: no such benchmark (have: {', '.join(seen)})"
@@ -573,7 +576,7 @@ def _resolve_benchmark(
     def anchored(path: Path_, value: str) -> str:
         src = origin.get(path) or origin.get(path[:-1])
         from_cli = src is None or src.source == "command line"
-        anchor = Path.cwd() if from_cli else Path(src.source).parent
+        anchor = Path.cwd() if from_cli or src is None else Path(src.source).parent
         return str((anchor / Path(value).expanduser()).resolve())
 
     for key in _PATH_FIELDS.get(str(data.get("kind")), ()):
@@ -589,7 +592,7 @@ def _resolve_benchmark(
             for key in ("skills_dir", "mcp_config"):
                 if isinstance(variant, dict) and isinstance(variant.get(key), str):
                     variant[key] = anchored(("variants", i, key), variant[key])
-        command = (
+        command: Any = (  # YAML data, not yet validated
             (data.get("agent") or {}).get("command")
             if isinstance(data.get("agent"), dict)
             else None

@@ -23,7 +23,9 @@ __all__ = ["FIELDS", "Role", "field_role", "merge_benchmark"]
 
 Role = Literal["candidate", "exam", "secret"]
 
-C, E, S = "candidate", "exam", "secret"
+C: Role = "candidate"
+E: Role = "exam"
+S: Role = "secret"
 
 FIELDS: dict[str, Role] = {
     # -- the document --------------------------------------------------------------------

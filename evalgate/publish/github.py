@@ -367,8 +367,8 @@ class GitHubClient:
                 raise self._error(method, path, resp, attempt, rate_limit_hint=hint)
             if resp.status_code >= 500 and idempotent and not last:
                 # A 503 may say when to come back; otherwise back off with jitter.
-                hint = parse_retry_after(resp.headers.get("retry-after"), self._clock())
-                delay = self._jitter(attempt) if hint is None else min(hint, self.backoff_cap_s)
+                after = parse_retry_after(resp.headers.get("retry-after"), self._clock())
+                delay = self._jitter(attempt) if after is None else min(after, self.backoff_cap_s)
                 self._pause(delay)
                 continue
             raise self._error(method, path, resp, attempt)

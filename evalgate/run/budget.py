@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.config.spec.budget import BudgetSettings
 from evalgate.errors import ConfigError
 from evalgate.run.costs import cost_usd
+
+if TYPE_CHECKING:
+    from evalgate.config.load import Config
+    from evalgate.config.spec import Benchmark, Model
+    from evalgate.suites import Suite
 
 __all__ = ["SELF_HOSTED", "BudgetMeter", "gpu_count", "model_price"]
 
@@ -23,7 +28,7 @@ __all__ = ["SELF_HOSTED", "BudgetMeter", "gpu_count", "model_price"]
 SELF_HOSTED = ("local", "vllm", "modal-vllm")
 
 
-def model_price(model: Any) -> tuple[float, float] | None:
+def model_price(model: Model) -> tuple[float, float] | None:
     """(input, output) USD per token: 0 for self-hosted backends, the configured or listed price,
     or None when unknown."""
     if model.backend in SELF_HOSTED:
@@ -36,7 +41,7 @@ def model_price(model: Any) -> tuple[float, float] | None:
     return (one_in, one_out)
 
 
-def gpu_count(model: Any) -> int:
+def gpu_count(model: Model) -> int:
     """GPUs a server holds while up: 0 for backends that are not GPU servers evalgate starts."""
     if model.backend == "vllm":
         return int(model.tensor_parallel_size) * int(model.data_parallel_size)
@@ -78,7 +83,7 @@ class BudgetMeter:
         self._gpus = 0
         self.reached: str | None = None  # e.g. "tokens 100,000", set once a cap is reached
 
-    def use_model(self, model: Any) -> None:
+    def use_model(self, model: Model) -> None:
         """Price the following tokens for ``model``; a ``usd`` cap needs a known price."""
         price = model_price(model)
         if price is None and "usd" in self.caps:
@@ -182,7 +187,9 @@ def _prompt_chars(suite: Any, item: Any) -> int:
     return len(item.prompt)
 
 
-def _bench_estimate(bench: Any, built: dict[str, list[Any]]) -> tuple[int | None, int | None, bool]:
+def _bench_estimate(
+    bench: Benchmark, built: dict[str, list[Suite]]
+) -> tuple[int | None, int | None, bool]:
     """(requests, prompt tokens, agent) for one benchmark; None where it can't be known offline.
     ``built``: suites already built by name (validate's checks built them: reading a large
     dataset twice doubled its time)."""
@@ -207,7 +214,7 @@ def _bench_estimate(bench: Any, built: dict[str, list[Any]]) -> tuple[int | None
 
 
 def estimate(
-    config: Any, built: dict[str, list[Any]] | None = None
+    config: Config, built: dict[str, list[Suite]] | None = None
 ) -> tuple[list[str], dict[str, float | None]]:
     """Lines describing what a run will ask for before anything is spent, and the totals
     (``tokens`` is an upper bound: prompts + max_tokens per request; ``usd`` None if unknown)."""
@@ -258,7 +265,7 @@ def _judge_estimate(
     """A judged benchmark's judge calls: k per completion (× 2 orders pairwise), each prompt
     about the template, the question and a completion of up to max_tokens (~4 characters a
     token); an upper bound, as for the model."""
-    scorer = getattr(bench, "scorer", None)
+    scorer: Any = getattr(bench, "scorer", None)
     if getattr(scorer, "type", None) != "judge":
         return None
     orders = 2 if scorer.mode == "pairwise" else 1

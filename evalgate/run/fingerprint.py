@@ -13,7 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import AgentVariant, Benchmark, Model
 
 __all__ = [
     "SCORING_VERSION",
@@ -52,7 +55,7 @@ def dataset_hash(items: list[Any]) -> str:
     return _digest(sorted([i.id, identity(i)] for i in items), 32)
 
 
-def scorer_measurement(bench: Any) -> dict[str, Any] | None:
+def scorer_measurement(bench: Benchmark) -> dict[str, Any] | None:
     """The scorer as measured: all of it, but a judge's labelled set (`labels`), which decides
     no score (it measures the judge for the scorecard) and is a path that differs between the
     base's tree and the PR's."""
@@ -62,7 +65,7 @@ def scorer_measurement(bench: Any) -> dict[str, Any] | None:
     return scorer.model_dump(mode="json", exclude={"labels"} if scorer.type == "judge" else None)
 
 
-def _kind_measurement(bench: Any) -> dict[str, Any]:
+def _kind_measurement(bench: Benchmark) -> dict[str, Any]:
     """What else defines the measurement for kinds whose scoring lives outside evalgate."""
     if bench.kind == "verifiers":
         from importlib.metadata import PackageNotFoundError, version
@@ -117,13 +120,13 @@ def measurement(bench: Any) -> dict[str, Any]:
 
 
 def fingerprint(
-    bench: Any,
-    model: Any,
+    bench: Benchmark,
+    model: Model,
     model_id: str,
     items: list[Any],
     *,
     chat_template: str | None = None,
-    variant: Any = None,
+    variant: AgentVariant | None = None,
 ) -> dict[str, Any]:
     """The run's fingerprint, saved in run_config.json."""
     model_cfg = model.model_dump(mode="json", exclude={"name"})
@@ -138,8 +141,8 @@ def fingerprint(
             "sampling": bench.sampling.model_dump(mode="json"),
             "chat_template": chat_template,
             # The agent set-up is what an agent team's PR changes: subject, not measurement.
-            "agent": _digest([bench.agent.model_dump(mode="json"), getattr(variant, "name", None)])
-            if getattr(bench, "agent", None) is not None
+            "agent": _digest([agent.model_dump(mode="json"), getattr(variant, "name", None)])
+            if (agent := getattr(bench, "agent", None)) is not None
             else None,
         },
         "dataset": {"hash": dataset_hash(items), "items": len(items)},

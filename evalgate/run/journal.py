@@ -26,7 +26,8 @@ from evalgate.run.fingerprint import identity
 try:  # a journal of 100k rollouts parses 5x faster; both raise ValueError on a bad line
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover - where orjson is not installed
-    from json import loads as _loads
+    # json.loads's signature has keyword options orjson's lacks; both take one str or bytes.
+    from json import loads as _loads  # type: ignore[assignment]
 
 __all__ = [
     "RECORD_KEYS",

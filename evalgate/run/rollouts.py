@@ -50,8 +50,9 @@ class RolloutTable:
         self._rollout = array("I")
         self._reward = array("d")
         self._blank = bytearray()
-        self._usage: dict[str, array[int]] = {}
-        self._metrics: dict[str, array[float]] = {}
+        # array[Any]: the loops below treat both alike (usage holds ints "q", metrics floats "d")
+        self._usage: dict[str, array[Any]] = {}
+        self._metrics: dict[str, array[Any]] = {}
         self._errors: dict[int, str] = {}  # row → error message (errors are few)
         self._costs: dict[int, float] = {}  # row → cost_usd, where a suite reported one
         # row → a judge's tokens, cost and position-swap consistency (the metadata's judge

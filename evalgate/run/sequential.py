@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from evalgate.run.fingerprint import identity
 from evalgate.run.summary import item_metrics
 from evalgate.suites.base import Item, Outcome
 
+if TYPE_CHECKING:
+    from evalgate.suites import Suite
+
 __all__ = ["SequentialResult", "Subset", "plan_order", "run_sequential"]
 
 
@@ -30,7 +33,7 @@ __all__ = ["SequentialResult", "Subset", "plan_order", "run_sequential"]
 class Subset:
     """A suite restricted to some of its items (the engine runs ``.items``)."""
 
-    suite: Any
+    suite: Suite
     items: list[Item]
 
     @property
@@ -49,7 +52,7 @@ class Subset:
 @dataclass(frozen=True)
 class SequentialResult:
     metric: str
-    decision: str  # PASS | FAIL | INCONCLUSIVE
+    decision: Literal["PASS", "FAIL", "INCONCLUSIVE"]
     look: int
     looks: int
     items_used: int
@@ -72,7 +75,7 @@ def plan_order(
 
 
 async def run_sequential(
-    suite: Any,
+    suite: Suite,
     baseline: Any,
     *,
     metric: str,

@@ -37,13 +37,21 @@ from evalgate.suites import Suite
 
 if TYPE_CHECKING:  # a baseline is a compared run; this stage only hands it to sequential looks
     from evalgate.compare.paired import LoadedRun
+    from evalgate.config.spec import Benchmark, GateSettings, Model
     from evalgate.run.sequential import SequentialResult
+    from evalgate.serve import ModelServer
+    from evalgate.serve.registry import ServerFactory
 
 __all__ = ["RunContext", "evaluate", "failed_run"]
 
 
 def _run_config(
-    config: Config, model: Any, bench: Any, endpoint: Endpoint, suite: Suite, server: Any
+    config: Config,
+    model: Model,
+    bench: Benchmark,
+    endpoint: Endpoint,
+    suite: Suite,
+    server: ModelServer,
 ) -> dict[str, Any]:
     # Which chat template the server applied (vLLM backends resolve one; others: the server's).
     template = server.chat_template.record() if server.chat_template is not None else None
@@ -69,7 +77,7 @@ def _run_config(
     }
 
 
-def _metadata(summary: RunSummary, bench: Any, time_s: float) -> dict[str, Any]:
+def _metadata(summary: RunSummary, bench: Benchmark, time_s: float) -> dict[str, Any]:
     metrics = {k: v.mean for k, v in summary.metrics.items()}
     return {
         "benchmark": summary.benchmark,
@@ -91,13 +99,13 @@ def _metadata(summary: RunSummary, bench: Any, time_s: float) -> dict[str, Any]:
 
 async def _execute(
     suite: Suite,
-    bench: Any,
+    bench: Benchmark,
     endpoint: Endpoint,
     run_dir: RunDir,
     progress: Progress,
     *,
     baseline: LoadedRun | None,
-    gate: Any,
+    gate: GateSettings,
     cache: ResponseCache | None = None,
     cache_identity: str | None = None,
     skip: frozenset[tuple[str, int]] = frozenset(),
@@ -227,7 +235,7 @@ def _baseline_completions(baseline: LoadedRun) -> dict[str, list[str]]:
     return out
 
 
-def _cache_identity(model: Any, run_config: dict[str, Any]) -> str:
+def _cache_identity(model: Model, run_config: dict[str, Any]) -> str:
     # What answers a request, stably across runs: the backend, the model and a digest of its
     # config (base_url, weights file, quantisation...) and the chat template the server applied.
     # Not the endpoint's URL alone: an embedded server listens on a new port each run.
@@ -237,7 +245,7 @@ def _cache_identity(model: Any, run_config: dict[str, Any]) -> str:
     )
 
 
-def _baseline_record(baseline: LoadedRun, bench: Any, gate: Any) -> dict[str, Any]:
+def _baseline_record(baseline: LoadedRun, bench: Benchmark, gate: GateSettings) -> dict[str, Any]:
     """run_config.json's record of the baseline and, with sequential looks, the look plan, so
     that `evalgate resume` compares with the same baseline and re-runs the same looks."""
     from evalgate.compare.baseline import baseline_reference
@@ -252,7 +260,7 @@ def _baseline_record(baseline: LoadedRun, bench: Any, gate: Any) -> dict[str, An
     return out
 
 
-def _primary_metric(gate: Any, baseline: LoadedRun) -> str:
+def _primary_metric(gate: GateSettings, baseline: LoadedRun) -> str:
     """The metric sequential looks decide on: the first gated one, else accuracy/reward."""
     from evalgate.run.summary import item_metrics
 
@@ -265,7 +273,7 @@ def _primary_metric(gate: Any, baseline: LoadedRun) -> str:
     return next((n for n in names if not n.startswith(("pass@", "pass^"))), "reward")
 
 
-def failed_run(model: Any, bench: Any, name: str, error: str) -> RunSummary:
+def failed_run(model: Model, bench: Benchmark, name: str, error: str) -> RunSummary:
     return RunSummary(
         benchmark=name,
         model=model.name,
@@ -292,7 +300,7 @@ class RunContext:
     output_root: Path
     environ: dict[str, str]
     progress: Progress
-    server_factory: Callable[..., Any]
+    server_factory: ServerFactory
     log: Callable[[str], None]
     baselines: dict[tuple[str, str], LoadedRun]
     cache: ResponseCache | None = None
@@ -307,7 +315,7 @@ class RunContext:
 
 
 def evaluate(
-    ctx: RunContext, suites: list[tuple[Any, Suite]], cache_dir: Path | None
+    ctx: RunContext, suites: list[tuple[Benchmark, Suite]], cache_dir: Path | None
 ) -> tuple[list[RunSummary], dict[tuple[str, str], SequentialResult]]:
     """Run every suite on every model (with the response cache open); what run and resume share."""
     ctx.logs.mkdir(parents=True, exist_ok=True)
@@ -331,8 +339,8 @@ def _open_cache(cache_dir: Path | None, log: Callable[[str], None]) -> ResponseC
 
 def _run_model(
     ctx: RunContext,
-    model: Any,
-    suites: list[tuple[Any, Suite]],
+    model: Model,
+    suites: list[tuple[Benchmark, Suite]],
     summaries: list[RunSummary],
     decisions: dict[tuple[str, str], SequentialResult],
 ) -> None:
@@ -422,7 +430,7 @@ def _serve_judges(
 
 
 def _open_run_dir(
-    ctx: RunContext, bench: Any, suite: Suite, endpoint: Endpoint, run_cfg: dict[str, Any]
+    ctx: RunContext, bench: Benchmark, suite: Suite, endpoint: Endpoint, run_cfg: dict[str, Any]
 ) -> tuple[RunDir, list[dict[str, Any]], frozenset[tuple[str, int]]]:
     """A new run directory, or (resume) the existing one with the journal's kept records and the
     (item, rollout) pairs they cover."""
@@ -449,7 +457,7 @@ def _open_run_dir(
     return run_dir, state.records, frozenset(state.done)
 
 
-def _costs(summary: RunSummary, model: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
+def _costs(summary: RunSummary, model: Model, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The run's cost: priced from LiteLLM's bundled price list (None for unknown or self-hosted
     models), else what the agents said they spent (command agents on their own API keys)."""
     params = getattr(model, "params", None)
@@ -499,10 +507,10 @@ def _costs(summary: RunSummary, model: Any, records: list[dict[str, Any]]) -> di
 
 def _run_one(
     ctx: RunContext,
-    model: Any,
-    server: Any,
+    model: Model,
+    server: ModelServer,
     endpoint: Endpoint,
-    bench: Any,
+    bench: Benchmark,
     suite: Suite,
     serve_s: float,
     *,
@@ -562,7 +570,8 @@ def _run_one(
     judge_stats, agreement = stats.pop("judge", None), stats.pop("judge_agreement", None)
     summary.extra["requests"] = stats  # the scorecard's Runs table shows them
     if judge_stats is not None:  # the scorecard's judge line: who graded, at what cost, how well
-        judge_model = suite.judge.spec.model
+        judge: Any = getattr(suite, "judge", None)  # a judged suite: it left judge stats
+        judge_model = judge.spec.model
         swaps = [
             r["judge"]["consistent"] for r in records if "consistent" in (r.get("judge") or {})
         ]

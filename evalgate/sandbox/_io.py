@@ -127,7 +127,12 @@ async def wait_exit(pid: int) -> None:
                 return  # reaped already
             await asyncio.sleep(0.01)
     exited = loop.create_future()
-    loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
+
+    def _exited() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(pidfd, _exited)
     try:
         await exited
     finally:

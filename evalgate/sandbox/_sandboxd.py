@@ -95,7 +95,7 @@ def _execvpe(argv, env):
     name = argv[0]
     if "/" in name:
         os.execve(name, argv, env)
-    error = FileNotFoundError(2, "No such file or directory", name)
+    error: OSError = FileNotFoundError(2, "No such file or directory", name)
     for folder in env.get("PATH", "/usr/bin:/bin").split(":"):
         try:
             os.execve(os.path.join(folder or ".", name), argv, env)

@@ -20,9 +20,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from evalgate.errors import InfraError
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import SandboxSpec
 
 __all__ = [
     "DEFAULT_ENV",
@@ -173,7 +176,7 @@ class SandboxConfig:
     labels: Mapping[str, str] = field(default_factory=dict)  # for finding leftovers (docker/modal)
 
     @classmethod
-    def from_spec(cls, spec: Any, **overrides: Any) -> SandboxConfig:
+    def from_spec(cls, spec: SandboxSpec, **overrides: Any) -> SandboxConfig:
         """From an evals.yaml ``SandboxSpec``; ``overrides`` set the runtime-only fields."""
         return cls(
             image=spec.image,

@@ -85,7 +85,8 @@ class ChatTemplate:
 
     def text(self) -> str | None:
         """The template's text when we pass it to the server (shipped to Modal containers)."""
-        return Path(self.path).read_text(encoding="utf-8") if self.server_arg else None
+        arg = self.server_arg
+        return Path(arg).read_text(encoding="utf-8") if arg else None
 
     def record(self) -> dict[str, str | None]:
         return {
@@ -214,8 +215,9 @@ def _fetch_from_hub(
             found[name] = None
         except Exception as exc:
             raise _unfetchable(model, revision, exc) from None
-        if name == "tokenizer_config.json" and found[name] and _has_template(found[name]):
-            return True, found[name]
+        got = found[name]
+        if name == "tokenizer_config.json" and got and _has_template(got):
+            return True, got
     jinja = found[REPO_TEMPLATE]
     return (True, jinja) if jinja is not None else (False, None)
 

@@ -88,7 +88,8 @@ try:  # orjson: 5-10x faster encode/decode on the per-request path; the stdlib i
     loads = orjson.loads
 except ImportError:  # pragma: no cover - exercised only where orjson is not installed
     dumps = _std_dumps
-    loads = json.loads
+    # json.loads's signature has keyword options orjson's lacks; both take one str or bytes.
+    loads = json.loads  # type: ignore[assignment]
 
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -508,7 +509,7 @@ class ChatClient:
                 usage = loads(raw).get("usage") or {}
         served.note(other, usage or {})
         if isinstance(parsed, Reply):
-            return dataclasses.replace(parsed, served_by=other)  # type: ignore[return-value]
+            return dataclasses.replace(parsed, served_by=other)
         return parsed
 
     def _parse(self, raw: bytes, start: float, attempts: int) -> Reply:

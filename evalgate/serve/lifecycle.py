@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import InfraError, UsageError
 from evalgate.serve._health import NotReady, wait_until_ready
@@ -23,6 +23,10 @@ from evalgate.serve.modal_vllm import (
     build_app,
     secret_values,
 )
+
+if TYPE_CHECKING:
+    from evalgate.config.load import Config
+    from evalgate.config.spec import ModalVLLMModel
 
 __all__ = ["AppStatus", "deploy", "modal_models", "status", "stop"]
 
@@ -52,7 +56,9 @@ class AppStatus:
         return " · ".join(parts)
 
 
-def modal_models(config: Any, names: Sequence[str] = (), *, persistent_only: bool = True) -> list:
+def modal_models(
+    config: Config, names: Sequence[str] = (), *, persistent_only: bool = True
+) -> list[ModalVLLMModel]:
     """The config's ``modal-vllm`` models, optionally only those named."""
     all_modal = [m for m in config.models if m.backend == "modal-vllm"]
     if names:
@@ -77,7 +83,9 @@ def modal_models(config: Any, names: Sequence[str] = (), *, persistent_only: boo
     return chosen
 
 
-def _server(config: Any, model: Any, environ: dict[str, str], log_dir: Path) -> ModalVLLMServer:
+def _server(
+    config: Config, model: ModalVLLMModel, environ: dict[str, str], log_dir: Path
+) -> ModalVLLMServer:
     return ModalVLLMServer(
         model,
         log_dir=log_dir,
@@ -88,7 +96,7 @@ def _server(config: Any, model: Any, environ: dict[str, str], log_dir: Path) -> 
 
 
 def deploy(
-    config: Any,
+    config: Config,
     *,
     environ: dict[str, str],
     models: Sequence[str] = (),
@@ -141,7 +149,7 @@ def deploy(
 
 
 def status(
-    config: Any,
+    config: Config,
     *,
     environ: dict[str, str],
     models: Sequence[str] = (),
@@ -189,7 +197,7 @@ def status(
 
 
 def stop(
-    config: Any | None,
+    config: Config | None,
     *,
     environ: dict[str, str],
     models: Sequence[str] = (),
@@ -210,6 +218,7 @@ def stop(
                 for app_id, label, tags in ops.managed_apps()
             ]
         else:
+            assert config is not None  # checked above
             chosen = modal_models(config, models, persistent_only=False)
             targets = [(app_name_for(m), app_name_for(m), m.name) for m in chosen]
         for target, app_name, model_name in targets:

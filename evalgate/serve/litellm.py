@@ -34,7 +34,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -43,6 +43,9 @@ from evalgate.serve._process import die_with_parent, stop_group
 from evalgate.serve.base import Endpoint
 from evalgate.serve.keys import api_key_from_env
 from evalgate.serve.tracing import langfuse_enabled, litellm_callback_settings
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import LiteLLMModel
 
 __all__ = [
     "INSTALL_HINT",
@@ -61,7 +64,7 @@ STARTUP_TIMEOUT_S = 120.0
 _RESERVED_PARAMS = {"model": "model", "api_base": "api_base", "api_key": "api_key_env"}
 
 
-def proxy_config(model: Any, environ: Mapping[str, str]) -> dict[str, Any]:
+def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, Any]:
     """The LiteLLM proxy config for one model: routing, settings, and no secret values."""
     clash = sorted(set(model.params) & set(_RESERVED_PARAMS))
     if clash:
@@ -131,7 +134,7 @@ def _litellm_installed(environ: Mapping[str, str] | None = None) -> bool:
     return litellm_python(environ if environ is not None else os.environ) is not None
 
 
-def _provider_key(model: Any, environ: Mapping[str, str]) -> str | None:
+def _provider_key(model: LiteLLMModel, environ: Mapping[str, str]) -> str | None:
     if not model.api_key_env:
         return None
     key = api_key_from_env(environ, model.api_key_env, model=model.name)
@@ -172,7 +175,7 @@ class LiteLLMServer:
 
     def __init__(
         self,
-        model: Any,
+        model: LiteLLMModel,
         *,
         log_dir: Path,
         environ: dict[str, str],
@@ -218,6 +221,7 @@ class LiteLLMServer:
                 f"model {self.model.name!r}: {' and '.join(ignored)} cannot apply with proxy_url "
                 "(configure them on that proxy, or drop proxy_url to let evalgate start one)"
             )
+        assert self.model.proxy_url is not None  # the caller's condition
         return Endpoint(
             base_url=self.model.proxy_url.rstrip("/"),
             model=self.model.model,

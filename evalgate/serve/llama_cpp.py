@@ -26,11 +26,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalgate.errors import InfraError
 from evalgate.serve._process import die_with_parent, stop_group
 from evalgate.serve.base import Endpoint
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import LocalModel
 
 __all__ = ["INSTALL_COMMAND", "INSTALL_HINT", "LlamaCppServer", "find_gguf"]
 
@@ -70,7 +73,7 @@ class LlamaCppServer:
 
     def __init__(
         self,
-        model: Any,
+        model: LocalModel,
         *,
         log_dir: Path,
         environ: dict[str, str],

@@ -34,7 +34,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve._cuda import cuda_image
@@ -44,6 +44,9 @@ from evalgate.serve._vllm_args import gpus_needed, serve_command
 from evalgate.serve.base import Endpoint
 from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
 from evalgate.serve.keys import api_key_from_env
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import ModalVLLMModel
 
 __all__ = [
     "API_KEY_ENV",
@@ -90,7 +93,7 @@ def import_modal() -> Any:
     return modal
 
 
-def app_name_for(model: Any) -> str:
+def app_name_for(model: ModalVLLMModel) -> str:
     """The Modal app name: ``app_name``, else ``evalgate-<label>`` in Modal's name alphabet."""
     if model.app_name:
         return model.app_name
@@ -147,7 +150,10 @@ class ModalAppSpec:
 
 
 def describe(
-    model: Any, *, chat_template: ChatTemplate, secret_env: Iterable[str] = ("VLLM_API_KEY",)
+    model: ModalVLLMModel,
+    *,
+    chat_template: ChatTemplate,
+    secret_env: Iterable[str] = ("VLLM_API_KEY",),
 ) -> ModalAppSpec:
     """The app for a ``modal-vllm`` model (pure: no modal import, no network)."""
     need = gpus_needed(model)
@@ -197,7 +203,9 @@ def describe(
     return ModalAppSpec(**{**asdict(spec), "tags": tags})
 
 
-def secret_values(model: Any, environ: Mapping[str, str], *, api_key: str) -> dict[str, str]:
+def secret_values(
+    model: ModalVLLMModel, environ: Mapping[str, str], *, api_key: str
+) -> dict[str, str]:
     """The values behind ``secret_env``: the server's API key, and the HF token if set."""
     values = {"VLLM_API_KEY": api_key}
     token = environ.get(model.hf_token_env) if model.hf_token_env else None
@@ -275,7 +283,7 @@ class ModalVLLMServer:
 
     def __init__(
         self,
-        model: Any,
+        model: ModalVLLMModel,
         *,
         log_dir: Path,
         environ: dict[str, str],

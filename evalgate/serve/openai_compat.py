@@ -5,12 +5,15 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.base import Endpoint
 from evalgate.serve.keys import api_key_from_env
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import OpenAIModel
 
 __all__ = ["OpenAICompatServer"]
 
@@ -21,7 +24,7 @@ class OpenAICompatServer:
 
     def __init__(
         self,
-        model: Any,
+        model: OpenAIModel,
         *,
         log_dir: Path,
         environ: dict[str, str],

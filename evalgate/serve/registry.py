@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 from evalgate._lazy import load_entry
 from evalgate.errors import ConfigError
 from evalgate.serve.base import ModelServer, ServeContext
 
-__all__ = ["BACKENDS", "open_server"]
+if TYPE_CHECKING:
+    from evalgate.config.spec import Model
+
+__all__ = ["BACKENDS", "ServerFactory", "open_server"]
+
+# What opens a model's server: open_server, or a test's stand-in with the same signature.
+ServerFactory: TypeAlias = "Callable[[Model, ServeContext], ModelServer]"
 
 BACKENDS: dict[str, str] = {
     "local": "evalgate.serve.llama_cpp:LlamaCppServer",
@@ -19,7 +26,7 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def open_server(model: Any, ctx: ServeContext) -> ModelServer:
+def open_server(model: Model, ctx: ServeContext) -> ModelServer:
     """The (not yet started) server for a model config."""
     target = BACKENDS.get(model.backend)
     if target is None:

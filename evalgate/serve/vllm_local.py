@@ -15,7 +15,7 @@ import socket
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalgate.errors import InfraError
 from evalgate.serve._health import NotReady, wait_until_ready
@@ -23,6 +23,9 @@ from evalgate.serve._process import die_with_parent, stop_group
 from evalgate.serve._vllm_args import serve_command
 from evalgate.serve.base import Endpoint
 from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import VLLMModel
 
 __all__ = ["VLLMServer"]
 
@@ -64,7 +67,7 @@ class VLLMServer:
 
     def __init__(
         self,
-        model: Any,
+        model: VLLMModel,
         *,
         log_dir: Path,
         environ: dict[str, str],

@@ -4,7 +4,8 @@ numpy-free versions and the lazy scipy imports are in ``_pure``)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -40,7 +41,8 @@ def _is_binary(arr: np.ndarray) -> bool:
 
 def _cluster_codes(clusters: Sequence[Hashable] | ArrayLike, n: int) -> tuple[np.ndarray, int]:
     """Map arbitrary hashable group ids to 0..C−1 in order of first appearance."""
-    labels = list(clusters)  # type: ignore[arg-type]
+    # A 1-d array of labels iterates as hashable scalars, like a sequence of labels.
+    labels = list(cast("Iterable[Hashable]", clusters))
     if len(labels) != n:
         raise ValueError(f"clusters has {len(labels)} entries for {n} items")
     index: dict[Hashable, int] = {}

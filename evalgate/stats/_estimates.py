@@ -76,9 +76,7 @@ def mean_ci(
     _pure._check_alpha(alpha)
     s = _pure.floats(scores, "scores")
     n = len(s)
-    codes, n_clusters = (
-        _pure.cluster_codes(clusters, n) if clusters is not None else (None, None)  # type: ignore[arg-type]
-    )
+    codes, n_clusters = _pure.cluster_codes(clusters, n) if clusters is not None else (None, None)
     binary = n > 0 and _pure.is_binary(s)
     method = "cluster-t" if codes is not None else ("wilson" if binary else "t")
     if n == 0:

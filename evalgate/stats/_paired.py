@@ -22,6 +22,7 @@ import math
 import operator
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Final, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -38,9 +39,9 @@ from evalgate.stats._common import (
 )
 from evalgate.stats._exact import exact_paired
 
-PASS = "PASS"
-FAIL = "FAIL"
-INCONCLUSIVE = "INCONCLUSIVE"
+PASS: Final = "PASS"
+FAIL: Final = "FAIL"
+INCONCLUSIVE: Final = "INCONCLUSIVE"
 
 # Sign-flip matrices are built in chunks of about this many entries (8 MiB of float64), so
 # 10,000 resamples x 500 items never materialise a 40 MB matrix at once.
@@ -338,7 +339,7 @@ def paired_compare(
 
 def verdict(
     result: PairedResult, *, margin: float | None = None, alpha: float | None = None
-) -> str:
+) -> Literal["PASS", "FAIL", "INCONCLUSIVE"]:
     """PASS if non-inferior, else FAIL if a significant regression, else INCONCLUSIVE.
 
     Decided on the p-values (PASS: p_noninferiority ≤ alpha; FAIL: p_regression ≤ alpha), which

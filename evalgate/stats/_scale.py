@@ -17,6 +17,7 @@ does not hold, and declaring the range is the fix.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -47,12 +48,18 @@ def metric_scale(values: Iterable[float], declared: str | Sequence[float] | None
     ``declared``: "proportion", "count", or [low, high] (from ``gate.scales``); None infers it.
     A declared range that the values leave is widened to hold them, and the assumption says so.
     """
-    import numpy as np
+    if hasattr(values, "__array__"):  # numpy is loaded already (a comparison): use it
+        import numpy as np
 
-    vals = np.asarray(list(values) if not hasattr(values, "__array__") else values, dtype=float)
-    lo = float(vals.min()) if vals.size else 0.0
-    hi = float(vals.max()) if vals.size else 1.0
-    integral = bool(np.all((vals >= 0.0) & (vals == np.floor(vals))))
+        arr = np.asarray(values, dtype=float)
+        lo = float(arr.min()) if arr.size else 0.0
+        hi = float(arr.max()) if arr.size else 1.0
+        integral = bool(np.all((arr >= 0.0) & (arr == np.floor(arr))))
+    else:  # plain floats: a run's own summary loads no numpy (tests/test_startup.py)
+        vals = [float(v) for v in values]
+        lo = min(vals, default=0.0)
+        hi = max(vals, default=1.0)
+        integral = all(v >= 0.0 and v == math.floor(v) for v in vals)
     if declared is None:
         if lo >= 0.0 and hi <= 1.0:
             declared = "proportion"

@@ -28,6 +28,7 @@ import functools
 import math
 import operator
 from collections.abc import Hashable, Sequence
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -262,7 +263,7 @@ def sequential_decision(
     clusters: Sequence[Hashable] | ArrayLike | None = None,
     n_resamples: int = 10_000,
     seed: int = 0,
-) -> str | None:
+) -> Literal["PASS", "FAIL", "INCONCLUSIVE"] | None:
     """Group-sequential verdict at look ``look`` (1-based) of ``looks``, or None to continue.
 
     ``base`` / ``head`` are the items seen so far, in a fixed seeded order, ideally

@@ -24,6 +24,7 @@ stderr. What the worker can still do is answer wrongly, crash, hang or kill the 
 import json
 import os
 import sys
+from typing import Any
 
 _PR_SET_DUMPABLE = 4
 _MAX_LINE = (
@@ -96,7 +97,7 @@ def worker():
     job = json.loads(rx.readline())
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     try:
         exec(compile(job["solution"], "<humaneval>", "exec"), namespace)
         fn = namespace[job["entry"]]
@@ -149,7 +150,7 @@ def judge():
     os.close(down_r)
     os.close(up_w)
     from_worker = os.fdopen(from_r, "rb")
-    ended = []
+    ended: list[int] = []
 
     def wait():
         if not ended:
@@ -189,7 +190,7 @@ def judge():
     try:
         _offer(to_worker, {"solution": job["solution"], "entry": job["entry"]})
         receive()
-        exam = {"__name__": "__exam__", "__builtins__": __builtins__}
+        exam: dict[str, Any] = {"__name__": "__exam__", "__builtins__": __builtins__}
         exec(compile(job["exam"], "<humaneval-tests>", "exec"), exam)
         exam[job["entry"]] = candidate  # tests that name the function call the worker's too
         exam["check"](candidate)

@@ -6,7 +6,7 @@ import asyncio
 import importlib
 import json
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
@@ -20,6 +20,9 @@ from evalgate.suites._vf_runner import (
     _unique_ids,
 )
 from evalgate.suites.base import Item, Outcome
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import VerifiersBenchmark
 
 __all__ = ["Legacy"]
 
@@ -42,7 +45,7 @@ def _legacy_api() -> types.ModuleType:
 class Legacy:
     """``load_environment(env_id, **env_args)``; one ``run_rollout`` per (item, rollout)."""
 
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: VerifiersBenchmark) -> None:
         self.spec = spec
         try:
             vf = _legacy_api()
@@ -76,7 +79,8 @@ class Legacy:
         # `example_id` is the row position unless the dataset supplied ids: a string one is
         # renamed `src_id` by Environment._format_dataset. Positions shift when rows change, so
         # without an explicit id the content of the prompt and answer is the identity.
-        info = row.get("info") if isinstance(row.get("info"), dict) else {}
+        info = row.get("info")
+        info = info if isinstance(info, dict) else {}
         for value in (row.get("id"), row.get("src_id"), info.get("id")):
             if value is not None and value != "":
                 return str(value)

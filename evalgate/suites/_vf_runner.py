@@ -35,11 +35,14 @@ import re
 import sys
 import types
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
 from evalgate.suites.base import Item, Outcome
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import VerifiersBenchmark
 
 __all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "load_runner", "module_name"]
 
@@ -103,7 +106,7 @@ def _as_dict(message: Any) -> dict[str, str]:
     return {"role": str(getattr(message, "role", "")), "content": _text(message.content)}
 
 
-def _pick_api(spec: Any) -> str:
+def _pick_api(spec: VerifiersBenchmark) -> str:
     """``v1`` or ``legacy``: what the environment module provides, for ``api: auto``."""
     if spec.api != "auto":
         return spec.api
@@ -142,7 +145,7 @@ def _exports_taskset(module: types.ModuleType) -> bool:
     )
 
 
-def _sampling(spec: Any, index: int) -> dict[str, Any]:
+def _sampling(spec: VerifiersBenchmark, index: int) -> dict[str, Any]:
     s = spec.sampling
     out: dict[str, Any] = {
         "temperature": s.temperature,
@@ -154,7 +157,7 @@ def _sampling(spec: Any, index: int) -> dict[str, Any]:
     return out
 
 
-def _legacy_sampling(spec: Any, index: int) -> dict[str, Any]:
+def _legacy_sampling(spec: VerifiersBenchmark, index: int) -> dict[str, Any]:
     out = _sampling(spec, index)
     # The 0.3.x chat client renames max_tokens to max_completion_tokens, which llama.cpp's
     # server ignores (replies ran past the cap); extra_body puts max_tokens back in the body,
@@ -229,14 +232,16 @@ def _chat_harness_module() -> types.ModuleType:
             return vf.ProgramResult(exit_code=0, stdout="", stderr="")
 
     module = types.ModuleType(_CHAT_MODULE, "evalgate's in-process chat harness for verifiers")
-    module.ChatHarness = ChatHarness
-    module.ChatHarnessConfig = ChatHarnessConfig
-    module.__all__ = ["ChatHarness", "ChatHarnessConfig"]
+    vars(module).update(
+        ChatHarness=ChatHarness,
+        ChatHarnessConfig=ChatHarnessConfig,
+        __all__=["ChatHarness", "ChatHarnessConfig"],
+    )
     sys.modules[_CHAT_MODULE] = module
     return module
 
 
-def _v1_env_config(spec: Any) -> Any:
+def _v1_env_config(spec: VerifiersBenchmark) -> Any:
     from verifiers.v1.configs.agent import AgentConfig
     from verifiers.v1.utils.loaders import default_harness_id, env_config_type, resolve_env_config
 
@@ -270,7 +275,7 @@ def _v1_env_config(spec: Any) -> Any:
 class _V1:
     """An env built once; episodes played per rollout inside one ``Env.serving()`` per loop."""
 
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: VerifiersBenchmark) -> None:
         from verifiers.v1.utils.loaders import load_environment
 
         self.spec = spec
@@ -436,7 +441,7 @@ def _episode_outcome(episode: Any) -> VerifiersOutcome:
 # ------------------------------------------------------------------------------------------
 
 
-def load_runner(spec: Any) -> tuple[str, Any]:
+def load_runner(spec: VerifiersBenchmark) -> tuple[str, Any]:
     """``(api, runner)`` for a benchmark spec: the environment loaded, its items listed."""
     api = _pick_api(spec)
     if api == "v1":

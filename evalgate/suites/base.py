@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate._lazy import load_entry
 from evalgate.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import AgentVariant, Benchmark
 
 __all__ = ["SUITES", "Item", "Outcome", "Suite", "SuiteDefaults", "build_suite", "build_suites"]
 
@@ -48,7 +51,7 @@ class Suite(Protocol):
 
     name: str  # the benchmark's name, as in evals.yaml ("{benchmark}.{variant}" for a variant)
     items: list[Item]  # the items to run, in order (num_examples already applied)
-    variant: Any  # the agent variant (AgentVariant) this suite runs, else None; fingerprinted
+    variant: AgentVariant | None  # the agent variant this suite runs; fingerprinted
 
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         """Run rollout ``index`` of ``item`` against ``client``; raise on infrastructure failure."""
@@ -74,8 +77,11 @@ class SuiteDefaults:
     """What most suites share: no variant, no artifacts, no sandbox limits left unenforced.
     Suites inherit it and override."""
 
-    variant: Any = None
-    unenforced_limits: list[str] = []  # noqa: RUF012 (read-only default)
+    variant: AgentVariant | None = None
+
+    @property
+    def unenforced_limits(self) -> list[str]:
+        return []
 
     def artifacts(self) -> list[Path]:
         return []
@@ -97,7 +103,7 @@ SUITES: dict[str, str] = {
 }
 
 
-def _suite_class(spec: Any) -> Any:
+def _suite_class(spec: Benchmark) -> Any:
     target = SUITES.get(spec.kind)
     if target is None:
         raise ConfigError(f"benchmark {spec.name!r}: unknown kind {spec.kind!r}")
@@ -106,14 +112,14 @@ def _suite_class(spec: Any) -> Any:
     )
 
 
-def build_suite(spec: Any, sandboxes: Any = None) -> Suite:
+def build_suite(spec: Benchmark, sandboxes: Any = None) -> Suite:
     """The suite for a resolved benchmark config. ``sandboxes`` (:class:`evalgate.sandbox.
     Sandboxes`): the run's backends, for the kinds that execute code; every kind's ``from_spec``
     takes it."""
     return _suite_class(spec).from_spec(spec, sandboxes=sandboxes)
 
 
-def build_suites(spec: Any, sandboxes: Any = None) -> list[Suite]:
+def build_suites(spec: Benchmark, sandboxes: Any = None) -> list[Suite]:
     """One suite per agent variant (named ``{benchmark}.{variant}``, same item ids, so variants
     compare item by item); one suite otherwise. Through the registry, like every kind: this
     module never imports a suite implementation (they import it)."""
@@ -125,7 +131,7 @@ def build_suites(spec: Any, sandboxes: Any = None) -> list[Suite]:
     return suites
 
 
-def _check_size(spec: Any, suite: Suite) -> None:
+def _check_size(spec: Benchmark, suite: Suite) -> None:
     """Every kind takes the first ``num_examples`` items; a promise of more than the benchmark
     has must not shrink silently to what there is (the scorecard would claim the larger n)."""
     from evalgate.suites.datasets import DataError  # it imports this module

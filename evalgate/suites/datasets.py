@@ -8,11 +8,14 @@ import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.suites.base import Item
 from evalgate.suites.identity import digest
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
 
 __all__ = ["DataError", "arith_items", "file_items", "hf_items", "load_items"]
 
@@ -212,7 +215,7 @@ def _to_item(row: dict[str, Any], index: int, where: str, spec: Any, ids: bool) 
     )
 
 
-def file_items(spec: Any) -> list[Item]:
+def file_items(spec: FileBenchmark) -> list[Item]:
     path = Path(spec.path)
     text = _read_text(path)
     fmt = spec.format
@@ -244,7 +247,7 @@ def file_items(spec: Any) -> list[Item]:
     return [item for item, _ in located]
 
 
-def hf_items(spec: Any) -> list[Item]:
+def hf_items(spec: HFBenchmark) -> list[Item]:
     try:
         import datasets  # heavy: imported only for hf benchmarks
     except ImportError:
@@ -285,7 +288,7 @@ def _check_unique(items: list[Item], where: str, lines: list[int] | None = None)
         seen[item.id] = index
 
 
-def load_items(spec: Any) -> list[Item]:
+def load_items(spec: ArithBenchmark | FileBenchmark | HFBenchmark) -> list[Item]:
     """All items of a QA benchmark, in dataset order, before num_examples is applied."""
     if spec.kind == "arith":
         return arith_items(spec.size, spec.seed, spec.max_operand, list(spec.ops))

@@ -37,13 +37,17 @@ import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError
 from evalgate.sandbox import SandboxBackend, SandboxConfig, Sandboxes
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest
 from evalgate.suites.templating import TemplateProblem, compile_template, render
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import HumanEvalBenchmark
+    from evalgate.sandbox import Sandboxes
 
 __all__ = [
     "HumanEvalSuite",
@@ -169,7 +173,9 @@ class HumanEvalSuite(SuiteDefaults):
         return self.backend.unenforced(self.sandbox)
 
     @classmethod
-    def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> HumanEvalSuite:
+    def from_spec(
+        cls, spec: HumanEvalBenchmark, *, sandboxes: Sandboxes | None = None
+    ) -> HumanEvalSuite:
         problems = load_problems()
         if spec.eval.num_examples is not None:
             problems = problems[: spec.eval.num_examples]

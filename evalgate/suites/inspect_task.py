@@ -27,12 +27,16 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest
 from evalgate.suites.repo_code import repo_env, spawn_options
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import InspectBenchmark
+    from evalgate.sandbox import Sandboxes
 
 __all__ = ["Grader", "InspectSuite", "inspect_python"]
 
@@ -128,7 +132,7 @@ def _task_source(task: str, file: str, cwd: Path, meta: dict[str, Any]) -> str:
     return digest({"task": task.rpartition("@")[2], "files": files, "package": meta.get("package")})
 
 
-def _check_epochs(spec: Any, epochs: int) -> None:
+def _check_epochs(spec: InspectBenchmark, epochs: int) -> None:
     """A task's own epochs are replaced by ``eval.rollouts`` (one rollout per epoch): said, not
     silent, unless the config chose its rollouts."""
     if epochs != spec.eval.rollouts and "rollouts" not in spec.eval.model_fields_set:
@@ -162,7 +166,7 @@ class Grader:
 class InspectSuite(SuiteDefaults):
     name: str
     items: list[Item]
-    spec: Any
+    spec: InspectBenchmark
     cwd: Path  # the task file's paths are relative to evals.yaml's folder
     log_dir: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="evalgate-inspect-"))
@@ -172,7 +176,9 @@ class InspectSuite(SuiteDefaults):
     judge: Grader | None = None  # the grader role's model (``grader:``); the run binds its client
 
     @classmethod
-    def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> InspectSuite:
+    def from_spec(
+        cls, spec: InspectBenchmark, *, sandboxes: Sandboxes | None = None
+    ) -> InspectSuite:
         # A task file's path is absolute by now (anchored at evals.yaml's folder); inspect runs
         # beside it, so the task's own relative paths (data files) work as under `inspect eval`.
         file = spec.task.partition("@")[0]
@@ -207,7 +213,7 @@ class InspectSuite(SuiteDefaults):
                 f"{_last_line(err)}"
             )
         rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        meta = next((r["task"] for r in rows if "task" in r), {})
+        meta: dict[str, Any] = next((r["task"] for r in rows if "task" in r), {})
         rows = [r for r in rows if "task" not in r]
         _check_epochs(spec, int(meta.get("epochs", 1)))
         # The task file holds the scorer (what decides every sample's score): its bytes, and
@@ -300,7 +306,7 @@ class InspectSuite(SuiteDefaults):
             raise InfraError(f"inspect: no result for sample {item.id!r} epoch {index + 1}")
         if rec["error"] is not None:
             raise InfraError(f"inspect: {rec['error']}")
-        judge = None
+        judge: dict[str, Any] | None = None
         if self.judge is not None:  # the grader's tokens: counted, at the grader's price
             usage = rec.get("grader_usage") or {"prompt_tokens": 0, "completion_tokens": 0}
             judge = {"usage": usage, "cost_usd": self.judge.cost(usage), "samples": []}

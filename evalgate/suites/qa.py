@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.datasets import DataError, load_items
 from evalgate.suites.judge import Judge, JudgeFailed
 from evalgate.suites.scorers import Scorer, make_scorer
 from evalgate.suites.templating import TemplateProblem, compile_template, names_used, render
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
+    from evalgate.sandbox import Sandboxes
 
 __all__ = ["QASuite"]
 
@@ -24,7 +28,12 @@ class QASuite(SuiteDefaults):
     judge: Judge | None = None  # a model-graded scorer; the run binds its client
 
     @classmethod
-    def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> QASuite:
+    def from_spec(
+        cls,
+        spec: ArithBenchmark | FileBenchmark | HFBenchmark,
+        *,
+        sandboxes: Sandboxes | None = None,
+    ) -> QASuite:
         try:
             return cls._from_spec(spec)
         except DataError as exc:
@@ -32,7 +41,7 @@ class QASuite(SuiteDefaults):
             raise
 
     @classmethod
-    def _from_spec(cls, spec: Any) -> QASuite:
+    def _from_spec(cls, spec: ArithBenchmark | FileBenchmark | HFBenchmark) -> QASuite:
         items = load_items(spec)
         wanted = spec.eval.num_examples
         if wanted is not None and wanted > len(items):
@@ -82,9 +91,12 @@ class QASuite(SuiteDefaults):
                     field="prompt_template",
                 ) from None
             if not text.strip():  # an empty question is a data mistake, not a hard item
+                # arith's prompts are generated: no column, only the template to blame.
+                column = getattr(spec, "prompt_field", None)
+                blame = f"column {column!r} is empty, or " if column else ""
                 raise DataError(
                     f"benchmark {spec.name!r}: the prompt is empty for item {item.id!r} "
-                    f"(column {spec.prompt_field!r} is empty, or the template renders nothing)",
+                    f"({blame}the template renders nothing)",
                     field="prompt_template",
                 )
             msgs = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []

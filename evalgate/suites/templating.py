@@ -71,7 +71,8 @@ class _Environment(SandboxedEnvironment):
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
             for seq, n in ((left, right), (right, left)):
-                if _size(seq) is not None and isinstance(n, int) and _size(seq) * n > MAX_CHARS:
+                size = _size(seq)
+                if size is not None and isinstance(n, int) and size * n > MAX_CHARS:
                     raise _too_big("a * repetition")
         elif operator == "+":
             a, b = _size(left), _size(right)
@@ -124,6 +125,7 @@ _JINJA.filters = {name: _capped_filter(name, fn) for name, fn in _JINJA.filters.
 def _address_space_capped() -> Iterator[None]:
     """The process's address space capped at its size + :data:`_HEADROOM` (Linux), restored
     after: one allocation of gigabytes fails as a MemoryError instead of taking the machine."""
+    cap: int | None = None
     try:
         import resource
 

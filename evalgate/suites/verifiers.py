@@ -29,7 +29,7 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import evalgate
 from evalgate.errors import ConfigError, InfraError
@@ -38,6 +38,10 @@ from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest, tree_digest
 from evalgate.suites.repo_code import repo_env, spawn_options
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import VerifiersBenchmark
+    from evalgate.sandbox import Sandboxes
 
 __all__ = [
     "CHAT_HARNESS_ID",
@@ -237,7 +241,9 @@ class VerifiersSuite(SuiteDefaults):
     roles: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def from_spec(cls, spec: Any, *, sandboxes: Any = None) -> VerifiersSuite:
+    def from_spec(
+        cls, spec: VerifiersBenchmark, *, sandboxes: Sandboxes | None = None
+    ) -> VerifiersSuite:
         source = env_source(spec.env_id, spec.env_path)  # before the worker could touch it
         worker = _Worker(spec.name, tuple(spec.pass_env))
         answer = worker.call(

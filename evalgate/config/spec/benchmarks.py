@@ -131,6 +131,9 @@ class BenchmarkBase(CommonBenchmark):
     (reading `answer` or the answer column is an error: every item would pass)."""
 
 
+_Op = Literal["+", "-", "*"]
+
+
 class ArithBenchmark(BenchmarkBase):
     """Deterministic arithmetic QA generated from a seed: a smoke test that needs no data."""
 
@@ -142,7 +145,7 @@ class ArithBenchmark(BenchmarkBase):
     """Generator seed (the item set is a pure function of size, seed, ops and max_operand)."""
     max_operand: int = Field(20, ge=1)
     """Largest operand."""
-    ops: list[Literal["+", "-", "*"]] = Field(default_factory=lambda: ["+", "-"], min_length=1)
+    ops: list[_Op] = Field(default_factory=lambda: list[_Op](["+", "-"]), min_length=1)
     """Operators to draw from."""
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError
 from evalgate.sandbox import ModelRoute, Mount, SandboxBackend, SandboxConfig, Sandboxes
@@ -30,13 +30,16 @@ from evalgate.suites.agent.tasks import Task, load_tasks
 from evalgate.suites.agent.verify import challenge_config, fetching_line
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 
+if TYPE_CHECKING:
+    from evalgate.config.spec import AgentBenchmark, AgentVariant
+
 __all__ = ["AGENT_BIN_DIR", "AgentSuite"]
 
 AGENT_BIN_DIR = "/opt/evalgate/bin"  # where a command agent's binary from the host appears
 _SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib")  # already inside every sandbox
 
 
-def _variant(spec: Any, variant: Any) -> Any:
+def _variant(spec: AgentBenchmark, variant: AgentVariant | str | None) -> AgentVariant | None:
     if variant is None or not isinstance(variant, str):
         return variant
     for v in spec.variants:
@@ -46,7 +49,7 @@ def _variant(spec: Any, variant: Any) -> Any:
     raise ConfigError(f"benchmark {spec.name!r}: unknown variant {variant!r}; known: {known}")
 
 
-def _needs_containers(spec: Any, tasks: list[Task], backend: SandboxBackend) -> None:
+def _needs_containers(spec: AgentBenchmark, tasks: list[Task], backend: SandboxBackend) -> None:
     """A task with its own image runs only on a backend that runs task images (docker)."""
     own = [t.id for t in tasks if t.container is not None]
     if own and not getattr(backend, "runs_task_images", False):
@@ -57,7 +60,7 @@ def _needs_containers(spec: Any, tasks: list[Task], backend: SandboxBackend) -> 
         )
 
 
-def _verifiers_offline(spec: Any, tasks: list[Task]) -> None:
+def _verifiers_offline(spec: AgentBenchmark, tasks: list[Task]) -> None:
     """A verifier that fetches its tools needs `verifier_network`: without it every agent, base
     and PR alike, would score 0 (the fetch fails, the tests never run)."""
     if spec.sandbox.verifier_network:
@@ -72,7 +75,7 @@ def _verifiers_offline(spec: Any, tasks: list[Task]) -> None:
             )
 
 
-def _host_path(path: str, what: str, spec: Any, *, folder: bool) -> str:
+def _host_path(path: str, what: str, spec: AgentBenchmark, *, folder: bool) -> str:
     full = os.path.abspath(os.path.expanduser(path))
     ok = os.path.isdir(full) if folder else os.path.isfile(full)
     if not ok:
@@ -103,7 +106,7 @@ class AgentSuite(SuiteDefaults):
     backend: SandboxBackend
     sandbox: SandboxConfig
     network: str  # what the agent's sandbox may reach: "none" or "model-only"
-    variant: Any = None  # the AgentVariant this suite runs, if any
+    variant: AgentVariant | None = None  # the variant this suite runs, if any
 
     @property
     def unenforced_limits(self) -> list[str]:
@@ -116,7 +119,13 @@ class AgentSuite(SuiteDefaults):
         return found
 
     @classmethod
-    def from_spec(cls, spec: Any, variant: Any = None, *, sandboxes: Any = None) -> AgentSuite:
+    def from_spec(
+        cls,
+        spec: AgentBenchmark,
+        variant: AgentVariant | str | None = None,
+        *,
+        sandboxes: Sandboxes | None = None,
+    ) -> AgentSuite:
         """The suite for ``spec``; ``variant`` is an ``AgentVariant``, a variant name, or None."""
         variant = _variant(spec, variant)
         tasks = load_tasks(spec.tasks)
@@ -132,7 +141,7 @@ class AgentSuite(SuiteDefaults):
             mounts.append(Mount(mcp_config, MCP_CONFIG_PATH))
         agent_spec = spec.agent
         if agent_spec.type == "builtin":
-            if mcp_config is not None:
+            if mcp_config is not None and variant is not None:  # only a variant sets one
                 raise ConfigError(
                     f"benchmark {spec.name!r}: variant {variant.name!r}: the built-in agent does "
                     "not speak MCP; use `agent: {type: command}` for MCP variants"
@@ -195,7 +204,9 @@ class AgentSuite(SuiteDefaults):
         )
 
     @classmethod
-    def for_variants(cls, spec: Any, *, sandboxes: Any = None) -> list[AgentSuite]:
+    def for_variants(
+        cls, spec: AgentBenchmark, *, sandboxes: Sandboxes | None = None
+    ) -> list[AgentSuite]:
         """One suite per variant (side by side), or the one suite when there are none."""
         sandboxes = sandboxes or Sandboxes()  # one backend for every variant
         return [cls.from_spec(spec, v, sandboxes=sandboxes) for v in spec.variants] or [

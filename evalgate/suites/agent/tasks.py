@@ -212,8 +212,8 @@ def _task(data: Any, where: str, folder: Path | None, default_id: str | None) ->
     source = ""
     if folder is not None:
         named = data.get("solution")  # a path in the folder: the reference, which decides nothing
-        solved = isinstance(named, str) and (folder / named).is_file()
-        source = tree_digest(folder, skip=frozenset({Path(named).as_posix()} if solved else ()))
+        solved = named if isinstance(named, str) and (folder / named).is_file() else None
+        source = tree_digest(folder, skip=frozenset({Path(solved).as_posix()} if solved else ()))
     return Task(
         id=task_id,
         prompts=prompts,
