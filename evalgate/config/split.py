@@ -110,6 +110,7 @@ FIELDS: dict[str, Role] = {
     "benchmarks[].runtime": E,
     "benchmarks[].task": E,  # an inspect task file, and its scorer
     "benchmarks[].task_args": E,
+    "benchmarks[].score_key": E,  # which key of a dict-valued inspect score is the score
     # which of this machine's variables repository code (a task file, an environment) may read
     "benchmarks[].pass_env": E,
 }
