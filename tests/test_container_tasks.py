@@ -388,10 +388,12 @@ def test_a_changed_task_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert old.container and new.container and old.container.build and new.container.build
     assert old.container.digest != new.container.digest
     assert load_tasks(folder)[0].container.digest == new.container.digest  # type: ignore[union-attr]
-    tag = f"{TAG_PREFIX}:{new.container.build.digest[:32]}"
     docker = shutil.which("docker") or "docker"
-    subprocess.run([docker, "rmi", "-f", tag], capture_output=True, check=False)
     images = Images(docker)
+    # The tag keys the build context and the base images' ids (a rebuilt FROM image rebuilds).
+    tag = run(images._tag(new.container.build))
+    assert tag.startswith(f"{TAG_PREFIX}:")
+    subprocess.run([docker, "rmi", "-f", tag], capture_output=True, check=False)
     builds: list[str] = []
     real = Images._build
 

@@ -122,8 +122,18 @@ def _jsonl(tmp: Path) -> tuple[str, str]:
     return f"{{name: b, kind: jsonl, path: '{tmp / 'data.jsonl'}'}}", "a"
 
 
+def _umask_002(tmp: Path) -> None:
+    """What another checkout of the same commit looks like: the same bytes and executable bits,
+    group-writable files and folders (`git archive`'s umask 002, a runner's umask)."""
+    for path in [tmp, *tmp.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | 0o020)
+
+
 # (kind, part, edit on disk (None: edit the entry), entry rewrite, whether the hash must change)
 _CASES: list[tuple[str, str, Edit | None, Callable[[str], str] | None, bool]] = [
+    # another checkout of the same files (the base's archive, a runner's clone)
+    *((kind, "checkout umask", _umask_002, None, False) for kind in ("agent", "tb2", "tb1", "swe")),
     # evalgate's own task folder
     (
         "agent",
@@ -215,7 +225,7 @@ _CASES: list[tuple[str, str, Edit | None, Callable[[str], str] | None, bool]] = 
     (
         "tb2",
         "verifier mode",
-        lambda t: os.chmod(t / "tasks/count-5xx/tests/test.sh", 0o700),
+        lambda t: os.chmod(t / "tasks/count-5xx/tests/test.sh", 0o644),
         None,
         True,
     ),

@@ -42,6 +42,7 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "SandboxFileError",
+    "portable_mode",
 ]
 
 WORKDIR = "/workspace"  # the task's writable workspace, the default cwd of every exec
@@ -146,9 +147,17 @@ class ImageBuild:
             if path.is_symlink():
                 h.update(b"L" + rel + b"\0" + os.readlink(path).encode() + b"\0")
             elif path.is_file():
-                h.update(b"F" + rel + b"\0" + oct(path.stat().st_mode & 0o777).encode() + b"\0")
+                mode = portable_mode(path.stat().st_mode)
+                h.update(b"F" + rel + b"\0" + oct(mode).encode() + b"\0")
                 h.update(hashlib.sha256(path.read_bytes()).digest())
         return cls(context=str(root), dockerfile=dockerfile, digest=h.hexdigest())
+
+
+def portable_mode(st_mode: int) -> int:
+    """A file's mode as git keeps it: executable (0o755) or not (0o644). The rest depends on the
+    umask of whoever checked the files out (a runner's checkout, the base commit's archive), so
+    it must neither change an item's identity nor an image's digest."""
+    return 0o755 if st_mode & 0o111 else 0o644
 
 
 @dataclass(frozen=True)

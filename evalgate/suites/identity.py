@@ -57,6 +57,8 @@ def tree_digest(root: str | Path, *, skip: frozenset[str] = frozenset()) -> str:
     """A hash of the folder ``root``: each entry's relative path, kind, mode, and a file's bytes
     or a link's target. ``skip``: relative paths left out (a reference solution, which decides
     no score), with everything under them."""
+    from evalgate.sandbox.base import portable_mode  # the sandbox stage loads only when used
+
     root = Path(root)
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -77,7 +79,7 @@ def tree_digest(root: str | Path, *, skip: frozenset[str] = frozenset()) -> str:
             elif stat.S_ISDIR(info.st_mode):
                 h.update(b"D\0" + rel.encode() + b"\0")
             elif stat.S_ISREG(info.st_mode):
-                mode = oct(info.st_mode & 0o777).encode()
+                mode = oct(portable_mode(info.st_mode)).encode()
                 h.update(b"F\0" + rel.encode() + b"\0" + mode + b"\0")
                 h.update(hashlib.sha256(path.read_bytes()).digest())
             else:  # a FIFO or a device: never opened, only named

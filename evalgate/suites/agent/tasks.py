@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 
 from evalgate.errors import ConfigError
-from evalgate.sandbox.base import ImageBuild
+from evalgate.sandbox.base import ImageBuild, portable_mode
 from evalgate.suites.identity import digest, tree_digest
 
 __all__ = [
@@ -168,7 +168,7 @@ def read_folder(root: Path) -> tuple[dict[str, bytes], dict[str, int]]:
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
         files[rel] = path.read_bytes()
-        modes[rel] = path.stat().st_mode & 0o777
+        modes[rel] = portable_mode(path.stat().st_mode)
     return files, modes
 
 
