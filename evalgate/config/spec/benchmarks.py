@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from evalgate.config.spec._base import EvalSettings, Sampling, Strict, empty_list
 from evalgate.config.spec.judge import GraderSpec, JudgeScorer
@@ -104,6 +104,10 @@ def _declarable_env(names: list[str]) -> list[str]:
                 "never reach a benchmark's code"
             )
     return names
+
+
+# Names of variables repository code may read: checked once here, for every kind that has them.
+PassEnv = Annotated[list[str], AfterValidator(_declarable_env)]
 
 
 class CommonBenchmark(Strict):
@@ -305,16 +309,11 @@ class VerifiersBenchmark(CommonBenchmark):
     """v1 harness name (default: the taskset's)."""
     runtime: Literal["subprocess", "docker", "modal"] = "subprocess"
     """Where v1 rollouts execute; never a remote service unless chosen here."""
-    pass_env: list[str] = Field(default_factory=empty_list)
+    pass_env: PassEnv = Field(default_factory=empty_list)
     """Names of this machine's environment variables the task's code may read (a judge model's
     key, say). It runs with a cleared environment: PATH, HOME, locale, CA and proxy settings,
     the served model's endpoint, and these; never the runner's `GITHUB_*`, `INPUT_*`,
     `ACTIONS_*`, `RUNNER_*` variables, which cannot be listed."""
-
-    @field_validator("pass_env")
-    @classmethod
-    def _declarable(cls, names: list[str]) -> list[str]:
-        return _declarable_env(names)
 
 
 class InspectBenchmark(CommonBenchmark):
@@ -328,16 +327,11 @@ class InspectBenchmark(CommonBenchmark):
     task (`inspect_evals/gsm8k`, with that package installed for inspect's interpreter)."""
     task_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the task function (`-T` in `inspect eval`)."""
-    pass_env: list[str] = Field(default_factory=empty_list)
+    pass_env: PassEnv = Field(default_factory=empty_list)
     """Names of this machine's environment variables the task's code may read (a judge model's
     key, say). It runs with a cleared environment: PATH, HOME, locale, CA and proxy settings,
     the served model's endpoint, and these; never the runner's `GITHUB_*`, `INPUT_*`,
     `ACTIONS_*`, `RUNNER_*` variables, which cannot be listed."""
-
-    @field_validator("pass_env")
-    @classmethod
-    def _declarable(cls, names: list[str]) -> list[str]:
-        return _declarable_env(names)
 
     score_key: str | None = Field(None, min_length=1)
     """For a scorer whose value is a dict (`{utility: 0, security: 1.0}`): the key this
