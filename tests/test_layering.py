@@ -96,16 +96,6 @@ def test_no_import_cycles() -> None:
 
 # (importer, imported): where a stage still reaches a later one lazily, and why. Shrink it.
 LAZY_EXCEPTIONS = {
-    # validate's checks build the suites and ask the serving layer's own argument checks, so
-    # that `validate` says what `local` would refuse (config/checks.py is validate's, not load's).
-    ("evalgate.config.checks", "evalgate.suites.base"),
-    ("evalgate.config.checks", "evalgate.suites._vf_runner"),
-    ("evalgate.config.checks", "evalgate.suites.datasets"),
-    ("evalgate.config.checks", "evalgate.suites.qa"),
-    ("evalgate.config.checks", "evalgate.suites.judge_labels"),  # a judge's labelled set
-    ("evalgate.config.checks", "evalgate.sandbox"),
-    ("evalgate.config.checks", "evalgate.serve._vllm_args"),
-    ("evalgate.config.checks", "evalgate.serve.chat_template"),
     # a type only (TYPE_CHECKING): the client takes the run's response cache as an argument.
     ("evalgate.serve.client", "evalgate.run.cache"),
     # sequential looks compare the items run so far with the baseline while the run goes on.
