@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from evalgate import __version__
-from evalgate.errors import EvalgateError, ExitCode, UsageError, crash_report, secret_values
+from evalgate.errors import (
+    EvalgateError,
+    ExitCode,
+    UsageError,
+    cause_report,
+    crash_report,
+    secret_values,
+)
 
 __all__ = ["main"]
 
@@ -344,6 +351,9 @@ def main(
     except EvalgateError as exc:
         for line in str(exc).splitlines() or [""]:  # one line per mistake (validate finds all)
             print(f"evalgate: error: {line}", file=sys.stderr)
+        cause = cause_report(exc, secrets=secret_values(environ))
+        if cause is not None and environ.get("EVALGATE_TRACEBACK"):
+            sys.stderr.write(cause)  # what failed underneath (an OSError, a request), for a report
         return int(exc.exit_code)
     except OSError as exc:
         if exc.errno not in _ENVIRONMENT_ERRNOS:
