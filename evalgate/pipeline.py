@@ -375,7 +375,7 @@ def _recorded_baselines(
     A baseline gone or changed stops the resume of a sequential run (its looks would pair with
     other items and decide differently); any other run is finished without the comparison.
     """
-    from evalgate.compare.baseline import load_recorded_baseline
+    from evalgate.run.baseline import load_recorded_baseline
 
     model = config.models[0].name
     out: dict[tuple[str, str], LoadedRun] = {}
