@@ -209,7 +209,12 @@ async def _bound_judge(
     ) as client:
         judge.client = client
         try:
-            yield
+            async with contextlib.AsyncExitStack() as relayed:
+                if hasattr(judge, "relay"):  # graded in another process: through the relay
+                    from evalgate.suites.judge_relay import JudgeRelay
+
+                    judge.relay = await relayed.enter_async_context(JudgeRelay(judge))
+                yield
             if judge.labels:  # measured with the judge that graded, for the scorecard
                 from evalgate.suites.judge_labels import measure
 
@@ -221,6 +226,8 @@ async def _bound_judge(
                     stats["judge_agreement"] = agreement
         finally:
             judge.client = None
+            if hasattr(judge, "relay"):
+                judge.relay = None
             if stats is not None:
                 stats["judge"] = {**client.stats.as_dict(), **judge.stats}
 
