@@ -220,3 +220,17 @@ benchmarks:
     assert all(r["usage"]["prompt_tokens"] == 7 for r in records)  # the candidate's own
     saved = json.loads((run_dir / "run_config.json").read_text())
     assert saved["fingerprint"]["measurement"]["grader"]["model"]["model"] == "org/grader"
+    # The grader's calls went through evalgate's judge relay: counted there (the metadata's
+    # judge figures are the records' sums), and cached like evalgate's own judge calls.
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["judge"]["requests"]["calls"] == 4
+    assert (
+        meta["judge_usage"]["prompt_tokens"]
+        == sum(r["judge"]["usage"]["prompt_tokens"] for r in records)
+        > 0
+    )
+    code, _ = _run(tmp_path, config, "again")
+    assert code == 0 and len(judge.requests) == 4  # every grading replayed from the cache
+    (again,) = (tmp_path / "again" / "evals").glob("*/*")
+    meta = json.loads((again / "metadata.json").read_text())
+    assert meta["judge"]["requests"]["cache_hits"] == 4

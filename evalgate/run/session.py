@@ -431,6 +431,10 @@ def _serve_judges(
             # Its own label: logs and server names never collide with a model under test.
             labelled = model.model_copy(update={"name": f"judge-{model.name}"})
             ctx.log(f"[evalgate] starting judge {model.model_id!r} ({model.backend})")
+            if budget is not None:  # a judge on GPUs (vllm, modal-vllm) spends gpu_seconds too
+                holder = f"judge {len(served)}"
+                budget.gpu_start(gpu_count(model), holder)
+                stack.callback(budget.gpu_stop, holder)  # after its server stops (LIFO)
             served[key] = stack.enter_context(ctx.server_factory(labelled, serve_ctx))
         out[suite.name] = served[key]
     return out
