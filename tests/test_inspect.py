@@ -234,3 +234,29 @@ benchmarks:
     (again,) = (tmp_path / "again" / "evals").glob("*/*")
     meta = json.loads((again / "metadata.json").read_text())
     assert meta["judge"]["requests"]["cache_hits"] == 4
+
+
+@needs_inspect
+def test_a_failing_grader_is_a_judge_error(tmp_path: Path, scripted_server: Any) -> None:
+    """The grader answers 500: every sample is an error of kind judge_http_500 (the relay saw
+    the failure), never a score."""
+    model = scripted_server(lambda body, n: "Venus")
+    judge = scripted_server(lambda body, n: (500, "grader down", {}))
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        f"""
+models: [{{name: m, backend: openai, base_url: "{model.base_url}", model: org/m}}]
+benchmarks:
+  - name: facts
+    kind: inspect
+    task: {TASK.parent / "graded_task.py"}
+    eval: {{max_retries: 0}}
+    grader:
+      model: {{name: grader, backend: openai, base_url: "{judge.base_url}", model: org/grader}}
+"""
+    )
+    code, _ = _run(tmp_path, config, "out")
+    (run_dir,) = (tmp_path / "out" / "evals").glob("*/*")
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and code == 3
+    assert all((r["error"] or "").startswith("judge_http_500") for r in records), records

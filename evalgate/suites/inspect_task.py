@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.errors import ConfigError, InfraError
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest
+from evalgate.suites.judge import JudgeFailed
 from evalgate.suites.judge_relay import Grader
 from evalgate.suites.repo_code import repo_env, spawn_options
 
@@ -174,6 +175,7 @@ class InspectSuite(SuiteDefaults):
     _batch: asyncio.Task[dict[tuple[str, int], dict[str, Any]]] | None = None
     _wanted: list[str] | None = None  # sample ids of the next batch (see plan); None: all
     judge: Grader | None = None  # the grader role's model (``grader:``); the run binds its client
+    _grader_failed: tuple[str, str] | None = None  # (kind, detail): the relay's first failure
 
     @classmethod
     def from_spec(
@@ -301,6 +303,7 @@ class InspectSuite(SuiteDefaults):
         out_file.unlink()
         if graded is not None:
             _attribute(graded.usage, list(results.values()))
+            self._grader_failed = graded.failed
         return results
 
     def plan(self, pairs: list[tuple[Item, int]]) -> None:
@@ -316,12 +319,19 @@ class InspectSuite(SuiteDefaults):
         rec = results.get((item.id, index))
         if rec is None:
             raise InfraError(f"inspect: no result for sample {item.id!r} epoch {index + 1}")
-        if rec["error"] is not None:
-            raise InfraError(f"inspect: {rec['error']}")
         judge: dict[str, Any] | None = None
         if self.judge is not None:  # the grader's tokens: counted, at the grader's price
             usage = rec.get("grader_usage") or {"prompt_tokens": 0, "completion_tokens": 0}
             judge = {"usage": usage, "cost_usd": self.judge.cost(usage), "samples": []}
+        if rec["error"] is not None:
+            if self._grader_failed is not None:
+                # The grader failed after evalgate's retries (the relay saw it): a sample that
+                # errored is a judge error, as a scorer judge's would be.
+                kind, detail = self._grader_failed
+                partial = {"completion": rec.get("completion"), "usage": rec.get("usage") or {},
+                           "judge": judge}  # fmt: skip
+                raise JudgeFailed(f"judge_{kind}", f"{detail} ({rec['error']})", partial)
+            raise InfraError(f"inspect: {rec['error']}")
         return Outcome(
             prompt=rec["messages"][:-1] or [{"role": "user", "content": item.prompt}],
             completion=rec["completion"],
