@@ -226,3 +226,26 @@ def test_a_failing_judge_is_an_error_never_a_zero(
     assert all((r["error"] or "").startswith("judge_http_500") for r in records), records
     assert all(r["reward"] is None for r in records)
     assert code == 3
+
+
+def test_the_environments_judge_is_part_of_the_measurement(tmp_path: Path) -> None:
+    """Another judge model or sampling is another measurement (in PR mode: the base's decides);
+    no `judge:` leaves the measurement as it was (older runs stay comparable)."""
+    from evalgate.config.load import load_config
+    from evalgate.config.split import field_role
+    from evalgate.run.fingerprint import measurement
+
+    def bench(judge: str) -> Any:
+        config = tmp_path / "evals.yaml"
+        config.write_text(
+            "models: [{name: m, backend: openai, base_url: 'http://x/v1'}]\n"
+            f"benchmarks:\n  - {{name: v, kind: verifiers, env_id: judged-arith{judge}}}\n"
+        )
+        return load_config(config, []).benchmarks[0]
+
+    model = ", judge: {{model: {{name: j, backend: openai, base_url: 'http://j/v1', model: {}}}}}"
+    plain, one, other = bench(""), bench(model.format("org/a")), bench(model.format("org/b"))
+    assert "judge" not in measurement(plain)
+    assert measurement(one)["judge"]["model"]["model"] == "org/a"
+    assert measurement(one) != measurement(other)
+    assert field_role("benchmarks[].judge.model.model") == "exam"
