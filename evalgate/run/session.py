@@ -209,7 +209,12 @@ async def _bound_judge(
     ) as client:
         judge.client = client
         try:
-            yield
+            async with contextlib.AsyncExitStack() as relayed:
+                if hasattr(judge, "relay"):  # graded in another process: through the relay
+                    from evalgate.suites.judge_relay import JudgeRelay
+
+                    judge.relay = await relayed.enter_async_context(JudgeRelay(judge))
+                yield
             if judge.labels:  # measured with the judge that graded, for the scorecard
                 from evalgate.suites.judge_labels import measure
 
@@ -221,6 +226,8 @@ async def _bound_judge(
                     stats["judge_agreement"] = agreement
         finally:
             judge.client = None
+            if hasattr(judge, "relay"):
+                judge.relay = None
             if stats is not None:
                 stats["judge"] = {**client.stats.as_dict(), **judge.stats}
 
@@ -422,6 +429,10 @@ def _serve_judges(
             # Its own label: logs and server names never collide with a model under test.
             labelled = model.model_copy(update={"name": f"judge-{model.name}"})
             ctx.log(f"[evalgate] starting judge {model.model_id!r} ({model.backend})")
+            if budget is not None:  # a judge on GPUs (vllm, modal-vllm) spends gpu_seconds too
+                holder = f"judge {len(served)}"
+                budget.gpu_start(gpu_count(model), holder)
+                stack.callback(budget.gpu_stop, holder)  # after its server stops (LIFO)
             served[key] = stack.enter_context(ctx.server_factory(labelled, serve_ctx))
         out[suite.name] = served[key]
     return out

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
+from evalgate.suites import _vf_judge
 from evalgate.suites._vf_runner import (
     _STATUS,
     VerifiersOutcome,
@@ -136,6 +137,7 @@ class Legacy:
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         model = client.endpoint.model
         vf_client = self._vf_client(client)
+        judged = _vf_judge.CURRENT.set(getattr(client, "judge", None))  # see _vf_judge
         try:
             if self.group:
                 out = (await self._group(item, vf_client, model))[index]
@@ -147,6 +149,8 @@ class Legacy:
             raise
         except Exception as exc:
             raise _legacy_exception(exc) from exc
+        finally:
+            _vf_judge.CURRENT.reset(judged)
         return _output_outcome(out)
 
     async def _group(self, item: Item, vf_client: Any, model: str) -> list[Any]:
