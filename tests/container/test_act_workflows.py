@@ -1,20 +1,24 @@
 """The workflows the docs tell users to copy, run by a real runner implementation (nektos/act).
 
-A user repository is made the way the README says: its own ``evals.yaml`` (the embedded model)
-and ``examples/workflows/evalgate.yml`` copied byte for byte into ``.github/workflows/``. act
-runs it with the events GitHub would send; the only things resolved locally are what cannot be
+A user repository is made the way the docs say: its own ``evals.yaml`` (the embedded model) and
+the three files of ``examples/workflows/`` copied byte for byte into ``.github/workflows/``. act
+runs them with the events GitHub would send; the only things resolved locally are what cannot be
 reached offline: ``org/evalgate@<pinned commit>`` is this checkout (act's
-``--local-repository``), its ``docker://`` image is the image built from this checkout's
-Dockerfile (tagged with the name action.yml gives, never pulled), the job runs on the
-Dockerfile's base image (``-P ubuntu-latest=``), act copies the repository in place of
-``actions/checkout`` (its default offline behaviour), and GITHUB_API_URL points at the local
-GitHub stand-in that validates every exchange against GitHub's OpenAPI description. The
-result store pushes to a bare ``origin`` served by ``git daemon`` on loopback.
+``--local-repository``) and its ``docker://`` image the one built from this checkout's
+Dockerfile (given the name action.yml runs, never pulled); the job runs on the Dockerfile's base
+image (``-P ubuntu-latest=``); act copies the repository in place of ``actions/checkout`` (its
+default); GitHub's artifact storage and the two artifact actions are stand-ins (below); and
+GITHUB_API_URL is the local GitHub stand-in that validates every exchange against GitHub's
+OpenAPI description. The result store pushes to a bare ``origin`` served by ``git daemon`` on
+loopback.
 
-The scenario: a push to main stores the baseline; the same PR twice (one sticky comment,
-created then updated; the job passes); then main sets a threshold nobody can meet and the PR is
-evaluated under it with a step that reads the Action's outputs (the job fails, as the gate
-says, and the later step still reads them).
+Same-repository PRs (evalgate.yml): a push to main stores the baseline; the same PR twice (one
+sticky comment, created then updated; the job passes); then main sets a threshold nobody can
+meet and the PR is evaluated under it with a step that reads the Action's outputs (the job
+fails, as the gate says, and the later step still reads them). The fork recipe: a fork's PR runs
+every workflow (evalgate.yml skips it; evalgate-pr.yml evaluates without writing to GitHub and
+uploads), then evalgate-publish.yml on ``workflow_run`` posts one comment, and its re-run
+updates it.
 
 Opt-in like the rest of tests/container (``pytest -m container tests/container``; .ci/container-test
 runs it): skipped, with the reason, without a Docker daemon or the ``act`` binary (the
@@ -109,11 +113,26 @@ def act() -> str:
     return found
 
 
-def _action_image() -> str:
-    """The image action.yml runs (``docker://NAME:TAG``)."""
-    image = yaml.safe_load((ROOT / "action.yml").read_text())["runs"]["image"]
-    assert image.startswith("docker://"), image
-    return image.removeprefix("docker://")
+LOCAL_IMAGE = "evalgate-act:local"
+
+
+def _action_dir(docker: str, image: str, tmp: Path) -> Path:
+    """What ``org/evalgate@<pin>`` resolves to: this checkout, its action.yml's ``docker://``
+    image being this checkout's build under that name (act never pulls it: --pull=false). A
+    release commit names the image by digest, which no local build can carry: there act gets a
+    copy of action.yml naming the build's local tag instead, the only line that differs."""
+    text = (ROOT / "action.yml").read_text()
+    ref = yaml.safe_load(text)["runs"]["image"]
+    assert ref.startswith("docker://"), ref
+    ref = ref.removeprefix("docker://")
+    if "@" not in ref:
+        subprocess.run([docker, "tag", image, ref], check=True)
+        return ROOT
+    subprocess.run([docker, "tag", image, LOCAL_IMAGE], check=True)
+    copy = tmp / "action"
+    copy.mkdir()
+    (copy / "action.yml").write_text(text.replace(f"docker://{ref}", f"docker://{LOCAL_IMAGE}"))
+    return copy
 
 
 def _pr_event(head: str, base: str) -> dict[str, Any]:
@@ -134,9 +153,10 @@ _SET_OUTPUT = re.compile(r"::set-output:: (\w+)=(.*)$")
 class Act:
     """act, run in the user's repository with everything it keeps under one temporary HOME."""
 
-    def __init__(self, act: str, home: Path, github: FakeGitHub, stand_ins: Path) -> None:
-        self.act, self.home, self.github, self.stand_ins = act, home, github, stand_ins
-        self.artifacts = home / "artifacts"  # the artifact store the stand-ins share
+    def __init__(self, act: str, tmp: Path, github: FakeGitHub, action: Path) -> None:
+        self.act, self.home, self.github, self.action = act, tmp / "act-home", github, action
+        self.stand_ins = _artifact_stand_ins(tmp / "stand-ins")
+        self.artifacts = self.home / "artifacts"  # the artifact store the stand-ins share
         self.artifacts.mkdir(parents=True, exist_ok=True)
 
     def _pins(self, ws: Path, workflows: str) -> list[str]:
@@ -150,7 +170,7 @@ class Act:
         )
         pins: set[str] = set()
         for text in texts:
-            pins |= {f"org/evalgate@{sha}={ROOT}" for sha in PIN.findall(text)}
+            pins |= {f"org/evalgate@{sha}={self.action}" for sha in PIN.findall(text)}
             for name, sha in ARTIFACT_PIN.findall(text):
                 pins.add(f"actions/{name}-artifact@{sha}={self.stand_ins / name}")
         assert any(p.startswith("org/evalgate@") for p in pins), (
@@ -189,25 +209,21 @@ def _base_image() -> str:
     return froms[-1]
 
 
-def _prepare(docker: str, image: str) -> None:
-    """The job's image present; action.yml's image name on this checkout's build."""
+def _job_image(docker: str) -> None:
     base_image = _base_image()
     if subprocess.run([docker, "image", "inspect", base_image], capture_output=True).returncode:
         pytest.skip(
             f"act test: the job image {base_image} is not present (.ci/container-test makes it)"
         )
-    # act runs action.yml's docker:// image by name (never pulled: --pull=false): this
-    # checkout's build, under that name.
-    subprocess.run([docker, "tag", image, _action_image()], check=True)
 
 
 @pytest.fixture(scope="module")
 def scenario(docker: str, image: str, act: str, git_remote: tuple[Path, str]) -> Iterator[Scenario]:
-    _prepare(docker, image)
+    _job_image(docker)
     tmp = Path(tempfile.mkdtemp(prefix="evalgate-act-"))
     spec = load_spec()
     with running_fake(OpenAPI.from_dict(spec), spec) as github:
-        runner = Act(act, tmp / "act-home", github, _artifact_stand_ins(tmp / "stand-ins"))
+        runner = Act(act, tmp, github, _action_dir(docker, image, tmp))
         ws, origin, base = _user_repo(tmp, git_remote, "same-repo")
         sc = Scenario(ws=ws, origin=origin, github=github, base=base)
         wf = ".github/workflows/evalgate.yml"
@@ -259,8 +275,8 @@ def _user_repo(tmp: Path, remote: tuple[Path, str], name: str) -> tuple[Path, Pa
     _git(tmp, "clone", "-q", url.rsplit("/", 1)[0] + f"/{name}.git", str(ws))
     _git(ws, "remote", "add", "github", f"https://github.com/{REPO}.git")
     (ws / ".github" / "workflows").mkdir(parents=True)
-    for name in ("evalgate.yml", "evalgate-pr.yml", "evalgate-publish.yml"):
-        shutil.copyfile(EXAMPLES / name, ws / ".github/workflows" / name)
+    for workflow in ("evalgate.yml", "evalgate-pr.yml", "evalgate-publish.yml"):
+        shutil.copyfile(EXAMPLES / workflow, ws / ".github/workflows" / workflow)
     (ws / "codewords.jsonl").write_text("".join(json.dumps(i) + "\n" for i in ITEMS))
     (ws / "evals.yaml").write_text(yaml.safe_dump(EVALS, sort_keys=False))
     (ws / ".gitignore").write_text("evalgate-outputs/\n")
@@ -375,14 +391,13 @@ def test_pr_twice_one_sticky_comment_created_then_updated(scenario: Scenario) ->
 
 def test_gate_decides_the_job_and_a_later_step_reads_the_outputs(scenario: Scenario) -> None:
     run = scenario.runs["gated"]
-    assert run.code != 0 and not run.job_succeeded, run.log[-5000:]
-    assert run.outputs.get("verdict") == "FAIL" and run.outputs.get("exit_code") == "1", run.log[
-        -5000:
-    ]
+    tail = run.log[-5000:]
+    assert run.code != 0 and not run.job_succeeded, tail
+    assert run.outputs.get("verdict") == "FAIL" and run.outputs.get("exit_code") == "1", tail
     read = re.search(
         r"read by a later step: verdict=(\S*) exit_code=(\S*) scorecard_lines=(\d+)", run.log
     )
-    assert read is not None, run.log[-5000:]
+    assert read is not None, tail
     assert read.groups()[:2] == ("FAIL", "1") and int(read[3]) > 0
     (body,) = scenario.github.bodies(REPO, PR)  # still the one comment, now saying FAIL
     assert "FAIL" in body
@@ -415,11 +430,11 @@ def _writes(github: FakeGitHub) -> list[str]:
 
 @pytest.fixture(scope="module")
 def fork(docker: str, image: str, act: str, git_remote: tuple[Path, str]) -> Iterator[Fork]:
-    _prepare(docker, image)
+    _job_image(docker)
     tmp = Path(tempfile.mkdtemp(prefix="evalgate-act-fork-"))
     spec = load_spec()
     with running_fake(OpenAPI.from_dict(spec), spec) as github:
-        runner = Act(act, tmp / "act-home", github, _artifact_stand_ins(tmp / "stand-ins"))
+        runner = Act(act, tmp, github, _action_dir(docker, image, tmp))
         ws, _, base = _user_repo(tmp, git_remote, "fork-recipe")
         # The fork's head: a commit of its own (here a local branch: act copies the directory
         # as actions/checkout would check out the PR).
