@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fake_github import TOKEN, FakeGitHub, load_spec, running_fake
+from fake_github import TOKEN, Exchange, FakeGitHub, load_spec, running_fake
 from openapi_core import OpenAPI
 
 from tests.container.conftest import ROOT
@@ -89,6 +89,12 @@ class Scenario:
     github: FakeGitHub
     base: str
     runs: dict[str, ActRun] = field(default_factory=dict)
+    exchanges: dict[str, list[Exchange]] = field(default_factory=dict)  # per run, in order
+
+    def record(self, name: str, run: ActRun) -> None:
+        self.runs[name] = run
+        seen = sum(len(x) for x in self.exchanges.values())
+        self.exchanges[name] = self.github.log[seen:]
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -185,7 +191,9 @@ class Act:
         event_file.write_text(json.dumps(event))
         argv = [self.act, event_name, "-W", workflows, "-e", str(event_file),
                 "-P", f"ubuntu-latest={_base_image()}", "--pull=false", "--action-offline-mode",
-                "--remote-name", "github",  # the remote act reads the repository's name from
+                # act names the repository (github.repository) after a remote's GitHub URL;
+                # origin is the loopback git daemon the result store pushes to.
+                "--remote-name", "github",
                 "--action-cache-path", str(self.home / "actions"), "--no-cache-server",
                 "--container-options", f"-v {self.artifacts}:/artifacts",
                 "--env", f"GITHUB_API_URL={self.github.url}", "--env", f"GITHUB_RUN_ID={run_id}",
@@ -231,7 +239,7 @@ def scenario(docker: str, image: str, act: str, git_remote: tuple[Path, str]) ->
         push = {"ref": "refs/heads/main", "before": "0" * 40, "after": base,
                 "repository": {"full_name": REPO, "default_branch": "main"},
                 "head_commit": {"id": base, "message": "evals"}}  # fmt: skip
-        sc.runs["push"] = runner.run(ws, wf, "push", push)
+        sc.record("push", runner.run(ws, wf, "push", push))
 
         _git(ws, "checkout", "-q", "-b", "feature")
         (ws / "README.md").write_text("A change that does not touch the evals.\n")
@@ -239,7 +247,7 @@ def scenario(docker: str, image: str, act: str, git_remote: tuple[Path, str]) ->
         _git(ws, "push", "-q", "origin", "feature")
         github.seed_pull(REPO, PR, head, base_sha=base)
         for name in ("pr-1", "pr-2"):
-            sc.runs[name] = runner.run(ws, wf, "pull_request", _pr_event(head, base))
+            sc.record(name, runner.run(ws, wf, "pull_request", _pr_event(head, base)))
 
         # main sets a threshold nobody meets; the PR, merged up, is evaluated under it by the
         # same workflow plus the step a user adds to read the outputs.
@@ -255,10 +263,10 @@ def scenario(docker: str, image: str, act: str, git_remote: tuple[Path, str]) ->
         reader = ws / ".github/workflows/evalgate-read.yml"
         reader.write_text(_with_output_reader((EXAMPLES / "evalgate.yml").read_text()))
         _commit(ws, "a step that reads evalgate's outputs")
-        sc.runs["gated"] = runner.run(
+        sc.record("gated", runner.run(
             ws, ".github/workflows/evalgate-read.yml", "pull_request",
             _pr_event(_git(ws, "rev-parse", "HEAD"), gated_base),
-        )  # fmt: skip
+        ))  # fmt: skip
         yield sc
     shutil.rmtree(tmp, ignore_errors=True)
     assert not github.violations, github.violations
@@ -365,6 +373,10 @@ def _with_output_reader(workflow: str) -> str:
     return "\n".join(lines) + "\n" + reader
 
 
+def _writes_in(exchanges: list[Exchange]) -> list[str]:
+    return [f"{e.method} {e.path}" for e in exchanges if e.method != "GET"]
+
+
 def test_push_to_main_stores_the_baseline(scenario: Scenario) -> None:
     run = scenario.runs["push"]
     assert run.code == 0 and run.job_succeeded, run.log[-5000:]
@@ -380,11 +392,14 @@ def test_pr_twice_one_sticky_comment_created_then_updated(scenario: Scenario) ->
         assert run.outputs.get("exit_code") == "0", run.log[-5000:]
         assert run.outputs.get("verdict") in {"PASS", "INCONCLUSIVE"}, run.log[-5000:]
         assert "smollm2/codewords" in json.loads(run.outputs["summary"])
-    comments = [e for e in scenario.github.log if e.path.endswith(f"/issues/{PR}/comments")]
-    posts = [e for e in comments if e.method == "POST"]
-    assert len(posts) == 1, [(e.method, e.path) for e in scenario.github.log]
-    patches = [e for e in scenario.github.requests("PATCH") if "/issues/comments/" in e.path]
-    assert patches, [(e.method, e.path) for e in scenario.github.log]
+    writes = {name: _writes_in(x) for name, x in scenario.exchanges.items()}
+    assert writes["push"] == []  # a push has no PR to comment on
+    # The first run creates the comment (and fills it in), the second only updates it.
+    (created,) = [w for w in writes["pr-1"] if w.startswith("POST ")]
+    assert created == f"POST /repos/{REPO}/issues/{PR}/comments", writes
+    (comment_id,) = {c["id"] for c in scenario.github.comments[REPO, PR]}
+    assert writes["pr-2"], writes
+    assert set(writes["pr-2"]) == {f"PATCH /repos/{REPO}/issues/comments/{comment_id}"}, writes
     (body,) = scenario.github.bodies(REPO, PR)
     assert "codewords" in body
 
@@ -401,6 +416,7 @@ def test_gate_decides_the_job_and_a_later_step_reads_the_outputs(scenario: Scena
     assert read.groups()[:2] == ("FAIL", "1") and int(read[3]) > 0
     (body,) = scenario.github.bodies(REPO, PR)  # still the one comment, now saying FAIL
     assert "FAIL" in body
+    assert all(w.startswith("PATCH ") for w in _writes_in(scenario.exchanges["gated"]))
 
 
 def test_no_exchange_broke_githubs_description(scenario: Scenario) -> None:
@@ -421,11 +437,12 @@ class Fork:
     writes_during_pr: list[str]
     artifact: Path
     publishes: list[ActRun]
+    publish_writes: list[list[str]]  # each publish run's writes to GitHub
     github: FakeGitHub
 
 
 def _writes(github: FakeGitHub) -> list[str]:
-    return [f"{e.method} {e.path}" for e in github.log if e.method != "GET"]
+    return _writes_in(github.log)
 
 
 @pytest.fixture(scope="module")
@@ -460,13 +477,16 @@ def fork(docker: str, image: str, act: str, git_remote: tuple[Path, str]) -> Ite
         wr["workflow_run"].update(id=PR_RUN_ID, head_sha=head, head_branch="better-prompts")
         wr["workflow_run"]["head_repository"]["full_name"] = FORK
         wr["workflow_run"]["repository"]["full_name"] = wr["repository"]["full_name"] = REPO
-        publishes = [  # a re-run of the publish job updates the comment, never adds one
-            runner.run(ws, ".github/workflows", "workflow_run", wr, run_id=PR_RUN_ID + n)
-            for n in (1, 2)
-        ]
+        publishes, publish_writes = [], []
+        for n in (1, 2):  # a re-run of the publish job updates the comment, never adds one
+            seen = len(github.log)
+            publishes.append(
+                runner.run(ws, ".github/workflows", "workflow_run", wr, run_id=PR_RUN_ID + n)
+            )
+            publish_writes.append(_writes_in(github.log[seen:]))
         artifact = runner.artifacts / str(PR_RUN_ID) / "evalgate-outputs"
         yield Fork(pr=pr, writes_during_pr=writes, artifact=artifact, publishes=publishes,
-                   github=github)  # fmt: skip
+                   publish_writes=publish_writes, github=github)  # fmt: skip
     shutil.rmtree(tmp, ignore_errors=True)
     assert not github.violations, github.violations
 
@@ -492,8 +512,10 @@ def test_fork_publish_posts_one_comment_and_updates_it(fork: Fork) -> None:
         assert run.code == 0 and run.job_succeeded, run.log[-5000:]
         assert run.outputs.get("verdict") == "PUBLISHED", run.log[-5000:]
         assert run.outputs.get("reported_verdict") == fork.pr.outputs["verdict"], run.log[-5000:]
-    posts = [w for w in _writes(fork.github) if w.startswith("POST ")]
-    assert posts == [f"POST /repos/{REPO}/issues/{FORK_PR}/comments"], _writes(fork.github)
+    first, rerun = fork.publish_writes
+    assert first == [f"POST /repos/{REPO}/issues/{FORK_PR}/comments"], fork.publish_writes
+    (comment_id,) = {c["id"] for c in fork.github.comments[REPO, FORK_PR]}
+    assert rerun == [f"PATCH /repos/{REPO}/issues/comments/{comment_id}"], fork.publish_writes
     (body,) = fork.github.bodies(REPO, FORK_PR)
     assert "codewords" in body
     assert fork.github.violations == []
