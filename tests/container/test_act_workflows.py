@@ -105,6 +105,15 @@ def _git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def _checkout_pull(ws: Path, head: str, base: str) -> str:
+    """Leave ``ws`` as actions/checkout leaves a pull_request job's: detached at GitHub's merge
+    commit of the head into the base (refs/pull/N/merge; GITHUB_SHA names it), the head being
+    its second parent. act then copies this directory into the job."""
+    _git(ws, "checkout", "-q", "--detach", base)
+    _git(ws, "merge", "-q", "--no-ff", "--no-edit", head)
+    return _git(ws, "rev-parse", "HEAD")
+
+
 def _commit(ws: Path, message: str) -> str:
     _git(ws, "add", "-A")
     _git(ws, "commit", "-q", "-m", message)
@@ -246,6 +255,7 @@ def scenario(docker: str, image: str, act: str, git_remote: tuple[Path, str]) ->
         head = _commit(ws, "readme")
         _git(ws, "push", "-q", "origin", "feature")
         github.seed_pull(REPO, PR, head, base_sha=base)
+        _checkout_pull(ws, head, base)
         for name in ("pr-1", "pr-2"):
             sc.record(name, runner.run(ws, wf, "pull_request", _pr_event(head, base)))
 
@@ -257,15 +267,14 @@ def scenario(docker: str, image: str, act: str, git_remote: tuple[Path, str]) ->
         _git(ws, "push", "-q", "origin", "HEAD:main")
         _git(ws, "checkout", "-q", "feature")
         _git(ws, "merge", "-q", "--no-edit", "main")
-        gated_head = _git(ws, "rev-parse", "HEAD")
-        _git(ws, "push", "-q", "origin", "feature")
-        github.seed_pull(REPO, PR, gated_head, base_sha=gated_base)
         reader = ws / ".github/workflows/evalgate-read.yml"
         reader.write_text(_with_output_reader((EXAMPLES / "evalgate.yml").read_text()))
-        _commit(ws, "a step that reads evalgate's outputs")
+        gated_head = _commit(ws, "a step that reads evalgate's outputs")
+        github.seed_pull(REPO, PR, gated_head, base_sha=gated_base)
+        _checkout_pull(ws, gated_head, gated_base)
         sc.record("gated", runner.run(
             ws, ".github/workflows/evalgate-read.yml", "pull_request",
-            _pr_event(_git(ws, "rev-parse", "HEAD"), gated_base),
+            _pr_event(gated_head, gated_base),
         ))  # fmt: skip
         yield sc
     shutil.rmtree(tmp, ignore_errors=True)
@@ -453,8 +462,7 @@ def fork(docker: str, image: str, act: str, git_remote: tuple[Path, str]) -> Ite
     with running_fake(OpenAPI.from_dict(spec), spec) as github:
         runner = Act(act, tmp, github, _action_dir(docker, image, tmp))
         ws, _, base = _user_repo(tmp, git_remote, "fork-recipe")
-        # The fork's head: a commit of its own (here a local branch: act copies the directory
-        # as actions/checkout would check out the PR).
+        # The fork's head: a commit of its own (here a local branch).
         _git(ws, "checkout", "-q", "-b", "better-prompts")
         (ws / "README.md").write_text("A fork's change that does not touch the evals.\n")
         head = _commit(ws, "readme")
@@ -467,6 +475,7 @@ def fork(docker: str, image: str, act: str, git_remote: tuple[Path, str]) -> Ite
         event["pull_request"]["head"]["repo"]["full_name"] = FORK
         event["pull_request"]["base"].update(sha=base, ref="main")
         event["pull_request"]["base"]["repo"]["full_name"] = event["repository"]["full_name"] = REPO
+        _checkout_pull(ws, head, base)
         # Every workflow gets the event, as on GitHub: evalgate.yml skips a fork's PR.
         pr = runner.run(ws, ".github/workflows", "pull_request", event, run_id=PR_RUN_ID)
         writes = _writes(github)
