@@ -239,9 +239,9 @@ def test_resume_without_looks_whose_baseline_is_gone_finishes_with_a_warning(
 def test_recorded_baseline_is_checked_by_its_digest(tmp_path: Path) -> None:
     import pytest
 
-    from evalgate.compare.baseline import baseline_reference, load_recorded_baseline
     from evalgate.compare.paired import load_run
     from evalgate.errors import UsageError
+    from evalgate.run.baseline import baseline_reference, load_recorded_baseline
 
     base = tmp_path / "base"
     base.mkdir()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate import stats
-from evalgate.compare.baseline import results_digest
+from evalgate.run.baseline import results_digest
 from evalgate.run.rundir import LoadedRun, load_run
 from evalgate.run.summary import RunSummary, item_metrics, summarize
 

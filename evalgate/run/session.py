@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate import __version__
 from evalgate.config.load import Config
 from evalgate.errors import ConfigError, InfraError
+from evalgate.run.baseline import baseline_reference
 from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
 from evalgate.run.cache import ResponseCache
 from evalgate.run.costs import cost_usd
@@ -29,14 +30,13 @@ from evalgate.run.fingerprint import fingerprint
 from evalgate.run.journal import order_records, resume_journal
 from evalgate.run.lock import lock_run, unlock_run
 from evalgate.run.progress import Progress
-from evalgate.run.rundir import RunDir
+from evalgate.run.rundir import LoadedRun, RunDir
 from evalgate.run.summary import RunSummary, summarize
 from evalgate.serve import Endpoint, ServeContext
 from evalgate.serve.client import ChatClient
 from evalgate.suites import Suite
 
-if TYPE_CHECKING:  # a baseline is a compared run; this stage only hands it to sequential looks
-    from evalgate.compare.paired import LoadedRun
+if TYPE_CHECKING:
     from evalgate.config.spec import Benchmark, GateSettings, Model
     from evalgate.run.sequential import SequentialResult
     from evalgate.serve import ModelServer
@@ -248,8 +248,6 @@ def _cache_identity(model: Model, run_config: dict[str, Any]) -> str:
 def _baseline_record(baseline: LoadedRun, bench: Benchmark, gate: GateSettings) -> dict[str, Any]:
     """run_config.json's record of the baseline and, with sequential looks, the look plan, so
     that `evalgate resume` compares with the same baseline and re-runs the same looks."""
-    from evalgate.compare.baseline import baseline_reference
-
     out: dict[str, Any] = {"baseline": baseline_reference(baseline)}
     if bench.eval.sequential:
         out["sequential"] = {

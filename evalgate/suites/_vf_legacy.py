@@ -58,7 +58,7 @@ class Legacy:
             raise ConfigError(
                 f"benchmark {spec.name!r}: loading environment {spec.env_id!r}: "
                 f"{type(exc).__name__}: {exc}"
-            ) from None
+            ) from exc
         if not callable(getattr(self.env, "run_rollout", None)):
             raise ConfigError(
                 f"benchmark {spec.name!r}: this verifiers has no per-rollout "
@@ -146,7 +146,7 @@ class Legacy:
         except (RequestFailed, InfraError):
             raise
         except Exception as exc:
-            raise _legacy_exception(exc) from None
+            raise _legacy_exception(exc) from exc
         return _output_outcome(out)
 
     async def _group(self, item: Item, vf_client: Any, model: str) -> list[Any]:

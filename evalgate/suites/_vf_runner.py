@@ -122,7 +122,7 @@ def _pick_api(spec: VerifiersBenchmark) -> str:
         raise ConfigError(
             f"benchmark {spec.name!r}: environment {spec.env_id!r} needs {exc.name!r}, "
             "which is not installed"
-        ) from None
+        ) from exc
     if _exports_taskset(module):
         return "v1"
     if callable(getattr(module, "load_environment", None)):
@@ -296,7 +296,7 @@ class _V1:
             raise ConfigError(
                 f"benchmark {spec.name!r}: loading taskset {spec.env_id!r}: "
                 f"{type(exc).__name__}: {exc}"
-            ) from None
+            ) from exc
         ids = _unique_ids([self._item_id(t) for t in tasks])
         self.tasks = dict(zip(ids, tasks, strict=True))
         self.items = [self._item(i, t) for i, t in zip(ids, tasks, strict=True)]
@@ -365,7 +365,7 @@ class _V1:
         try:
             episode = await self.env.run_slot(RunSlot(self.tasks[item.id]), ctx)
         except Exception as exc:
-            raise InfraError(f"vf_{type(exc).__name__}: {exc}") from None
+            raise InfraError(f"vf_{type(exc).__name__}: {exc}") from exc
         return _episode_outcome(episode)
 
 

@@ -128,9 +128,9 @@ class _Worker:
             try:
                 self.proc.stdin.write(line)
                 self.proc.stdin.flush()
-            except OSError:
+            except OSError as exc:
                 self._pending.pop(ident, None)
-                raise InfraError(self._gone()) from None
+                raise InfraError(self._gone()) from exc
 
     def _gone(self) -> str:
         code = self.proc.poll()
