@@ -30,10 +30,11 @@ N(1.6, 2.4²) plus N(0, 1.4²) per item). Kinds of data:
 f is solved so that the population Δ is exactly the target. Per cell (≥ 1,000 runs each):
 A/A false-FAIL (Δ = 0), false PASS at Δ = −δ, the median reported MDE over the A/A runs and the
 power (FAIL rate) at Δ = −MDE; sequential cells (4 Wang–Tsiatis looks, the gate's design)
-report the MDE of the design (what a run that reaches the last look reports: the FAIL test at
-that look's nominal level), the power at it (FAIL at any look) and the share of paired items
-used at Δ = −2·MDE, and print the matching fixed-sample cell's MDE beside it. ok marks: rates
-within 2 Monte-Carlo SE of their bound (α for errors, 0.80 for power), items used ≤ 65 %. For
+report the MDE of the design (what a run that reaches the last look reports: the FAIL test's
+power over every look, ``stats.design_level``), the power at it (FAIL at any look) and the
+share of paired items used at Δ = −2·MDE, and print the matching fixed-sample cell's MDE
+beside it. ok marks: rates within 2 Monte-Carlo SE of their bound (α for errors, 0.80 for
+power), items used ≤ 65 %. For
 the 0/1 "noise" cells the A/A false-FAIL rate, and for the sequential 0/1 "breaks" cell the
 items used, are also computed exactly (no Monte-Carlo error).
 The script prints figures only and asserts nothing.
@@ -48,6 +49,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.special import expit
@@ -205,18 +207,21 @@ def _decide(
     MDE is below the margin the status at Δ = −MDE may rightly be PASS (Δ within the margin).
     """
     clusters = np.arange(cell.n) // (cell.n // cell.groups) if cell.groups else None
-    common = {
+    common: dict[str, Any] = {
         "margin": margin,
         "alpha": alpha,
         "seed": seed,
         "n_resamples": SIM_RESAMPLES,
         "with_mde": with_mde,
     }
+    # The items are in the run's order and `horizon` is the number planned, as compare_runs
+    # passes them: graded PASS bounds are one betting process over the run (read at each look).
+    common["horizon"] = cell.n
     if not cell.sequential:
         mc = compare_metric("accuracy", base, head, clusters=clusters, **common)
         return mc.status, float(mc.mde or math.nan), 1.0, mc.result.hi < 0.0
-    # The design's MDE: what a run that reaches the last look reports (the FAIL test at the last
-    # look's nominal level on all n items; the earlier looks only add power).
+    # The design's MDE: what a run that reaches the last look reports (the FAIL test's power
+    # over every look, as one test on all n items at stats.design_level).
     mde = math.nan
     if with_mde:
         full = compare_metric("accuracy", base, head, clusters=clusters,

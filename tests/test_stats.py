@@ -829,6 +829,75 @@ def test_sequential_rejects_bad_looks() -> None:
         sequential_decision([1, 0], [1, 0], look=1, looks=4, margin=0.03, alpha=0.05, n_total=1)
 
 
+def _broken_halves(rng: np.random.Generator, n: int, margin: float) -> tuple[np.ndarray, ...]:
+    """Graded (base, head) whose differences are ±0.5 with mean exactly −margin: the pattern
+    where the betting bound is tightest, so a PASS side spending more than α shows."""
+    d = np.where(rng.random(n) < 0.5 - margin, 0.5, -0.5)
+    head = np.clip(rng.random(n) + d, 0.0, 1.0)
+    return head - d, head
+
+
+def test_sequential_graded_false_pass_is_at_most_alpha_over_many_looks() -> None:
+    # Δ = −δ exactly, 20 looks. Each look re-betting on its own items at its own nominal level
+    # spent up to the sum of the levels on the PASS side (> α with 20 looks: 0.073 ± 0.015 on
+    # these data); one capital process over the run, read at every look at α, spends α
+    # (Ville). A look's PASS side is paired_compare's on its prefix with the run's horizon
+    # (the next test), which this reads directly: the FAIL side's repeated p-values over 20
+    # looks cost a second a run, and stopping for FAIL could only make PASS rarer.
+    rng = np.random.default_rng(20261126)
+    n, looks, margin, alpha, runs = 200, 20, 0.05, 0.05, 300
+    passed = 0
+    for _ in range(runs):
+        base, head = _broken_halves(rng, n, margin)
+        passed += any(
+            paired_compare(
+                base[:size], head[:size], margin=margin, alpha=alpha, horizon=n, n_resamples=1
+            ).p_noninferiority
+            <= alpha
+            for size in look_sizes(n, looks)
+        )
+    assert passed / runs <= alpha, passed
+
+
+def test_sequential_graded_pass_side_is_one_betting_process() -> None:
+    # With a horizon, a look's PASS p-value is 1 / (running max of one capital process) at its
+    # prefix: never larger at a later look, and the same as the fixed-sample test's on that
+    # prefix at the full α (items in the same order, bets tuned to the same horizon).
+    rng = np.random.default_rng(3)
+    n, looks = 240, 6
+    for _ in range(5):
+        base = rng.beta(2, 2, n)
+        head = np.clip(base + rng.normal(0.0, 0.2, n), 0.0, 1.0)
+        p_seen, lo_seen = [], []
+        for look, size in enumerate(look_sizes(n, looks), start=1):
+            res = sequential_compare(
+                base[:size], head[:size], look=look, looks=looks, margin=0.05, alpha=0.05,
+                horizon=n, n_resamples=100,
+            )  # fmt: skip
+            p_seen.append(res.p_noninferiority)
+            lo_seen.append(res.lo)
+            alone = paired_compare(
+                base[:size], head[:size], margin=0.05, alpha=0.05, horizon=n, n_resamples=100
+            )
+            assert (res.p_noninferiority, res.lo) == (alone.p_noninferiority, alone.lo)
+        assert all(a >= b for a, b in itertools.pairwise(p_seen)), p_seen
+        assert all(a <= b + 1e-3 for a, b in itertools.pairwise(lo_seen)), lo_seen
+        # The last look is the fixed-sample PASS bound; the FAIL side keeps its spending (its
+        # bound is at the last look's nominal level, so never tighter than the fixed one).
+        assert res.hi >= alone.hi
+
+
+def test_item_order_is_a_keyed_hash_of_the_id_alone() -> None:
+    import hashlib
+
+    ids = [f"item-{i}" for i in range(50)]
+    order = stats.item_order(ids, 7)
+    assert order == sorted(ids, key=lambda i: hashlib.sha256(f"7:{i}".encode()).digest())
+    kept = [i for i in order if not i.endswith(("3", "5"))]  # errored items dropped
+    assert stats.item_order(reversed(kept), 7) == kept
+    assert stats.item_order(ids, 8) != order
+
+
 def test_fail_crossing_probability_matches_enumeration() -> None:
     # Every one of the 3^6 item sequences (tie, base-only right, PR-only right) of a 2-look design
     # on 6 items, at levels where the exact test can reject: the look-by-look computation must

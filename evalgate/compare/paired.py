@@ -32,6 +32,7 @@ __all__ = [
     "compare_with_baselines",
     "load_run",
     "missing_from_head",
+    "order_of",
     "sequential_design",
     "summary_of",
     "threshold_test",
@@ -321,6 +322,27 @@ def sequential_design(run: LoadedRun) -> tuple[int, int] | None:
         return None
 
 
+def order_of(run: LoadedRun) -> tuple[int, int | None]:
+    """(seed, horizon) of the order ``run``'s paired items are read in (:func:`stats.item_order`).
+
+    A run decided by sequential looks recorded the seed its items ran in and how many were
+    planned: read back in that order and with that horizon, the graded tests are the looks'
+    own process (the last look's verdict, reproduced). Any other run: seed 0 and no horizon
+    (the horizon is then the number of paired items).
+    """
+    seq = run.metadata.get("sequential") or {}
+    planned = run.config.get("sequential") or {}
+    try:
+        seed = int(seq.get("seed", planned.get("seed", 0)))
+    except (TypeError, ValueError):
+        seed = 0
+    try:
+        horizon = int(seq["items_total"]) if sequential_design(run) is not None else None
+    except (KeyError, TypeError, ValueError):
+        horizon = None
+    return seed, horizon
+
+
 def compare_metric(
     name: str,
     base: np.ndarray,
@@ -334,6 +356,7 @@ def compare_metric(
     n_resamples: int = 10_000,
     with_mde: bool = True,
     scale: str | list[float] | None = None,
+    horizon: int | None = None,
 ) -> MetricComparison:
     """One metric's paired test, its bounds, its MDE and its status (before Holm).
 
@@ -342,7 +365,9 @@ def compare_metric(
     (:func:`evalgate.stats.sequential_compare`), valid whatever look the run stopped at.
     ``with_mde=False`` skips the MDE (simulations that only count verdicts). ``scale``: the
     metric's declared scale (``gate.scales``), else inferred from both runs' values; the range
-    it assumes is stated in ``reason`` when the data had to supply it.
+    it assumes is stated in ``reason`` when the data had to supply it. ``horizon``: the items
+    are in the run's order (:func:`stats.item_order`), the first of ``horizon`` planned ones;
+    graded PASS bounds are one betting process over them (:func:`stats.sequential_compare`).
     """
     import numpy as np
 
@@ -358,6 +383,7 @@ def compare_metric(
             seed=seed,
             n_resamples=n_resamples,
             bounds=bounds,
+            horizon=horizon,
         )
     else:
         result = stats.sequential_compare(
@@ -371,8 +397,15 @@ def compare_metric(
             seed=seed,
             n_resamples=n_resamples,
             bounds=bounds,
+            horizon=horizon,
         )
     level = result.level or result.alpha
+    if design is not None and design[0] == design[1]:
+        # A run that reached its last look: the design's MDE, the power of the FAIL test over
+        # every look (stats.design_level, the one-look level with that power), not the last
+        # look's test alone (which ignores what the earlier looks add: 1.075 × the fixed
+        # design's MDE in the normal limit against 1.04 for 4 looks).
+        level = stats.design_level(design[1], alpha)
     # The effect the gate's own FAIL test detects with 80 % power at the level it ran at, under
     # the stated assumption (the PR only lowers scores, uniformly or proportionally).
     mde = stats.mde_for_test(base, head, clusters=clusters, alpha=level) if with_mde else None
@@ -440,13 +473,15 @@ def compare_runs(
     results: list[MetricComparison] = []
     flips: list[Flip] = []
     design = sequential_design(head)
+    order_seed, horizon = order_of(head)
     n_paired = 0
     for name in names:
         b_vals, h_vals = base_metrics.get(name, {}), head_metrics.get(name, {})
-        # Errored items drop out. The rest go in id order, not the order they finished in:
-        # graded scores' bounds (betting, sign-flips) depend on order, and an id is fixed
-        # before any score is, so this order keeps them valid and every reading the same.
-        ids = sorted(i for i in same if i in b_vals and i in h_vals)
+        # Errored items drop out. The rest go in the run's order (a keyed hash of the id), not
+        # the order they finished in: graded scores' bounds (betting, sign-flips) depend on
+        # order, and this one is fixed before any score is and is the order the looks ran in,
+        # so the bounds stay valid and every reading (look or scorecard) is the same.
+        ids = stats.item_order((i for i in same if i in b_vals and i in h_vals), order_seed)
         if not ids:
             results.append(MetricComparison(name, None, "INCONCLUSIVE", None, "no paired items"))
             continue
@@ -466,6 +501,7 @@ def compare_runs(
                 seed=seed,
                 design=design,
                 scale=(scales or {}).get(name),
+                horizon=max(horizon or 0, len(ids)),
             )
         )
         n_paired = max(n_paired, len(ids))

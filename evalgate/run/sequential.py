@@ -1,8 +1,9 @@
 """Sequential early stopping: spend fewer model calls when the verdict is already clear.
 
 Group-sequential design (Wang & Tsiatis 1987, see :mod:`evalgate.stats._sequential`): the
-items paired with the baseline run in a seeded order, and after each of ``looks`` equal slices
-the paired test looks at what it has, at the look's nominal level, so that its bounds are
+items paired with the baseline run in the run's one data-independent order
+(:func:`evalgate.stats.item_order`, a keyed hash of the id), and after each of ``looks`` equal
+slices the paired test looks at what it has, at the look's nominal level, so that its bounds are
 repeated confidence intervals that keep the overall error rates at α. The decision is
 :func:`evalgate.stats.sequential_decision`; this module only schedules the calls. On ``resume``
 the rollouts kept from the journal count at every look (``prior``): the looks see the same items
@@ -11,7 +12,6 @@ as an uninterrupted run would.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -59,18 +59,26 @@ class SequentialResult:
     items_total: int
     stopped_early: bool
     history: list[dict[str, Any]] = field(default_factory=list)
+    # The key of the order the items ran in (stats.item_order): `evalgate compare` reads the
+    # results back in it, so its graded bounds are the looks' own process.
+    seed: int = 0
 
 
 def plan_order(
     items: list[Item], baseline: Any, metric: str, seed: int
 ) -> tuple[list[Item], list[Item], dict[str, float]]:
-    """(paired items in a seeded order, unpaired items, baseline per-item scores)."""
+    """(paired items in the order of ``seed``, unpaired items, baseline per-item scores).
+
+    The order is :func:`evalgate.stats.item_order`, the one ``evalgate compare`` reads the
+    results in: what a look has seen is a prefix of the graded tests' process (the betting
+    bound's capital), so one process decides every look and the scorecard.
+    """
     base_scores = item_metrics(baseline.records, baseline.rollouts).get(metric, {})
     hashes = {r["example_id"]: r.get("item_hash") for r in baseline.records}
     paired = [it for it in items if it.id in base_scores and hashes.get(it.id) == identity(it)]
     unpaired = [it for it in items if it not in paired]
-    order = sorted(paired, key=lambda it: it.id)
-    random.Random(seed).shuffle(order)
+    rank = {i: r for r, i in enumerate(stats.item_order({it.id for it in paired}, seed))}
+    order = sorted(paired, key=lambda it: rank[it.id])
     return order, unpaired, base_scores
 
 
@@ -106,10 +114,11 @@ async def run_sequential(
         records += await run_items(Subset(suite, chunk))
         done = size
         head = item_metrics(list(prior or []) + records, rollouts).get(metric, {})
-        # The items seen so far in id order, as `evalgate compare` pairs them: graded bounds
-        # (betting, sign-flips) depend on order, and the shuffled order the looks ran in would
-        # give the scorecard a verdict this look did not reach. Errored items drop out.
-        seen = sorted(it.id for it in order[:size] if it.id in head)
+        # The items seen so far in the order they ran in, which is the order `evalgate compare`
+        # pairs them in: graded bounds (betting, sign-flips) depend on order, and this way each
+        # look reads one betting process at its prefix. Errored items drop out (the rest keep
+        # their order: the key is the id's own).
+        seen = [it.id for it in order[:size] if it.id in head]
         if not seen:
             continue
         b = np.array([base_scores[i] for i in seen])
@@ -140,6 +149,7 @@ async def run_sequential(
                 items_total=len(order),
                 stopped_early=size < len(order),
                 history=history,
+                seed=seed,
             )
             return records, result
     return records, None

@@ -21,11 +21,12 @@ Layout (private modules; import everything from ``evalgate.stats``):
 * ``_paired``: :class:`PairedResult`, :func:`paired_compare` and :func:`verdict`;
 * ``_exact``: the exact unconditional test for paired 0/1 scores and its inversion;
 * ``_betting``: the betting lower bound for bounded (fractional) differences;
+* ``_order``: :func:`item_order`, the one data-independent order of a run's items (keyed hash);
 * ``_multiplicity``: :func:`holm`;
 * ``_power``: :func:`mde`, :func:`mde_paired`, :func:`mde_for_test`;
 * ``_passk``: :func:`pass_at_k`, :func:`pass_hat_k`;
 * ``_sequential``: Wang–Tsiatis / O'Brien-Fleming bounds, :func:`look_sizes`, :func:`nominal_alpha`,
-  :func:`repeated_p`, :func:`sequential_compare`, :func:`sequential_decision`,
+  :func:`repeated_p`, :func:`design_level`, :func:`sequential_compare`, :func:`sequential_decision`,
   :func:`fail_crossing_probability` (the design's exact A/A false-FAIL rate for 0/1 items);
 * ``_pure``: the numpy-free estimates a run summary needs, and the lazy scipy imports;
 * ``_binomial``: :func:`binom_cdf`, :func:`binom_sf`, :func:`clopper_pearson_lower` (a
@@ -66,12 +67,14 @@ _WHERE = {
     "paired_compare": "_paired",
     "verdict": "_paired",
     "_mcnemar_p": "_paired",
+    "item_order": "_order",
     "pass_at_k": "_passk",
     "pass_hat_k": "_passk",
     "_mcnemar_critical": "_power",
     "mde": "_power",
     "mde_for_test": "_power",
     "mde_paired": "_power",
+    "design_level": "_sequential",
     "fail_crossing_probability": "_sequential",
     "look_sizes": "_sequential",
     "nominal_alpha": "_sequential",
@@ -88,6 +91,7 @@ if TYPE_CHECKING:
     from evalgate.stats._display import decimals_against
     from evalgate.stats._estimates import Estimate, item_scores, mean_ci
     from evalgate.stats._multiplicity import holm
+    from evalgate.stats._order import item_order
     from evalgate.stats._paired import FAIL as FAIL
     from evalgate.stats._paired import INCONCLUSIVE as INCONCLUSIVE
     from evalgate.stats._paired import MIN_GROUPS as MIN_GROUPS
@@ -99,6 +103,7 @@ if TYPE_CHECKING:
     from evalgate.stats._power import mde, mde_for_test, mde_paired
     from evalgate.stats._scale import Scale, metric_scale
     from evalgate.stats._sequential import (
+        design_level,
         fail_crossing_probability,
         look_sizes,
         nominal_alpha,
@@ -132,8 +137,10 @@ __all__ = [
     "binom_sf",
     "clopper_pearson_lower",
     "decimals_against",
+    "design_level",
     "fail_crossing_probability",
     "holm",
+    "item_order",
     "item_scores",
     "look_sizes",
     "mde",

@@ -12,8 +12,13 @@ of distinct values. The bets are their predictable plug-in λ_i (a function of x
 only), truncated at 0.75/m so that no factor can reach 0 (WSR 2024, §5); the bound is found by
 bisection on the rejection of each m.
 
-The items have no natural order; they are betted on in a seeded random order, so the bound is
-deterministic for a given seed.
+The items have no natural order. Given a ``horizon`` (what ``evalgate compare`` and the
+sequential looks pass), they are betted on in the order given, which must be fixed before any
+score is seen (:func:`evalgate.stats.item_order`), and the bets are tuned to ``horizon`` items:
+the bound over the first t ≤ horizon items of that order is then one capital process read at
+time t, and by Ville's inequality it is valid at α at every t at once, so a sequential run may
+check it at every look at the full α (see :func:`evalgate.stats.sequential_compare`). Without a
+horizon they are betted on in a seeded random order, tuned to their number.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ _MAX_BET = 0.75
 _BOUND_TOL = 1e-4
 
 
-def _bets(x: np.ndarray, alpha: float) -> np.ndarray:
-    """Predictable plug-in bets λ_i = sqrt(2 log(1/α) / (n σ̂²_{i−1})) (WSR 2024, eq. 26)."""
-    n = x.size
-    i = np.arange(1, n + 1, dtype=float)
+def _bets(x: np.ndarray, alpha: float, horizon: int | None = None) -> np.ndarray:
+    """Predictable plug-in bets λ_i = sqrt(2 log(1/α) / (n σ̂²_{i−1})) (WSR 2024, eq. 26), n the
+    ``horizon`` (the planned number of items; default the number given): a constant of the
+    design, so the bets stay predictable when the process is read before its end."""
+    n = max(x.size, horizon or 0)
+    i = np.arange(1, x.size + 1, dtype=float)
     mu = (0.5 + np.cumsum(x)) / (i + 1.0)
     var = (0.25 + np.cumsum((x - mu) ** 2)) / (i + 1.0)
     prev = np.r_[0.25, var[:-1]]  # σ̂² from the items before i only
@@ -44,17 +51,26 @@ def _log_capital(x: np.ndarray, bets: np.ndarray, m: float) -> float:
 
 
 def betting_lower(
-    values: np.ndarray, low: float, high: float, d0: float, alpha: float, seed: int
+    values: np.ndarray,
+    low: float,
+    high: float,
+    d0: float,
+    alpha: float,
+    seed: int,
+    horizon: int | None = None,
 ) -> tuple[float, float]:
     """(lower bound, p-value of H0: mean ≤ d0) for values in [low, high].
 
     The p-value is 1 / max_t K_t(d0) (capped at 1); the bound is the infimum of the m that are
     not rejected, found by bisection with d0 as one end, so "bound > d0 ⇔ p ≤ alpha" exactly.
+    ``horizon``: bet on the values in the order given, tuned to that many items (the module
+    docstring); None: in a random order of ``seed``, tuned to their number.
     """
     width = high - low
-    order = np.random.default_rng(seed).permutation(values.size)
-    x = (values[order] - low) / width
-    bets = _bets(x, alpha)
+    if horizon is None:
+        values = values[np.random.default_rng(seed).permutation(values.size)]
+    x = (values - low) / width
+    bets = _bets(x, alpha, horizon)
 
     def reject(m: float) -> bool:  # m on the original scale
         return _log_capital(x, bets, (m - low) / width) >= math.log(1.0 / alpha)

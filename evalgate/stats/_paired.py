@@ -77,7 +77,9 @@ class PairedResult:
     n_clusters: int | None = None
     n_resamples: int = 0  # sign-flip patterns used; 0 for the exact binary test
     exact: bool = True  # False when the p-values are Monte-Carlo estimates
-    level: float | None = None  # level of lo / hi when not alpha (a sequential look's nominal α)
+    # Level of hi (and lo) when not alpha: a sequential look's nominal α. A look's betting lo
+    # with a horizon stays at alpha (one capital process over the looks; the note says so).
+    level: float | None = None
     note: str = ""  # why a bound comes from a wider method (few groups, no variance)
 
 
@@ -214,8 +216,13 @@ def _item_bounds(
     alpha: float,
     resamples: tuple[int, int],
     width: float,
+    horizon: int | None = None,
+    pass_alpha: float | None = None,
 ) -> tuple[_Bounds, str, str]:
-    """The test on items: exact unconditional (binary) or sign-flip; (bounds, method, note)."""
+    """The test on items: exact unconditional (binary) or sign-flip; (bounds, method, note).
+
+    ``horizon`` / ``pass_alpha``: the betting bound's horizon and level when not alpha
+    (:func:`_compare`)."""
     n = b.size
     if _is_binary(b) and _is_binary(h):
         n_b, n_c = int(np.sum((b == 1.0) & (h == 0.0))), int(np.sum((b == 0.0) & (h == 1.0)))
@@ -226,7 +233,8 @@ def _item_bounds(
     # skewed, and the sign-flip's symmetry fails there). Regression: the sign-flip, exact when
     # the PR changes nothing (base and PR exchangeable within each item).
     flip = _sign_flip(d, np.ones(n), margin, alpha, *resamples)
-    lo, p_ni = betting_lower(d, -width, width, -margin, alpha, resamples[1])
+    level = alpha if pass_alpha is None else pass_alpha
+    lo, p_ni = betting_lower(d, -width, width, -margin, level, resamples[1], horizon)
     found = _Bounds(lo, flip.hi, p_ni, flip.p_reg, flip.used, flip.exact)
     return found, "betting / sign-flip-permutation", ""
 
@@ -265,6 +273,7 @@ def paired_compare(
     n_resamples: int = 10_000,
     seed: int = 0,
     bounds: tuple[float, float] | None = None,
+    horizon: int | None = None,
 ) -> PairedResult:
     """Compare aligned per-item scores (same items, same order) of base and head.
 
@@ -272,11 +281,37 @@ def paired_compare(
     default [0, 1]. It is widened to hold the scores given, and sets the range of the
     differences that the betting and Hoeffding bounds assume.
 
+    ``horizon``: the items are in an order fixed before any score was seen
+    (:func:`evalgate.stats.item_order`) and are the first of ``horizon`` planned ones: the
+    betting bound bets on them in that order, tuned to ``horizon`` (:mod:`._betting`). None:
+    a seeded random order, tuned to the items given.
+
     ``lo`` / ``hi`` are the one-sided (1 − alpha) bounds from inverting the tests whose p-values
     are ``p_noninferiority`` / ``p_regression`` (the module docstring lists the method for each
     kind of data), so :func:`verdict` agrees with the bounds. Raises ValueError on a length
     mismatch, on no items, or on non-finite scores.
     """
+    return _compare(
+        base, head, clusters, margin, alpha, n_resamples, seed, bounds, horizon, pass_alpha=None
+    )
+
+
+def _compare(
+    base: ArrayLike,
+    head: ArrayLike,
+    clusters: Sequence[Hashable] | ArrayLike | None,
+    margin: float,
+    alpha: float,
+    n_resamples: int,
+    seed: int,
+    bounds: tuple[float, float] | None,
+    horizon: int | None,
+    *,
+    pass_alpha: float | None,
+) -> PairedResult:
+    """:func:`paired_compare`; ``pass_alpha``: the level of the betting (PASS) bound on items
+    when not ``alpha`` (a sequential look: the FAIL side at the look's level, the PASS side one
+    capital process at the full α, see :func:`evalgate.stats.sequential_compare`)."""
     _check_alpha(alpha)
     if not (math.isfinite(margin) and margin >= 0.0):
         raise ValueError(f"margin must be a finite number ≥ 0, got {margin!r}")
@@ -287,6 +322,8 @@ def paired_compare(
     n = int(b.size)
     if n == 0:
         raise ValueError("no items to compare")
+    if horizon is not None and operator.index(horizon) < n:
+        raise ValueError(f"horizon ({horizon}) is below the number of items ({n})")
     d = h - b
     discordant = None
     if _is_binary(b) and _is_binary(h):
@@ -296,7 +333,7 @@ def paired_compare(
     width = max(high, float(b.max()), float(h.max())) - min(low, float(b.min()), float(h.min()))
     width = width if width > 0.0 else 1.0
     resamples = (n_resamples, seed)
-    found, method, note = _item_bounds(b, h, margin, alpha, resamples, width)
+    found, method, note = _item_bounds(b, h, margin, alpha, resamples, width, horizon, pass_alpha)
     n_clusters = None
     if clusters is not None:
         codes, n_clusters = _cluster_codes(clusters, n)

@@ -8,6 +8,15 @@ FAIL (U < 0) keeps both error rates at α. The p-values are repeated p-values: t
 overall α at which the design's boundary would be crossed at this look, so "p ≤ α" is the same
 decision as the bounds, and Holm across metrics applies to them directly.
 
+Graded items without groups, given the run's ``horizon``: the PASS side is not spent look by
+look but is ONE betting capital process (:mod:`._betting`) over the items in the run's
+data-independent order (:func:`evalgate.stats.item_order`), its bets tuned to the planned
+number of items. A look's items are a prefix of that order, so each look reads the same
+nonnegative supermartingale at a later time, and Ville's inequality bounds the chance that it
+ever reaches 1/α by α: checking "lower bound > −margin" at the full α at every look keeps the
+false-PASS rate ≤ α over all looks (re-betting each look at its nominal level could spend up to
+the sum of the levels, 0.077 at 4 looks and α = .05). The FAIL side keeps its spending.
+
 The boundary is Wang & Tsiatis (1987), b_k = c·(k/K)^(Δ − 1/2), with Δ = 0.25 (``SHAPE``),
 between O'Brien–Fleming (Δ = 0: almost no early stopping, the full α at the end) and Pocock
 (Δ = 1/2: a constant level). Why not O'Brien–Fleming: when a PR only breaks items (greedy
@@ -33,9 +42,9 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from evalgate.stats._common import _as_pair, _check_alpha, _scipy_stats
+from evalgate.stats._common import _as_pair, _check_alpha, _is_binary, _scipy_stats
 from evalgate.stats._exact import regression_edge
-from evalgate.stats._paired import INCONCLUSIVE, PairedResult, paired_compare, verdict
+from evalgate.stats._paired import INCONCLUSIVE, PairedResult, _compare, verdict
 
 SHAPE = 0.25
 """The Wang–Tsiatis Δ of the gate's design (0: O'Brien–Fleming, 0.5: Pocock)."""
@@ -46,29 +55,33 @@ def _shape(looks: int, shape: float) -> list[float]:
     return [(k / looks) ** (shape - 0.5) for k in range(1, looks + 1)]
 
 
-def _crossing_probability(c: float, looks: int, shape: float, step: float = 0.01) -> float:
-    """P(some look crosses) under H0 for the boundaries b_k = c·(k/K)^(Δ − 1/2).
+def _crossing_probability(
+    c: float, looks: int, shape: float, step: float = 0.01, drift: float = 0.0
+) -> float:
+    """P(some look crosses) for the boundaries b_k = c·(k/K)^(Δ − 1/2), under H0 (``drift``
+    0) or when the last look's z has mean ``drift``.
 
-    On the partial-sum scale S_k = sqrt(k)·Z_k (independent N(0, 1) increments for equally
-    spaced information) the boundary is c·(k/K)^(Δ − 1/2)·sqrt(k); the sub-density of
-    not-yet-crossed paths is propagated look by look by numerical convolution (Armitage,
-    McPherson & Rowe 1969; Jennison & Turnbull 2000, ch. 19), trapezoid rule.
+    On the partial-sum scale S_k = sqrt(k)·Z_k (independent N(μ, 1) increments for equally
+    spaced information, μ = drift/sqrt(K)) the boundary is c·(k/K)^(Δ − 1/2)·sqrt(k); the
+    sub-density of not-yet-crossed paths is propagated look by look by numerical convolution
+    (Armitage, McPherson & Rowe 1969; Jennison & Turnbull 2000, ch. 19), trapezoid rule.
     """
     sps = _scipy_stats()
+    mu = drift / math.sqrt(looks)
     tops = [c * f * math.sqrt(k) for k, f in enumerate(_shape(looks, shape), start=1)]
     # Paths more than 9 SD below every boundary can never come back in K − 1 looks (P < 1e-18).
-    bottom = min(tops) - 9.0 * math.sqrt(looks)
+    bottom = min(tops) - 9.0 * math.sqrt(looks) - max(mu, 0.0) * looks
     m = math.ceil((max(tops) - bottom) / step) + 1
     x = max(tops) - step * np.arange(m)[::-1]
     weights = np.full(m, step)
     weights[[0, -1]] = step / 2.0
     half = math.ceil(9.0 / step)
-    kernel = sps.norm.pdf(step * np.arange(-half, half + 1))
-    density = np.where(x < tops[0], sps.norm.pdf(x), 0.0)
-    crossed = float(sps.norm.sf(tops[0]))
+    kernel = sps.norm.pdf(step * np.arange(-half, half + 1) - mu)
+    density = np.where(x < tops[0], sps.norm.pdf(x - mu), 0.0)
+    crossed = float(sps.norm.sf(tops[0] - mu))
     for top in tops[1:]:
         mass = weights * density
-        crossed += float(np.sum(mass * sps.norm.sf(top - x)))
+        crossed += float(np.sum(mass * sps.norm.sf(top - x - mu)))
         density = np.where(x < top, np.convolve(mass, kernel)[half : half + m], 0.0)
     return crossed
 
@@ -130,6 +143,37 @@ def nominal_alpha(look: int, looks: int, alpha: float) -> float:
     design (4 looks at α = .05: 0.0048, 0.0146, 0.0244, 0.0334)."""
     bounds = wang_tsiatis_bounds(looks, alpha)
     return float(_scipy_stats().norm.sf(bounds[look - 1]))
+
+
+@functools.lru_cache(maxsize=64)
+def design_level(looks: int, alpha: float, power: float = 0.8) -> float:
+    """The one-look level whose test has, in the normal limit, the power of the whole
+    ``looks``-look design (:data:`SHAPE`) at every look: the level at which the MDE of one test
+    on all the items is the design's MDE.
+
+    The design reaches ``power`` at the drift θ (the last look's expected z) solving
+    P(some look crosses | θ) = power; one test at level α* has that power at θ when
+    z_{1−α*} = θ − z_power. 4 looks at α = .05, power .8: α* ≈ 0.040, an MDE 1.04 × the fixed
+    design's (the last look's level alone, 0.0334, gives 1.075 ×).
+    """
+    _check_alpha(alpha)
+    _check_alpha(power, "power")
+    looks = operator.index(looks)
+    if looks == 1:
+        return float(alpha)
+    from scipy import optimize  # lazy, like scipy.stats (see _scipy_stats)
+
+    sps = _scipy_stats()
+    bounds = wang_tsiatis_bounds(looks, alpha)
+    c = bounds[-1]  # b_k = c·(k/K)^(Δ − 1/2): c is the last look's boundary
+    z_power = float(sps.norm.ppf(power))
+    theta = optimize.brentq(
+        lambda t: _crossing_probability(c, looks, SHAPE, drift=t) - power,
+        float(sps.norm.isf(alpha)) + z_power - 1.0,
+        c + z_power + 1.0,
+        xtol=1e-6,
+    )
+    return float(sps.norm.sf(theta - z_power))
 
 
 def repeated_p(p_nominal: float, look: int, looks: int) -> float:
@@ -220,34 +264,52 @@ def sequential_compare(
     n_resamples: int = 10_000,
     seed: int = 0,
     bounds: tuple[float, float] | None = None,
+    horizon: int | None = None,
 ) -> PairedResult:
     """:func:`paired_compare` at look ``look`` of the ``looks``-look design (:data:`SHAPE`).
 
     The bounds are the repeated confidence bounds (level ``result.level`` = the look's nominal
     α), the p-values are repeated p-values and ``result.alpha`` is the overall α, so
     :func:`verdict` on the result is the design's decision at this look.
+
+    ``horizon`` (the planned number of items; the items given are the first of them in the
+    run's order, :func:`evalgate.stats.item_order`): for graded items without groups the PASS
+    side is then ONE betting capital process over the whole run, tuned to ``horizon`` and read
+    at this look's prefix. Ville's inequality bounds the chance that it EVER reaches 1/α by α,
+    so the lower bound and p_noninferiority are at the full α at every look (an anytime-valid
+    p = 1 / max capital, no spending), and the false-PASS rate over all looks is ≤ α. Without
+    it (or for 0/1 items and groups) both sides are at the look's nominal level; for graded
+    data the PASS side's worst case is then the sum of the looks' levels.
     """
     _check_alpha(alpha)
     look, looks = operator.index(look), operator.index(looks)
     if not 1 <= look <= looks:
         raise ValueError(f"look must be in 1..{looks}, got {look}")
     level = nominal_alpha(look, looks, alpha)
-    result = paired_compare(
-        base,
-        head,
-        clusters=clusters,
-        margin=margin,
-        alpha=level,
-        n_resamples=n_resamples,
-        seed=seed,
-        bounds=bounds,
+    b, h = _as_pair(base, head)
+    anytime = horizon is not None and clusters is None and not (_is_binary(b) and _is_binary(h))
+    result = _compare(
+        b,
+        h,
+        clusters,
+        margin,
+        level,
+        n_resamples,
+        seed,
+        bounds,
+        horizon,
+        pass_alpha=float(alpha) if anytime else None,
     )
+    note = "lower bound: one betting process over the looks, at the overall α" if anytime else ""
     return dataclasses.replace(
         result,
         alpha=float(alpha),
         level=level,
         p_regression=repeated_p(result.p_regression, look, looks),
-        p_noninferiority=repeated_p(result.p_noninferiority, look, looks),
+        p_noninferiority=(
+            result.p_noninferiority if anytime else repeated_p(result.p_noninferiority, look, looks)
+        ),
+        note="; ".join(x for x in (result.note, note) if x),
     )
 
 
@@ -266,9 +328,11 @@ def sequential_decision(
 ) -> Literal["PASS", "FAIL", "INCONCLUSIVE"] | None:
     """Group-sequential verdict at look ``look`` (1-based) of ``looks``, or None to continue.
 
-    ``base`` / ``head`` are the items seen so far, in a fixed seeded order, ideally
+    ``base`` / ``head`` are the items seen so far, the first of the run's ``n_total`` in its
+    data-independent order (:func:`evalgate.stats.item_order`), ideally
     ``look_sizes(n_total, looks)[look - 1]`` of them. PASS if the repeated lower bound clears
-    −margin, else FAIL if the repeated upper bound is below 0 (see :func:`sequential_compare`);
+    −margin, else FAIL if the repeated upper bound is below 0 (see :func:`sequential_compare`,
+    with ``horizon=n_total``: graded items' PASS side is one betting process over the looks);
     otherwise None before the last look and INCONCLUSIVE at it.
     """
     b, h = _as_pair(base, head)
@@ -284,6 +348,7 @@ def sequential_decision(
         clusters=clusters,
         n_resamples=n_resamples,
         seed=seed,
+        horizon=n_total,
     )
     decision = verdict(result)
     if decision == INCONCLUSIVE and look < looks:
