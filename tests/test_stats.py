@@ -887,6 +887,35 @@ def test_sequential_graded_pass_side_is_one_betting_process() -> None:
         assert res.hi >= alone.hi
 
 
+def test_design_level_gives_the_designs_power_over_every_look() -> None:
+    # The one-look level whose power equals the 4-look design's: at the drift where that test
+    # has 80 % power, the design (crossing at any look, checked by simulating the looks' z's)
+    # has 80 % too. The last look's level alone (0.0334) would need a larger drift.
+    level = stats.design_level(4, 0.05)
+    assert stats.nominal_alpha(4, 4, 0.05) < level < 0.05
+    theta = sps.norm.isf(level) + sps.norm.ppf(0.8)
+    rng = np.random.default_rng(0)
+    z = (rng.standard_normal((100_000, 4)) + theta / 2.0).cumsum(axis=1) / np.sqrt([1, 2, 3, 4])
+    power = np.mean((z >= np.array(stats.wang_tsiatis_bounds(4, 0.05))).any(axis=1))
+    assert abs(power - 0.8) < 0.006, power
+    assert stats.design_level(1, 0.05) == 0.05
+
+
+def test_a_sequential_runs_mde_counts_every_look() -> None:
+    # A run that reached its last look reports the design's MDE: 1.04 × the fixed design's in
+    # the normal limit (it was the last look's test alone, 1.075 ×).
+    from evalgate.compare.paired import compare_metric
+
+    rng = np.random.default_rng(4)
+    base = rng.beta(2, 2, 1000)
+    head = np.clip(base + rng.normal(0.0, 0.2, 1000), 0.0, 1.0)
+    kw = {"clusters": None, "margin": 0.03, "alpha": 0.05, "n_resamples": 100}
+    fixed = compare_metric("reward", base, head, **kw).mde
+    design = compare_metric("reward", base, head, design=(4, 4), **kw).mde
+    assert fixed is not None and design is not None
+    assert 1.02 < design / fixed < 1.06, design / fixed
+
+
 def test_item_order_is_a_keyed_hash_of_the_id_alone() -> None:
     import hashlib
 
