@@ -64,7 +64,8 @@ class RolloutTable:
     def __len__(self) -> int:
         return self._n
 
-    def append(self, rec: dict[str, Any]) -> None:
+    def append(self, rec: dict[str, Any]) -> int:
+        """Add one record; returns its item's index (in the order items were first seen)."""
         row = self._n
         index = self._item_index.get(rec["example_id"])
         if index is None:
@@ -105,6 +106,20 @@ class RolloutTable:
         if rec.get("served_by"):  # costs price these tokens as the model that answered
             self._served[row] = rec["served_by"]
         self._n += 1
+        return index
+
+    def items(self) -> list[tuple[str, str | None, str | None]]:
+        """(example_id, group, item_hash) of each item, as its first rollout recorded them, in
+        the order first seen: per item, what pairing a run with a baseline reads."""
+        return list(self._items)
+
+    def served(self) -> dict[str, frozenset[str]]:
+        """item id → the models other than the configured one that answered its rollouts
+        (items no fallback answered are left out)."""
+        out: dict[str, set[str]] = {}
+        for row, by in self._served.items():
+            out.setdefault(self._items[self._item[row]][0], set()).update(by)
+        return {item: frozenset(names) for item, names in out.items()}
 
     def extend(self, records: Iterable[dict[str, Any]]) -> None:
         for rec in records:

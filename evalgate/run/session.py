@@ -228,11 +228,17 @@ async def _bound_judge(
 def _baseline_completions(baseline: LoadedRun) -> dict[str, list[str]]:
     """The baseline's completions by item and rollout, for a pairwise judge (errored rollouts
     left out: there is nothing to compare with)."""
-    out: dict[str, list[str]] = {}
-    for rec in sorted(baseline.records, key=lambda r: r.get("rollout", 0)):
+    by_rollout: dict[str, list[tuple[int, str]]] = {}
+    for rec in baseline.full_records():  # the table keeps no texts: read them from the journal
         if rec.get("error") is None and isinstance(rec.get("completion"), str):
-            out.setdefault(rec["example_id"], []).append(rec["completion"])
-    return out
+            by_rollout.setdefault(rec["example_id"], []).append(
+                (rec.get("rollout", 0), rec["completion"])
+            )
+    # In rollout order (a stable sort: as sorting the whole journal by rollout would give).
+    return {
+        item: [text for _, text in sorted(texts, key=lambda t: t[0])]
+        for item, texts in by_rollout.items()
+    }
 
 
 def _cache_identity(model: Model, run_config: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ from statistics import fmean
 from typing import Any
 
 from evalgate import stats
-from evalgate.run.rollouts import unusable
+from evalgate.run.rollouts import RolloutTable, unusable
 
 __all__ = ["RunSummary", "item_metrics", "summarize", "unusable"]
 
@@ -93,7 +93,7 @@ def _error_kind(message: str) -> str:
 
 
 def summarize(
-    records: Collection[dict[str, Any]],  # a list, or a run's RolloutTable (iterated per field)
+    records: Collection[dict[str, Any]] | RolloutTable,  # iterated once per field
     *,
     benchmark: str,
     model: str,
