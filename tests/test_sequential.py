@@ -132,7 +132,7 @@ def test_resumed_looks_count_the_journal_rollouts() -> None:
         )
     )
     assert result is not None and (result.decision, result.look) == ("FAIL", 1)
-    assert calls == [[]] and records == []  # nothing re-run, nothing run beyond look 1
+    assert calls == [[]] and list(records) == []  # nothing re-run, nothing run beyond look 1
 
 
 def _run_dir(out: Path) -> Path:

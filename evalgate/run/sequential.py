@@ -12,14 +12,16 @@ as an uninterrupted run would.
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from evalgate import stats
 from evalgate.run.fingerprint import identity
+from evalgate.run.rollouts import RolloutTable
 from evalgate.run.summary import item_metrics
 from evalgate.suites.base import Item, Outcome
 
@@ -84,9 +86,9 @@ async def run_sequential(
     margin: float,
     alpha: float,
     seed: int,
-    run_items: Callable[[Subset], Awaitable[list[dict[str, Any]]]],
-    prior: list[dict[str, Any]] | None = None,
-) -> tuple[list[dict[str, Any]], SequentialResult | None]:
+    run_items: Callable[[Subset], Awaitable[RolloutTable]],
+    prior: Iterable[dict[str, Any]] | None = None,
+) -> tuple[RolloutTable, SequentialResult | None]:
     """Run ``suite`` look by look; returns the new records and the sequential decision.
 
     Unpaired items (new, or changed since the baseline) run with the first look: they don't
@@ -99,13 +101,13 @@ async def run_sequential(
         return await run_items(Subset(suite, list(suite.items))), None
     sizes = stats.look_sizes(len(order), looks)
     groups = {it.id: it.group for it in order}
-    records: list[dict[str, Any]] = []
+    records = RolloutTable()  # columns, as the engine keeps them: no dict per rollout
     done, decision, history = 0, None, []
     for look, size in enumerate(sizes, 1):
         chunk = order[done:size] + (unpaired if look == 1 else [])
-        records += await run_items(Subset(suite, chunk))
+        records.extend(await run_items(Subset(suite, chunk)))
         done = size
-        head = item_metrics(list(prior or []) + records, rollouts).get(metric, {})
+        head = item_metrics(chain(prior or (), records), rollouts).get(metric, {})
         seen = [it.id for it in order[:size] if it.id in head]  # errored items drop out
         if not seen:
             continue
