@@ -146,7 +146,7 @@ HARNESS = textwrap.dedent(
                 seed=0)
     wall = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"peak_rss": rss, "wall_s": wall}))
+    print(json.dumps({"peak_rss": rss, "wall_s": wall}), flush=True)
     """
 )
 
@@ -179,7 +179,7 @@ def main() -> None:
             head = write_run(Path(tmp) / f"head{n}", items, args.k, head=True)
             sizes[n] = (items, base, head)
         journal = (sizes[args.large][2] / "results.jsonl").stat().st_size
-        print(f"journal: {journal / (args.large):,.0f} bytes/rollout on disk")
+        print(f"journal: {journal / (args.large):,.0f} bytes/rollout on disk", flush=True)
         for case in cases:
             got = {n: measure(case, b, h, items, args.k) for n, (items, b, h) in sizes.items()}
             small, large = got[args.small], got[args.large]
@@ -192,7 +192,8 @@ def main() -> None:
                 f"{case:>7}: peak RSS {small['peak_rss'] / 2**20:7.1f} MiB at {n_small:,}, "
                 f"{large['peak_rss'] / 2**20:7.1f} MiB at {n_large:,} rollouts "
                 f"({small['wall_s']:.1f} s, {large['wall_s']:.1f} s); "
-                f"growth {grow:,.0f} bytes/rollout{ratio}"
+                f"growth {grow:,.0f} bytes/rollout{ratio}",
+                flush=True,
             )
 
 

@@ -70,7 +70,8 @@ def plan_order(
     base_scores = item_metrics(baseline.records, baseline.rollouts).get(metric, {})
     hashes = {r["example_id"]: r.get("item_hash") for r in baseline.records}
     paired = [it for it in items if it.id in base_scores and hashes.get(it.id) == identity(it)]
-    unpaired = [it for it in items if it not in paired]
+    chosen = {it.id for it in paired}  # by id: a list's `in` made this quadratic in items
+    unpaired = [it for it in items if it.id not in chosen]
     order = sorted(paired, key=lambda it: it.id)
     random.Random(seed).shuffle(order)
     return order, unpaired, base_scores
