@@ -7,7 +7,9 @@ completion of ~230) through :class:`~evalgate.run.rundir.RunDir`:
 
 - ``parse``: the reference, a bare ``json.loads`` of every line kept in a list (what a reader
   that holds the records costs);
-- ``compare``: ``evalgate compare BASE HEAD`` (two runs of N rollouts each);
+- ``compare``: ``evalgate compare BASE HEAD`` (two runs of N rollouts each), report files
+  included (report.html shows every item's texts: its rows grow with the items);
+- ``pair``: the decision alone: both runs loaded, summarised and compared (no report files);
 - ``gate``: the gate step of ``evalgate local --baseline`` (``pipeline._gate``: the PR run and
   its baseline loaded, paired and tested; the summaries the engine made are given);
 - ``resume``: what ``evalgate resume`` reads of a run's journal before it runs the rest
@@ -21,7 +23,7 @@ the two sizes over the difference of their rollouts: start-up, imports and the i
 objects cancel out), and that growth as a fraction of the bare parse's.
 
 Usage: python bench/gate_memory.py [--small 100000] [--large 1000000] [--k 4]
-       [--cases parse,compare,gate,resume,look]
+       [--cases parse,compare,pair,gate,resume,look]
 """
 
 from __future__ import annotations
@@ -111,6 +113,12 @@ HARNESS = textwrap.dedent(
         with tempfile.TemporaryDirectory() as out:
             code = main(["compare", str(base), str(head), "--output", out], out=io.StringIO())
         assert code in (0, 1), code
+    elif case == "pair":
+        from evalgate.compare.paired import compare_runs, summary_of
+        from evalgate.run.rundir import load_run
+        b, h = load_run(base), load_run(head)
+        summaries = summary_of(b), summary_of(h)
+        compare_runs(b, h, margin=0.05, alpha=0.05)
     elif case == "gate":
         import tempfile
         from evalgate.compare.paired import summary_of
@@ -167,7 +175,7 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=100_000)
     parser.add_argument("--large", type=int, default=1_000_000)
     parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--cases", default="parse,compare,gate,resume,look")
+    parser.add_argument("--cases", default="parse,compare,pair,gate,resume,look")
     args = parser.parse_args()
     cases = args.cases.split(",")
     growth: dict[str, float] = {}
