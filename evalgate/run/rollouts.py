@@ -72,7 +72,7 @@ class RolloutTable:
             index = self._item_index[rec["example_id"]] = len(self._items)
             self._items.append((rec["example_id"], rec.get("group"), rec.get("item_hash", "")))
         self._item.append(index)
-        self._rollout.append(rec["rollout"])
+        self._rollout.append(rec.get("rollout", 0))  # a hand-made record may leave it out
         error = rec["error"] if rec["error"] is not None else unusable(rec)
         if error is not None and rec["error"] is None:  # kept as an error, its values dropped
             rec = {**rec, "reward": None, "metrics": {}, "error": error}
