@@ -174,6 +174,8 @@ def test_errors_are_counted_not_scored_and_too_many_is_exit_3(
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["status"] == "ERROR"
     assert f"{len(errored)}/12 rollouts errored" in verdict["reasons"][0]
+    # The cause itself, not only its count: the first error of the commonest kind, on one line.
+    assert f"; first: {' '.join(errored[0]['error'].split())}" in verdict["reasons"][0]
     # The accuracy is over the items that answered, all of them right.
     (acc,) = [c for c in verdict["checks"] if c["metric"] == "accuracy"]
     assert acc["estimate"]["mean"] == 1.0 and acc["estimate"]["n"] == 12 - len(errored)
