@@ -182,6 +182,19 @@ def test_errors_are_counted_not_scored_and_too_many_is_exit_3(
     assert "errors by kind" in (out / "scorecard.md").read_text()
 
 
+def test_the_errors_first_message_goes_out_with_secrets_blanked(
+    tmp_path: Path, scripted_server: Any, monkeypatch: Any
+) -> None:
+    # A provider that echoes the key in its error body: the verdict's reason (which the PR's
+    # comment shows) names the error, not the key.
+    monkeypatch.setenv("PROVIDER_API_KEY", "sk-live-0123456789")
+    server = scripted_server(lambda body, n: (401, '{"error": "bad key sk-live-0123456789"}', {}))
+    code, out = _run(tmp_path, _config(tmp_path, server.base_url))
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert code == 3 and "; first: http_401" in verdict["reasons"][0]
+    assert "sk-live-0123456789" not in verdict["reasons"][0] and "***" in verdict["reasons"][0]
+
+
 def test_error_budget_is_configurable(tmp_path: Path, scripted_server: Any) -> None:
     first: list[str] = []  # one item's request fails every time (errors are never cached)
 

@@ -8,6 +8,7 @@ at ``finish_reason: length``, or blank text) are scored 0 by their suite and cou
 
 from __future__ import annotations
 
+import os
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable
@@ -16,6 +17,7 @@ from statistics import fmean
 from typing import Any
 
 from evalgate import stats
+from evalgate.errors import redact_secrets
 from evalgate.run.rollouts import RolloutTable, unusable
 
 __all__ = ["RunSummary", "item_metrics", "summarize", "unusable"]
@@ -100,7 +102,9 @@ def _example(errors: list[str], kinds: Counter[str], limit: int = 200) -> str | 
         return None
     commonest = kinds.most_common(1)[0][0]
     first = next(e for e in errors if _error_kind(e) == commonest)
-    text = " ".join(first.split())  # one line, whatever the error carried
+    # One line, whatever the error carried; a provider's error body may echo a key, and this
+    # line goes into the PR's comment.
+    text = redact_secrets(" ".join(first.split()), os.environ)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
