@@ -133,7 +133,7 @@ def test_resumed_looks_count_the_journal_rollouts() -> None:
         )
     )
     assert result is not None and (result.decision, result.look) == ("FAIL", 1)
-    assert calls == [[]] and records == []  # nothing re-run, nothing run beyond look 1
+    assert calls == [[]] and list(records) == []  # nothing re-run, nothing run beyond look 1
 
 
 def _run_dir(out: Path) -> Path:
@@ -253,7 +253,9 @@ def test_recorded_baseline_is_checked_by_its_digest(tmp_path: Path) -> None:
     (base / "metadata.json").write_text(json.dumps({"complete": True}))  # a finished run
     ref = baseline_reference(load_run(base, origin={"commit": "abc"}))
     loaded = load_recorded_baseline(tmp_path, ref)
-    assert loaded.records == [_record("q000", 1.0)] and loaded.origin == {"commit": "abc"}
+    assert list(loaded.full_records()) == [_record("q000", 1.0)] and loaded.origin == {
+        "commit": "abc"
+    }
     # Re-run since (other results): resuming against it would pair with other outcomes.
     (base / "results.jsonl").write_text(json.dumps(_record("q000", 0.0)) + "\n")
     with pytest.raises(UsageError, match=r"changed since this run started"):
@@ -298,18 +300,26 @@ def _graded_pr(seed: int, n: int, drop: float = 0.03) -> tuple[list[Any], dict, 
     return items, base, head, baseline
 
 
-def _loaded(records: list[dict[str, Any]], metadata: dict[str, Any]) -> Any:
+def _loaded(where: Path, records: list[dict[str, Any]], metadata: dict[str, Any]) -> Any:
+    """A run in memory (its table of rollouts) whose journal, which compare reads again for
+    the flipped items' texts, is written to ``where``."""
+    from evalgate.run.rollouts import RolloutTable
     from evalgate.run.rundir import LoadedRun
 
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    table = RolloutTable()
+    for rec in records:
+        table.append(rec)
     config = {
         "benchmark": {"name": "qa", "eval": {"rollouts": 1}},
         "model": {"name": "m"},
         "fingerprint": {"measurement": {"scorer": {"type": "exact"}}},
     }
-    return LoadedRun(Path("run"), config, records, metadata)
+    return LoadedRun(where, config, table, metadata)
 
 
-def test_a_looks_verdict_is_the_one_compare_reads_from_the_results() -> None:
+def test_a_looks_verdict_is_the_one_compare_reads_from_the_results(tmp_path: Path) -> None:
     # Graded scores: the PASS bound (betting) and the sign-flips depend on the items' order. The
     # looks run the items in one data-independent order (a keyed hash of the id) and `compare`
     # reads the finished run's results back in it, with the same horizon: the scorecard's
@@ -318,12 +328,15 @@ def test_a_looks_verdict_is_the_one_compare_reads_from_the_results() -> None:
     import asyncio
     import dataclasses
 
+    import numpy as np
+
+    from evalgate import stats
     from evalgate.compare.paired import compare_runs
-    from evalgate.run.sequential import run_sequential
+    from evalgate.run.sequential import plan_order, run_sequential
 
     decisions = set()
     for seed in (11, 25, 47, 3, 8):
-        items, _base, head, baseline = _graded_pr(seed, 200, drop=0.03 if seed % 2 else -0.02)
+        items, base, head, baseline = _graded_pr(seed, 200, drop=0.03 if seed % 2 else -0.02)
         errored = {it.id for it in items[seed::17]}  # the PR errors on some items
 
         async def run_items(subset: Any, head: dict = head, errored: set = errored) -> list:
@@ -347,18 +360,33 @@ def test_a_looks_verdict_is_the_one_compare_reads_from_the_results() -> None:
         )
         assert result is not None and result.seed == seed
         decisions.add(result.decision)
-        for rec in [*records, *baseline.records]:
-            rec["item_hash"] = next(r["item_hash"] for r in baseline.records
-                                    if r["example_id"] == rec["example_id"])  # fmt: skip
+        hashes = {r["example_id"]: r["item_hash"] for r in baseline.records}
+        head_records = [{**rec, "item_hash": hashes[rec["example_id"]]} for rec in records]
         meta = {"sequential": dataclasses.asdict(result)}
         comparison = compare_runs(
-            _loaded(baseline.records, {}),
-            _loaded(records[::-1], meta),  # finished in any order
+            _loaded(tmp_path / f"base{seed}", baseline.records, {}),
+            _loaded(tmp_path / f"head{seed}", head_records[::-1], meta),  # finished in any order
             margin=0.05,
             alpha=0.05,
         )
         (mc,) = [m for m in comparison.metrics if m.metric == "accuracy"]
         assert mc.status == result.decision, seed
+        # The very numbers the last look computed: its items in the order they ran (errored ones
+        # dropped), bets tuned to the items planned, not to those compare finds.
+        order, _, _ = plan_order(items, baseline, "accuracy", seed)
+        ran = {r["example_id"] for r in head_records if r["error"] is None}
+        seen = [it.id for it in order[: result.items_used] if it.id in ran]
+        look = stats.sequential_compare(
+            np.array([base[i] for i in seen]),
+            np.array([head[i] for i in seen]),
+            look=result.look,
+            looks=4,
+            margin=0.05,
+            alpha=0.05,
+            horizon=len(order),
+        )
+        assert mc.result is not None and mc.result.n == len(seen) < len(order)
+        assert (mc.result.lo, mc.result.p_noninferiority) == (look.lo, look.p_noninferiority)
     assert decisions >= {"PASS", "FAIL"}  # both sides were exercised
 
 
