@@ -326,12 +326,22 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="run only the cells whose label contains one of these (comma-separated)",
     )
+    parser.add_argument(
+        "--looks",
+        type=int,
+        default=4,
+        help="looks of the sequential cells (the gate's default is 4; more looks would spend "
+        "more on the PASS side if each look re-bet at its own level)",
+    )
     args = parser.parse_args(argv)
+    global LOOKS  # the sequential cells' design, set once per invocation
+    LOOKS = args.looks
     started = time.perf_counter()
     bound = args.alpha + 2.0 * math.sqrt(args.alpha * (1.0 - args.alpha) / args.runs)
     print(
         f"evalgate gate calibration: {args.runs} runs a cell, one-sided α {args.alpha}, "
-        f"margin δ {args.margin}, {SIM_RESAMPLES} sign-flip resamples, seed {args.seed}; "
+        f"margin δ {args.margin}, {SIM_RESAMPLES} sign-flip resamples, seed {args.seed}, "
+        f"{LOOKS} looks in sequential cells; "
         f"error rates ok when ≤ α + 2 MC SE = {bound:.3f}; power ok when ≥ 0.80 − 2 MC SE\n"
     )
     print(
