@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evalgate.cli import main
 from evalgate.report import html as report_html
 from evalgate.run.fingerprint import item_hash
@@ -120,14 +122,30 @@ def test_a_run_larger_than_the_cap_lists_every_changed_item_and_counts_the_rest(
 
 
 def test_a_run_under_the_cap_lists_every_item_and_says_nothing_left_out(tmp_path: Path) -> None:
-    report_html_cap = report_html.MAX_UNCHANGED_ROWS
-    assert report_html_cap >= 1000  # a page a reviewer can scroll, not a truncation by default
+    assert report_html.MAX_UNCHANGED_ROWS >= 1000  # a page to scroll, not a truncation by default
     for side in ("base", "head"):
         _write_run(tmp_path / side, head=side == "head")
-    verdict_page = report_html.render_html(_verdict(tmp_path), unchanged_rows=N_ITEMS)
-    (run,) = _page_data(verdict_page)
+    page = report_html.render_html(_verdict(tmp_path), unchanged_rows=N_ITEMS)
+    (run,) = _page_data(page)
     assert len(run["rows"]) == run["counts"]["all"] == N_ITEMS
-    assert "more unchanged items" not in verdict_page
+    assert run["left_out"] == [] and "not listed here" not in page
+
+
+def test_a_run_that_breaks_more_items_than_the_ceiling_says_how_many_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page of a run that errs on all its 250,000 items stays bounded too."""
+    for side in ("base", "head"):
+        _write_run(tmp_path / side, head=side == "head")
+    monkeypatch.setattr(report_html, "MAX_CHANGED_ROWS", 3)
+    page = report_html.render_html(_verdict(tmp_path), unchanged_rows=5)
+    (run,) = _page_data(page)
+    errored = [i for i in range(N_ITEMS) if _outcome(i, True)[1]]
+    listed = [r["id"] for r in run["rows"] if r["status"] == "errored"]
+    assert listed == [f"item-{i:05d}" for i in errored[:3]] and run["counts"]["errored"] == 3
+    text = re.sub(r"<[^>]+>", "", page)
+    assert f"{len(errored) - 3:,} more errored items are not listed here (the first 3 are)" in text
+    assert "more unchanged items are not listed here (the first 5 are)" in text
 
 
 def _verdict(tmp_path: Path) -> Any:

@@ -31,6 +31,7 @@ from evalgate.run.rundir import (
 )
 
 __all__ = [
+    "MAX_CHANGED_ROWS",
     "MAX_UNCHANGED_ROWS",
     "headline_score",
     "render_html",
@@ -132,6 +133,9 @@ _SHOWN = ("prompt", "answer", "completion", "judge")
 # whatever the count, but a page of 250,000 rows (~1 GB) opens in no browser; the rest are in
 # the run's results.jsonl, and the page says how many were left out.
 MAX_UNCHANGED_ROWS = 2000
+# ... and a ceiling on the rest, per status, for the run that breaks (or errors on) every one of
+# its 250,000 items: the first 20,000 show what broke as well as all of them would.
+MAX_CHANGED_ROWS = 20_000
 
 
 class _Stat:
@@ -193,7 +197,9 @@ class _RunRows:
     def __init__(self, head_dir: str, base_dir: str | None, unchanged_rows: int) -> None:
         self.head = Path(head_dir)
         self.base = Path(base_dir) if base_dir else None
-        self.agent, self.omitted = False, 0
+        self.agent = False
+        self.omitted: dict[str, int] = {}  # status → items not listed
+        self.left_out: list[dict[str, Any]] = []
         # id → (status, PR reward, base reward, error), in the run's order
         self.listed: dict[str, tuple[str, float | None, float | None, str | None]] = {}
         self.counts = {"regressed": 0, "improved": 0, "errored": 0, "all": 0}
@@ -210,20 +216,23 @@ class _RunRows:
                 bases = _stats(self.base)
             except UsageError:
                 self.base, bases = None, {}
-        same = 0
+        listed = dict.fromkeys(("regressed", "improved", "errored", "same"), 0)
         for item_id, stat in heads.items():
             base = bases.get(item_id)
             h, b = stat.reward, base.reward if base else None
             status = _status(h, b, stat.error is not None, base is not None)
-            if status == "same":
-                same += 1
-                if same > unchanged_rows:
-                    self.omitted += 1
-                    continue
-            else:
-                self.counts[status] += 1
+            if listed[status] >= (unchanged_rows if status == "same" else MAX_CHANGED_ROWS):
+                self.omitted[status] = self.omitted.get(status, 0) + 1
+                continue
+            listed[status] += 1
             self.listed[item_id] = (status, h, b, stat.error)
+        self.counts = {k: listed[k] for k in ("regressed", "improved", "errored")}
         self.counts["all"] = len(self.listed)
+        # The page's line per status left out: how many, of how many listed.
+        self.left_out = [
+            {"status": "unchanged" if k == "same" else k, "n": n, "listed": listed[k]}
+            for k, n in self.omitted.items()
+        ]
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """The listed items' rows, in the run's order: texts read back from the journals."""
@@ -231,7 +240,10 @@ class _RunRows:
             return
         base_first: dict[str, dict[str, Any]] = {}
         if self.base is not None:
-            base_first = dict(_firsts(self.base, self.listed))
+            base_first = {  # what a row shows of the base: its completion (and its prompt)
+                i: {"prompt": f["prompt"], "completion": f["completion"]}
+                for i, f in _firsts(self.base, self.listed)
+            }
         for item_id, first in _firsts(self.head, self.listed):
             status, h, b, error = self.listed[item_id]
             base = base_first.pop(item_id, None)
@@ -401,7 +413,7 @@ def _runs_data(verdict: Verdict, unchanged_rows: int) -> list[dict[str, Any]]:
                 "agent": table.agent,
                 "has_base": (run.model, run.benchmark) in base_paths,
                 "counts": table.counts,
-                "omitted": table.omitted,
+                "left_out": table.left_out,
                 "results": str(Path(run.run_dir) / RESULTS),
                 "table": table,
             }
