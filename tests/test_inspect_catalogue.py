@@ -140,6 +140,7 @@ def _plus_one(body: dict[str, Any], n: int) -> str:
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_no_module_of_evalgate_shadows_a_task_import_and_task_prints_are_not_data(
     tmp_path: Path, scripted_server: Any
 ) -> None:
@@ -180,6 +181,7 @@ def _leaky(body: dict[str, Any], n: int) -> str:
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_a_dict_valued_score_is_refused_in_one_line_without_score_key(
     tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -193,6 +195,7 @@ def test_a_dict_valued_score_is_refused_in_one_line_without_score_key(
 
 @needs_inspect
 @pytest.mark.parametrize("key", ["utility", "security"])
+@pytest.mark.slow
 def test_a_dict_valued_score_is_gated_per_key_as_inspect_scores_it(
     tmp_path: Path, scripted_server: Any, key: str
 ) -> None:
@@ -207,6 +210,7 @@ def test_a_dict_valued_score_is_gated_per_key_as_inspect_scores_it(
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_a_score_key_on_a_single_valued_score_is_refused(
     tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -238,6 +242,7 @@ def _grader(body: dict[str, Any], n: int) -> str:
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_a_model_graded_task_asks_the_configured_grader(
     tmp_path: Path, scripted_server: Any
 ) -> None:
@@ -336,6 +341,7 @@ def _catalogue_model(body: dict[str, Any], n: int) -> str:
         ("simpleqa_local", "    score_key: correct", "model-graded, dict-valued"),
     ],
 )
+@pytest.mark.slow
 def test_catalogue_tasks_on_local_records_score_as_inspect_eval(
     tmp_path: Path, scripted_server: Any, name: str, extra: str, shape: str
 ) -> None:
@@ -365,6 +371,7 @@ def test_catalogue_tasks_on_local_records_score_as_inspect_eval(
 
 
 @needs_catalogue
+@pytest.mark.slow
 def test_a_catalogue_task_with_shipped_data_and_a_dict_score_scores_as_inspect_eval(
     tmp_path: Path, scripted_server: Any
 ) -> None:
@@ -380,6 +387,7 @@ def test_a_catalogue_task_with_shipped_data_and_a_dict_score_scores_as_inspect_e
 
 
 @needs_catalogue
+@pytest.mark.slow
 def test_a_catalogue_score_outside_0_1_is_refused_not_clamped(
     tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -97,6 +97,7 @@ def langfuse() -> Iterator[tuple[str, list[dict[str, Any]], list[str]]]:
     thread.join(5)
 
 
+@pytest.mark.slow
 def test_a_runs_traces_follow_langfuses_ingestion_api(
     tmp_path: Path, scripted_server: Any, langfuse: tuple[str, list[dict[str, Any]], list[str]]
 ) -> None:
