@@ -22,6 +22,10 @@ N(1.6, 2.4²) plus N(0, 1.4²) per item). Kinds of data:
            probability π (else it is drawn like the base), and nothing else changes
   gbreaks  groups, greedy: the PR replays the base's rollouts and breaks some passes (a few
            items per group)
+  graded   graded rewards in [0, 1] (one rollout): each arm draws Beta(8p, 8(1 − p)) (mean p);
+           the PR scales every item's p by (1 − f) (a proportional drop)
+  gzero    graded, the PR replays the base's reward and zeroes it with probability f (graded
+           rewards' "PR only breaks items": a few large negative differences, the rest 0)
 
 f is solved so that the population Δ is exactly the target. Per cell (≥ 1,000 runs each):
 A/A false-FAIL (Δ = 0), false PASS at Δ = −δ, the median reported MDE over the A/A runs and the
@@ -65,7 +69,7 @@ SHOCK = 1.0  # SD (logit scale) of the per-run, per-group shock
 
 @dataclass(frozen=True)
 class Cell:
-    kind: str  # "breaks" | "noise" | "groups" | "whole" | "gbreaks"
+    kind: str  # "breaks" | "noise" | "groups" | "whole" | "gbreaks" | "graded" | "gzero"
     n: int
     k: int = 1
     groups: int | None = None
@@ -87,11 +91,15 @@ CELLS = (
     *(Cell("whole", 500 // g * g, k=4, groups=g) for g in (5, 20, 40, 100)),
     Cell("whole", 500, k=1, groups=20),
     Cell("gbreaks", 200, k=1, groups=40),
+    *(Cell("graded", n) for n in (50, 200, 500)),
+    *(Cell("gzero", n) for n in (50, 200, 500)),
     Cell("whole", 500, k=4, groups=20, sequential=True),
     Cell("breaks", 200, sequential=True),
     Cell("noise", 200, sequential=True),
     Cell("noise", 200, k=4, sequential=True),
     Cell("groups", 200, groups=40, sequential=True),
+    Cell("graded", 200, sequential=True),
+    Cell("gzero", 200, sequential=True),
 )
 
 
@@ -168,6 +176,12 @@ def draw(
     if cell.kind == "whole":  # the PR scores 0 on whole groups, π = f, else no change
         broken = np.repeat(rng.random((runs, cell.groups)) < f, n // cell.groups, axis=1)
         p_head = np.where(broken, 0.0, expit(theta + shocks[1]))
+    if cell.kind in ("graded", "gzero"):  # Beta(8p, 8(1 − p)) has mean p: Δ = −f·E[p] as for 0/1
+        pb, ph = np.clip(p_base, 1e-9, 1 - 1e-9), np.clip(p_head, 1e-9, 1 - 1e-9)
+        reward = rng.beta(8.0 * pb, 8.0 * (1.0 - pb))
+        if cell.kind == "gzero":  # the PR replays the base's reward and zeroes some of them
+            return reward, np.where(rng.random((runs, n)) >= f, reward, 0.0)
+        return reward, rng.beta(8.0 * ph, 8.0 * (1.0 - ph))
     if cell.kind in ("breaks", "gbreaks"):  # the PR replays the base's rollouts, breaks passes
         rollouts = rng.random((runs, n, k)) < p_base[..., None]
         kept = rng.random((runs, n, k)) >= f

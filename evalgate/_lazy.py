@@ -39,5 +39,5 @@ def load_entry(target: str, *, what: str, error: type[EvalgateError]) -> Any:
         if missing == "evalgate":  # our own module is missing: a packaging bug, not the user's
             raise
         fix = INSTALL.get(missing, f"pip install {missing}")
-        raise error(f"{what} needs {missing!r}, which is not installed; {fix}") from None
+        raise error(f"{what} needs {missing!r}, which is not installed; {fix}") from exc
     return getattr(module, attr)

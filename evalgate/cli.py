@@ -1,4 +1,5 @@
-"""Command line: parse arguments, call the pipeline, map outcomes to exit codes. Nothing else.
+"""Command line: parse arguments, dispatch to the command's module (``evalgate.commands``), map
+outcomes to exit codes. Nothing else: each command's body lives in the module that owns it.
 
 Exit codes: 0 pass, 1 gate failed, 2 config/usage error, 3 infrastructure error, 4 internal error
 (a bug: one line here, the traceback in ``crash.log`` under the output root), 130 interrupted
@@ -9,35 +10,31 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import errno
+import importlib
 import io
-import json
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, Any, cast
 
 from evalgate import __version__
 from evalgate.errors import (
-    ConfigError,
     EvalgateError,
     ExitCode,
     UsageError,
+    cause_report,
     crash_report,
     secret_values,
 )
 
-if TYPE_CHECKING:
-    from evalgate.config.load import Config
-    from evalgate.suites import Suite
-
 __all__ = ["main"]
 
 DEFAULT_CONFIG = "evals.yaml"
-# Commands that accept dotted config overrides (--section.field=value) after their arguments.
-TAKES_OVERRIDES = ("local", "resume", "validate", "doctor")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -228,272 +225,6 @@ def _cache_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _cache_dir(args: argparse.Namespace, environ: dict[str, str]) -> Path | None:
-    from evalgate.run.cache import default_cache_dir
-
-    if args.no_cache:
-        return None
-    return Path(args.cache_dir) if args.cache_dir else default_cache_dir(environ)
-
-
-def _resume_budget(overrides: list[str]) -> dict[str, object]:
-    """``--budget.FIELD=VALUE`` for resume; the run's own config holds for everything else."""
-    from pydantic import ValidationError
-
-    from evalgate.config.overrides import parse_overrides
-    from evalgate.config.spec import BudgetSettings
-    from evalgate.errors import ConfigError
-
-    cli = parse_overrides(overrides)
-    other = [k for k in cli.paths if k[0] != "budget" or len(k) != 2]
-    if other:
-        raise UsageError(
-            f"resume takes only --budget.FIELD=VALUE overrides, not --{'.'.join(other[0])} "
-            "(the run's recorded config holds; start a new run to change it)"
-        )
-    data = cli.top.get("budget", {})
-    try:
-        BudgetSettings.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"command line: --budget.{where}: {err['msg']}") from None
-    return data
-
-
-def _output_dir(value: str) -> Path:
-    """``--output``: a directory, created when absent; an existing file is a usage error."""
-    if not value.strip():  # `--output "$OUT"` with OUT unset: not the working directory
-        raise UsageError("--output: empty; give a directory (created if absent)")
-    output = Path(value)
-    if output.exists() and not output.is_dir():
-        raise UsageError(f"--output {value}: is a file; give a directory (created if absent)")
-    # `results.txt/run`: the nearest existing ancestor must be a folder, or mkdir fails mid-run.
-    parent = next((p for p in output.absolute().parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise UsageError(
-            f"--output {value}: {parent} is a file; give a directory (created if absent)"
-        )
-    return output
-
-
-def _resume_hint(output: Path, run_id: str) -> None:
-    from evalgate.run.rundir import run_dirs_under
-
-    if run_dirs_under(output, run=run_id):
-        flag = "" if output == Path("outputs") else f" --output {output}"
-        print(f"evalgate: to finish this run: evalgate resume {run_id}{flag}", file=sys.stderr)
-
-
-def _cmd_resume(
-    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
-) -> int:
-    from evalgate import pipeline
-    from evalgate.run.progress import make_progress
-
-    output = _output_dir(args.output)
-    try:
-        verdict = pipeline.resume(
-            args.run,
-            output_root=output,
-            environ=environ,
-            progress=make_progress(environ),
-            log=lambda line: print(line, file=sys.stderr, flush=True),
-            cache_dir=_cache_dir(args, environ),
-            retry_errors=args.retry_errors,
-            budget=_resume_budget(overrides),
-        )
-    except KeyboardInterrupt:  # interrupted again: the same command goes on from there
-        flag = "" if output == Path("outputs") else f" --output {output}"
-        print(f"evalgate: to finish this run: evalgate resume {args.run}{flag}", file=sys.stderr)
-        raise
-    _print_scorecard(output, out)
-    _print_verdict(verdict, output)
-    return int(verdict.exit_code)
-
-
-def _cmd_local(
-    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
-) -> int:
-    from evalgate import pipeline
-    from evalgate.config.load import load_config
-    from evalgate.run.progress import make_progress
-    from evalgate.run.rundir import new_run_id
-    from evalgate.suites.datasets import DataError
-
-    config = load_config(Path(args.config), overrides)
-    output = _output_dir(args.output)
-    baselines = pipeline.load_baselines(Path(args.baseline)) if args.baseline else None
-    if baselines is not None:  # refused now, not after the whole eval
-        pipeline.check_baselines(config, baselines)
-    run_id = new_run_id()
-    try:
-        verdict = pipeline.run(
-            config,
-            output_root=output,
-            environ=environ,
-            progress=make_progress(environ),
-            log=lambda line: print(line, file=sys.stderr, flush=True),
-            baselines=baselines,
-            cache_dir=_cache_dir(args, environ),
-            run_id=run_id,
-        )
-    except KeyboardInterrupt:
-        _resume_hint(output, run_id)
-        raise
-    except DataError as exc:  # read before any model starts: point at the evals.yaml line
-        if exc.benchmark is None:
-            raise
-        raise ConfigError(f"{config.locate(exc.benchmark, exc.field)}: {exc}") from None
-    _print_scorecard(output, out)
-    _print_verdict(verdict, output)
-    return int(verdict.exit_code)
-
-
-def _cmd_compare(args: argparse.Namespace, out: IO[str]) -> int:
-    from evalgate import pipeline
-    from evalgate.config.load import load_config
-    from evalgate.run.rundir import load_runs, recorded_gate
-
-    base = pipeline.load_baselines(Path(args.base))
-    heads = list(load_runs(Path(args.head)).values())
-    # Without --config, the policy the baseline was gated with: a PR can't loosen its own gate.
-    gate = load_config(Path(args.config)).gate if args.config else recorded_gate(base[min(base)])
-    output = _output_dir(args.output) if args.output else Path(args.head) / "compare"
-    verdict = pipeline.gate_runs(heads, base, gate, output_root=output, saved=True)
-    _print_scorecard(output, out)
-    _print_verdict(verdict, output)
-    return int(verdict.exit_code)
-
-
-def _print_scorecard(output: Path, out: IO[str]) -> None:
-    from evalgate.report.terminal import print_scorecard  # rendered only on a terminal
-    from evalgate.run.rundir import SCORECARD
-
-    print_scorecard((output / SCORECARD).read_text(encoding="utf-8"), out)
-
-
-def _print_verdict(verdict: Any, output: Path) -> None:
-    from evalgate.run.rundir import VERDICT
-
-    shown = "no gate configured" if verdict.status == "UNGATED" else verdict.status
-    print(f"[evalgate] verdict {shown}: {output / VERDICT}", file=sys.stderr)
-
-
-def _cmd_lifecycle(args: argparse.Namespace, environ: dict[str, str], out: IO[str]) -> int:
-    from evalgate.config.load import load_config
-    from evalgate.serve import lifecycle
-
-    need_config = not (args.command == "stop" and args.all and not Path(args.config).exists())
-    config = load_config(Path(args.config)) if need_config else None
-    if args.command == "deploy":
-        assert config is not None  # only `stop --all` runs without one
-        results = lifecycle.deploy(config, environ=environ, models=args.model, wait=args.wait)
-    elif args.command == "status":
-        assert config is not None
-        results = lifecycle.status(config, environ=environ, models=args.model, probe=args.probe)
-    else:
-        results = lifecycle.stop(config, environ=environ, models=args.model, all_apps=args.all)
-    if getattr(args, "json", False):
-        print(json.dumps([r.as_dict() for r in results], indent=2), file=out)
-    else:
-        for r in results:
-            print(r.line(), file=out)
-        if not results:
-            print("no modal-vllm apps", file=out)
-    return 0
-
-
-def _cmd_validate(args: argparse.Namespace, overrides: list[str], out: IO[str]) -> int:
-    from evalgate.config.checks import check_data, check_environment
-    from evalgate.config.load import load_config
-
-    config = load_config(Path(args.config), overrides)
-    built: dict[str, list[Suite]] = {}  # suites, reused by the estimate
-    notes = check_data(config, built)  # datasets and templates, as `local` reads them
-    models = ", ".join(f"{m.name} ({m.backend})" for m in config.models)
-    print(f"{args.config}: OK", file=out)
-    print(f"  models: {models}", file=out)
-    for b in config.benchmarks:
-        n = b.eval.num_examples if b.eval.num_examples is not None else "all"
-        print(
-            f"  benchmark {b.name} ({b.kind}): {n} items × {b.eval.rollouts} rollouts, "
-            f"temperature {b.sampling.temperature}, max_tokens {b.sampling.max_tokens}",
-            file=out,
-        )
-    _print_estimate(config, out, built)
-    for note in notes:
-        print(f"  data {note}", file=out)
-    for note in check_environment(config, os.environ):
-        print(f"  warning: {note}", file=out)
-    return 0
-
-
-def _print_estimate(config: Config, out: IO[str], built: dict[str, list[Suite]]) -> None:
-    """What the run will ask for, against the budget, before anything is spent."""
-    from evalgate.run.budget import BudgetMeter, estimate
-
-    meter = BudgetMeter(config.budget)
-    for model in config.models:
-        meter.use_model(model)  # a usd cap on a model without a price fails here, not mid-run
-    lines, totals = estimate(config, built)
-    for line in lines:
-        print(line, file=out)
-    caps = config.budget.caps()
-    if not caps:
-        print("  budget: no caps (set budget.tokens / usd / gpu_seconds / wall_s)", file=out)
-    for name, cap in caps.items():
-        total = totals.get(name)
-        if total is None:
-            note = "not estimated" if name in totals else "measured while running"
-        else:
-            shown = f"${total:,.4f}" if name == "usd" else f"{total:,.0f}"
-            fits = "fits" if total <= cap else "may exceed it: the run stops at the cap"
-            note = f"estimate ≤ {shown} {fits}"
-        print(f"  budget {name} {cap:,g}: {note}", file=out)
-
-
-def _cmd_judge_check(
-    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
-) -> int:
-    from evalgate.commands.judge_check import judge_check
-    from evalgate.config.load import load_config
-    from evalgate.serve import open_server
-
-    if args.samples is not None and not 1 <= args.samples <= 32:
-        raise UsageError("--samples: give a number from 1 to 32")
-    return judge_check(
-        load_config(Path(args.config), overrides),
-        environ=environ,
-        out=out,
-        server_factory=open_server,
-        benchmark=args.benchmark,
-        labels=args.labels,
-        samples=args.samples,
-        cache_dir=_cache_dir(args, environ),
-        output=_output_dir(args.output) if args.output else None,
-    )
-
-
-def _cmd_schema(out: IO[str]) -> int:
-    from evalgate.config.schema import json_schema
-
-    print(json.dumps(json_schema(), indent=2), file=out)
-    return 0
-
-
-def _cmd_benchmarks(out: IO[str]) -> int:
-    from evalgate.config import benchmarks
-    from evalgate.config._yamlio import load_yaml
-
-    for name, path in sorted(benchmarks.available().items()):
-        data = load_yaml(path).data or {}
-        ev, sm = data.get("eval", {}), data.get("sampling", {})
-        print(f"{name:<14} {data.get('kind', '?'):<6} {data.get('description', '')}", file=out)
-        print(f"{'':<14} defaults: eval={ev} sampling={sm}", file=out)
-    return 0
-
-
 class _Terminate:
     """SIGTERM (CI cancellation) takes the same path as Ctrl-C, so servers are stopped — once.
 
@@ -514,70 +245,48 @@ class _Terminate:
         raise KeyboardInterrupt
 
 
+@dataclasses.dataclass(frozen=True)
+class _Command:
+    """Where a command's body lives: ``evalgate.commands.<module>.<handler>(args, overrides,
+    environ, out) -> exit code``, imported when the command runs (``evalgate schema`` loads no
+    model client). ``overrides``: takes ``--section.field=value`` after its arguments.
+    ``long_running``: SIGTERM takes Ctrl-C's path, so the servers it started are stopped."""
+
+    module: str
+    handler: str = "run"
+    overrides: bool = False
+    long_running: bool = False
+
+
+COMMANDS = {
+    "local": _Command("local", overrides=True, long_running=True),
+    "resume": _Command("resume", overrides=True, long_running=True),
+    "compare": _Command("compare"),
+    "validate": _Command("validate", overrides=True),
+    "judge-check": _Command("judge_check"),
+    "doctor": _Command("doctor", overrides=True, long_running=True),
+    "deploy": _Command("lifecycle", long_running=True),
+    "status": _Command("lifecycle"),
+    "stop": _Command("lifecycle"),
+    "push": _Command("push"),
+    "runs": _Command("runs", handler="run_list"),
+    "show": _Command("runs", handler="run_show"),
+    "action": _Command("action", long_running=True),
+    "schema": _Command("schema"),
+    "benchmarks": _Command("benchmarks"),
+}
+# Commands that accept dotted config overrides (--section.field=value) after their arguments.
+TAKES_OVERRIDES = tuple(name for name, command in COMMANDS.items() if command.overrides)
+
+
 def _dispatch(
     args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
 ) -> int:
-    if args.command == "local":
-        return _cmd_local(args, overrides, environ, out)
-    if args.command == "resume":
-        return _cmd_resume(args, overrides, environ, out)
-    if args.command == "validate":
-        return _cmd_validate(args, overrides, out)
-    if args.command == "compare":
-        return _cmd_compare(args, out)
-    if args.command == "judge-check":
-        return _cmd_judge_check(args, overrides, environ, out)
-    if args.command == "schema":
-        return _cmd_schema(out)
-    if args.command == "action":
-        from evalgate.action import run_action
-
-        return run_action(environ, out=out)
-    if args.command == "doctor":
-        from evalgate.commands.doctor import run_doctor
-
-        report = run_doctor(
-            Path(args.config),
-            environ=environ,
-            overrides=overrides,
-            deploy=not args.no_deploy,
-            eval_items=args.items,
-            log_dir=Path(args.output) / "logs" / "doctor",
-            log=lambda line: print(line, file=sys.stderr, flush=True),
-        )
-        print(json.dumps(report.as_dict(), indent=2) if args.json else report.render(), file=out)
-        return int(report.exit_code)
-    if args.command in ("deploy", "status", "stop"):
-        return _cmd_lifecycle(args, environ, out)
-    if args.command == "push":
-        from evalgate.publish.hf_hub import push_run
-
-        if args.repo.count("/") != 1 or not all(args.repo.split("/")):
-            raise UsageError(f"--repo {args.repo!r}: give the dataset repository as ORG/NAME")
-        url = push_run(
-            args.run,
-            repo=args.repo,
-            output_root=Path(args.output),
-            environ=environ,
-            private=not args.public,
-            log=lambda line: print(line, file=sys.stderr, flush=True),
-        )
-        print(url, file=out)
-        return 0
-    if args.command in ("runs", "show"):
-        from evalgate.commands import runs
-
-        if args.command == "runs":
-            found = runs.list_runs(Path(args.output), benchmark=args.benchmark, limit=args.limit)
-            runs.print_runs(found, out)
-        else:
-            found_runs = runs.find_runs(Path(args.output), args.run, benchmark=args.benchmark)
-            for index, info in enumerate(found_runs):
-                if index:
-                    print(file=out)
-                runs.show_run(info, out)
-        return 0
-    return _cmd_benchmarks(out)
+    command = COMMANDS[args.command]
+    module = importlib.import_module(f"evalgate.commands.{command.module}")
+    handler: Callable[[argparse.Namespace, list[str], dict[str, str], IO[str]], int]
+    handler = getattr(module, command.handler)
+    return handler(args, overrides, environ, out)
 
 
 class _PipeSafe(io.TextIOBase):
@@ -621,11 +330,11 @@ def main(
     args: argparse.Namespace | None = None
     try:
         args, extra = _parser().parse_known_args(argv)
-        takes_overrides = args.command in TAKES_OVERRIDES
+        takes_overrides = COMMANDS[args.command].overrides
         overrides = _split_overrides(extra) if takes_overrides else []
         if extra and not takes_overrides:
             raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
-        long_running = args.command in ("local", "resume", "action", "doctor", "deploy")
+        long_running = COMMANDS[args.command].long_running
         handler = _Terminate()
         previous = (
             {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -642,6 +351,9 @@ def main(
     except EvalgateError as exc:
         for line in str(exc).splitlines() or [""]:  # one line per mistake (validate finds all)
             print(f"evalgate: error: {line}", file=sys.stderr)
+        cause = cause_report(exc, secrets=secret_values(environ))
+        if cause is not None and environ.get("EVALGATE_TRACEBACK"):
+            sys.stderr.write(cause)  # what failed underneath (an OSError, a request), for a report
         return int(exc.exit_code)
     except OSError as exc:
         if exc.errno not in _ENVIRONMENT_ERRNOS:

@@ -15,7 +15,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "ExitCode",
     "InfraError",
     "UsageError",
+    "cause_report",
     "crash_report",
     "secret_values",
 ]
@@ -74,13 +75,7 @@ def crash_report(exc: BaseException, directory: Path | None, *, secrets: Iterabl
     """Write ``exc``'s traceback to ``directory/crash.log`` (the outputs, so it is uploaded with
     them) and return the one line to print. ``secrets`` are blanked out of the log: a traceback
     can quote a request header or an environment value."""
-    hidden = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
-
-    def redact(text: str) -> str:
-        for value in hidden:
-            text = text.replace(value, "***")
-        return text
-
+    redact = _redactor(secrets)
     text = redact("".join(traceback.format_exception(exc)))
     stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     entry = f"--- evalgate {stamp} ---\n{text}\n"
@@ -112,6 +107,26 @@ def crash_report(exc: BaseException, directory: Path | None, *, secrets: Iterabl
         f"internal error ({head}); this is a bug in evalgate, not a verdict. The traceback is "
         f"in {where}: please report it"
     )
+
+
+def cause_report(exc: BaseException, *, secrets: Iterable[str] = ()) -> str | None:
+    """The traceback of what caused a user-facing error (an OSError, a failed request, git),
+    secrets blanked; None when it has no cause. The CLI prints it under its one line only when
+    ``EVALGATE_TRACEBACK`` is set: the line is the message, this is for a bug report."""
+    if exc.__cause__ is None:
+        return None
+    return _redactor(secrets)("".join(traceback.format_exception(exc)))
+
+
+def _redactor(secrets: Iterable[str]) -> Callable[[str], str]:
+    hidden = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+
+    def redact(text: str) -> str:
+        for value in hidden:
+            text = text.replace(value, "***")
+        return text
+
+    return redact
 
 
 def secret_values(environ: Mapping[str, str]) -> list[str]:

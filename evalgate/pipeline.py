@@ -172,8 +172,8 @@ def run(
         # Load every dataset (and the baseline) before starting any server: a data error should
         # cost no model start-up.
         suites = [(b, s) for b in config.benchmarks for s in build_suites(b, sandboxes)]
-        return _run_suites(config, suites, output_root, environ, progress, server_factory, log,
-                           baselines, cache_dir, run_id or new_run_id())  # fmt: skip
+        how = _Invocation(output_root, environ, progress, server_factory, log, cache_dir)
+        return _run_suites(config, suites, how, baselines=baselines, run_id=run_id or new_run_id())
 
 
 @contextlib.contextmanager
@@ -185,35 +185,59 @@ def _sandboxes(factory: Callable[[str], SandboxBackend]) -> Iterator[Sandboxes]:
         sandboxes.close()
 
 
-def _run_suites(config: Config, suites: list[tuple[Benchmark, Suite]], output_root: Path,
-                environ: dict[str, str], progress: Progress, server_factory: ServerFactory,
-                log: Callable[[str], None], baselines: dict[tuple[str, str], LoadedRun] | None,
-                cache_dir: Path | None, run_id: str) -> Verdict:  # fmt: skip
-    ctx = RunContext(
-        config=config,
-        run_id=run_id,
-        output_root=output_root,
-        environ=environ,
-        progress=progress,
-        server_factory=server_factory,
-        log=log,
-        baselines=baselines or {},
-        budget=BudgetMeter(config.budget),
-    )
-    summaries, decisions = evaluate(ctx, suites, cache_dir)
+@dataclasses.dataclass(frozen=True)
+class _Invocation:
+    """What one `run` or `resume` call brings besides the config: where results go, the
+    environment, and the backends and callbacks (substituted by tests and the Action)."""
+
+    output_root: Path
+    environ: dict[str, str]
+    progress: Progress
+    server_factory: ServerFactory
+    log: Callable[[str], None]
+    cache_dir: Path | None
+
+    def context(
+        self,
+        config: Config,
+        run_id: str,
+        *,
+        baselines: dict[tuple[str, str], LoadedRun],
+        run_dirs: dict[str, RunDir] | None = None,
+        retry_errors: bool = False,
+    ) -> RunContext:
+        return RunContext(
+            config=config,
+            run_id=run_id,
+            output_root=self.output_root,
+            environ=self.environ,
+            progress=self.progress,
+            server_factory=self.server_factory,
+            log=self.log,
+            baselines=baselines,
+            run_dirs=run_dirs,
+            retry_errors=retry_errors,
+            budget=BudgetMeter(config.budget),
+        )
+
+
+def _run_suites(
+    config: Config,
+    suites: list[tuple[Benchmark, Suite]],
+    how: _Invocation,
+    *,
+    baselines: dict[tuple[str, str], LoadedRun] | None,
+    run_id: str,
+) -> Verdict:
+    ctx = how.context(config, run_id, baselines=baselines or {})
+    summaries, decisions = evaluate(ctx, suites, how.cache_dir)
     verdict = _gate(ctx, summaries, decisions)
     if config.publish.hf_hub is not None and any(s.run_dir for s in summaries):
-        _publish_hub(config.publish.hf_hub, ctx.run_id, output_root, environ, log)
+        _publish_hub(config.publish.hf_hub, ctx.run_id, how)
     return verdict
 
 
-def _publish_hub(
-    hub: HFHubSettings,
-    run_id: str,
-    output_root: Path,
-    environ: dict[str, str],
-    log: Callable[[str], None],
-) -> None:
+def _publish_hub(hub: HFHubSettings, run_id: str, how: _Invocation) -> None:
     """``publish.hf_hub``: push the run; a failed upload is a warning, the verdict stands."""
     from evalgate.errors import EvalgateError
     from evalgate.publish.hf_hub import push_run
@@ -222,13 +246,13 @@ def _publish_hub(
         push_run(
             run_id,
             repo=hub.repo,
-            output_root=output_root,
-            environ=environ,
+            output_root=how.output_root,
+            environ=how.environ,
             private=hub.private,
-            log=log,
+            log=how.log,
         )
     except EvalgateError as exc:
-        log(f"[evalgate] warning: publish.hf_hub: not pushed: {exc}")
+        how.log(f"[evalgate] warning: publish.hf_hub: not pushed: {exc}")
 
 
 def _gate(
@@ -333,8 +357,9 @@ def _resume_locked(
     if any(cfg["model"] != first["model"] for _, cfg in saved):
         raise UsageError(f"run {run!r} holds several models; resume one run directory at a time")
     with _sandboxes(sandbox_factory) as sandboxes:
-        return _resume_runs(config, saved, dirs[0].name, sandboxes, output_root, environ,
-                            progress, server_factory, log, cache_dir, retry_errors)  # fmt: skip
+        how = _Invocation(output_root, environ, progress, server_factory, log, cache_dir)
+        return _resume_runs(config, saved, sandboxes, how, run_id=dirs[0].name,
+                            retry_errors=retry_errors)  # fmt: skip
 
 
 def _recorded_baselines(
@@ -350,7 +375,7 @@ def _recorded_baselines(
     A baseline gone or changed stops the resume of a sequential run (its looks would pair with
     other items and decide differently); any other run is finished without the comparison.
     """
-    from evalgate.compare.baseline import load_recorded_baseline
+    from evalgate.run.baseline import load_recorded_baseline
 
     model = config.models[0].name
     out: dict[tuple[str, str], LoadedRun] = {}
@@ -369,11 +394,15 @@ def _recorded_baselines(
     return out
 
 
-def _resume_runs(config: Config, saved: list[tuple[RunDir, dict[str, Any]]], run_id: str,
-                 sandboxes: Sandboxes, output_root: Path, environ: dict[str, str],
-                 progress: Progress, server_factory: ServerFactory,
-                 log: Callable[[str], None], cache_dir: Path | None,
-                 retry_errors: bool) -> Verdict:  # fmt: skip
+def _resume_runs(
+    config: Config,
+    saved: list[tuple[RunDir, dict[str, Any]]],
+    sandboxes: Sandboxes,
+    how: _Invocation,
+    *,
+    run_id: str,
+    retry_errors: bool,
+) -> Verdict:
     suites = []
     for bench, (_, cfg) in zip(config.benchmarks, saved, strict=True):
         name = cfg.get("suite", bench.name)  # an agent variant's run: "{benchmark}.{variant}"
@@ -384,18 +413,12 @@ def _resume_runs(config: Config, saved: list[tuple[RunDir, dict[str, Any]]], run
     for (bench, suite), (_, cfg) in zip(suites, saved, strict=True):
         if dataset_hash(suite.items) != cfg["fingerprint"]["dataset"]["hash"]:
             raise UsageError(f"{bench.name}: the dataset changed since the run; start a new one")
-    ctx = RunContext(
-        config=config,
-        run_id=run_id,
-        output_root=output_root,
-        environ=environ,
-        progress=progress,
-        server_factory=server_factory,
-        log=log,
-        baselines=_recorded_baselines(config, suites, saved, log),
+    ctx = how.context(
+        config,
+        run_id,
+        baselines=_recorded_baselines(config, suites, saved, how.log),
         run_dirs={s.name: rd for (_, s), (rd, _) in zip(suites, saved, strict=True)},
         retry_errors=retry_errors,
-        budget=BudgetMeter(config.budget),
     )
-    summaries, decisions = evaluate(ctx, suites, cache_dir)
+    summaries, decisions = evaluate(ctx, suites, how.cache_dir)
     return _gate(ctx, summaries, decisions)

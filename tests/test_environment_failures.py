@@ -122,7 +122,7 @@ def test_a_bug_without_an_output_folder_leaves_no_shared_crash_log(
     def broken(*args, **kwargs):
         raise KeyError("a bug")
 
-    monkeypatch.setattr("evalgate.cli._cmd_validate", broken)
+    monkeypatch.setattr("evalgate.commands.validate.run", broken)
     config = _config(tmp_path, "http://127.0.0.1:9/v1")
     assert main(["validate", str(config)]) == 4
     err = capsys.readouterr().err

@@ -223,3 +223,43 @@ benchmarks:
     assert all(r["usage"]["prompt_tokens"] == 7 for r in records)  # the candidate's own
     saved = json.loads((run_dir / "run_config.json").read_text())
     assert saved["fingerprint"]["measurement"]["grader"]["model"]["model"] == "org/grader"
+    # The grader's calls went through evalgate's judge relay: counted there (the metadata's
+    # judge figures are the records' sums), and cached like evalgate's own judge calls.
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["judge"]["requests"]["calls"] == 4
+    assert (
+        meta["judge_usage"]["prompt_tokens"]
+        == sum(r["judge"]["usage"]["prompt_tokens"] for r in records)
+        > 0
+    )
+    code, _ = _run(tmp_path, config, "again")
+    assert code == 0 and len(judge.requests) == 4  # every grading replayed from the cache
+    (again,) = (tmp_path / "again" / "evals").glob("*/*")
+    meta = json.loads((again / "metadata.json").read_text())
+    assert meta["judge"]["requests"]["cache_hits"] == 4
+
+
+@needs_inspect
+def test_a_failing_grader_is_a_judge_error(tmp_path: Path, scripted_server: Any) -> None:
+    """The grader answers 500: every sample is an error of kind judge_http_500 (the relay saw
+    the failure), never a score."""
+    model = scripted_server(lambda body, n: "Venus")
+    judge = scripted_server(lambda body, n: (500, "grader down", {}))
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        f"""
+models: [{{name: m, backend: openai, base_url: "{model.base_url}", model: org/m}}]
+benchmarks:
+  - name: facts
+    kind: inspect
+    task: {TASK.parent / "graded_task.py"}
+    eval: {{max_retries: 0}}
+    grader:
+      model: {{name: grader, backend: openai, base_url: "{judge.base_url}", model: org/grader}}
+"""
+    )
+    code, _ = _run(tmp_path, config, "out")
+    (run_dir,) = (tmp_path / "out" / "evals").glob("*/*")
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and code == 3
+    assert all((r["error"] or "").startswith("judge_http_500") for r in records), records

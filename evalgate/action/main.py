@@ -188,7 +188,7 @@ def _load_stored(stored: Any) -> LoadedRun:
     try:  # the run directory's one loader checks every file, line and field
         return load_run(stored.path, origin=origin)
     except EvalgateError as exc:
-        raise StoreError(f"{where} is corrupt: {exc}", hint=fix) from None
+        raise StoreError(f"{where} is corrupt: {exc}", hint=fix) from exc
 
 
 def _rerun_baseline(

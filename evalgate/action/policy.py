@@ -150,7 +150,7 @@ def read_base_policy(
     try:
         top = Path(gitops.git(workdir, "rev-parse", "--show-toplevel").strip()).resolve()
     except gitops.GitFailed as exc:
-        raise PolicyError(f"{workdir} is not a git checkout ({exc})") from None
+        raise PolicyError(f"{workdir} is not a git checkout ({exc})") from exc
     exam.check_paths(config, top, config_path)
     exam.check_secret_routes(None, config, config_path)  # the job's own tokens, in any case
     try:
@@ -173,7 +173,7 @@ def read_base_policy(
             f"cannot read the base branch's {config_path} at {base_sha[:12]} ({exc}); the gate "
             "fails closed rather than use the PR's own policy",
             hint="check out with `fetch-depth: 0`, or make the base commit fetchable",
-        ) from None
+        ) from exc
     except EvalgateError as exc:
         raise PolicyError(
             f"the base branch's {config_path} at {base_sha[:12]} is not a valid policy for this "

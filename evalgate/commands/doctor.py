@@ -12,10 +12,12 @@ when any check failed (infrastructure), else 0.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -24,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from evalgate.errors import ConfigError, EvalgateError, ExitCode
 from evalgate.serve.base import ServeContext
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from evalgate.config.spec import LiteLLMModel, ModalVLLMModel, Model
     from evalgate.serve.registry import ServerFactory
 
-__all__ = ["PHASES", "Check", "DoctorReport", "run_doctor"]
+__all__ = ["PHASES", "Check", "DoctorReport", "run", "run_doctor"]
 
 PHASES = ("prerequisites", "credentials", "deploy", "smoke", "eval", "gpu")
 Status = Literal["pass", "fail", "skip"]
@@ -584,3 +586,22 @@ def run_doctor(
     log("[evalgate] doctor: gpu")
     _gpu(doc, config)
     return report
+
+
+def run(
+    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
+) -> int:
+    """``evalgate doctor``: the report on ``out`` (text or ``--json``), progress on stderr."""
+    from evalgate.commands._options import log_line
+
+    report = run_doctor(
+        Path(args.config),
+        environ=environ,
+        overrides=overrides,
+        deploy=not args.no_deploy,
+        eval_items=args.items,
+        log_dir=Path(args.output) / "logs" / "doctor",
+        log=log_line,
+    )
+    print(json.dumps(report.as_dict(), indent=2) if args.json else report.render(), file=out)
+    return int(report.exit_code)

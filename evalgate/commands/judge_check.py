@@ -6,6 +6,7 @@ the figures describe the judge that grades the gate's benchmarks.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import tempfile
@@ -15,7 +16,7 @@ from typing import IO, Any
 
 from evalgate.errors import ConfigError
 
-__all__ = ["judge_check", "render_agreement"]
+__all__ = ["judge_check", "render_agreement", "run"]
 
 
 def _fmt(value: float | None, pct: bool = True) -> str:
@@ -124,3 +125,27 @@ def judge_check(
             json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
     return 0
+
+
+def run(
+    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
+) -> int:
+    """``evalgate judge-check``: the command line's options, then :func:`judge_check`."""
+    from evalgate.commands._options import cache_dir, output_dir
+    from evalgate.config.load import load_config
+    from evalgate.errors import UsageError
+    from evalgate.serve import open_server
+
+    if args.samples is not None and not 1 <= args.samples <= 32:
+        raise UsageError("--samples: give a number from 1 to 32")
+    return judge_check(
+        load_config(Path(args.config), overrides),
+        environ=environ,
+        out=out,
+        server_factory=open_server,
+        benchmark=args.benchmark,
+        labels=args.labels,
+        samples=args.samples,
+        cache_dir=cache_dir(args, environ),
+        output=output_dir(args.output) if args.output else None,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,16 @@ from evalgate.run.rundir import (
     run_dirs_under,
 )
 
-__all__ = ["RunInfo", "find_run", "find_runs", "list_runs", "print_runs", "show_run"]
+__all__ = [
+    "RunInfo",
+    "find_run",
+    "find_runs",
+    "list_runs",
+    "print_runs",
+    "run_list",
+    "run_show",
+    "show_run",
+]
 
 
 @dataclass(frozen=True)
@@ -153,3 +163,22 @@ def show_run(info: RunInfo, out: IO[str]) -> None:
     ):
         if meta.get(key) not in (None, {}, []):
             print(f"{key:<10} {json.dumps(meta[key], sort_keys=True)}", file=out)
+
+
+def run_list(
+    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
+) -> int:
+    """``evalgate runs``: recent runs under ``--output``, newest first."""
+    print_runs(list_runs(Path(args.output), benchmark=args.benchmark, limit=args.limit), out)
+    return 0
+
+
+def run_show(
+    args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
+) -> int:
+    """``evalgate show RUN``: every benchmark run of an invocation (or one run directory)."""
+    for index, info in enumerate(find_runs(Path(args.output), args.run, benchmark=args.benchmark)):
+        if index:
+            print(file=out)
+        show_run(info, out)
+    return 0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate import stats
-from evalgate.compare.baseline import results_digest
+from evalgate.run.baseline import results_digest
 from evalgate.run.rundir import LoadedRun, load_run
 from evalgate.run.summary import RunSummary, item_metrics, summarize
 
@@ -443,7 +443,10 @@ def compare_runs(
     n_paired = 0
     for name in names:
         b_vals, h_vals = base_metrics.get(name, {}), head_metrics.get(name, {})
-        ids = [i for i in same if i in b_vals and i in h_vals]  # errored items drop out
+        # Errored items drop out. The rest go in id order, not the order they finished in:
+        # graded scores' bounds (betting, sign-flips) depend on order, and an id is fixed
+        # before any score is, so this order keeps them valid and every reading the same.
+        ids = sorted(i for i in same if i in b_vals and i in h_vals)
         if not ids:
             results.append(MetricComparison(name, None, "INCONCLUSIVE", None, "no paired items"))
             continue

@@ -178,7 +178,7 @@ def read_text(path: Path, source: str, *, limit: int = MAX_BYTES, what: str = "f
     except FileNotFoundError:
         raise ConfigError(f"{source}: file not found") from None
     except OSError as exc:
-        raise ConfigError(f"{source}: cannot read file ({exc.strerror or exc})") from None
+        raise ConfigError(f"{source}: cannot read file ({exc.strerror or exc})") from exc
     return decode_utf8(raw, source)
 
 

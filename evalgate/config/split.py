@@ -80,6 +80,7 @@ FIELDS: dict[str, Role] = {
     "benchmarks[].prompt_template": C,
     "benchmarks[].scorer": E,  # a judge's model, prompt, scale, sampling and labels included
     "benchmarks[].grader": E,  # an inspect task's grader role: the judge is the exam's
+    "benchmarks[].judge": E,  # a verifiers environment's judge, likewise
     "benchmarks[].size": E,
     "benchmarks[].seed": E,  # arith's item generator (sampling.seed is the candidate's)
     "benchmarks[].max_operand": E,

@@ -36,7 +36,7 @@ def read_artifact_text(path: Path, *, what: str, limit: int = MAX_ARTIFACT_BYTES
             raise UsageError(
                 f"{path}: is a symlink ({what}); an artifact's files are never followed"
             ) from None
-        raise UsageError(f"{path}: unreadable ({what}): {exc.strerror}") from None
+        raise UsageError(f"{path}: unreadable ({what}): {exc.strerror}") from exc
     with os.fdopen(fd, "rb") as fh:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode):

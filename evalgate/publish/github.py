@@ -98,7 +98,7 @@ class IssueComment:
             raise GitHubError(
                 f"GitHub answered with a comment evalgate cannot read ({type(exc).__name__})",
                 hint="re-run the job; if it persists, report it with the GITHUB_API_URL in use",
-            ) from None
+            ) from exc
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ class PullRequest:
             raise GitHubError(
                 f"GitHub answered with a pull request evalgate cannot read ({type(exc).__name__})",
                 hint="re-run the job; if it persists, report it with the GITHUB_API_URL in use",
-            ) from None
+            ) from exc
 
 
 def _message(resp: httpx.Response) -> str:
@@ -344,7 +344,7 @@ class GitHubClient:
                     f"({type(exc).__name__}) after {attempt} attempt(s)",
                     hint="check the runner's network and GITHUB_API_URL, then re-run the job",
                     maybe_applied=not (idempotent or unsent),
-                ) from None
+                ) from exc
             if resp.status_code < 400:
                 return resp
 

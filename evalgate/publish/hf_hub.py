@@ -123,11 +123,11 @@ def push_run(
     try:
         from huggingface_hub import CommitOperationAdd, HfApi
         from huggingface_hub.errors import HfHubHTTPError
-    except ImportError:
+    except ImportError as exc:
         raise ConfigError(
             "pushing to the Hugging Face Hub needs huggingface_hub: "
             "pip install 'evalgate-action[hub]'"
-        ) from None
+        ) from exc
     token = environ.get("HF_TOKEN", "")
     if not token:
         raise ConfigError("HF_TOKEN is not set: a write token for the Hub is needed to push")
@@ -146,6 +146,6 @@ def push_run(
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else "?"
         first = _scrub(str(exc), token).splitlines()[0]
-        raise InfraError(f"push to the Hub dataset {repo}: HTTP {status}: {first}") from None
+        raise InfraError(f"push to the Hub dataset {repo}: HTTP {status}: {first}") from exc
     log(f"[evalgate] pushed run {run_id} ({len(files)} files) to dataset {repo}: {info.commit_url}")
     return str(info.commit_url)

@@ -2,9 +2,10 @@
 
 Tokens and US dollars are counted from finished rollouts' ``usage`` (a resumed run's kept
 results are added first, so the cap holds over the whole run); GPU seconds run while a `vllm` or
-`modal-vllm` server is up (seconds × GPUs); wall-clock seconds from the meter's creation. A cap is
-*reached* when the count is at or over it: from then on no rollout starts, and the ones in
-flight finish (so tokens may end above the cap by at most what the in-flight rollouts used).
+`modal-vllm` server is up, a judge's included (seconds × GPUs); wall-clock seconds from the
+meter's creation. A cap is *reached* when the count is at or over it: from then on no rollout
+starts, and the ones in flight finish (so tokens may end above the cap by at most what the
+in-flight rollouts used).
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ class BudgetMeter:
         self.usd = 0.0
         self.price: tuple[float, float] = (0.0, 0.0)
         self._gpu_done = 0.0
-        self._gpu_since: float | None = None
-        self._gpus = 0
+        # Servers holding GPUs now, by holder (the model under test, each judge): since, GPUs.
+        self._gpu_running: dict[str, tuple[float, int]] = {}
         self.reached: str | None = None  # e.g. "tokens 100,000", set once a cap is reached
 
     def use_model(self, model: Model) -> None:
@@ -117,17 +118,20 @@ class BudgetMeter:
             if rec.get("judge"):
                 self.add_judge(rec["judge"])
 
-    def gpu_start(self, gpus: int) -> None:
+    def gpu_start(self, gpus: int, holder: str = "model") -> None:
+        """``holder``'s server holds ``gpus`` GPUs from now on: the model under test, or a
+        judge served beside it (both count, at once)."""
         if gpus > 0:
-            self._gpus, self._gpu_since = gpus, self.clock()
+            self._gpu_running[holder] = (self.clock(), gpus)
 
-    def gpu_stop(self) -> None:
-        if self._gpu_since is not None:
-            self._gpu_done += (self.clock() - self._gpu_since) * self._gpus
-            self._gpu_since = None
+    def gpu_stop(self, holder: str = "model") -> None:
+        running = self._gpu_running.pop(holder, None)
+        if running is not None:
+            self._gpu_done += (self.clock() - running[0]) * running[1]
 
     def spent(self) -> dict[str, float]:
-        running = 0.0 if self._gpu_since is None else (self.clock() - self._gpu_since) * self._gpus
+        now = self.clock()
+        running = sum((now - since) * gpus for since, gpus in self._gpu_running.values())
         return {
             "usd": self.usd,
             "tokens": float(self.tokens),

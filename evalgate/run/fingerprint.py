@@ -74,7 +74,7 @@ def _kind_measurement(bench: Benchmark) -> dict[str, Any]:
             vf_version = version("verifiers")
         except PackageNotFoundError:
             vf_version = None
-        return {
+        env: dict[str, Any] = {
             "environment": {
                 "env_id": bench.env_id,
                 "env_args": bench.env_args,
@@ -84,6 +84,11 @@ def _kind_measurement(bench: Benchmark) -> dict[str, Any]:
                 "verifiers": vf_version,
             }
         }
+        # The environment's judge is the exam's; only when set, so runs recorded before the
+        # setting existed stay comparable.
+        if (judge := getattr(bench, "judge", None)) is not None:
+            env["judge"] = judge.model_dump(mode="json")
+        return env
     if bench.kind == "inspect":
         # The task and its arguments define what is measured; the task file's own code (solver
         # and scorer) is the PR's to change, like an agent's, and the dataset hash pairs items.

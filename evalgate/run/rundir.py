@@ -164,7 +164,7 @@ class RunConfig(_Open):
     gate: dict[str, Any] | None = None  # the policy the run was gated with
     budget: dict[str, Any] | None = None
     fingerprint: dict[str, Any] = Field(default_factory=dict)
-    baseline: dict[str, Any] | None = None  # see evalgate.compare.baseline
+    baseline: dict[str, Any] | None = None  # see evalgate.run.baseline
 
 
 class RunMetadata(_Open):

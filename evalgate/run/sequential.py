@@ -106,7 +106,10 @@ async def run_sequential(
         records += await run_items(Subset(suite, chunk))
         done = size
         head = item_metrics(list(prior or []) + records, rollouts).get(metric, {})
-        seen = [it.id for it in order[:size] if it.id in head]  # errored items drop out
+        # The items seen so far in id order, as `evalgate compare` pairs them: graded bounds
+        # (betting, sign-flips) depend on order, and the shuffled order the looks ran in would
+        # give the scorecard a verdict this look did not reach. Errored items drop out.
+        seen = sorted(it.id for it in order[:size] if it.id in head)
         if not seen:
             continue
         b = np.array([base_scores[i] for i in seen])

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate import __version__
 from evalgate.config.load import Config
 from evalgate.errors import ConfigError, InfraError
+from evalgate.run.baseline import baseline_reference
 from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
 from evalgate.run.cache import ResponseCache
 from evalgate.run.costs import cost_usd
@@ -29,14 +30,13 @@ from evalgate.run.fingerprint import fingerprint
 from evalgate.run.journal import order_records, resume_journal
 from evalgate.run.lock import lock_run, unlock_run
 from evalgate.run.progress import Progress
-from evalgate.run.rundir import RunDir
+from evalgate.run.rundir import LoadedRun, RunDir
 from evalgate.run.summary import RunSummary, summarize
 from evalgate.serve import Endpoint, ServeContext
 from evalgate.serve.client import ChatClient
 from evalgate.suites import Suite
 
-if TYPE_CHECKING:  # a baseline is a compared run; this stage only hands it to sequential looks
-    from evalgate.compare.paired import LoadedRun
+if TYPE_CHECKING:
     from evalgate.config.spec import Benchmark, GateSettings, Model
     from evalgate.run.sequential import SequentialResult
     from evalgate.serve import ModelServer
@@ -209,7 +209,12 @@ async def _bound_judge(
     ) as client:
         judge.client = client
         try:
-            yield
+            async with contextlib.AsyncExitStack() as relayed:
+                if hasattr(judge, "relay"):  # graded in another process: through the relay
+                    from evalgate.suites.judge_relay import JudgeRelay
+
+                    judge.relay = await relayed.enter_async_context(JudgeRelay(judge))
+                yield
             if judge.labels:  # measured with the judge that graded, for the scorecard
                 from evalgate.suites.judge_labels import measure
 
@@ -221,6 +226,8 @@ async def _bound_judge(
                     stats["judge_agreement"] = agreement
         finally:
             judge.client = None
+            if hasattr(judge, "relay"):
+                judge.relay = None
             if stats is not None:
                 stats["judge"] = {**client.stats.as_dict(), **judge.stats}
 
@@ -248,8 +255,6 @@ def _cache_identity(model: Model, run_config: dict[str, Any]) -> str:
 def _baseline_record(baseline: LoadedRun, bench: Benchmark, gate: GateSettings) -> dict[str, Any]:
     """run_config.json's record of the baseline and, with sequential looks, the look plan, so
     that `evalgate resume` compares with the same baseline and re-runs the same looks."""
-    from evalgate.compare.baseline import baseline_reference
-
     out: dict[str, Any] = {"baseline": baseline_reference(baseline)}
     if bench.eval.sequential:
         out["sequential"] = {
@@ -424,6 +429,10 @@ def _serve_judges(
             # Its own label: logs and server names never collide with a model under test.
             labelled = model.model_copy(update={"name": f"judge-{model.name}"})
             ctx.log(f"[evalgate] starting judge {model.model_id!r} ({model.backend})")
+            if budget is not None:  # a judge on GPUs (vllm, modal-vllm) spends gpu_seconds too
+                holder = f"judge {len(served)}"
+                budget.gpu_start(gpu_count(model), holder)
+                stack.callback(budget.gpu_stop, holder)  # after its server stops (LIFO)
             served[key] = stack.enter_context(ctx.server_factory(labelled, serve_ctx))
         out[suite.name] = served[key]
     return out

@@ -189,7 +189,7 @@ class BubblewrapSandbox(Sandbox):
                 await asyncio.shield(self.destroy())
             if not isinstance(exc, Exception) or isinstance(exc, SandboxError):
                 raise
-            raise SandboxError(f"local sandbox did not start: {exc}") from None
+            raise SandboxError(f"local sandbox did not start: {exc}") from exc
 
     async def _start_bridge(self) -> None:
         """The model bridge on a unix socket the sandbox gets bound in (network: model-only)."""
@@ -243,7 +243,7 @@ class BubblewrapSandbox(Sandbox):
             os.close(err_r)
             if block_w is not None:
                 os.close(block_w)
-            raise SandboxError(f"local sandbox: cannot start bwrap: {exc}") from None
+            raise SandboxError(f"local sandbox: cannot start bwrap: {exc}") from exc
         finally:
             child_sock.close()
             for fd in (status_w, block_r, err_w):
@@ -275,7 +275,7 @@ class BubblewrapSandbox(Sandbox):
                     "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)"
                 )
             reason = detail or f"{type(exc).__name__}: {exc}"
-            raise SandboxError(f"local sandbox did not start: {reason}{hint}") from None
+            raise SandboxError(f"local sandbox did not start: {reason}{hint}") from exc
         finally:
             if block_w is not None:
                 os.close(block_w)
@@ -324,7 +324,7 @@ class BubblewrapSandbox(Sandbox):
                 finally:
                     loop.remove_writer(self._sock.fileno())
             except OSError as exc:
-                raise SandboxError(f"{self.describe()}: supervisor unreachable: {exc}") from None
+                raise SandboxError(f"{self.describe()}: supervisor unreachable: {exc}") from exc
 
     def _with_python(self, env: dict[str, str]) -> dict[str, str]:
         if not self._python_env:

@@ -110,7 +110,7 @@ class ModalSandbox(Sandbox):
             out, err = await asyncio.gather(proc.stdout.read.aio(), proc.stderr.read.aio())
             code = await proc.wait.aio()
         except Exception as exc:  # the SDK's errors are many; all mean the sandbox failed us
-            raise SandboxError(f"{self.describe()}: {type(exc).__name__}: {exc}") from None
+            raise SandboxError(f"{self.describe()}: {type(exc).__name__}: {exc}") from exc
         code = 128 - code if code < 0 else code
         late = loop.time() - t0 >= limit - 0.5
         truncated = len(out) > max_output or len(err) > max_output
@@ -150,7 +150,7 @@ async def _image_workdir(sandbox: ModalSandbox) -> str:
         out = await proc.stdout.read.aio()
         code = await proc.wait.aio()
     except Exception as exc:  # the SDK's errors are many; all mean the sandbox failed us
-        raise SandboxError(f"{sandbox.describe()}: {type(exc).__name__}: {exc}") from None
+        raise SandboxError(f"{sandbox.describe()}: {type(exc).__name__}: {exc}") from exc
     workdir = out.decode("utf-8", "replace").strip()
     if code != 0 or not workdir.startswith("/") or workdir == "/":
         raise SandboxError(
@@ -169,8 +169,8 @@ class ModalBackend(SandboxBackend):
     def __init__(self, app_name: str = APP_NAME) -> None:
         try:
             import modal
-        except ImportError:
-            raise SandboxError("modal sandbox: pip install modal==1.6.4") from None
+        except ImportError as exc:
+            raise SandboxError("modal sandbox: pip install modal==1.6.4") from exc
         self.modal = modal
         self.app_name = app_name
         self._app: Any = None
@@ -233,9 +233,7 @@ class ModalBackend(SandboxBackend):
                 "sleep", "infinity", app=self._app, **kwargs
             )
         except Exception as exc:
-            raise SandboxError(
-                f"modal sandbox did not start: {type(exc).__name__}: {exc}"
-            ) from None
+            raise SandboxError(f"modal sandbox did not start: {type(exc).__name__}: {exc}") from exc
         sandbox = ModalSandbox(config, handle, on_destroy=self._live.discard)
         self._live.add(sandbox)
         try:

@@ -75,16 +75,16 @@ def modal_errors(modal: Any, doing: str, server_url: str = DEFAULT_SERVER_URL) -
     except (exc_mod.AuthError, exc_mod.PermissionDeniedError) as exc:
         raise ConfigError(
             f"Modal rejected the credentials while {doing}: {first_line(exc)}", hint=TOKEN_FIX
-        ) from None
+        ) from exc
     except exc_mod.InvalidError as exc:
-        raise ConfigError(f"Modal refused the request while {doing}: {first_line(exc)}") from None
+        raise ConfigError(f"Modal refused the request while {doing}: {first_line(exc)}") from exc
     except exc_mod.ConnectionError as exc:
         raise InfraError(
             f"cannot reach Modal at {server_url} while {doing}: {first_line(exc)}",
             hint="check this machine's network access to Modal (MODAL_SERVER_URL if set)",
-        ) from None
+        ) from exc
     except exc_mod.Error as exc:
-        raise InfraError(f"Modal failed while {doing}: {first_line(exc)}") from None
+        raise InfraError(f"Modal failed while {doing}: {first_line(exc)}") from exc
 
 
 def _reachable(server_url: str) -> str | None:

@@ -9,33 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalgate.errors import ConfigError
+from evalgate.config.vllm_flags import check_extra_args
 
-__all__ = ["check_extra_args", "gpus_needed", "serve_args", "serve_command"]
-
-# Flags evalgate sets itself; a duplicate in extra_args would silently win (argparse keeps the
-# last), so it is refused unless it is one of the documented escape hatches below.
-_OWNED = frozenset(
-    {
-        "--served-model-name",
-        "--host",
-        "--port",
-        "--revision",
-        "--tokenizer-revision",
-        "--dtype",
-        "--tensor-parallel-size",
-        "-tp",
-        "--data-parallel-size",
-        "-dp",
-        "--max-model-len",
-        "--gpu-memory-utilization",
-        "--enable-prefix-caching",
-        "--no-enable-prefix-caching",
-        "--trust-remote-code",
-        "--chat-template",
-        "--api-key",
-    }
-)
+__all__ = ["gpus_needed", "serve_args", "serve_command"]
 
 
 def gpus_needed(opts: Any) -> int:
@@ -45,17 +21,6 @@ def gpus_needed(opts: Any) -> int:
 
 def _flags(extra: Any) -> set[str]:
     return {str(arg).split("=", 1)[0] for arg in extra}
-
-
-def check_extra_args(extra: list[str]) -> None:
-    for arg in extra:
-        flag = arg.split("=", 1)[0]
-        if flag in _OWNED:
-            raise ConfigError(
-                f"extra_args: {flag} is set from its own field (e.g. tensor_parallel_size, "
-                "chat_template); set it there instead"
-                + ("; the API key comes from the environment" if flag == "--api-key" else "")
-            )
 
 
 def serve_args(

@@ -189,13 +189,13 @@ def _fetch_from_hub(
     try:
         from huggingface_hub import hf_hub_download
         from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
-    except ImportError:
+    except ImportError as exc:
         raise ConfigError(
             f"cannot tell whether {model!r} has a chat template: it is not in the Hugging Face "
             "cache, and huggingface_hub (which would fetch it) is not installed",
             hint="pip install 'evalgate-action[modal]' (or huggingface_hub), or set the model's "
             "chat_template: in evals.yaml",
-        ) from None
+        ) from exc
 
     kwargs: dict[str, Any] = {
         "revision": revision or "main",
@@ -210,11 +210,11 @@ def _fetch_from_hub(
         try:
             found[name] = Path(hf_hub_download(model, name, **kwargs))
         except LocalEntryNotFoundError as exc:  # offline, or the Hub did not answer
-            raise _unfetchable(model, revision, exc) from None
+            raise _unfetchable(model, revision, exc) from exc
         except EntryNotFoundError:  # the Hub answered: the repository has no such file
             found[name] = None
         except Exception as exc:
-            raise _unfetchable(model, revision, exc) from None
+            raise _unfetchable(model, revision, exc) from exc
         got = found[name]
         if name == "tokenizer_config.json" and got and _has_template(got):
             return True, got

@@ -34,9 +34,9 @@ import json
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 from yarl import URL
@@ -46,9 +46,6 @@ from evalgate.serve.base import Endpoint
 from evalgate.serve.breaker import Breaker
 from evalgate.serve.keys import check_api_key
 
-if TYPE_CHECKING:
-    from evalgate.run.cache import ResponseCache
-
 __all__ = [
     "MAX_REDIRECTS",
     "MAX_REPLY_BYTES",
@@ -56,6 +53,7 @@ __all__ = [
     "ChatClient",
     "ClientStats",
     "Reply",
+    "ReplyCache",
     "RequestFailed",
     "dumps",
     "loads",
@@ -243,10 +241,24 @@ def retry_after(headers: Any) -> float | None:
     return parse_retry_after(headers.get("Retry-After") or headers.get("llm_provider-retry-after"))
 
 
+class ReplyCache(Protocol):
+    """What the client asks of a response cache; the run stage's
+    :class:`~evalgate.run.cache.ResponseCache` is the one a run passes in (serving comes first
+    in the stage order, so it names the shape, not the class)."""
+
+    def key(self, identity: str, body: bytes, rollout: int) -> bytes: ...
+
+    def get(self, key: bytes) -> tuple[str, dict[str, int]] | None: ...
+
+    def put(self, key: bytes, text: str, usage: Mapping[str, int]) -> None: ...
+
+    def flush(self) -> None: ...
+
+
 class ChatClient:
     """Send chat requests to one endpoint with fixed sampling; use as ``async with``.
 
-    ``cache``: a :class:`~evalgate.run.cache.ResponseCache`, or None for none (``--no-cache``).
+    ``cache``: a :class:`ReplyCache` (the run's response cache), or None (``--no-cache``).
     ``cache_identity``: what identifies the endpoint in cache keys; default base_url + model.
     Backends whose base_url changes from run to run (an embedded server on a random port) should
     pass something stable that changes with the model, e.g. a digest of the model config.
@@ -263,7 +275,7 @@ class ChatClient:
         backoff_base_s: float = 0.5,
         backoff_cap_s: float = 30.0,
         adaptive: bool = True,
-        cache: ResponseCache | None = None,
+        cache: ReplyCache | None = None,
         cache_identity: str | None = None,
         max_redirects: int = MAX_REDIRECTS,
         allow_empty: bool = False,

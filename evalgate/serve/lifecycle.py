@@ -140,7 +140,7 @@ def deploy(
                     raise InfraError(
                         f"{spec.app_name}: deployed, but not ready: {exc} "
                         f"(see `modal app logs {spec.app_name}`)"
-                    ) from None
+                    ) from exc
                 state, detail = "ready", f"ready in {ready.elapsed_s:.0f} s"
             results.append(AppStatus(spec.app_name, state, model.name, url, spec.digest(), detail))
     finally:

@@ -88,8 +88,8 @@ def import_modal() -> Any:
     """The ``modal`` module, or a ConfigError naming the extra that installs it."""
     try:
         import modal
-    except ModuleNotFoundError:
-        raise ConfigError(f"backend 'modal-vllm' needs the modal package; {INSTALL_HINT}") from None
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"backend 'modal-vllm' needs the modal package; {INSTALL_HINT}") from exc
     return modal
 
 
@@ -362,14 +362,14 @@ class ModalVLLMServer:
             raise InfraError(
                 f"model {self.model.name!r}: the Modal vLLM server did not become ready: {exc} "
                 f"(see `modal app logs {spec.app_name}`; log: {self.log_path})"
-            ) from None
+            ) from exc
         except (ConfigError, InfraError):
             self._stack.close()
             raise
         except BaseException as exc:
             self._stack.close()
             if isinstance(exc, Exception) and type(exc).__module__.startswith("modal"):
-                raise InfraError(f"model {self.model.name!r}: Modal: {first_line(exc)}") from None
+                raise InfraError(f"model {self.model.name!r}: Modal: {first_line(exc)}") from exc
             raise
         return Endpoint(
             base_url=f"{url.rstrip('/')}/v1",

@@ -65,7 +65,7 @@ class OpenAICompatServer:
             raise InfraError(
                 f"model {self.model.name!r}: cannot reach {url} ({reason}); is the server "
                 "running, and is base_url right?"
-            ) from None
+            ) from exc
 
     def __exit__(self, *exc: object) -> None:
         return None

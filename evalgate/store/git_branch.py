@@ -218,7 +218,7 @@ class GitBranchStore:
             raise StoreError(
                 f"{self.repo} is not a git repository ({err}); run evalgate inside a checkout "
                 "of your repository"
-            ) from None
+            ) from err
         if self._cache_dir is None:
             self._cache_dir = Path(git_dir) / "evalgate-cache"
         self._git.use_remote(self.remote)
@@ -247,7 +247,7 @@ class GitBranchStore:
                     f"could not fetch {self.branch} from {self.remote}: {err}",
                     hint=f"check that the remote exists and is reachable: git remote -v in "
                     f"{self.repo}",
-                ) from None
+                ) from err
             # No results branch yet (or it was deleted): an empty store.
             self._run("forget the old tip", "update-ref", "-d", self.ref)
             tip = None
@@ -283,7 +283,7 @@ class GitBranchStore:
             raise StoreError(
                 f"could not push to {self.remote}/{self.branch}: {_push_reason(err)}",
                 hint=_push_hint(text, self.branch),
-            ) from None
+            ) from err
         return True
 
     # -- trees ----------------------------------------------------------------------------------
@@ -461,7 +461,7 @@ class GitBranchStore:
         except GitFailed as err:
             raise StoreError(
                 f"git {args[0]} failed to {doing} on {self.remote}/{self.branch}: {err}"
-            ) from None
+            ) from err
 
 
 def _check_branch(branch: str) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
+from evalgate.suites import _vf_judge
 from evalgate.suites._vf_runner import (
     _STATUS,
     VerifiersOutcome,
@@ -58,7 +59,7 @@ class Legacy:
             raise ConfigError(
                 f"benchmark {spec.name!r}: loading environment {spec.env_id!r}: "
                 f"{type(exc).__name__}: {exc}"
-            ) from None
+            ) from exc
         if not callable(getattr(self.env, "run_rollout", None)):
             raise ConfigError(
                 f"benchmark {spec.name!r}: this verifiers has no per-rollout "
@@ -136,6 +137,7 @@ class Legacy:
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         model = client.endpoint.model
         vf_client = self._vf_client(client)
+        judged = _vf_judge.CURRENT.set(getattr(client, "judge", None))  # see _vf_judge
         try:
             if self.group:
                 out = (await self._group(item, vf_client, model))[index]
@@ -146,7 +148,9 @@ class Legacy:
         except (RequestFailed, InfraError):
             raise
         except Exception as exc:
-            raise _legacy_exception(exc) from None
+            raise _legacy_exception(exc) from exc
+        finally:
+            _vf_judge.CURRENT.reset(judged)
         return _output_outcome(out)
 
     async def _group(self, item: Item, vf_client: Any, model: str) -> list[Any]:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
+from evalgate.suites import _vf_judge
 from evalgate.suites.base import Item, Outcome
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def _pick_api(spec: VerifiersBenchmark) -> str:
         raise ConfigError(
             f"benchmark {spec.name!r}: environment {spec.env_id!r} needs {exc.name!r}, "
             "which is not installed"
-        ) from None
+        ) from exc
     if _exports_taskset(module):
         return "v1"
     if callable(getattr(module, "load_environment", None)):
@@ -296,7 +297,7 @@ class _V1:
             raise ConfigError(
                 f"benchmark {spec.name!r}: loading taskset {spec.env_id!r}: "
                 f"{type(exc).__name__}: {exc}"
-            ) from None
+            ) from exc
         ids = _unique_ids([self._item_id(t) for t in tasks])
         self.tasks = dict(zip(ids, tasks, strict=True))
         self.items = [self._item(i, t) for i, t in zip(ids, tasks, strict=True)]
@@ -362,10 +363,13 @@ class _V1:
             client=EvalClientConfig(base_url=endpoint.base_url, api_key_var=_KEY_VAR),
             sampling=SamplingConfig(**_sampling(self.spec, index)),
         )
+        judged = _vf_judge.CURRENT.set(getattr(client, "judge", None))
         try:
             episode = await self.env.run_slot(RunSlot(self.tasks[item.id]), ctx)
         except Exception as exc:
-            raise InfraError(f"vf_{type(exc).__name__}: {exc}") from None
+            raise InfraError(f"vf_{type(exc).__name__}: {exc}") from exc
+        finally:
+            _vf_judge.CURRENT.reset(judged)
         return _episode_outcome(episode)
 
 
@@ -446,10 +450,18 @@ def load_runner(spec: VerifiersBenchmark) -> tuple[str, Any]:
     api = _pick_api(spec)
     if api == "v1":
         runner: Any = _V1(spec)
+        if spec.judge is not None:  # the environment's judges call evalgate's (see _vf_judge)
+            _vf_judge.route_v1()
     else:
         from evalgate.suites._vf_legacy import Legacy
 
         runner = Legacy(spec)
+        if spec.judge is not None:
+            s = spec.judge.sampling
+            sampling = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens}
+            if s.seed is not None:
+                sampling["seed"] = s.seed
+            _vf_judge.route_legacy(runner.env, spec.judge.model.model_id, sampling)
     log.info("verifiers benchmark %s: %s api, %d items", spec.name, api, len(runner.items))
     return api, runner
 

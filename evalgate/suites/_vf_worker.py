@@ -6,7 +6,8 @@ working directory (a pull request's checkout) off ``sys.path``; the environment 
 the installed packages, or from the one folder the benchmark names as ``env_path``.
 
 Requests: ``{"id", "op": "load", "spec", "env_path"}`` answers the items; ``{"id", "op":
-"rollout", "item", "index", "endpoint"}`` answers one outcome. An error answer carries ``type``:
+"rollout", "item", "index", "endpoint", "judge"}`` answers one outcome (``judge``: the rollout's
+tab on the gate's judge relay, or null). An error answer carries ``type``:
 ``config`` (at load), ``request`` (the model endpoint failed: ``kind``) or ``infra``.
 """
 
@@ -72,7 +73,8 @@ class _Worker:
         from evalgate.serve.base import Endpoint
 
         endpoint = Endpoint(**request["endpoint"])
-        client = types.SimpleNamespace(endpoint=endpoint)
+        # The judge's relay endpoint for this rollout (``judge:`` set), else None.
+        client = types.SimpleNamespace(endpoint=endpoint, judge=request.get("judge"))
         item = self.items[request["item"]]
         outcome = await self.runner.rollout(item, int(request["index"]), client)
         return {"outcome": dataclasses.asdict(outcome)}

@@ -59,7 +59,7 @@ def _read_text(path: Path) -> str:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise DataError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from None
+        raise DataError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from exc
     from evalgate.config._yamlio import is_utf16
 
     if is_utf16(raw):
@@ -250,11 +250,11 @@ def file_items(spec: FileBenchmark) -> list[Item]:
 def hf_items(spec: HFBenchmark) -> list[Item]:
     try:
         import datasets  # heavy: imported only for hf benchmarks
-    except ImportError:
+    except ImportError as exc:
         raise ConfigError(
             f"benchmark {spec.name!r} needs Hugging Face datasets: "
             "pip install 'evalgate-action[hf]'"
-        ) from None
+        ) from exc
     try:
         ds = datasets.load_dataset(
             spec.dataset,
@@ -267,7 +267,7 @@ def hf_items(spec: HFBenchmark) -> list[Item]:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InfraError(
             f"benchmark {spec.name!r}: could not load dataset {spec.dataset!r}: {first}"
-        ) from None
+        ) from exc
     where = f"{spec.dataset}[{spec.split}]"
     ids = bool(spec.id_field) and spec.id_field in (ds.column_names or [])
     items = [_to_item(dict(row), i, f"{where} row {i}", spec, ids) for i, row in enumerate(ds)]

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from evalgate.errors import ConfigError, InfraError
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest
+from evalgate.suites.judge import JudgeFailed
+from evalgate.suites.judge_relay import Grader
 from evalgate.suites.repo_code import repo_env, spawn_options
 
 if TYPE_CHECKING:
@@ -143,23 +145,22 @@ def _check_epochs(spec: InspectBenchmark, epochs: int) -> None:
         )
 
 
-@dataclass
-class Grader:
-    """The judge of an inspect task's model-graded scorers: served and bound by the run like a
-    ``scorer: {type: judge}`` judge (``client`` is its ChatClient, for the endpoint), called by
-    inspect itself. No labelled set or pairwise mode here: inspect's scorers decide."""
-
-    spec: Any  # GraderSpec
-    client: Any = None
-    price: tuple[float, float] | None = (0.0, 0.0)
-    stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "cache_hits": 0})
-    labels: None = None
-    baseline: Any = None
-
-    def cost(self, usage: dict[str, int]) -> float | None:
-        if self.price is None:
-            return None
-        return usage["prompt_tokens"] * self.price[0] + usage["completion_tokens"] * self.price[1]
+def _attribute(total: dict[str, int], records: list[dict[str, Any]]) -> None:
+    """Split the relay's count of the grader's tokens (``total``) over the samples: as inspect
+    reports each sample's grader usage, with what the reports leave out (or a task's code
+    under-reports) on the first sample, so the run's judge tokens are the relay's, not the
+    task's word."""
+    if not records:
+        return
+    for rec in records:
+        rec["grader_usage"] = {k: int((rec.get("grader_usage") or {}).get(k) or 0) for k in total}
+    for k, value in total.items():
+        reported = sum(r["grader_usage"][k] for r in records)
+        if reported > value:  # more than the relay answered: the relay's count stands
+            for rec in records:
+                rec["grader_usage"][k] = 0
+            reported = 0
+        records[0]["grader_usage"][k] += value - reported
 
 
 @dataclass
@@ -174,6 +175,7 @@ class InspectSuite(SuiteDefaults):
     _batch: asyncio.Task[dict[tuple[str, int], dict[str, Any]]] | None = None
     _wanted: list[str] | None = None  # sample ids of the next batch (see plan); None: all
     judge: Grader | None = None  # the grader role's model (``grader:``); the run binds its client
+    _grader_failed: tuple[str, str] | None = None  # (kind, detail): the relay's first failure
 
     @classmethod
     def from_spec(
@@ -264,22 +266,32 @@ class InspectSuite(SuiteDefaults):
             argv += ["--score-key", spec.score_key]
         for item_id in self._wanted if self._wanted is not None else [i.id for i in self.items]:
             argv += ["--sample-id", item_id]
-        grader_key = None
-        if self.judge is not None and self.judge.client is not None:
-            gep, gs = self.judge.client.endpoint, self.judge.spec.sampling
+        grader_key, tab, relay = None, None, None
+        if self.judge is not None:
+            # The grader role goes through the judge's relay (the exam's model and sampling,
+            # evalgate's retries, cache and accounting), never straight to the judge's server.
+            relay = self.judge.relay
+            if relay is None:
+                raise InfraError(f"benchmark {spec.name!r}: the grader's relay is not running")
+            tab = relay.open()
+            gep, gs = relay.endpoint(tab), self.judge.spec.sampling
+            # No retries in inspect: the relay has retried already (evalgate's policy).
             grader = {"temperature": gs.temperature, "max_tokens": gs.max_tokens,
-                      "top_p": gs.top_p, "seed": gs.seed, **{k: generate[k] for k in
-                      ("max_retries", "attempt_timeout")}}  # fmt: skip
-            argv += ["--grader-model", gep.model, "--grader-base-url", gep.base_url]
+                      "top_p": gs.top_p, "seed": gs.seed, "max_retries": 0,
+                      "attempt_timeout": generate["attempt_timeout"]}  # fmt: skip
+            argv += ["--grader-model", gep["model"], "--grader-base-url", gep["base_url"]]
             argv += ["--grader-generate", json.dumps(grader)]
-            grader_key = gep.api_key
-        code, _, err = await _call(
-            argv,
-            cwd=self.cwd,
-            api_key=ep.api_key,
-            declared=list(spec.pass_env),
-            grader_key=grader_key,
-        )
+            grader_key = gep["api_key"]
+        try:
+            code, _, err = await _call(
+                argv,
+                cwd=self.cwd,
+                api_key=ep.api_key,
+                declared=list(spec.pass_env),
+                grader_key=grader_key,
+            )
+        finally:
+            graded = relay.close(tab) if relay is not None and tab is not None else None
         if code == SCORE_SHAPE:
             raise ConfigError(f"benchmark {spec.name!r}: task {spec.task!r}: {_last_line(err)}")
         if code != 0 or not out_file.is_file():
@@ -289,6 +301,9 @@ class InspectSuite(SuiteDefaults):
             rec = json.loads(line)
             results[(rec["id"], rec["epoch"] - 1)] = rec
         out_file.unlink()
+        if graded is not None:
+            _attribute(graded.usage, list(results.values()))
+            self._grader_failed = graded.failed
         return results
 
     def plan(self, pairs: list[tuple[Item, int]]) -> None:
@@ -304,13 +319,19 @@ class InspectSuite(SuiteDefaults):
         rec = results.get((item.id, index))
         if rec is None:
             raise InfraError(f"inspect: no result for sample {item.id!r} epoch {index + 1}")
-        if rec["error"] is not None:
-            raise InfraError(f"inspect: {rec['error']}")
         judge: dict[str, Any] | None = None
         if self.judge is not None:  # the grader's tokens: counted, at the grader's price
             usage = rec.get("grader_usage") or {"prompt_tokens": 0, "completion_tokens": 0}
             judge = {"usage": usage, "cost_usd": self.judge.cost(usage), "samples": []}
-            self.judge.stats["calls"] += int(usage["completion_tokens"] > 0)  # graded samples
+        if rec["error"] is not None:
+            if self._grader_failed is not None:
+                # The grader failed after evalgate's retries (the relay saw it): a sample that
+                # errored is a judge error, as a scorer judge's would be.
+                kind, detail = self._grader_failed
+                partial = {"completion": rec.get("completion"), "usage": rec.get("usage") or {},
+                           "judge": judge}  # fmt: skip
+                raise JudgeFailed(f"judge_{kind}", f"{detail} ({rec['error']})", partial)
+            raise InfraError(f"inspect: {rec['error']}")
         return Outcome(
             prompt=rec["messages"][:-1] or [{"role": "user", "content": item.prompt}],
             completion=rec["completion"],

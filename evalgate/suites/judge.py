@@ -304,7 +304,7 @@ class Judge:
                     f"judge_{exc.kind}",
                     str(exc).partition(": ")[2] or exc.kind,
                     self._partial(context, usage, [*(earlier or []), *samples], judge_usage),
-                ) from None
+                ) from exc
             self.stats["calls"] += 1
             self.stats["cache_hits"] += int(reply.cached)
             for k in judge_usage:

@@ -76,7 +76,7 @@ def load_labels(path: Path, spec: Any) -> list[dict[str, Any]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
-        raise ConfigError(f"{path}: cannot read the judge's labelled set ({why})") from None
+        raise ConfigError(f"{path}: cannot read the judge's labelled set ({why})") from exc
     rows = []
     for n, line in enumerate(lines, 1):
         if not line.strip():

@@ -37,6 +37,8 @@ from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest, tree_digest
+from evalgate.suites.judge import JudgeFailed
+from evalgate.suites.judge_relay import Grader
 from evalgate.suites.repo_code import repo_env, spawn_options
 
 if TYPE_CHECKING:
@@ -128,9 +130,9 @@ class _Worker:
             try:
                 self.proc.stdin.write(line)
                 self.proc.stdin.flush()
-            except OSError:
+            except OSError as exc:
                 self._pending.pop(ident, None)
-                raise InfraError(self._gone()) from None
+                raise InfraError(self._gone()) from exc
 
     def _gone(self) -> str:
         code = self.proc.poll()
@@ -239,6 +241,7 @@ class VerifiersSuite(SuiteDefaults):
     api: str
     worker: _Worker
     roles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    judge: Grader | None = None  # ``judge:``: the environment's judges call it (the run binds it)
 
     @classmethod
     def from_spec(
@@ -254,14 +257,41 @@ class VerifiersSuite(SuiteDefaults):
             _raise(answer.get("error") or {})
         items = items_from_worker(answer["items"], source)
         log.info("verifiers benchmark %s: %s api, %d items", spec.name, answer["api"], len(items))
-        return cls(spec.name, items, str(answer["api"]), worker, dict(answer.get("roles") or {}))
+        judge = Grader(spec.judge) if spec.judge is not None else None
+        roles = dict(answer.get("roles") or {})
+        return cls(spec.name, items, str(answer["api"]), worker, roles, judge)
 
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         e = client.endpoint
         endpoint = {"base_url": e.base_url, "model": e.model, "api_key": e.api_key}
-        answer = await self.worker.request(
-            {"op": "rollout", "item": item.id, "index": index, "endpoint": endpoint}
-        )
+        request = {"op": "rollout", "item": item.id, "index": index, "endpoint": endpoint}
+        if self.judge is None:
+            answer = await self.worker.request(request)
+            if not answer.get("ok"):
+                _raise(answer.get("error") or {})
+            return VerifiersOutcome(**answer["outcome"])
+        relay = self.judge.relay
+        if relay is None:  # never the environment's default judge instead
+            raise InfraError(f"benchmark {self.name!r}: the judge's relay is not running")
+        tab = relay.open()  # this rollout's judge calls, counted by the relay
+        try:
+            answer = await self.worker.request({**request, "judge": relay.endpoint(tab)})
+        finally:
+            spent = relay.close(tab)
+        judgement = spent.judgement(self.judge)
+        if spent.failed is not None:
+            # The judge failed after evalgate's retries: an error of kind judge_*, even where
+            # the environment caught it and scored 0.
+            kind, detail = spent.failed
+            outcome = answer.get("outcome") or {}
+            partial = {
+                "completion": outcome.get("completion"),
+                "usage": outcome.get("usage") or {},
+                "judge": judgement,
+            }
+            raise JudgeFailed(f"judge_{kind}", detail, partial)
         if not answer.get("ok"):
             _raise(answer.get("error") or {})
-        return VerifiersOutcome(**answer["outcome"])
+        fields = dict(answer["outcome"])
+        fields["judge"] = judgement  # the relay's count, not the environment's report
+        return VerifiersOutcome(**fields)

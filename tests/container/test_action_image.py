@@ -35,9 +35,9 @@ from typing import Any
 import pytest
 import yaml
 from fake_github import TOKEN, FakeGitHub, load_spec, running_fake
-from openapi_core import OpenAPI
 
 from tests.container.conftest import ROOT, docker_socket
+from tests.openapi_contract import load_openapi
 
 pytestmark = pytest.mark.container
 
@@ -224,7 +224,7 @@ def scenario(docker: str, image: str, git_remote: tuple[Path, str]) -> Iterator[
     base_dir = Path(tempfile.mkdtemp(prefix="evalgate-ct-"))
     base_dir.chmod(0o755)
     spec = load_spec()
-    with running_fake(OpenAPI.from_dict(spec), spec) as github:
+    with running_fake(load_openapi(spec), spec) as github:
         ws = base_dir / "repo"
         _ok(_git(base_dir, "clone", "-q", url, str(ws)))
         (ws / "evals.yaml").write_text(EVALS)

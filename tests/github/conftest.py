@@ -12,6 +12,7 @@ from fake_github import TOKEN, FakeGitHub, load_spec, running_fake
 from openapi_core import OpenAPI
 
 from evalgate.publish.github import GitHubClient
+from tests.openapi_contract import load_openapi
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -23,7 +24,7 @@ def spec() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def openapi(spec: dict[str, Any]) -> OpenAPI:
-    return OpenAPI.from_dict(spec)  # also validates the subset itself as an OpenAPI 3.0 document
+    return load_openapi(spec)  # also validates the subset itself as an OpenAPI 3.0 document
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,14 @@ from urllib.parse import parse_qs, urlsplit
 
 from openapi_core import OpenAPI
 from openapi_core.testing import MockRequest, MockResponse
-from openapi_schema_validator import OAS30Validator, oas30_format_checker
+
+from tests.openapi_contract import (
+    describe,
+    load_document,
+    request_error,
+    response_error,
+    schema_validator,
+)
 
 __all__ = [
     "BODY_LIMIT",
@@ -66,13 +73,7 @@ _PULL = re.compile(r"^/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/pulls/(?P<number>\
 
 
 def load_spec() -> dict[str, Any]:
-    return json.loads(SPEC_PATH.read_text(encoding="utf-8"))
-
-
-def schema_validator(spec: dict[str, Any], name: str) -> OAS30Validator:
-    """A validator for ``components/schemas/NAME`` of ``spec``, with its $refs and formats."""
-    root = {"$ref": f"#/components/schemas/{name}", "components": spec["components"]}
-    return OAS30Validator(root, format_checker=oas30_format_checker)
+    return load_document(SPEC_PATH)
 
 
 @dataclass
@@ -194,10 +195,9 @@ class FakeGitHub:
         request: MockRequest,
     ) -> tuple[int, dict[str, str], bytes]:
         problems = self._convention_problems(headers)
-        try:
-            self.openapi.validate_request(request)
-        except Exception as exc:  # openapi-core raises a family of errors; all are violations
-            problems.append(f"request does not match the OpenAPI description: {_describe(exc)}")
+        exc = request_error(self.openapi, request)
+        if exc is not None:
+            problems.append(f"request does not match the OpenAPI description: {describe(exc)}")
         if problems:
             return self._violation(method, path, problems)
         if headers.get("authorization") != f"Bearer {TOKEN}":
@@ -351,13 +351,12 @@ class FakeGitHub:
     ) -> str | None:
         visible = {k: v for k, v in headers.items() if not k.startswith("x-fake-")}
         response = MockResponse(raw, status, visible, content_type=headers["content-type"])
-        try:
-            self.openapi.validate_response(request, response)
+        exc = response_error(self.openapi, request, response)
+        if exc is None:
             return None
-        except Exception as exc:
-            documented = type(exc).__name__ != "ResponseNotFound"
-            if documented or status < 400:
-                return f"response does not match the OpenAPI description: {_describe(exc)}"
+        documented = type(exc).__name__ != "ResponseNotFound"
+        if documented or status < 400:
+            return f"response does not match the OpenAPI description: {describe(exc)}"
         # An error status this operation does not document: GitHub's generic error shape.
         try:
             data = json.loads(raw)
@@ -373,17 +372,6 @@ class FakeGitHub:
         self.violations.append(text)
         body = json.dumps({"message": f"fake GitHub: {text}"}).encode("utf-8")
         return 500, {"content-type": "application/json; charset=utf-8"}, body
-
-
-def _describe(exc: BaseException) -> str:
-    """openapi-core's message plus the schema errors it keeps on its causes."""
-    parts = [f"{type(exc).__name__}: {exc}"]
-    cause = exc.__cause__
-    while cause is not None:
-        for err in getattr(cause, "schema_errors", ()) or ():
-            parts.append(getattr(err, "message", str(err)))
-        cause = cause.__cause__
-    return " | ".join(dict.fromkeys(parts))[:2000]
 
 
 def _iso(epoch: int) -> str:

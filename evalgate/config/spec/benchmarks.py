@@ -309,6 +309,10 @@ class VerifiersBenchmark(CommonBenchmark):
     """v1 harness name (default: the taskset's)."""
     runtime: Literal["subprocess", "docker", "modal"] = "subprocess"
     """Where v1 rollouts execute; never a remote service unless chosen here."""
+    judge: GraderSpec | None = None
+    """The judge the environment's model-graded rewards call (`vf.Judge` / `JudgeRubric`):
+    served by evalgate and reached through its judge relay (this model and sampling, evalgate's
+    retries, cache and accounting); null: the environment's own judge client."""
     pass_env: PassEnv = Field(default_factory=empty_list)
     """Names of this machine's environment variables the task's code may read (a judge model's
     key, say). It runs with a cleared environment: PATH, HOME, locale, CA and proxy settings,

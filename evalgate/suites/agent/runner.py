@@ -216,7 +216,7 @@ async def run_task(
         try:
             await install_files(box, task.workspace, box.workdir, task.modes)
         except SandboxFileError as exc:
-            raise InfraError(f"task {task.id!r}: set-up failed: {exc}") from None
+            raise InfraError(f"task {task.id!r}: set-up failed: {exc}") from exc
         for command in task.setup_commands:
             result = await box.exec(command, timeout_s=_SETUP_TIMEOUT_S)
             if not result.ok:

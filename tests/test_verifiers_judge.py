@@ -1,0 +1,251 @@
+"""A verifiers environment's judge is evalgate's (`judge:`): reached through the judge relay.
+
+Two small environments written here, one per API generation: a v1 taskset whose reward asks a
+``vf.Judge`` (verifiers 0.4, the project environment) and a legacy environment whose
+``JudgeRubric`` holds its own client on a dead port (verifiers 0.3.1, the side venv:
+``.ci/run``). Both graded by a scripted judge server over loopback HTTP: the judge gets the
+configured model, its verdicts decide the rewards, and its calls are counted (tokens, cost,
+cache) like evalgate's own judge's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli import main
+from tests.conftest import answer_arith, read_jsonl
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("verifiers") is None, reason="needs verifiers"
+)
+
+ROWS = [("add-2-3", "What is 2 + 3?", "5"), ("add-7-5", "What is 7 + 5?", "12"),
+        ("sub-9-4", "What is 9 - 4?", "5")]  # fmt: skip
+
+V1_ENV = f"""
+import verifiers.v1 as vf
+
+ROWS = {ROWS!r}
+__all__ = ["JudgedConfig", "JudgedTaskset"]
+
+
+class JudgedData(vf.TaskData):
+    answer: str
+
+
+class YesNo(vf.Judge[bool]):
+    prompt = "Question: {{question}}\\nReference: {{answer}}\\nResponse: {{response}}\\nCorrect?"
+
+    def parse(self, response):
+        return response.text.strip().lower().endswith("yes")
+
+
+class JudgedTask(vf.Task[JudgedData]):
+    @vf.reward(weight=1.0)
+    async def judged(self, trace) -> float:
+        # The environment's own judge config: a dead port and a model nobody serves.
+        judge = YesNo(vf.JudgeConfig(base_url="http://127.0.0.1:9/v1", model="env/own-judge"))
+        got = await judge.evaluate(
+            trace=trace, question=self.data.prompt_text, answer=self.data.answer,
+            response=trace.last_reply,
+        )
+        return 1.0 if got.parsed else 0.0
+
+
+class JudgedConfig(vf.TasksetConfig):
+    pass
+
+
+class JudgedTaskset(vf.Taskset[JudgedTask, JudgedConfig]):
+    def load(self):
+        ids = "id" in vf.TaskData.model_fields
+        return [
+            JudgedTask(
+                JudgedData(prompt=q, answer=a, **({{"id": i}} if ids else {{}})), self.config.task
+            )
+            for i, q, a in ROWS
+        ]
+"""
+
+LEGACY_ENV = f"""
+ROWS = {ROWS!r}
+
+
+async def judged(judge, prompt, completion, answer, state, **kwargs) -> float:
+    verdict = await judge(prompt, completion, answer, state)
+    return 1.0 if verdict.strip().lower().endswith("yes") else 0.0
+
+
+def load_environment(**kwargs):
+    try:
+        import verifiers.legacy as vf
+    except ImportError:
+        import verifiers as vf
+    from datasets import Dataset
+    from openai import AsyncOpenAI
+
+    rows = [{{"id": i, "question": q, "answer": a}} for i, q, a in ROWS]
+    # The environment's own judge client: a dead port, a model nobody serves.
+    rubric = vf.JudgeRubric(
+        judge_client=AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="env-own"),
+        judge_model="env/own-judge",
+    )
+    rubric.add_reward_func(judged)
+    return vf.SingleTurnEnv(eval_dataset=Dataset.from_list(rows), rubric=rubric)
+"""
+
+
+def _has(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+APIS = [
+    pytest.param("v1", marks=pytest.mark.skipif(not _has("verifiers.v1"), reason="no v1")),
+    pytest.param(
+        "legacy", marks=pytest.mark.skipif(not _has("verifiers.legacy"), reason="no legacy")
+    ),
+]
+
+
+def _candidate(body: dict[str, Any], n: int) -> tuple[int, str, dict[str, str]]:
+    reply = {
+        "id": f"cmpl-{n}", "object": "chat.completion", "created": 0, "model": body.get("model"),
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": answer_arith(body, n)}}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+    }  # fmt: skip
+    return 200, json.dumps(reply), {"Content-Type": "application/json"}
+
+
+def _field(text: str, name: str) -> str:
+    # "Response: 5" (the v1 prompt here) or "Response:\n```\n5\n```" (JudgeRubric's default)
+    return text.split(name)[1].lstrip(" :`\n").split("\n")[0].strip(" `")
+
+
+def _strict_judge(body: dict[str, Any], n: int) -> str:
+    """Says yes when the response is the reference, except for the reference 12 (7 + 5): the
+    verdicts, not the answers, decide the rewards."""
+    text = body["messages"][-1]["content"]
+    reference = _field(text, "Reference" if "Reference:" in text else "Ground truth answer")
+    right = _field(text, "Response") == reference != "12"
+    return "Checked.\n" + ("yes" if right else "no")
+
+
+def _setup(tmp_path: Path, api: str, model_url: str, judge_url: str) -> Path:
+    env_dir = tmp_path / "envs"
+    (env_dir / "judged_arith").mkdir(parents=True, exist_ok=True)
+    source = V1_ENV if api == "v1" else LEGACY_ENV
+    (env_dir / "judged_arith" / "__init__.py").write_text(textwrap.dedent(source))
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        f"""
+models:
+  - {{name: scripted, backend: openai, base_url: "{model_url}", model: org/candidate}}
+benchmarks:
+  - name: vfj
+    kind: verifiers
+    env_id: judged-arith
+    env_path: envs
+    api: {api}
+    eval: {{rollouts: 1}}
+    judge:
+      model: {{name: judge, backend: openai, base_url: "{judge_url}", model: org/judge}}
+      sampling: {{temperature: 0.0, max_tokens: 77}}
+eval:
+  max_retries: 0
+"""
+    )
+    return config
+
+
+def _run(tmp_path: Path, config: Path) -> tuple[int, Path]:
+    out = tmp_path / "out"
+    return main(["local", str(config), "--output", str(out)], environ={"CI": "true"}), out
+
+
+def _run_dir(out: Path) -> Path:
+    return sorted((out / "evals").glob("vfj--org--candidate/*"))[-1]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_environments_judge_is_evalgates(
+    tmp_path: Path, scripted_server: Any, api: str
+) -> None:
+    model, judge = scripted_server(_candidate), scripted_server(_strict_judge)
+    config = _setup(tmp_path, api, model.base_url, judge.base_url)
+    code, out = _run(tmp_path, config)
+    run = _run_dir(out)
+    records = read_jsonl(run / "results.jsonl")
+    assert all(r["error"] is None for r in records), [r["error"] for r in records]
+    # The verdicts decide: every answer is right, the judge rejects 7 + 5.
+    rewards = {r["prompt"][-1]["content"]: r["reward"] for r in records}
+    assert rewards == {"What is 2 + 3?": 1.0, "What is 7 + 5?": 0.0, "What is 9 - 4?": 1.0}
+    assert code in (0, 1)
+    # Each judge call reached evalgate's judge with the configured model and sampling (not
+    # the environment's client on port 9, nor its model).
+    assert len(judge.requests) == 3
+    assert {b["model"] for b in judge.requests} == {"org/judge"}
+    assert {b["max_tokens"] for b in judge.requests} == {77}
+    assert all(b["model"] == "org/candidate" for b in model.requests)
+    # Counted by the relay: the record's judge tokens and calls, the metadata's sums.
+    for r in records:
+        assert r["judge"]["calls"] == 1 and r["judge"]["usage"]["prompt_tokens"] > 0
+        assert r["judge"]["replies"][0].startswith("Checked.")
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["judge_usage"]["prompt_tokens"] == sum(
+        r["judge"]["usage"]["prompt_tokens"] for r in records
+    )
+    assert meta["judge"]["model_id"] == "org/judge"
+    assert meta["judge"]["requests"]["calls"] == 3
+    # A re-run: every judgement from evalgate's cache, the judge asked nothing more.
+    _, out2 = _run(tmp_path, config)
+    assert len(judge.requests) == 3
+    meta2 = json.loads((_run_dir(out2) / "metadata.json").read_text())
+    assert meta2["judge"]["requests"]["cache_hits"] == 3
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_failing_judge_is_an_error_never_a_zero(
+    tmp_path: Path, scripted_server: Any, api: str
+) -> None:
+    model = scripted_server(_candidate)
+    judge = scripted_server(lambda body, n: (500, "judge down", {}))
+    code, out = _run(tmp_path, _setup(tmp_path, api, model.base_url, judge.base_url))
+    records = read_jsonl(_run_dir(out) / "results.jsonl")
+    assert len(records) == 3
+    # Whatever the environment did with the exception, the rollout is a judge error.
+    assert all((r["error"] or "").startswith("judge_http_500") for r in records), records
+    assert all(r["reward"] is None for r in records)
+    assert code == 3
+
+
+def test_the_environments_judge_is_part_of_the_measurement(tmp_path: Path) -> None:
+    """Another judge model or sampling is another measurement (in PR mode: the base's decides);
+    no `judge:` leaves the measurement as it was (older runs stay comparable)."""
+    from evalgate.config.load import load_config
+    from evalgate.config.split import field_role
+    from evalgate.run.fingerprint import measurement
+
+    def bench(judge: str) -> Any:
+        config = tmp_path / "evals.yaml"
+        config.write_text(
+            "models: [{name: m, backend: openai, base_url: 'http://x/v1'}]\n"
+            f"benchmarks:\n  - {{name: v, kind: verifiers, env_id: judged-arith{judge}}}\n"
+        )
+        return load_config(config, []).benchmarks[0]
+
+    model = ", judge: {{model: {{name: j, backend: openai, base_url: 'http://j/v1', model: {}}}}}"
+    plain, one, other = bench(""), bench(model.format("org/a")), bench(model.format("org/b"))
+    assert "judge" not in measurement(plain)
+    assert measurement(one)["judge"]["model"]["model"] == "org/a"
+    assert measurement(one) != measurement(other)
+    assert field_role("benchmarks[].judge.model.model") == "exam"
