@@ -240,6 +240,7 @@ benchmarks:
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_a_failing_grader_is_a_judge_error(tmp_path: Path, scripted_server: Any) -> None:
     """The grader answers 500: every sample is an error of kind judge_http_500 (the relay saw
     the failure), never a score."""

@@ -488,6 +488,7 @@ def _mind2web_model(body: dict[str, Any], n: int) -> str:
 
 
 @needs_catalogue
+@pytest.mark.slow
 def test_a_docker_sandboxed_catalogue_task_scores_as_inspect_eval(
     tmp_path: Path, scripted_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
