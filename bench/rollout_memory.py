@@ -14,8 +14,8 @@ seconds, not an hour): ``run_suite`` over 1,000 items × k rollouts with a journ
 
 Both then summarise the run (``summarize``), whose peak is included.
 
-Not measured here: the gate step, which reads the run's journal back (``compare.paired.load_run``)
-to pair items with a baseline.
+Not measured here: what reads the run's journal back afterwards (the gate step, `compare`,
+`resume`, sequential looks): bench/gate_memory.py.
 
 Usage: python bench/rollout_memory.py [--small 100000] [--large 1000000] [--items 1000]
 """

@@ -19,12 +19,16 @@ from evalgate.run.engine import run_suite
 from evalgate.run.fingerprint import item_hash
 from evalgate.run.journal import (
     RECORD_KEYS,
+    Pairs,
     is_complete,
+    kept_records,
     order_records,
+    order_tables,
     read_journal,
     resume_journal,
     rewrite_journal,
 )
+from evalgate.run.rollouts import RolloutTable
 from evalgate.serve.base import Endpoint
 from evalgate.serve.client import ChatClient
 from evalgate.suites import build_suite
@@ -65,7 +69,8 @@ def test_torn_tail_is_tolerated_and_cut_off(tmp_path: Path) -> None:
     torn = json.dumps(_rec(ITEMS[3], 0)).encode()[:57]
     _write(path, good, tail=torn)
     state = read_journal(path, items=ITEMS, rollouts=1)
-    assert state.torn and state.records == good and state.dropped == 1
+    assert state.torn and list(kept_records(path, state)) == good and state.dropped == 1
+    assert [r["example_id"] for r in state.records] == ["i0", "i1", "i2"]
     assert state.missing(ITEMS, 1) == [("i3", 0)]
     state = resume_journal(path, ITEMS, 1)
     assert path.read_bytes().endswith(b"}\n")  # cut at the last newline: appends are clean
@@ -90,7 +95,9 @@ def test_first_complete_record_wins_and_junk_is_skipped(tmp_path: Path) -> None:
         ],
     )
     state = read_journal(path, items=ITEMS, rollouts=2)
-    assert [r["completion"] for r in state.records] == ["first", "complete"]
+    kept = list(kept_records(path, state))
+    assert [r["completion"] for r in kept] == ["first", "complete"]
+    assert [(r["example_id"], r["rollout"]) for r in state.records] == [("i0", 0), ("i1", 0)]
     assert state.duplicates == 1 and state.bad_lines == 4 and not state.torn
     assert state.missing(ITEMS, 2) == [
         ("i0", 1),
@@ -101,7 +108,7 @@ def test_first_complete_record_wins_and_junk_is_skipped(tmp_path: Path) -> None:
         ("i3", 1),
     ]
     resume_journal(path, ITEMS, 2)  # rewritten: exactly the kept records
-    assert [json.loads(line) for line in path.read_text().splitlines()] == state.records
+    assert [json.loads(line) for line in path.read_text().splitlines()] == kept
 
 
 def test_records_outside_the_plan_are_stale(tmp_path: Path) -> None:
@@ -128,7 +135,7 @@ def test_errors_are_results_unless_retried(tmp_path: Path) -> None:
 
 def test_missing_file_and_helpers(tmp_path: Path) -> None:
     state = read_journal(tmp_path / "nope.jsonl", items=ITEMS, rollouts=1)
-    assert state.records == [] and len(state.missing(ITEMS, 1)) == 4
+    assert len(state.records) == 0 and len(state.missing(ITEMS, 1)) == 4
     assert not is_complete({"example_id": "x"}) and is_complete(_rec(ITEMS[0], 0))
     assert set(_rec(ITEMS[0], 0)) == RECORD_KEYS
     recs = [_rec(ITEMS[2], 1), _rec(ITEMS[0], 1), _rec(ITEMS[2], 0), _rec(ITEMS[0], 0)]
@@ -212,8 +219,9 @@ async def _resume(rnd: _Round) -> tuple[int, int]:
     suite = build_suite(bench)
     (journal,) = (rnd.dir / "out").glob("evals/*/*/results.jsonl")
     before = read_journal(journal)
+    kept = list(kept_records(journal, before))
     state = resume_journal(journal, suite.items, K)
-    assert state.records == before.records  # nothing complete was lost by the repair
+    assert list(state.records) == list(before.records)  # nothing complete was lost by the repair
     endpoint = Endpoint(base_url=rnd.server.base_url, model="org/m")
     async with ChatClient(endpoint, bench.sampling, max_concurrent=4) as client:
         with journal.open("a", encoding="utf-8") as fh:
@@ -226,7 +234,8 @@ async def _resume(rnd: _Round) -> tuple[int, int]:
     final = read_journal(journal, items=suite.items, rollouts=K)
     assert len(lines) == len(final.records) == N_ITEMS * K and final.dropped == 0
     assert final.done == {(it.id, r) for it in suite.items for r in range(K)}
-    assert final.records[: len(state.records)] == state.records
+    assert list(final.records)[: len(state.records)] == list(state.records)
+    assert [json.loads(line) for line in lines[: len(kept)]] == kept
     assert all(r["error"] is None and r["reward"] == 1.0 for r in final.records)
     return len(state.records), len(new)
 
@@ -254,3 +263,37 @@ def test_kill_9_at_random_points_then_resume(tmp_path: Path) -> None:
                 rnd.server.stop()
     # Both sides were exercised: records that survived the kill, and records run again.
     assert kept > 0 and rerun > 0
+
+
+def test_pairs_hold_what_a_set_of_tuples_holds() -> None:
+    """A resume keeps its done pairs as bits per item: the same answers as a set of tuples."""
+    rng = random.Random(5)
+    pairs = [(f"i{rng.randrange(30)}", rng.choice([0, 1, 3, 63, 64, 1000])) for _ in range(300)]
+    done, plain = Pairs(), set()
+    for pair in pairs:
+        done.add(pair)
+        plain.add(pair)
+    assert done == plain and len(done) == len(plain) and set(done) == plain
+    probes = [*pairs, ("i0", 2), ("zz", 0), ("i1", -1), ("i1", 65), "i1", ("i1",)]
+    assert [p in done for p in probes] == [p in plain for p in probes]
+
+
+def test_kept_and_new_rollouts_merge_in_run_order_as_columns() -> None:
+    """A resumed run's kept rollouts (in file order) and new ones end in (item, rollout) order,
+    as order_records sorts the records, without a dict per rollout."""
+    rng = random.Random(8)
+    other = Item(id="gone", prompt="p", answer="a")  # an item no longer in the plan: last
+    recs = [
+        _rec(it, r, usage={"prompt_tokens": rng.randrange(9)}, **({"cost_usd": 0.5} if r else {}))
+        for it in [*ITEMS, other]
+        for r in range(3)
+    ]
+    rng.shuffle(recs)
+    kept, new = RolloutTable(), RolloutTable()
+    kept.extend(recs[:7])
+    new.extend(recs[7:])
+    expected = RolloutTable()
+    expected.extend(order_records(recs, ITEMS))
+    merged = order_tables([kept, new], ITEMS)
+    assert list(merged) == list(expected) and len(merged) == len(recs)
+    assert [(r["example_id"], r["rollout"]) for r in merged][-3:] == [("gone", r) for r in range(3)]

@@ -132,7 +132,7 @@ def test_resumed_looks_count_the_journal_rollouts() -> None:
         )
     )
     assert result is not None and (result.decision, result.look) == ("FAIL", 1)
-    assert calls == [[]] and records == []  # nothing re-run, nothing run beyond look 1
+    assert calls == [[]] and list(records) == []  # nothing re-run, nothing run beyond look 1
 
 
 def _run_dir(out: Path) -> Path:
@@ -252,7 +252,9 @@ def test_recorded_baseline_is_checked_by_its_digest(tmp_path: Path) -> None:
     (base / "metadata.json").write_text(json.dumps({"complete": True}))  # a finished run
     ref = baseline_reference(load_run(base, origin={"commit": "abc"}))
     loaded = load_recorded_baseline(tmp_path, ref)
-    assert loaded.records == [_record("q000", 1.0)] and loaded.origin == {"commit": "abc"}
+    assert list(loaded.full_records()) == [_record("q000", 1.0)] and loaded.origin == {
+        "commit": "abc"
+    }
     # Re-run since (other results): resuming against it would pair with other outcomes.
     (base / "results.jsonl").write_text(json.dumps(_record("q000", 0.0)) + "\n")
     with pytest.raises(UsageError, match=r"changed since this run started"):

@@ -132,18 +132,6 @@ def _subject_changes(base: LoadedRun, head: LoadedRun) -> tuple[str, ...]:
     return tuple(key for key in sorted(set(b) | set(h)) if b.get(key) != h.get(key))
 
 
-def _by_item(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for rec in records:
-        out.setdefault(rec["example_id"], []).append(rec)
-    return out
-
-
-def _served(records: list[dict[str, Any]]) -> frozenset[str]:
-    """The models other than the configured one that answered an item's rollouts."""
-    return frozenset(name for rec in records for name in rec.get("served_by") or {})
-
-
 def _excerpt(value: Any, limit: int = 160) -> str:
     if isinstance(value, list):  # chat messages: the last user turn is what differs per item
         value = next((m.get("content", "") for m in reversed(value) if m.get("role") == "user"), "")
@@ -151,26 +139,42 @@ def _excerpt(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _first_answers(run: LoadedRun, ids: set[str]) -> dict[str, dict[str, Any]]:
+    """item → its first rollout without an error (its prompt and completion), for ``ids``: read
+    again from the journal, which alone keeps the texts."""
+    out: dict[str, dict[str, Any]] = {}
+    for rec in run.full_records(ids):
+        if rec.get("error") is None and rec["example_id"] not in out:
+            out[rec["example_id"]] = {k: rec.get(k) for k in ("prompt", "completion")}
+    return out
+
+
 def _flips(
     ids: list[str],
     base_scores: np.ndarray,
     head_scores: np.ndarray,
-    base_recs: dict[str, list[dict[str, Any]]],
-    head_recs: dict[str, list[dict[str, Any]]],
+    base: LoadedRun,
+    head: LoadedRun,
 ) -> list[Flip]:
+    flipped = [
+        (item_id, float(b), float(h))
+        for item_id, b, h in zip(ids, base_scores, head_scores, strict=True)
+        # an item passes when most of its rollouts do
+        if (b >= 0.5) != (h >= 0.5)
+    ]
+    wanted = {item_id for item_id, _, _ in flipped}
+    base_first = _first_answers(base, wanted) if wanted else {}
+    head_first = _first_answers(head, wanted) if wanted else {}
     out = []
-    for item_id, b, h in zip(ids, base_scores, head_scores, strict=True):
-        b_pass, h_pass = b >= 0.5, h >= 0.5  # an item passes when most of its rollouts do
-        if b_pass == h_pass:
-            continue
-        first_b = next((r for r in base_recs[item_id] if r["error"] is None), {})
-        first_h = next((r for r in head_recs[item_id] if r["error"] is None), {})
+    for item_id, b, h in flipped:
+        first_b = base_first.get(item_id, {})
+        first_h = head_first.get(item_id, {})
         out.append(
             Flip(
                 item_id=item_id,
-                direction="improved" if h_pass else "regressed",
-                base_score=float(b),
-                head_score=float(h),
+                direction="improved" if h >= 0.5 else "regressed",
+                base_score=b,
+                head_score=h,
                 prompt=_excerpt(first_h.get("prompt") or first_b.get("prompt")),
                 base_completion=_excerpt(first_b.get("completion")),
                 head_completion=_excerpt(first_h.get("completion")),
@@ -189,7 +193,7 @@ def summary_of(run: LoadedRun) -> RunSummary:
         model=run.model,
         model_id=str(run.config.get("model_id", "")),
         run_dir=str(run.path),
-        n_items=len({r["example_id"] for r in run.records}),
+        n_items=len(run.records.items()),
         rollouts=run.rollouts,
         time_s=float(run.metadata.get("time_ms", 0.0)) / 1000,
     )
@@ -256,7 +260,7 @@ def _not_run(model: str, benchmark: str, why: str, base: LoadedRun | None = None
         reason=f"not in the PR run ({why})",
         changes=(),
         n_paired=0,
-        n_base_only=len({r["example_id"] for r in base.records}) if base is not None else 0,
+        n_base_only=len(base.records.items()) if base is not None else 0,
         n_head_only=0,
         n_changed=0,
         metrics=(),
@@ -402,12 +406,15 @@ def compare_runs(
         "changes": _subject_changes(base, head),
         "base_origin": base.origin,
     }
-    base_items, head_items = _by_item(base.records), _by_item(head.records)
-    hashes = {i: recs[0].get("item_hash") for i, recs in base_items.items()}
-    same = [i for i in head_items if i in hashes and hashes[i] == head_items[i][0].get("item_hash")]
-    mixed = {i for i in same if _served(base_items[i]) != _served(head_items[i])}
+    # Per item, what its first rollout recorded (id, group, content hash): the tables keep it.
+    hashes = {i: ihash for i, _, ihash in base.records.items()}
+    head_items = {i: (group, ihash) for i, group, ihash in head.records.items()}
+    same = [i for i, (_, ihash) in head_items.items() if i in hashes and hashes[i] == ihash]
+    base_served, head_served = base.records.served(), head.records.served()
+    none: frozenset[str] = frozenset()
+    mixed = {i for i in same if base_served.get(i, none) != head_served.get(i, none)}
     same = [i for i in same if i not in mixed]
-    base_only = len(set(base_items) - set(head_items))
+    base_only = len(hashes.keys() - head_items.keys())
     seq = head.metadata.get("sequential") or {}
     not_run = 0
     if seq.get("stopped_early"):
@@ -418,7 +425,7 @@ def compare_runs(
     counts: dict[str, Any] = {  # ints, splatted with `common` into RunComparison
         "n_base_only": base_only - not_run,
         "n_not_run": not_run,
-        "n_head_only": len(set(head_items) - set(base_items)),
+        "n_head_only": len(head_items.keys() - hashes.keys()),
         "n_changed": sum(1 for i in head_items if i in hashes) - len(same) - len(mixed),
         "n_fallback": len(mixed),
     }
@@ -452,7 +459,7 @@ def compare_runs(
             continue
         b = np.array([b_vals[i] for i in ids])
         h = np.array([h_vals[i] for i in ids])
-        groups = [head_items[i][0].get("group") for i in ids]
+        groups = [head_items[i][0] for i in ids]
         clusters = [g if g is not None else f"item:{i}" for g, i in zip(groups, ids, strict=True)]
         use_clusters = clusters if any(g is not None for g in groups) else None
         results.append(
@@ -470,7 +477,7 @@ def compare_runs(
         )
         n_paired = max(n_paired, len(ids))
         if not flips:
-            flips = _flips(ids, b, h, base_items, head_items)
+            flips = _flips(ids, b, h, base, head)
     return RunComparison(
         **common,
         comparable=True,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,17 +114,38 @@ def _judge_text(rec: dict[str, Any]) -> str | None:
     return _text("\n".join(parts))
 
 
-def _reward(recs: list[dict[str, Any]]) -> float | None:
-    vals = [
-        r["reward"] for r in recs if r.get("error") is None and _finite(r.get("reward")) is not None
-    ]
-    return sum(vals) / len(vals) if vals else None
+_SHOWN = ("prompt", "answer", "completion", "judge")
 
 
-def _by_item(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
+class _Item:
+    """What a row shows of one item's rollouts: its first record, its first error, the mean of
+    its finite rewards; gathered as the journal streams by (never every record at once)."""
+
+    __slots__ = ("error", "first", "n", "total")
+
+    def __init__(self, first: dict[str, Any]) -> None:
+        self.first = {k: first.get(k) for k in _SHOWN}  # not its timing, usage, metrics...
+        self.error: str | None = None
+        self.total, self.n = 0.0, 0
+
+    def add(self, rec: dict[str, Any]) -> None:
+        if rec.get("error"):
+            self.error = self.error or rec["error"]
+        if rec.get("error") is None and _finite(rec.get("reward")) is not None:
+            self.total, self.n = self.total + rec["reward"], self.n + 1
+
+    @property
+    def reward(self) -> float | None:
+        return self.total / self.n if self.n else None
+
+
+def _by_item(records: Iterable[dict[str, Any]]) -> dict[str, _Item]:
+    out: dict[str, _Item] = {}
     for rec in records:
-        out.setdefault(rec["example_id"], []).append(rec)
+        item = out.get(rec["example_id"])
+        if item is None:
+            item = out[rec["example_id"]] = _Item(rec)
+        item.add(rec)
     return out
 
 
@@ -142,31 +163,31 @@ def _items(head_dir: str, base_dir: str | None) -> tuple[list[dict[str, Any]], b
         head = load_run(Path(head_dir))
     except UsageError:
         return [], False
-    base_recs: dict[str, list[dict[str, Any]]] = {}
+    base_recs: dict[str, _Item] = {}
     if base_dir:
         try:
-            base_recs = _by_item(load_run(Path(base_dir)).records)
+            base_recs = _by_item(load_run(Path(base_dir)).full_records())
         except UsageError:
             base_recs = {}
     agent = (head.config.get("benchmark") or {}).get("kind") == "agent"
     rows = []
-    for item_id, recs in _by_item(head.records).items():
-        first, base = recs[0], base_recs.get(item_id, [])
-        errors = [r["error"] for r in recs if r.get("error")]
-        h, b = _reward(recs), _reward(base)
+    for item_id, recs in _by_item(head.full_records()).items():
+        first, base = recs.first, base_recs.get(item_id)
+        error = recs.error
+        h, b = recs.reward, base.reward if base else None
         rows.append(
             {
                 "id": item_id,
-                "status": _status(h, b, bool(errors), bool(base)),
-                "prompt": _text(first.get("prompt") or (base[0].get("prompt") if base else None))
+                "status": _status(h, b, error is not None, base is not None),
+                "prompt": _text(first.get("prompt") or (base.first.get("prompt") if base else None))
                 or "(not recorded: the request failed)",
                 "answer": _text(first.get("answer")),
-                "base": _text(base[0].get("completion")) if base else None,
+                "base": _text(base.first.get("completion")) if base else None,
                 "pr": _text(first.get("completion")),
                 "reward_pr": h,
                 "reward_base": b,
-                "error": errors[0].split(":", 1)[0] if errors else None,
-                "error_text": _text(errors[0]) if errors else None,
+                "error": error.split(":", 1)[0] if error else None,
+                "error_text": _text(error) if error else None,
                 "judge": _judge_text(first),
             }
         )

@@ -11,12 +11,13 @@ in-flight rollouts used).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from evalgate.config.spec.budget import BudgetSettings
 from evalgate.errors import ConfigError
 from evalgate.run.costs import cost_usd
+from evalgate.run.rollouts import RolloutTable
 
 if TYPE_CHECKING:
     from evalgate.config.load import Config
@@ -163,7 +164,10 @@ class BudgetMeter:
 
 
 def stop_reason(
-    meter: BudgetMeter | None, records: list[dict[str, Any]], n_items: int, rollouts: int
+    meter: BudgetMeter | None,
+    records: Collection[dict[str, Any]] | RolloutTable,
+    n_items: int,
+    rollouts: int,
 ) -> str | None:
     """ "budget: tokens 100,000 reached after 812 of 2,000 items" when the meter stopped this
     benchmark before every (item, rollout) ran; None when it ran to the end."""

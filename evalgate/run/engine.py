@@ -23,6 +23,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Collection, Iterator
+from collections.abc import Set as AbstractSet
 from typing import IO, Any
 
 from evalgate.errors import InfraError
@@ -185,7 +186,7 @@ async def run_suite(
     """
     items = suite.items
     order = {item.id: i for i, item in enumerate(items)}
-    skip = skip if isinstance(skip, set | frozenset) else set(skip)
+    skip = skip if isinstance(skip, AbstractSet) else set(skip)  # journal.Pairs is one
     plan = getattr(suite, "plan", None)
     work: Iterator[tuple[Item, int]]
     if plan is not None:  # the suite sees the whole plan first (a list)

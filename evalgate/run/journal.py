@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalgate.run.fingerprint import identity
+from evalgate.run.rollouts import RolloutTable
 
 try:  # a journal of 100k rollouts parses 5x faster; both raise ValueError on a bad line
     from orjson import loads as _loads
@@ -32,8 +34,11 @@ except ImportError:  # pragma: no cover - where orjson is not installed
 __all__ = [
     "RECORD_KEYS",
     "JournalState",
+    "Pairs",
     "is_complete",
+    "kept_records",
     "order_records",
+    "order_tables",
     "read_journal",
     "resume_journal",
     "rewrite_journal",
@@ -61,12 +66,57 @@ RECORD_KEYS = frozenset(
 Pair = tuple[str, int]
 
 
+class Pairs(AbstractSet[Pair]):
+    """A set of (example_id, rollout) pairs in a few bytes a pair: per item a bit mask of its
+    rollouts (below 64; a rare higher index in a plain set), not a tuple per rollout."""
+
+    def __init__(self, pairs: Iterable[Pair] = ()) -> None:
+        self._masks: dict[str, int] = {}
+        self._high: set[Pair] = set()
+        self._n = 0
+        for pair in pairs:
+            self.add(pair)
+
+    def add(self, pair: Pair) -> None:
+        item, rollout = pair
+        if not 0 <= rollout < 64:
+            if pair not in self._high:
+                self._high.add(pair)
+                self._n += 1
+            return
+        mask = self._masks.get(item, 0)
+        if not mask >> rollout & 1:
+            self._masks[item] = mask | 1 << rollout
+            self._n += 1
+
+    def __contains__(self, pair: object) -> bool:
+        if not isinstance(pair, tuple) or len(pair) != 2 or type(pair[1]) is not int:
+            return False
+        item, rollout = pair
+        if not 0 <= rollout < 64:
+            return pair in self._high
+        return bool(self._masks.get(item, 0) >> rollout & 1)
+
+    def __iter__(self) -> Iterator[Pair]:
+        for item, mask in self._masks.items():
+            for rollout in range(mask.bit_length()):
+                if mask >> rollout & 1:
+                    yield item, rollout
+        yield from self._high
+
+    def __len__(self) -> int:
+        return self._n
+
+
 @dataclass
 class JournalState:
-    """What a journal holds, after de-duplication."""
+    """What a journal holds, after de-duplication: the kept rollouts as columns
+    (:class:`~evalgate.run.rollouts.RolloutTable`; the file keeps the records) and their pairs
+    as bits, so a resume of a million rollouts holds tens of bytes a rollout."""
 
-    records: list[dict[str, Any]] = field(default_factory=list)  # kept, in file order
-    done: set[Pair] = field(default_factory=set)  # (example_id, rollout) of the kept records
+    records: RolloutTable = field(default_factory=RolloutTable)  # kept, in file order
+    done: Pairs = field(default_factory=Pairs)  # (example_id, rollout) of the kept records
+    kept_lines: bytearray = field(default_factory=bytearray, repr=False)  # 1: a line kept
     torn: bool = False  # the last line has no newline: cut short by a crash mid-write
     bad_lines: int = 0  # other lines that are not complete records (torn tail excluded)
     duplicates: int = 0  # complete records of a pair already kept
@@ -97,6 +147,18 @@ def is_complete(rec: Any) -> bool:
     return isinstance(reward, int | float) and not isinstance(reward, bool)
 
 
+def _tabular(rec: dict[str, Any]) -> bool:
+    """A complete record whose columns (:class:`RolloutTable`) can hold it: a rollout index
+    that fits, metrics and token counts as objects of numbers."""
+    usage, metrics = rec["usage"] or {}, rec["metrics"] or {}
+    return (
+        0 <= rec["rollout"] < 1 << 32
+        and isinstance(metrics, dict)
+        and isinstance(usage, dict)
+        and all(type(v) in (int, float) for v in usage.values())
+    )
+
+
 def read_journal(
     path: str | os.PathLike[str],
     *,
@@ -111,43 +173,77 @@ def read_journal(
     """
     state = JournalState()
     try:
-        data = Path(path).read_bytes()
+        fh = Path(path).open("rb")  # noqa: SIM115 - closed by the `with` below
     except FileNotFoundError:
         return state
-    state.size = len(data)
     plan = {it.id: identity(it) for it in items} if items is not None else None
-    lines = data.split(b"\n")
-    tail = lines.pop()  # after the last newline: b"" when the file ends cleanly
-    state.clean_size = len(data) - len(tail)
-    if tail.strip():
-        state.torn = True  # a line without its newline was never finished
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            rec = _loads(line)
-        except ValueError:
-            state.bad_lines += 1
-            continue
-        if not is_complete(rec):
-            state.bad_lines += 1
-            continue
-        pair = (rec["example_id"], rec["rollout"])
-        if pair in state.done:
-            state.duplicates += 1
-            continue
-        if plan is not None and plan.get(pair[0]) != rec.get("item_hash"):
-            state.stale += 1
-            continue
-        if rollouts is not None and not 0 <= pair[1] < rollouts:
-            state.stale += 1
-            continue
-        if retry_errors and rec["error"] is not None:
-            state.retried_errors += 1
-            continue
-        state.done.add(pair)
-        state.records.append(rec)
+    with fh:  # a line at a time: the journal of a long run is never held whole
+        for line in fh:
+            state.size += len(line)
+            if not line.endswith(b"\n"):  # after the last newline: a line never finished
+                state.torn = bool(line.strip())
+                state.kept_lines.append(0)
+                break
+            state.clean_size = state.size
+            state.kept_lines.append(_read_line(state, line, plan, rollouts, retry_errors))
     return state
+
+
+def _read_line(
+    state: JournalState,
+    line: bytes,
+    plan: dict[str, str] | None,
+    rollouts: int | None,
+    retry_errors: bool,
+) -> int:
+    """Count one complete line into ``state``; 1 when its record is kept."""
+    if not line.strip():
+        return 0
+    try:
+        rec = _loads(line)
+    except ValueError:
+        state.bad_lines += 1
+        return 0
+    if not is_complete(rec) or not _tabular(rec):
+        state.bad_lines += 1
+        return 0
+    pair = (rec["example_id"], rec["rollout"])
+    if pair in state.done:
+        state.duplicates += 1
+        return 0
+    if plan is not None and plan.get(pair[0]) != rec.get("item_hash"):
+        state.stale += 1
+        return 0
+    if rollouts is not None and not 0 <= pair[1] < rollouts:
+        state.stale += 1
+        return 0
+    if retry_errors and rec["error"] is not None:
+        state.retried_errors += 1
+        return 0
+    state.done.add(pair)
+    state.records.append({**rec, "metrics": rec["metrics"] or {}})
+    return 1
+
+
+def kept_records(path: str | os.PathLike[str], state: JournalState) -> Iterator[dict[str, Any]]:
+    """The records ``state`` kept, as written (texts included), read again from ``path`` one at
+    a time: the file as :func:`read_journal` read it (before :func:`resume_journal` repairs it)."""
+    with Path(path).open("rb") as src:
+        for kept, line in zip(state.kept_lines, src, strict=False):
+            if kept:
+                yield _loads(line)
+
+
+def _keep_lines(path: Path, state: JournalState) -> None:
+    """Rewrite the journal with only the records ``state`` kept, as :func:`rewrite_journal`
+    writes them, without holding them all."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for rec in kept_records(path, state):
+            fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def rewrite_journal(path: str | os.PathLike[str], records: Iterable[dict[str, Any]]) -> None:
@@ -179,8 +275,8 @@ def resume_journal(
     if state.dropped == state.torn:  # nothing dropped but (maybe) the torn tail
         if state.torn:
             os.truncate(path, state.clean_size)
-    else:
-        rewrite_journal(path, state.records)
+    else:  # the kept records as written: the file is read again, line by line
+        _keep_lines(Path(path), state)
     return state
 
 
@@ -188,3 +284,8 @@ def order_records(records: Iterable[dict[str, Any]], items: Iterable[Any]) -> li
     """Records in the run's order: item order, then rollout (as ``run_suite`` returns them)."""
     order = {it.id: i for i, it in enumerate(items)}
     return sorted(records, key=lambda r: (order.get(r["example_id"], len(order)), r["rollout"]))
+
+
+def order_tables(tables: Iterable[RolloutTable], items: Iterable[Any]) -> RolloutTable:
+    """:func:`order_records` for a resumed run's kept and new rollouts, kept as columns."""
+    return RolloutTable.ordered(tables, {it.id: i for i, it in enumerate(items)})

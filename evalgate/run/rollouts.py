@@ -64,14 +64,15 @@ class RolloutTable:
     def __len__(self) -> int:
         return self._n
 
-    def append(self, rec: dict[str, Any]) -> None:
+    def append(self, rec: dict[str, Any]) -> int:
+        """Add one record; returns its item's index (in the order items were first seen)."""
         row = self._n
         index = self._item_index.get(rec["example_id"])
         if index is None:
             index = self._item_index[rec["example_id"]] = len(self._items)
             self._items.append((rec["example_id"], rec.get("group"), rec.get("item_hash", "")))
         self._item.append(index)
-        self._rollout.append(rec["rollout"])
+        self._rollout.append(rec.get("rollout", 0))  # a hand-made record may leave it out
         error = rec["error"] if rec["error"] is not None else unusable(rec)
         if error is not None and rec["error"] is None:  # kept as an error, its values dropped
             rec = {**rec, "reward": None, "metrics": {}, "error": error}
@@ -105,6 +106,20 @@ class RolloutTable:
         if rec.get("served_by"):  # costs price these tokens as the model that answered
             self._served[row] = rec["served_by"]
         self._n += 1
+        return index
+
+    def items(self) -> list[tuple[str, str | None, str | None]]:
+        """(example_id, group, item_hash) of each item, as its first rollout recorded them, in
+        the order first seen: per item, what pairing a run with a baseline reads."""
+        return list(self._items)
+
+    def served(self) -> dict[str, frozenset[str]]:
+        """item id → the models other than the configured one that answered its rollouts
+        (items no fallback answered are left out)."""
+        out: dict[str, set[str]] = {}
+        for row, by in self._served.items():
+            out.setdefault(self._items[self._item[row]][0], set()).update(by)
+        return {item: frozenset(names) for item, names in out.items()}
 
     def extend(self, records: Iterable[dict[str, Any]]) -> None:
         for rec in records:
@@ -113,26 +128,65 @@ class RolloutTable:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         usage, metrics = list(self._usage.items()), list(self._metrics.items())
         for row in range(self._n):
-            example_id, group, ihash = self._items[self._item[row]]
-            reward = self._reward[row]
-            rec: dict[str, Any] = {
-                "example_id": example_id,
-                "item_hash": ihash,
-                "rollout": self._rollout[row],
-                "group": group,
-                "reward": None if math.isnan(reward) else reward,
-                "error": self._errors.get(row),
-                "completion": "" if self._blank[row] else "…",  # only blank or not is kept
-                "usage": {name: col[row] for name, col in usage},
-                "metrics": {n: v for n, col in metrics if not math.isnan(v := col[row])},
-            }
-            if row in self._costs:
-                rec["cost_usd"] = self._costs[row]
-            if row in self._judges:
-                rec["judge"] = self._judges[row]
-            if row in self._served:
-                rec["served_by"] = self._served[row]
-            yield rec
+            yield self._row(row, usage, metrics)
+
+    def _row(
+        self, row: int, usage: list[tuple[str, array[Any]]], metrics: list[tuple[str, array[Any]]]
+    ) -> dict[str, Any]:
+        example_id, group, ihash = self._items[self._item[row]]
+        reward = self._reward[row]
+        rec: dict[str, Any] = {
+            "example_id": example_id,
+            "item_hash": ihash,
+            "rollout": self._rollout[row],
+            "group": group,
+            "reward": None if math.isnan(reward) else reward,
+            "error": self._errors.get(row),
+            "completion": "" if self._blank[row] else "…",  # only blank or not is kept
+            "usage": {name: col[row] for name, col in usage},
+            "metrics": {n: v for n, col in metrics if not math.isnan(v := col[row])},
+        }
+        if row in self._costs:
+            rec["cost_usd"] = self._costs[row]
+        if row in self._judges:
+            rec["judge"] = self._judges[row]
+        if row in self._served:
+            rec["served_by"] = self._served[row]
+        return rec
+
+    @classmethod
+    def ordered(cls, parts: Iterable[RolloutTable], order: dict[str, int]) -> RolloutTable:
+        """The rows of ``parts`` in one table, sorted by (``order`` of their item, rollout):
+        a resumed run's kept rollouts and its new ones in run order, without a dict per row."""
+        import numpy as np  # only a resumed run merges (start-up time of every other run)
+
+        parts = list(parts)
+        unknown = len(order)
+        span = 1 + max((max(t._rollout, default=0) for t in parts), default=0)
+        keys = []
+        for part in parts:
+            places = np.array(
+                [order.get(example_id, unknown) for example_id, _, _ in part._items], dtype=np.int64
+            )
+            item = np.frombuffer(part._item, dtype=np.uint32) if part._n else np.zeros(0, int)
+            rollout = np.frombuffer(part._rollout, dtype=np.uint32) if part._n else np.zeros(0, int)
+            keys.append(places[item] * span + rollout if part._n else np.zeros(0, np.int64))
+        # Stable: rows of one key keep their order (the parts' order, then appended order), as
+        # sorting the records themselves did.
+        sequence = np.argsort(np.concatenate(keys), kind="stable")
+        sizes = [t._n for t in parts]
+        part_of = np.repeat(np.arange(len(parts)), sizes)[sequence]
+        row_of = sequence - np.cumsum([0, *sizes])[:-1][part_of]
+        columns = [(list(t._usage.items()), list(t._metrics.items())) for t in parts]
+        out = cls()
+        step = 1 << 16  # a block at a time: no list of a million ints
+        for at in range(0, len(sequence), step):
+            block = zip(
+                part_of[at : at + step].tolist(), row_of[at : at + step].tolist(), strict=True
+            )
+            for p, row in block:
+                out.append(parts[p]._row(row, *columns[p]))
+        return out
 
     def __add__(self, other: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [*self, *other]

@@ -21,7 +21,7 @@ import re
 import secrets
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ from evalgate.errors import UsageError
 
 if TYPE_CHECKING:  # the gate's model loads when a recorded gate is read (`runs` needs none)
     from evalgate.config.spec import GateSettings
+    from evalgate.run.rollouts import RolloutTable
 
 __all__ = [
     "EVALS",
@@ -51,6 +52,7 @@ __all__ = [
     "find_run_dirs",
     "find_runs",
     "is_run_dir",
+    "iter_records",
     "load_run",
     "load_runs",
     "new_run_id",
@@ -244,28 +246,96 @@ def _plain_record(value: dict[str, Any]) -> bool:
     )
 
 
-def _read_records(path: Path) -> list[dict[str, Any]]:
-    """Every line a whole record; duplicates and torn lines are errors (`resume` repairs both)."""
+def _journal_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
+    """(line number, text, whether a newline ends it) of each line of a journal, read a block
+    at a time: a run of a million rollouts is never held whole, as text or as records."""
     try:
-        text = path.read_text(encoding="utf-8")
+        fh = path.open("rb")
     except FileNotFoundError:
         raise UsageError(f"{path}: missing; not an evalgate run directory") from None
     except OSError as exc:
         raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    lines = text.split("\n")
-    records: list[dict[str, Any]] = []
-    seen: dict[tuple[str, int], int] = {}
-    hashes: dict[str, tuple[Any, int]] = {}
-    for lineno, line in enumerate(lines, 1):
+    with fh:
+        lineno = 0
+        try:
+            for raw in fh:  # split on b"\n" only, as the writer does
+                lineno += 1
+                yield lineno, raw.decode("utf-8"), raw.endswith(b"\n")
+        except OSError as exc:
+            raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from None
+
+
+def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Every record of a run's journal, in file order, one at a time (unchecked: for readers of
+    a run :func:`load_run` has checked, that need fields its table does not keep, such as the
+    prompt and the completion)."""
+    for _, line, _ in _journal_lines(Path(path)):
+        if line.strip():
+            yield json.loads(line)
+
+
+class _Seen:
+    """Which (item, rollout) pairs a journal has recorded so far, in a few bytes a rollout:
+    a bit mask per item (rollouts below 64; the rare higher index in a set)."""
+
+    def __init__(self) -> None:
+        self._masks: list[int] = []
+        self._high: set[tuple[int, int]] = set()
+
+    def add(self, item: int, rollout: int) -> bool:
+        """Record the pair; False when it was already there."""
+        if item == len(self._masks):
+            self._masks.append(0)
+        if rollout >= 64:
+            if (item, rollout) in self._high:
+                return False
+            self._high.add((item, rollout))
+            return True
+        bit = 1 << rollout
+        if self._masks[item] & bit:
+            return False
+        self._masks[item] |= bit
+        return True
+
+
+def _first_line(path: Path, item: str, rollout: int | None = None) -> int:
+    """The line of ``item``'s first record (of its ``rollout``, when given): an error message's
+    "first on line N", looked up again only when there is an error to report."""
+    for lineno, line, _ in _journal_lines(path):
+        try:
+            value = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        if (
+            isinstance(value, dict)
+            and value.get("example_id") == item
+            and (rollout is None or value.get("rollout", 0) == rollout)
+        ):
+            return lineno
+    return 0  # pragma: no cover - the record was read from this file a moment ago
+
+
+def _read_records(path: Path) -> RolloutTable:
+    """Every line a whole record; duplicates and torn lines are errors (`resume` repairs both).
+
+    Streamed into a :class:`~evalgate.run.rollouts.RolloutTable` (the columns summaries and
+    comparisons read), with per item only its first content hash and a bit per rollout for the
+    checks: tens of bytes a rollout, however long the run (bench/gate_memory.py)."""
+    from evalgate.run.rollouts import RolloutTable
+
+    table = RolloutTable()
+    seen = _Seen()
+    hashes: list[Any] = []  # item index → the content hash its first record gave
+    for lineno, line, ended in _journal_lines(path):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
         try:
             value = json.loads(line)
         except ValueError as exc:
-            if lineno == len(lines):  # no newline after it: the writer was killed mid-line
+            if not ended:  # no newline after it: the writer was killed mid-line
                 raise UsageError(
                     f"{where}: cut off mid-line (the run was interrupted: `evalgate resume "
                     f"{path.parent.name}` finishes it)"
@@ -283,31 +353,52 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
             value.get("rollout", 0),
             value.get("item_hash"),
         )
-        pair = (item, rollout)
-        if pair in seen:
+        index = table.append(_table_row(value, where))
+        if index == len(hashes):
+            hashes.append(content)
+        if not seen.add(index, rollout):
+            first = _first_line(path, item, rollout)
             raise UsageError(
                 f"{where}: duplicate record of item {item!r} rollout {rollout} "
-                f"(first on line {seen[pair]}; `evalgate resume {path.parent.name}` repairs the "
+                f"(first on line {first}; `evalgate resume {path.parent.name}` repairs the "
                 "journal)"
             )
-        seen[pair] = lineno
-        first_hash, first_line = hashes.setdefault(item, (content, lineno))
-        if first_hash != content:
+        if hashes[index] != content:
+            first = _first_line(path, item)
             raise UsageError(
                 f"{where}: item_hash: item {item!r} has other content than on line "
-                f"{first_line} (two items share one id)"
+                f"{first} (two items share one id)"
             )
-        records.append(value)
-    return records
+    return table
+
+
+def _table_row(value: dict[str, Any], where: str) -> dict[str, Any]:
+    """A checked record as the table takes it: a record that leaves out the keys only summaries
+    read (an older or hand-made run) is read as the engine would have written it, and an errored
+    rollout's scores, which nothing reads, are not kept."""
+    row = {"rollout": 0, "item_hash": None, "error": None, "reward": None, **value}
+    row["metrics"] = row.get("metrics") or {}
+    if row["error"] is not None:
+        row["reward"], row["metrics"] = None, {}
+    for name in ("metrics", "usage"):
+        fields = row.get(name) or {}
+        if not isinstance(fields, dict):
+            raise UsageError(f"{where}: {name}: not an object (a {type(fields).__name__})")
+        if name == "usage":
+            for key, count in fields.items():
+                if isinstance(count, bool) or not isinstance(count, int | float):
+                    raise UsageError(f"{where}: usage.{key}: not a number ({count!r:.40})")
+    return row
 
 
 @dataclass(frozen=True)
 class LoadedRun:
-    """A run directory read back and checked: its config, its rollout records, its metadata."""
+    """A run directory read back and checked: its config, its rollouts (the columns summaries
+    and comparisons read; :meth:`full_records` streams the journal for the rest), its metadata."""
 
     path: Path
     config: dict[str, Any]
-    records: list[dict[str, Any]]
+    records: RolloutTable
     metadata: dict[str, Any]
     origin: dict[str, Any] = field(default_factory=dict)  # e.g. {"commit": sha, "stored_at": ts}
 
@@ -334,6 +425,13 @@ class LoadedRun:
         if configured is None:
             configured = 1 + max((int(r.get("rollout", 0)) for r in self.records), default=0)
         return int(configured)
+
+    def full_records(self, items: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
+        """The journal's records as written (prompt, completion, judge's reasons...), of
+        ``items`` only when given, read again from disk one at a time."""
+        for rec in iter_records(self.path / RESULTS):
+            if items is None or rec["example_id"] in items:
+                yield rec
 
 
 def load_run(path: Path, *, origin: dict[str, Any] | None = None) -> LoadedRun:

@@ -12,14 +12,16 @@ as an uninterrupted run would.
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from evalgate import stats
 from evalgate.run.fingerprint import identity
+from evalgate.run.rollouts import RolloutTable
 from evalgate.run.summary import item_metrics
 from evalgate.suites.base import Item, Outcome
 
@@ -68,7 +70,8 @@ def plan_order(
     base_scores = item_metrics(baseline.records, baseline.rollouts).get(metric, {})
     hashes = {r["example_id"]: r.get("item_hash") for r in baseline.records}
     paired = [it for it in items if it.id in base_scores and hashes.get(it.id) == identity(it)]
-    unpaired = [it for it in items if it not in paired]
+    chosen = {it.id for it in paired}  # by id: a list's `in` made this quadratic in items
+    unpaired = [it for it in items if it.id not in chosen]
     order = sorted(paired, key=lambda it: it.id)
     random.Random(seed).shuffle(order)
     return order, unpaired, base_scores
@@ -84,9 +87,9 @@ async def run_sequential(
     margin: float,
     alpha: float,
     seed: int,
-    run_items: Callable[[Subset], Awaitable[list[dict[str, Any]]]],
-    prior: list[dict[str, Any]] | None = None,
-) -> tuple[list[dict[str, Any]], SequentialResult | None]:
+    run_items: Callable[[Subset], Awaitable[RolloutTable]],
+    prior: Iterable[dict[str, Any]] | None = None,
+) -> tuple[RolloutTable, SequentialResult | None]:
     """Run ``suite`` look by look; returns the new records and the sequential decision.
 
     Unpaired items (new, or changed since the baseline) run with the first look: they don't
@@ -99,13 +102,13 @@ async def run_sequential(
         return await run_items(Subset(suite, list(suite.items))), None
     sizes = stats.look_sizes(len(order), looks)
     groups = {it.id: it.group for it in order}
-    records: list[dict[str, Any]] = []
+    records = RolloutTable()  # columns, as the engine keeps them: no dict per rollout
     done, decision, history = 0, None, []
     for look, size in enumerate(sizes, 1):
         chunk = order[done:size] + (unpaired if look == 1 else [])
-        records += await run_items(Subset(suite, chunk))
+        records.extend(await run_items(Subset(suite, chunk)))
         done = size
-        head = item_metrics(list(prior or []) + records, rollouts).get(metric, {})
+        head = item_metrics(chain(prior or (), records), rollouts).get(metric, {})
         # The items seen so far in id order, as `evalgate compare` pairs them: graded bounds
         # (betting, sign-flips) depend on order, and the shuffled order the looks ran in would
         # give the scorecard a verdict this look did not reach. Errored items drop out.

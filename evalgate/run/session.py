@@ -13,7 +13,8 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,9 +28,10 @@ from evalgate.run.cache import ResponseCache
 from evalgate.run.costs import cost_usd
 from evalgate.run.engine import run_suite
 from evalgate.run.fingerprint import fingerprint
-from evalgate.run.journal import order_records, resume_journal
+from evalgate.run.journal import order_tables, resume_journal
 from evalgate.run.lock import lock_run, unlock_run
 from evalgate.run.progress import Progress
+from evalgate.run.rollouts import RolloutTable
 from evalgate.run.rundir import LoadedRun, RunDir
 from evalgate.run.summary import RunSummary, summarize
 from evalgate.serve import Endpoint, ServeContext
@@ -108,12 +110,12 @@ async def _execute(
     gate: GateSettings,
     cache: ResponseCache | None = None,
     cache_identity: str | None = None,
-    skip: frozenset[tuple[str, int]] = frozenset(),
-    kept: list[dict[str, Any]] | None = None,
+    skip: AbstractSet[tuple[str, int]] = frozenset(),
+    kept: RolloutTable | None = None,
     stats: dict[str, Any] | None = None,
     budget: BudgetMeter | None = None,
     judge_endpoint: Endpoint | None = None,
-) -> tuple[list[dict[str, Any]], SequentialResult | None]:
+) -> tuple[RolloutTable, SequentialResult | None]:
     ev = bench.eval
     progress.start(suite.name, len(suite.items) * ev.rollouts - len(skip))
     try:
@@ -137,8 +139,8 @@ async def _execute(
             try:
                 with run_dir.open_journal() as journal:
 
-                    async def run_items(subset: Any) -> list[dict[str, Any]]:
-                        return await run_suite(
+                    async def run_items(subset: Any) -> RolloutTable:
+                        return await run_suite(  # type: ignore[return-value]  # slim: a table
                             subset,
                             client,
                             rollouts=ev.rollouts,
@@ -235,11 +237,17 @@ async def _bound_judge(
 def _baseline_completions(baseline: LoadedRun) -> dict[str, list[str]]:
     """The baseline's completions by item and rollout, for a pairwise judge (errored rollouts
     left out: there is nothing to compare with)."""
-    out: dict[str, list[str]] = {}
-    for rec in sorted(baseline.records, key=lambda r: r.get("rollout", 0)):
+    by_rollout: dict[str, list[tuple[int, str]]] = {}
+    for rec in baseline.full_records():  # the table keeps no texts: read them from the journal
         if rec.get("error") is None and isinstance(rec.get("completion"), str):
-            out.setdefault(rec["example_id"], []).append(rec["completion"])
-    return out
+            by_rollout.setdefault(rec["example_id"], []).append(
+                (rec.get("rollout", 0), rec["completion"])
+            )
+    # In rollout order (a stable sort: as sorting the whole journal by rollout would give).
+    return {
+        item: [text for _, text in sorted(texts, key=lambda t: t[0])]
+        for item, texts in by_rollout.items()
+    }
 
 
 def _cache_identity(model: Model, run_config: dict[str, Any]) -> str:
@@ -440,7 +448,7 @@ def _serve_judges(
 
 def _open_run_dir(
     ctx: RunContext, bench: Benchmark, suite: Suite, endpoint: Endpoint, run_cfg: dict[str, Any]
-) -> tuple[RunDir, list[dict[str, Any]], frozenset[tuple[str, int]]]:
+) -> tuple[RunDir, RolloutTable, AbstractSet[tuple[str, int]]]:
     """A new run directory, or (resume) the existing one with the journal's kept records and the
     (item, rollout) pairs they cover."""
     if ctx.run_dirs is None:
@@ -451,7 +459,7 @@ def _open_run_dir(
                 run_cfg["baseline"]["path"], run_dir.path
             )
         run_dir.write_config(run_cfg)
-        return run_dir, [], frozenset()
+        return run_dir, RolloutTable(), frozenset()
     run_dir = ctx.run_dirs[suite.name]
     state = resume_journal(
         run_dir.results_path, suite.items, bench.eval.rollouts, retry_errors=ctx.retry_errors
@@ -463,10 +471,10 @@ def _open_run_dir(
         f"{len(suite.items) * bench.eval.rollouts - len(state.done)} to run "
         f"({state.dropped} journal lines dropped)"
     )
-    return run_dir, state.records, frozenset(state.done)
+    return run_dir, state.records, state.done  # columns and bits, not a dict per rollout
 
 
-def _costs(summary: RunSummary, model: Model, records: list[dict[str, Any]]) -> dict[str, Any]:
+def _costs(summary: RunSummary, model: Model, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The run's cost: priced from LiteLLM's bundled price list (None for unknown or self-hosted
     models), else what the agents said they spent (command agents on their own API keys)."""
     params = getattr(model, "params", None)
@@ -552,7 +560,7 @@ def _run_one(
         )
     )
     if kept:
-        records = order_records(kept + records, suite.items)
+        records = order_tables([kept, records], suite.items)
     elapsed = time.perf_counter() - t0
     summary = summarize(
         records,

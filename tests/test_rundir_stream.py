@@ -1,0 +1,152 @@
+"""load_run reads a journal line by line into columns (bench/gate_memory.py): what it refuses,
+the lines it names and what is summarised and compared from it stay what they were when every
+record was held as a dict."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.compare.paired import compare_runs, summary_of
+from evalgate.errors import UsageError
+from evalgate.run.rundir import RunDir, load_run
+from evalgate.run.summary import summarize
+
+
+def _rec(i: int, r: int, reward: float | None = 1.0, **extra: Any) -> dict[str, Any]:
+    return {
+        "example_id": f"q{i}",
+        "item_hash": f"h{i}",
+        "rollout": r,
+        "group": f"g{i % 3}" if i % 2 else None,
+        "prompt": [{"role": "user", "content": f"question {i}"}],
+        "completion": f"answer {i}.{r}",
+        "answer": "a",
+        "reward": reward,
+        "metrics": {} if reward is None else {"accuracy": reward},
+        "usage": {"prompt_tokens": 10 + i, "completion_tokens": r},
+        "timing": {"total_ms": 1.0},
+        "error": None,
+        **extra,
+    }
+
+
+def _run(root: Path, name: str, lines: list[str], *, meta: bool = True) -> Path:
+    run = RunDir.create(root / name, "b", "org/m", "20260101-000000-000abc")
+    run.write_config(
+        {
+            "model": {"name": "m"},
+            "benchmark": {"name": "b", "eval": {"rollouts": 2}},
+            "gate": {},
+            "fingerprint": {"measurement": {"d": 1}, "subject": {"m": 1}},
+        }
+    )
+    run.results_path.write_text("".join(lines), encoding="utf-8")
+    if meta:
+        run.write_metadata({"complete": True, "rollouts_per_example": 2})
+    return run.path
+
+
+def _lines(records: list[dict[str, Any]]) -> list[str]:
+    return [json.dumps(r) + "\n" for r in records]
+
+
+def _records(n: int = 6, *, worse: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        for r in range(2):
+            if i == 4 and r == 1:
+                out.append(_rec(i, r, None, error="timeout: no answer", completion=None))
+            elif i == 5 and r == 0:
+                out.append(_rec(i, r, float("nan")))  # an unusable score: an error of its kind
+            else:
+                out.append(_rec(i, r, 0.0 if worse and i < 2 else float((i + r) % 3 != 0)))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda ls: [*ls, ls[2]], "results.jsonl:13: duplicate record of item 'q1' rollout 0 "
+         "(first on line 3;"),
+        (lambda ls: [ls[0], "\n", "  \n", *ls[1:], ls[0]], "results.jsonl:15: duplicate record "
+         "of item 'q0' rollout 0 (first on line 1;"),  # blank lines keep their numbers
+        (lambda ls: [*ls, json.dumps({**_rec(0, 5), "item_hash": "other"}) + "\n"],
+         "results.jsonl:13: item_hash: item 'q0' has other content than on line 1"),
+        (lambda ls: [*ls[:3], "{not json\n", *ls[3:]], "results.jsonl:4: not JSON ("),
+        (lambda ls: [*ls[:-1], ls[-1][:20]], "results.jsonl:12: cut off mid-line"),
+        (lambda ls: [*ls, "[1, 2]\n"], "results.jsonl:13: not a JSON object (a list)"),
+        (lambda ls: [*ls, json.dumps({"rollout": 0}) + "\n"], "results.jsonl:13: example_id"),
+        (lambda ls: [*ls, json.dumps(_rec(9, -1)) + "\n"], "results.jsonl:13: rollout"),
+    ],
+)  # fmt: skip
+def test_a_damaged_journal_names_the_same_line_as_before(
+    tmp_path: Path, damage: Any, expected: str
+) -> None:
+    path = _run(tmp_path, "r", damage(_lines(_records())))
+    with pytest.raises(UsageError) as err:
+        load_run(path)
+    assert expected in str(err.value), str(err.value)
+    assert len(str(err.value).splitlines()) == 1
+
+
+def test_a_journal_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = _run(tmp_path, "r", _lines(_records()))
+    with (path / "results.jsonl").open("ab") as fh:
+        fh.write(b'{"example_id": "\xff"}\n')
+    with pytest.raises(UsageError, match=r"results.jsonl: not UTF-8 text \(invalid start byte\)"):
+        load_run(path)
+
+
+def test_the_loaded_run_summarises_as_its_records_do(tmp_path: Path) -> None:
+    records = _records()
+    run = load_run(_run(tmp_path, "r", _lines(records)))
+    parsed = [json.loads(line) for line in _lines(records)]
+    expected = summarize(
+        parsed,
+        benchmark="b",
+        model="m",
+        model_id="",
+        run_dir=str(run.path),
+        n_items=6,
+        rollouts=2,
+        time_s=0.0,
+    )
+    got = summary_of(run)
+    assert asdict(got) == asdict(expected) | {"metrics": asdict(got)["metrics"]}
+    for name, est in expected.metrics.items():  # NaN-safe comparison of the estimates
+        for key, value in asdict(est).items():
+            other = asdict(got.metrics[name])[key]
+            assert other == value or (math.isnan(other) and math.isnan(value)), (name, key)
+    assert got.error_kinds == {"timeout": 1, "non-finite score": 1}
+    assert got.n_items == 6 and got.n_rollouts == 12 and got.usage["prompt_tokens"] == 12 * 10 + 30
+    # The texts nothing summarises are read back from the journal, as written.
+    assert [r["completion"] for r in run.full_records({"q3"})] == ["answer 3.0", "answer 3.1"]
+
+
+def test_flips_show_the_texts_of_the_first_scored_rollout(tmp_path: Path) -> None:
+    base = load_run(_run(tmp_path, "base", _lines(_records())))
+    head = load_run(_run(tmp_path, "head", _lines(_records(worse=True))))
+    comp = compare_runs(base, head, margin=0.05, alpha=0.05)
+    assert comp.comparable and comp.n_paired == 6
+    # Largest change first: q1 went from 1.0 to 0.0, q0 from 0.5 to 0.0.
+    assert [(f.item_id, f.base_score) for f in comp.flips] == [("q1", 1.0), ("q0", 0.5)]
+    flip = comp.flips[0]
+    assert (flip.direction, flip.base_score, flip.head_score) == ("regressed", 1.0, 0.0)
+    assert (flip.prompt, flip.base_completion, flip.head_completion) == (
+        "question 1",
+        "answer 1.0",
+        "answer 1.0",
+    )
+
+
+def test_a_record_without_the_summary_keys_still_loads(tmp_path: Path) -> None:
+    """An older or hand-made journal (only the keys load_run checks) is listed and pushed."""
+    lines = [json.dumps({"example_id": "q0", "rollout": r}) + "\n" for r in range(2)]
+    run = load_run(_run(tmp_path, "r", lines))
+    assert run.rollouts == 2 and [r["rollout"] for r in run.full_records()] == [0, 1]
