@@ -26,6 +26,7 @@ __all__ = [
     "UsageError",
     "cause_report",
     "crash_report",
+    "redact_secrets",
     "secret_values",
 ]
 
@@ -127,6 +128,12 @@ def _redactor(secrets: Iterable[str]) -> Callable[[str], str]:
         return text
 
     return redact
+
+
+def redact_secrets(text: str, environ: Mapping[str, str]) -> str:
+    """``text`` with the values of ``environ``'s secret-named variables blanked (for text that
+    a provider or a sandbox wrote and a public comment will show)."""
+    return _redactor(secret_values(environ))(text)
 
 
 def secret_values(environ: Mapping[str, str]) -> list[str]:

@@ -111,6 +111,8 @@ def _run_checks(run: RunSummary, gate: GateSettings, max_error_rate: float) -> l
         if run.error_kinds:
             kinds = sorted(run.error_kinds.items(), key=lambda kv: -kv[1])
             reason += " (" + ", ".join(f"{kind}: {count}" for kind, count in kinds) + ")"
+        if run.error_example:
+            reason += f"; first: {run.error_example}"
         out.append(Check(run.model, run.benchmark, "errors", "errors", "ERROR", reason))
     # An agent variant's run ("tasks.skills") is held to its benchmark's ("tasks") thresholds.
     thresholds = gate.thresholds.get(run.benchmark) or gate.thresholds.get(

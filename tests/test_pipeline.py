@@ -174,10 +174,25 @@ def test_errors_are_counted_not_scored_and_too_many_is_exit_3(
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["status"] == "ERROR"
     assert f"{len(errored)}/12 rollouts errored" in verdict["reasons"][0]
+    # The cause itself, not only its count: the first error of the commonest kind, on one line.
+    assert f"; first: {' '.join(errored[0]['error'].split())}" in verdict["reasons"][0]
     # The accuracy is over the items that answered, all of them right.
     (acc,) = [c for c in verdict["checks"] if c["metric"] == "accuracy"]
     assert acc["estimate"]["mean"] == 1.0 and acc["estimate"]["n"] == 12 - len(errored)
     assert "errors by kind" in (out / "scorecard.md").read_text()
+
+
+def test_the_errors_first_message_goes_out_with_secrets_blanked(
+    tmp_path: Path, scripted_server: Any, monkeypatch: Any
+) -> None:
+    # A provider that echoes the key in its error body: the verdict's reason (which the PR's
+    # comment shows) names the error, not the key.
+    monkeypatch.setenv("PROVIDER_API_KEY", "sk-live-0123456789")
+    server = scripted_server(lambda body, n: (401, '{"error": "bad key sk-live-0123456789"}', {}))
+    code, out = _run(tmp_path, _config(tmp_path, server.base_url))
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert code == 3 and "; first: http_401" in verdict["reasons"][0]
+    assert "sk-live-0123456789" not in verdict["reasons"][0] and "***" in verdict["reasons"][0]
 
 
 def test_error_budget_is_configurable(tmp_path: Path, scripted_server: Any) -> None:

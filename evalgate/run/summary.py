@@ -8,6 +8,7 @@ at ``finish_reason: length``, or blank text) are scored 0 by their suite and cou
 
 from __future__ import annotations
 
+import os
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable
@@ -16,6 +17,7 @@ from statistics import fmean
 from typing import Any
 
 from evalgate import stats
+from evalgate.errors import redact_secrets
 from evalgate.run.rollouts import RolloutTable, unusable
 
 __all__ = ["RunSummary", "item_metrics", "summarize", "unusable"]
@@ -78,6 +80,9 @@ class RunSummary:
     time_s: float
     infra_error: str | None = None
     empty_replies: int = 0  # scored rollouts whose completion was empty (content null, "")
+    # The first message of the commonest error kind: counts alone hide the cause (a sandbox that
+    # refused to start says why only here).
+    error_example: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # Per-item values (metric → item → value) and groups, for threshold tests; not serialised.
     per_item: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
@@ -90,6 +95,17 @@ class RunSummary:
 
 def _error_kind(message: str) -> str:
     return message.split(":", 1)[0] if ":" in message else message[:40]
+
+
+def _example(errors: list[str], kinds: Counter[str], limit: int = 200) -> str | None:
+    if not errors:
+        return None
+    commonest = kinds.most_common(1)[0][0]
+    first = next(e for e in errors if _error_kind(e) == commonest)
+    # One line, whatever the error carried; a provider's error body may echo a key, and this
+    # line goes into the PR's comment.
+    text = redact_secrets(" ".join(first.split()), os.environ)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def summarize(
@@ -123,6 +139,7 @@ def summarize(
         and isinstance(r.get("completion"), str | None)
         and not (r.get("completion") or "").strip()
     )
+    kinds = Counter(_error_kind(e) for e in errors)
     usage: Counter[str] = Counter()
     for rec in records:
         usage.update(rec.get("usage") or {})
@@ -135,7 +152,8 @@ def summarize(
         rollouts=rollouts,
         n_rollouts=len(records),
         errors=len(errors),
-        error_kinds=dict(Counter(_error_kind(e) for e in errors)),
+        error_kinds=dict(kinds),
+        error_example=_example(errors, kinds),
         empty_replies=empty,
         metrics=metrics,
         usage=dict(usage),
