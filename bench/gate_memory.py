@@ -8,7 +8,8 @@ completion of ~230) through :class:`~evalgate.run.rundir.RunDir`:
 - ``parse``: the reference, a bare ``json.loads`` of every line kept in a list (what a reader
   that holds the records costs);
 - ``compare``: ``evalgate compare BASE HEAD`` (two runs of N rollouts each), report files
-  included (report.html shows every item's texts: its rows grow with the items);
+  included (report.html lists every changed or errored item and the first 2,000 unchanged ones,
+  written as it is rendered);
 - ``pair``: the decision alone: both runs loaded, summarised and compared (no report files);
 - ``gate``: the gate step of ``evalgate local --baseline`` (``pipeline._gate``: the PR run and
   its baseline loaded, paired and tested; the summaries the engine made are given);

@@ -96,13 +96,13 @@ def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None 
     """scorecard.md, verdict.json, junit.xml and report.html for this invocation; the scorecard
     links the report when ``report_url`` (where the uploaded outputs are) is known."""
     from evalgate.report import render_scorecard, verdict_json
-    from evalgate.report.html import render_html
+    from evalgate.report.html import write_html
     from evalgate.report.junit import render_junit
 
     output_root.mkdir(parents=True, exist_ok=True)
     scorecard = render_scorecard(verdict, report_url=report_url, relative_to=output_root)
     (output_root / SCORECARD).write_text(scorecard, encoding="utf-8")
-    (output_root / REPORT_HTML).write_text(render_html(verdict), encoding="utf-8")
+    write_html(verdict, output_root / REPORT_HTML)
     write_json(output_root / VERDICT, verdict_json(verdict))
     (output_root / JUNIT).write_text(render_junit(verdict), encoding="utf-8")
 

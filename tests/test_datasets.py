@@ -156,6 +156,7 @@ def test_hf_loader_on_a_local_file_offline(tmp_path: Path, monkeypatch: pytest.M
     assert suite.scorer("so 3", suite.items[2].answer) == 1.0
 
 
+@pytest.mark.slow
 def test_hf_loader_error_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("datasets")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")

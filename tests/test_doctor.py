@@ -225,6 +225,7 @@ def test_doctor_names_a_bad_litellm_python(tmp_path: Path) -> None:
     or not Path(os.environ["EVALGATE_LITELLM_PYTHON"]).is_file(),
     reason="needs the LiteLLM side venv named by EVALGATE_LITELLM_PYTHON",
 )
+@pytest.mark.slow
 def test_doctor_passes_on_a_litellm_config_with_the_side_venv(
     tmp_path: Path, scripted_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

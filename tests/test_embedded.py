@@ -132,6 +132,7 @@ def test_ctrl_c_stops_the_model_server(tmp_path: Path) -> None:
     assert kept and all(r["completion"] is not None for r in kept)  # finished work is kept
 
 
+@pytest.mark.slow
 def test_main_vs_main_at_temperature_is_not_a_fail(tmp_path: Path) -> None:
     """Calibration on the real model: two samples of the same system must not FAIL the gate."""
     config = ROOT / "examples/quickstart/evals.yaml"

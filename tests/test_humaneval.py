@@ -82,6 +82,7 @@ def test_extract_code_and_build_program() -> None:
     assert extract_code("```python\ndef f():\n    return 1\n", "f") == "def f():\n    return 1\n"
 
 
+@pytest.mark.slow
 def test_every_canonical_solution_passes_and_empty_completions_fail(scripted_server) -> None:
     canonical = scripted_server(lambda body, n: _problem_of(body)["canonical_solution"])
     # A body that does nothing (an empty reply is the error kind empty_reply, not a 0).

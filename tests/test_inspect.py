@@ -79,6 +79,7 @@ def test_samples_are_items_and_epochs_are_rollouts(tmp_path: Path, scripted_serv
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_a_regression_is_paired_per_sample_against_the_baseline(
     tmp_path: Path, scripted_server: Any
 ) -> None:
@@ -134,6 +135,7 @@ def _sample(body: dict[str, Any]) -> str:
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_resume_runs_only_the_samples_left(tmp_path: Path, scripted_server: Any) -> None:
     server = scripted_server(_adder(set()))
     config = _config(tmp_path, server.base_url)
@@ -173,6 +175,7 @@ def _samples() -> list[str]:
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_a_model_graded_task_is_graded_by_the_configured_judge(
     tmp_path: Path, scripted_server: Any
 ) -> None:
@@ -237,6 +240,7 @@ benchmarks:
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_a_failing_grader_is_a_judge_error(tmp_path: Path, scripted_server: Any) -> None:
     """The grader answers 500: every sample is an error of kind judge_http_500 (the relay saw
     the failure), never a score."""

@@ -148,6 +148,7 @@ def _plus_one(body: dict[str, Any], n: int) -> str:
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_no_module_of_evalgate_shadows_a_task_import_and_task_prints_are_not_data(
     tmp_path: Path, scripted_server: Any
 ) -> None:
@@ -188,6 +189,7 @@ def _leaky(body: dict[str, Any], n: int) -> str:
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_a_dict_valued_score_is_refused_in_one_line_without_score_key(
     tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -201,6 +203,7 @@ def test_a_dict_valued_score_is_refused_in_one_line_without_score_key(
 
 @needs_inspect
 @pytest.mark.parametrize("key", ["utility", "security"])
+@pytest.mark.slow
 def test_a_dict_valued_score_is_gated_per_key_as_inspect_scores_it(
     tmp_path: Path, scripted_server: Any, key: str
 ) -> None:
@@ -215,6 +218,7 @@ def test_a_dict_valued_score_is_gated_per_key_as_inspect_scores_it(
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_a_score_key_on_a_single_valued_score_is_refused(
     tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -246,6 +250,7 @@ def _grader(body: dict[str, Any], n: int) -> str:
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_a_model_graded_task_asks_the_configured_grader(
     tmp_path: Path, scripted_server: Any
 ) -> None:
@@ -344,6 +349,7 @@ def _catalogue_model(body: dict[str, Any], n: int) -> str:
         ("simpleqa_local", "    score_key: correct", "model-graded, dict-valued"),
     ],
 )
+@pytest.mark.slow
 def test_catalogue_tasks_on_local_records_score_as_inspect_eval(
     tmp_path: Path, scripted_server: Any, name: str, extra: str, shape: str
 ) -> None:
@@ -373,6 +379,7 @@ def test_catalogue_tasks_on_local_records_score_as_inspect_eval(
 
 
 @needs_catalogue
+@pytest.mark.slow
 def test_a_catalogue_task_with_shipped_data_and_a_dict_score_scores_as_inspect_eval(
     tmp_path: Path, scripted_server: Any
 ) -> None:
@@ -388,6 +395,7 @@ def test_a_catalogue_task_with_shipped_data_and_a_dict_score_scores_as_inspect_e
 
 
 @needs_catalogue
+@pytest.mark.slow
 def test_a_catalogue_score_outside_0_1_is_refused_not_clamped(
     tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -480,6 +488,7 @@ def _mind2web_model(body: dict[str, Any], n: int) -> str:
 
 
 @needs_catalogue
+@pytest.mark.slow
 def test_a_docker_sandboxed_catalogue_task_scores_as_inspect_eval(
     tmp_path: Path, scripted_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

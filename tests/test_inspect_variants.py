@@ -73,6 +73,7 @@ def test_a_task_name_that_does_not_exist_is_one_line(
 
 
 @needs_inspect
+@pytest.mark.slow
 def test_a_tasks_own_epochs_are_not_silently_replaced(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -480,6 +480,7 @@ def _inspect_python() -> str | None:
 
 
 @pytest.mark.skipif(_inspect_python() is None, reason="needs EVALGATE_INSPECT_PYTHON (inspect-ai)")
+@pytest.mark.slow
 def test_inspect_hashes_its_scorer_and_each_samples_data(tmp_path: Path) -> None:
     task = tmp_path / "t.py"
     task.write_text(

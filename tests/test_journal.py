@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evalgate.config.load import load_config
 from evalgate.run.engine import run_suite
 from evalgate.run.fingerprint import item_hash
@@ -238,6 +240,7 @@ async def _resume(rnd: _Round) -> tuple[int, int]:
     return len(state.records), len(new)
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_points_then_resume(tmp_path: Path) -> None:
     kept = rerun = 0
     for start in range(0, ROUNDS, PARALLEL):  # a few at a time: start-up is most of a round

@@ -28,6 +28,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.slow
 def test_the_embedded_judge_grades_the_embedded_model(tmp_path: Path) -> None:
     before = _llama_servers()
     out = tmp_path / "out"

@@ -93,6 +93,7 @@ benchmarks: [{{name: arith, kind: arith, size: 3}}]
 
 
 @needs_proxy
+@pytest.mark.slow
 def test_a_runs_traces_follow_langfuses_openapi_document(
     tmp_path: Path, scripted_server: Any, langfuse: LangfuseStandin
 ) -> None:
@@ -112,6 +113,7 @@ def test_a_runs_traces_follow_langfuses_openapi_document(
 
 
 @needs_proxy
+@pytest.mark.slow
 def test_a_runs_traffic_that_breaks_the_document_is_caught(
     tmp_path: Path, scripted_server: Any
 ) -> None:

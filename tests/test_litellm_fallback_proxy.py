@@ -54,6 +54,7 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 12
     raise AssertionError("the proxy never answered")
 
 
+@pytest.mark.slow
 def test_a_fallback_served_run_is_recorded_as_the_fallback(
     tmp_path: Path, scripted_server: Any
 ) -> None:

@@ -81,6 +81,7 @@ def _proxy_served(log: Path) -> int:
 
 
 @needs_embedded
+@pytest.mark.slow
 def test_litellm_backend_end_to_end_on_the_embedded_model(tmp_path: Path) -> None:
     env = _env(EVALGATE_TEST_UPSTREAM_KEY=UPSTREAM_KEY)
     out = tmp_path / "out"
@@ -138,6 +139,7 @@ benchmarks:
     assert not _proxies_using(str(tmp_path)), "the LiteLLM proxy was left running"
 
 
+@pytest.mark.slow
 def test_local_with_the_default_relative_output_folder(
     tmp_path: Path, scripted_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -168,6 +170,7 @@ benchmarks:
     assert not _proxies_using(str(tmp_path)), "the LiteLLM proxy was left running"
 
 
+@pytest.mark.slow
 def test_proxy_url_points_evalgate_at_a_running_proxy(tmp_path: Path, scripted_server: Any) -> None:
     upstream = scripted_server(answer_arith)
     router = LiteLLMModel(
@@ -252,6 +255,7 @@ def langfuse_host() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     reason="needs the Langfuse SDK v2 in the proxy's interpreter: "
     "pip install 'langfuse>=2.59.7,<3'",
 )
+@pytest.mark.slow
 def test_langfuse_traces_go_to_the_configured_host(
     tmp_path: Path, scripted_server: Any, langfuse_host: tuple[str, list[dict[str, Any]]]
 ) -> None:

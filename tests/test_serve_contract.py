@@ -81,10 +81,15 @@ def _listening(base_url: str) -> bool:
         return sock.connect_ex((parts.hostname, parts.port or 80)) == 0
 
 
-_CASES = [(b, f) for b in sorted(BACKENDS) for f in ("absolute", "relative")]
+_CASES = [
+    # The proxy and the vLLM stand-in start interpreters of their own (~20-30 s each): slow set.
+    pytest.param((b, f), id=f"{b}-{f}", marks=[pytest.mark.slow] * (b in ("litellm", "vllm")))
+    for b in sorted(BACKENDS)
+    for f in ("absolute", "relative")
+]
 
 
-@pytest.fixture(params=_CASES, ids=[f"{b}-{f}" for b, f in _CASES])
+@pytest.fixture(params=_CASES)
 def served(
     request: pytest.FixtureRequest,
     tmp_path: Path,

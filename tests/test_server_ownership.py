@@ -80,6 +80,7 @@ def _model() -> SimpleNamespace:
 
 
 @needs_embedded
+@pytest.mark.slow
 def test_another_server_on_the_port_is_never_used(
     scripted_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

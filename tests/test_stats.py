@@ -224,6 +224,7 @@ def test_worked_example_noninferiority_and_verdict() -> None:
     assert verdict(paired_compare(*notes_example(12, 4), margin=0.05)) == "FAIL"
 
 
+@pytest.mark.slow
 def test_verdict_and_bounds_agree_for_every_small_table() -> None:
     # Every (b, c) with b, c ≤ 12 at n = 200, δ = 3 pp: PASS ⇔ lo > −δ, FAIL ⇔ hi < 0 (and not
     # PASS), and the bounds are the inverted tests: the bound itself and points beyond it are
@@ -652,7 +653,12 @@ def test_mde_for_test_scales_with_the_score_range() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "shape"), [("k4", "uniform"), ("k4", "proportional"), ("clustered", "proportional")]
+    ("kind", "shape"),
+    [
+        ("k4", "uniform"),
+        ("k4", "proportional"),
+        pytest.param("clustered", "proportional", marks=pytest.mark.slow),
+    ],
 )
 def test_mde_for_test_power_by_simulation(kind: str, shape: str) -> None:
     # Items succeed with probability p_i (clusters: shared p and a per-run shock per cluster and

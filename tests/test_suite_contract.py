@@ -12,6 +12,7 @@ and run by the real engine against a scripted OpenAI-compatible server over HTTP
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import json
 from pathlib import Path
@@ -35,6 +36,7 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+@functools.cache  # one probe a session: it starts an interpreter that imports inspect_ai (seconds)
 def _inspect_ok() -> bool:
     import os
     import subprocess
@@ -95,7 +97,7 @@ def _offline_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
 
 
-def _build(tmp_path: Path, kind: str) -> list[Any]:
+def _build(tmp_path: Path, kind: str, *, retries: int | None = None) -> list[Any]:
     entry, why_not = _entries(tmp_path)[kind]
     if why_not:
         pytest.skip(why_not)
@@ -103,6 +105,9 @@ def _build(tmp_path: Path, kind: str) -> list[Any]:
     config.write_text(
         "models: [{name: m, backend: openai, base_url: 'http://127.0.0.1:9/v1'}]\n"
         f"benchmarks:\n  - {entry}\n"
+        # A suite that calls the model itself (inspect) follows the config's retries, not the
+        # client's: the same policy for both.
+        + (f"eval: {{max_retries: {retries}}}\n" if retries is not None else "")
     )
     return build_suites(load_config(config, []).benchmarks[0])
 
@@ -143,7 +148,7 @@ def test_a_rollout_is_a_scored_outcome(tmp_path: Path, kind: str, scripted_serve
 
 @pytest.mark.parametrize("kind", sorted(SUITES))
 def test_an_unreachable_model_is_an_error_not_a_zero(tmp_path: Path, kind: str) -> None:
-    (suite,) = _build(tmp_path, kind)
+    (suite,) = _build(tmp_path, kind, retries=0)
     suite.items = suite.items[:1]
     records = _run(suite, "http://127.0.0.1:9/v1", retries=0)
     assert [r["error"] is not None for r in records] == [True]

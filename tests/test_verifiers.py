@@ -183,6 +183,7 @@ def test_v1_gate_safe_defaults(tmp_path: Path) -> None:
 
 
 @needs_v1
+@pytest.mark.slow
 def test_item_ids_are_stable_across_loads(tmp_path: Path) -> None:
     from evalgate.suites.verifiers import VerifiersSuite
 

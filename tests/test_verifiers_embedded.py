@@ -80,6 +80,7 @@ def _check(proc: subprocess.CompletedProcess[str], out: Path, bench: str) -> Non
 @pytest.mark.skipif(
     importlib.util.find_spec("verifiers.v1") is None, reason="needs verifiers>=0.3.1"
 )
+@pytest.mark.slow
 def test_v1_taskset_on_the_embedded_model(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = _local(sys.executable, "examples/verifiers/evals.yaml", out, tmp_path)
@@ -90,6 +91,7 @@ def test_v1_taskset_on_the_embedded_model(tmp_path: Path) -> None:
     not Path(LEGACY_PYTHON).exists(),
     reason=f"needs a verifiers==0.3.1 venv at {LEGACY_PYTHON} (EVALGATE_VF_LEGACY_PYTHON)",
 )
+@pytest.mark.slow
 def test_legacy_environment_on_the_embedded_model(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = _local(LEGACY_PYTHON, "examples/verifiers/evals.legacy.yaml", out, tmp_path)

@@ -177,6 +177,7 @@ def _run_dir(out: Path) -> Path:
 
 
 @pytest.mark.parametrize("api", APIS)
+@pytest.mark.slow
 def test_the_environments_judge_is_evalgates(
     tmp_path: Path, scripted_server: Any, api: str
 ) -> None:

@@ -133,6 +133,7 @@ def _state(environ: dict[str, str], name: str) -> dict | list:
     return json.loads((Path(environ["FAKE_VLLM_STATE"]) / name).read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_cold_server_is_awaited_then_served_and_stopped_as_a_group(
     tmp_path: Path, fake_vllm: dict[str, str]
 ) -> None:
@@ -229,6 +230,7 @@ def test_a_server_that_exits_fails_fast_with_the_log_tail(
     assert info.value.exit_code == 3
 
 
+@pytest.mark.slow
 def test_a_server_that_stays_cold_times_out(tmp_path: Path, fake_vllm: dict[str, str]) -> None:
     environ = {**fake_vllm, "FAKE_VLLM_COLD_POLLS": "100000"}
     # startup_timeout_s has a floor of 60 s in the spec; the class is what the test shortens.
@@ -248,6 +250,7 @@ def test_missing_vllm_names_the_install(tmp_path: Path) -> None:
         server.__enter__()
 
 
+@pytest.mark.slow
 def test_benchmark_fallback_template_is_passed_to_vllm(
     tmp_path: Path, fake_vllm: dict[str, str]
 ) -> None:

@@ -49,7 +49,7 @@ from evalgate.publish import actions
 from evalgate.publish.github import GitHubClient, GitHubError
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
 from evalgate.report import code_span
-from evalgate.report.html import render_html, report_url, trend_points
+from evalgate.report.html import report_url, trend_points, write_html
 from evalgate.run.fingerprint import SCORING_VERSION
 from evalgate.run.progress import make_progress
 from evalgate.run.rundir import REPORT_HTML, SCORECARD, load_run, load_runs
@@ -358,8 +358,8 @@ def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verd
         names = [store_name(r.benchmark, r.model) for r in verdict.runs]
         try:
             markdown += trend_section(store, names)
-            html = render_html(verdict, trend=trend_points(store, verdict))  # with the trend
-            (out_root / REPORT_HTML).write_text(html, encoding="utf-8")
+            trend = trend_points(store, verdict)
+            write_html(verdict, out_root / REPORT_HTML, trend=trend)  # with the trend
             pub.scorecard = markdown
         except StoreError as exc:
             pub.notices.append(f"trend unavailable: {exc}")

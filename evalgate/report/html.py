@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,23 @@ from evalgate import __version__, stats
 from evalgate.errors import UsageError
 from evalgate.gate import Verdict
 from evalgate.report import _bytecode_cache
-from evalgate.run.rundir import METADATA, load_run, read_json_object
+from evalgate.run.rundir import (
+    METADATA,
+    RESULTS,
+    iter_records,
+    read_json_object,
+    read_run_config,
+)
 
-__all__ = ["headline_score", "render_html", "report_url", "trend_points"]
+__all__ = [
+    "MAX_CHANGED_ROWS",
+    "MAX_UNCHANGED_ROWS",
+    "headline_score",
+    "render_html",
+    "report_url",
+    "trend_points",
+    "write_html",
+]
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("evalgate", "report"),
@@ -115,16 +129,22 @@ def _judge_text(rec: dict[str, Any]) -> str | None:
 
 
 _SHOWN = ("prompt", "answer", "completion", "judge")
+# Unchanged items listed per run, in the run's order: every changed or errored item is listed
+# whatever the count, but a page of 250,000 rows (~1 GB) opens in no browser; the rest are in
+# the run's results.jsonl, and the page says how many were left out.
+MAX_UNCHANGED_ROWS = 2000
+# ... and a ceiling on the rest, per status, for the run that breaks (or errors on) every one of
+# its 250,000 items: the first 20,000 show what broke as well as all of them would.
+MAX_CHANGED_ROWS = 20_000
 
 
-class _Item:
-    """What a row shows of one item's rollouts: its first record, its first error, the mean of
-    its finite rewards; gathered as the journal streams by (never every record at once)."""
+class _Stat:
+    """One item's outcome over its rollouts: the mean of its finite rewards and its first
+    error, gathered as the journal streams by (no texts: those are read back for shown rows)."""
 
-    __slots__ = ("error", "first", "n", "total")
+    __slots__ = ("error", "n", "total")
 
-    def __init__(self, first: dict[str, Any]) -> None:
-        self.first = {k: first.get(k) for k in _SHOWN}  # not its timing, usage, metrics...
+    def __init__(self) -> None:
         self.error: str | None = None
         self.total, self.n = 0.0, 0
 
@@ -139,14 +159,26 @@ class _Item:
         return self.total / self.n if self.n else None
 
 
-def _by_item(records: Iterable[dict[str, Any]]) -> dict[str, _Item]:
-    out: dict[str, _Item] = {}
-    for rec in records:
-        item = out.get(rec["example_id"])
-        if item is None:
-            item = out[rec["example_id"]] = _Item(rec)
-        item.add(rec)
+def _stats(run_dir: Path) -> dict[str, _Stat]:
+    """Each item's outcome, in the order the journal first names it."""
+    out: dict[str, _Stat] = {}
+    for rec in iter_records(run_dir / RESULTS):
+        stat = out.get(rec["example_id"])
+        if stat is None:
+            stat = out[rec["example_id"]] = _Stat()
+        stat.add(rec)
     return out
+
+
+def _firsts(run_dir: Path, ids: Collection[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The first record's shown fields of each of ``ids``, in journal order, texts capped."""
+    seen: set[str] = set()
+    for rec in iter_records(run_dir / RESULTS):
+        item_id = rec["example_id"]
+        if item_id in ids and item_id not in seen:
+            seen.add(item_id)
+            shown = {k: _text(rec.get(k)) for k in ("prompt", "answer", "completion")}
+            yield item_id, {**shown, "judge": _judge_text(rec)}
 
 
 def _status(head: float | None, base: float | None, errored: bool, has_base: bool) -> str:
@@ -157,41 +189,79 @@ def _status(head: float | None, base: float | None, errored: bool, has_base: boo
     return "regressed" if head < base - 1e-9 else "improved" if head > base + 1e-9 else "same"
 
 
-def _items(head_dir: str, base_dir: str | None) -> tuple[list[dict[str, Any]], bool]:
-    """One row per item of a run (and its baseline): texts, rewards, error kind, status."""
-    try:
-        head = load_run(Path(head_dir))
-    except UsageError:
-        return [], False
-    base_recs: dict[str, _Item] = {}
-    if base_dir:
+class _RunRows:
+    """One run's table: which items it lists and their counts, decided from the journals'
+    outcomes alone; :meth:`rows` then reads the listed items' texts back as it yields them,
+    so the rows travel to the page one at a time (never the whole table in memory)."""
+
+    def __init__(self, head_dir: str, base_dir: str | None, unchanged_rows: int) -> None:
+        self.head = Path(head_dir)
+        self.base = Path(base_dir) if base_dir else None
+        self.agent = False
+        self.omitted: dict[str, int] = {}  # status → items not listed
+        self.left_out: list[dict[str, Any]] = []
+        # id → (status, PR reward, base reward, error), in the run's order
+        self.listed: dict[str, tuple[str, float | None, float | None, str | None]] = {}
+        self.counts = {"regressed": 0, "improved": 0, "errored": 0, "all": 0}
         try:
-            base_recs = _by_item(load_run(Path(base_dir)).full_records())
+            config, _ = read_run_config(self.head)
+            heads = _stats(self.head)
         except UsageError:
-            base_recs = {}
-    agent = (head.config.get("benchmark") or {}).get("kind") == "agent"
-    rows = []
-    for item_id, recs in _by_item(head.full_records()).items():
-        first, base = recs.first, base_recs.get(item_id)
-        error = recs.error
-        h, b = recs.reward, base.reward if base else None
-        rows.append(
-            {
+            self.base = None
+            return
+        self.agent = (config.get("benchmark") or {}).get("kind") == "agent"
+        bases: dict[str, _Stat] = {}
+        if self.base is not None:
+            try:
+                bases = _stats(self.base)
+            except UsageError:
+                self.base, bases = None, {}
+        listed = dict.fromkeys(("regressed", "improved", "errored", "same"), 0)
+        for item_id, stat in heads.items():
+            base = bases.get(item_id)
+            h, b = stat.reward, base.reward if base else None
+            status = _status(h, b, stat.error is not None, base is not None)
+            if listed[status] >= (unchanged_rows if status == "same" else MAX_CHANGED_ROWS):
+                self.omitted[status] = self.omitted.get(status, 0) + 1
+                continue
+            listed[status] += 1
+            self.listed[item_id] = (status, h, b, stat.error)
+        self.counts = {k: listed[k] for k in ("regressed", "improved", "errored")}
+        self.counts["all"] = len(self.listed)
+        # The page's line per status left out: how many, of how many listed.
+        self.left_out = [
+            {"status": "unchanged" if k == "same" else k, "n": n, "listed": listed[k]}
+            for k, n in self.omitted.items()
+        ]
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """The listed items' rows, in the run's order: texts read back from the journals."""
+        if not self.listed:
+            return
+        base_first: dict[str, dict[str, Any]] = {}
+        if self.base is not None:
+            base_first = {  # what a row shows of the base: its completion (and its prompt)
+                i: {"prompt": f["prompt"], "completion": f["completion"]}
+                for i, f in _firsts(self.base, self.listed)
+            }
+        for item_id, first in _firsts(self.head, self.listed):
+            status, h, b, error = self.listed[item_id]
+            base = base_first.pop(item_id, None)
+            yield {
                 "id": item_id,
-                "status": _status(h, b, error is not None, base is not None),
-                "prompt": _text(first.get("prompt") or (base.first.get("prompt") if base else None))
+                "status": status,
+                "prompt": first["prompt"]
+                or (base["prompt"] if base else "")
                 or "(not recorded: the request failed)",
-                "answer": _text(first.get("answer")),
-                "base": _text(base.first.get("completion")) if base else None,
-                "pr": _text(first.get("completion")),
+                "answer": first["answer"],
+                "base": base["completion"] if base else None,
+                "pr": first["completion"],
                 "reward_pr": h,
                 "reward_base": b,
                 "error": error.split(":", 1)[0] if error else None,
                 "error_text": _text(error) if error else None,
-                "judge": _judge_text(first),
+                "judge": first["judge"],
             }
-        )
-    return rows, agent
 
 
 def _line(x1: float, x2: float, y1: float, y2: float, cls: str) -> str:
@@ -330,23 +400,22 @@ def _benchmarks(verdict: Verdict, trend: Trend) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def _runs_data(verdict: Verdict) -> list[dict[str, Any]]:
+def _runs_data(verdict: Verdict, unchanged_rows: int) -> list[dict[str, Any]]:
     base_paths = {(c.model, c.benchmark): c.base_path for c in verdict.comparisons}
     out = []
     for run in verdict.runs:
         if not run.run_dir:
             continue
-        rows, agent = _items(run.run_dir, base_paths.get((run.model, run.benchmark)))
-        counts = {
-            k: sum(r["status"] == k for r in rows) for k in ("regressed", "improved", "errored")
-        }
+        table = _RunRows(run.run_dir, base_paths.get((run.model, run.benchmark)), unchanged_rows)
         out.append(
             {
                 "key": f"{run.model} / {run.benchmark}",
-                "agent": agent,
+                "agent": table.agent,
                 "has_base": (run.model, run.benchmark) in base_paths,
-                "counts": {**counts, "all": len(rows)},
-                "rows": rows,
+                "counts": table.counts,
+                "left_out": table.left_out,
+                "results": str(Path(run.run_dir) / RESULTS),
+                "table": table,
             }
         )
     return out
@@ -358,19 +427,59 @@ def _json_for_script(data: Any) -> str:
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
-def render_html(
-    verdict: Verdict, *, trend: Trend | None = None, scorecard_url: str | None = None
-) -> str:
-    """The report page. ``trend``: stored default-branch scores per (model, benchmark, metric)."""
-    runs = _runs_data(verdict)
+def _data_chunks(runs: list[dict[str, Any]]) -> Iterator[str]:
+    """The page's data block, ``[{key, agent, has_base, counts, rows: [...]}, ...]``, as JSON
+    written one row at a time."""
+    yield "["
+    for n, run in enumerate(runs):
+        head = {k: v for k, v in run.items() if k != "table"}
+        yield ("," if n else "") + _json_for_script(head)[:-1] + ',"rows":['
+        for i, row in enumerate(run["table"].rows()):
+            yield ("," if i else "") + _json_for_script(row)
+        yield "]}"
+    yield "]"
+
+
+def _stream(
+    verdict: Verdict, trend: Trend | None, scorecard_url: str | None, unchanged_rows: int
+) -> jinja2.environment.TemplateStream:
+    runs = _runs_data(verdict, unchanged_rows)
     template = _ENV.get_template("report.html.j2")
-    return template.render(
+    return template.stream(
         verdict=verdict,
         benchmarks=_benchmarks(verdict, trend or {}),
         runs=runs,
-        data=_json_for_script(runs),
+        data=_data_chunks(runs),
         version=__version__,
         margin=float(verdict.policy.get("margin", 0.0)),
         alpha=float(verdict.policy.get("alpha", 0.05)),
         scorecard_url=scorecard_url,
     )
+
+
+def write_html(
+    verdict: Verdict,
+    path: Path,
+    *,
+    trend: Trend | None = None,
+    scorecard_url: str | None = None,
+    unchanged_rows: int = MAX_UNCHANGED_ROWS,
+) -> None:
+    """Write the report page to ``path`` as it is rendered (no whole-page string is built)."""
+    stream = _stream(verdict, trend, scorecard_url, unchanged_rows)
+    stream.enable_buffering(64)  # a few kB per write, not one per template fragment
+    with Path(path).open("w", encoding="utf-8") as fh:
+        fh.writelines(stream)
+
+
+def render_html(
+    verdict: Verdict,
+    *,
+    trend: Trend | None = None,
+    scorecard_url: str | None = None,
+    unchanged_rows: int = MAX_UNCHANGED_ROWS,
+) -> str:
+    """The report page as one string (:func:`write_html` writes it without holding it).
+    ``trend``: stored default-branch scores per (model, benchmark, metric); ``unchanged_rows``:
+    how many unchanged items each run's table lists."""
+    return "".join(_stream(verdict, trend, scorecard_url, unchanged_rows))
