@@ -27,6 +27,7 @@ __all__ = [
     "cause_report",
     "crash_report",
     "redact_secrets",
+    "secret_redactor",
     "secret_values",
 ]
 
@@ -133,7 +134,12 @@ def _redactor(secrets: Iterable[str]) -> Callable[[str], str]:
 def redact_secrets(text: str, environ: Mapping[str, str]) -> str:
     """``text`` with the values of ``environ``'s secret-named variables blanked (for text that
     a provider or a sandbox wrote and a public comment will show)."""
-    return _redactor(secret_values(environ))(text)
+    return secret_redactor(environ)(text)
+
+
+def secret_redactor(environ: Mapping[str, str]) -> Callable[[str], str]:
+    """:func:`redact_secrets` with ``environ``'s secrets read once (for many texts)."""
+    return _redactor(secret_values(environ))
 
 
 def secret_values(environ: Mapping[str, str]) -> list[str]:

@@ -182,7 +182,7 @@ def test_errors_are_counted_not_scored_and_too_many_is_exit_3(
     assert "errors by kind" in (out / "scorecard.md").read_text()
 
 
-def test_the_errors_first_message_goes_out_with_secrets_blanked(
+def test_an_errors_text_is_stored_and_shown_with_secrets_blanked(
     tmp_path: Path, scripted_server: Any, monkeypatch: Any
 ) -> None:
     # A provider that echoes the key in its error body: the verdict's reason (which the PR's
@@ -193,6 +193,9 @@ def test_the_errors_first_message_goes_out_with_secrets_blanked(
     verdict = json.loads((out / "verdict.json").read_text())
     assert code == 3 and "; first: http_401" in verdict["reasons"][0]
     assert "sk-live-0123456789" not in verdict["reasons"][0] and "***" in verdict["reasons"][0]
+    # Nor in what is stored (and pushed with a baseline): the journal keeps the error, blanked.
+    results = (_run_dir(out) / "results.jsonl").read_text()
+    assert "sk-live-0123456789" not in results and "bad key ***" in results
 
 
 def test_error_budget_is_configurable(tmp_path: Path, scripted_server: Any) -> None:

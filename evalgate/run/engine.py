@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection, Iterator
 from collections.abc import Set as AbstractSet
 from typing import IO, Any
 
-from evalgate.errors import InfraError
+from evalgate.errors import InfraError, secret_redactor
 from evalgate.run.rollouts import RolloutTable
 from evalgate.serve import served
 from evalgate.serve.breaker import EndpointDown
@@ -206,6 +206,9 @@ async def run_suite(
     results: Any = RolloutTable() if slim else []
     hashes: dict[str, str] = {}  # one item_hash per item, not per rollout
     sink = _Journal(journal, flush_every, flush_interval_s) if journal is not None else None
+    # An error's text is a provider's or a sandbox's words, and may echo a key; it is stored in
+    # the journal, pushed with a baseline and quoted in the PR's comment.
+    redact = secret_redactor(os.environ)
     rollout = suite.rollout
     perf_counter, wall_clock = time.perf_counter, time.time
 
@@ -227,6 +230,8 @@ async def run_suite(
                     out = exc  # an infrastructure failure: counted as an error, never scored 0
             latency_ms = round((perf_counter() - t0) * 1e3, 1)
             rec = _record(item, ihash, index, out, started, latency_ms)
+            if rec["error"] is not None:
+                rec["error"] = redact(rec["error"])
             if others:  # only then: every other record keeps its keys
                 rec["served_by"] = others
             usage = rec["usage"]
