@@ -195,20 +195,7 @@ def repeated_p(p_nominal: float, look: int, looks: int) -> float:
 def _trinomial_step(step: int, discordance: float) -> np.ndarray:
     """P(b, c) of ``step`` items when each is (base right, PR wrong) or (base wrong, PR right)
     with probability ψ/2 each: the increment of (b, c) between two looks, as a matrix."""
-    from scipy import special  # lazy, like scipy.stats (see _scipy_stats)
-
-    b = np.arange(step + 1, dtype=float)[:, None]
-    c = np.arange(step + 1, dtype=float)[None, :]
-    rest = np.maximum(step - b - c, 0.0)
-    log_p = (
-        special.gammaln(step + 1.0)
-        - special.gammaln(b + 1.0)
-        - special.gammaln(c + 1.0)
-        - special.gammaln(rest + 1.0)
-        + special.xlogy(b + c, discordance / 2.0)
-        + special.xlog1py(rest, -discordance)
-    )
-    return np.where(b + c <= step, np.exp(log_p), 0.0)
+    return _trinomial_cells(step, discordance / 2.0, discordance / 2.0)
 
 
 def fail_crossing_probability(
