@@ -1,7 +1,7 @@
 """The price of honesty for fractional and graded scores: how much wider the PASS bound (the
 betting lower bound, valid for any bounded data) is than a paired t bound on the same data.
 
-    nice -n 10 python bench/pass_bound_width.py [--runs 200]
+    nice -n 10 python bench/pass_bound_width.py [--runs 200] [--variants | --others] [--fit-shape]
 
 Per cell, ``runs`` simulated PR-vs-base pairs with no change (Δ = 0): items with latent pass
 rate p ~ Beta(2, 1) scored over k = 4 rollouts in each arm, or graded rewards drawn
@@ -10,12 +10,20 @@ Beta(2p, 2(1 − p)) in each arm ("graded"). Printed: the median ratio (Δ̂ −
 items the betting bound needs for the same width, ≈ ratio². The t bound is the reference
 only: it is not valid for a PR that breaks a few items (skewed differences).
 
-``--variants`` also prints other valid bounds from the same family on the same data, the survey
-behind the gate's choice (docs/gate.md, "The price of honesty"): the capital at n only (Markov
-instead of Ville: what the running maximum buys), bets scaled ×1.25 and ×0.8 (is the fixed-n
-tuning of λ optimal?), and the mean of B = 20 stopped capitals over 20 betting orders (each an
-e-value by optional stopping; their mean is one too) with the stop at 2/α. Outside betting, on
-the same data (``--others``, or ``--variants`` for all; the figures are in docs/gate.md):
+Two lines always: ``gate`` is a fixed design's bound (``fixed_n``: bets shaped over the run,
+cap 0.9/m, see evalgate/stats/_betting.py) and ``flat`` the flat bets of a sequential run's one
+process (cap 0.75/m; before the shaping, the fixed design's bound too), on the same data.
+``--fit-shape`` redoes the fit of the schedule's knots in the normal limit (Brownian motion
+with known σ, 3,000 paths of 200 steps, Nelder–Mead from the flat bets) and prints them with the
+limit's median width in t widths.
+
+``--variants`` also prints other valid bounds from the flat bets' family on the same data, the
+survey behind the gate's choice (docs/gate.md, "The price of honesty"): the capital at n only
+(Markov instead of Ville: what the running maximum buys), bets scaled ×1.25 and ×0.8 (is the
+fixed-n tuning of λ optimal?), and the mean of B = 20 stopped capitals over 20 betting orders
+(each an e-value by optional stopping; their mean is one too) with the stop at 2/α.
+Outside betting, on the same data (``--others``, or ``--variants`` for all; figures in
+docs/gate.md):
 
 * ``orderstat``: the order-statistic bound whose validity Anderson (1969) and Phan, Thomas &
   Learned-Miller (2021) prove: with X_(i) = G(U_(i)) (G the quantile function, U uniform), the
@@ -166,8 +174,8 @@ def ratio(base: np.ndarray, head: np.ndarray, seed: int, variant: str = "gate") 
     d = head - base
     n = d.size
     t_half = float(sps.t.ppf(1.0 - ALPHA, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
-    if variant == "gate":
-        lo, _ = betting_lower(d, -1.0, 1.0, -0.03, ALPHA, seed)
+    if variant in ("gate", "flat"):
+        lo, _ = betting_lower(d, -1.0, 1.0, -0.03, ALPHA, seed, fixed_n=variant == "gate")
     elif variant in OTHERS:
         lo = _other_lower(d, seed, variant)
     else:
@@ -175,15 +183,56 @@ def ratio(base: np.ndarray, head: np.ndarray, seed: int, variant: str = "gate") 
     return (float(d.mean()) - lo) / t_half
 
 
+def fit_shape(knots: int = 8, steps: int = 200, paths: int = 3000) -> None:
+    """Fit the fixed design's bet schedule in the normal limit and print it (``--fit-shape``).
+
+    X(u) = δ·u + W(u) on u ∈ [0, 1] (σ = 1, time in units of n); bets λ(u) = s(u)·√(2 log(1/α))
+    with s piecewise linear on ``knots`` knots; the bound rejects a mean δ below the truth when
+    max_u ∫λ dX − ½∫λ² du ≥ log(1/α). Minimised: the δ at which half the paths reject (the
+    median width), in units of z_α (the t width in the limit)."""
+    from scipy.optimize import minimize
+
+    level = math.log(1.0 / ALPHA)
+    rng = np.random.default_rng(5)
+    noise = rng.standard_normal((paths, steps)) / math.sqrt(steps)
+    u = np.arange(1, steps + 1) / steps
+    flat = math.sqrt(2.0 * level)
+
+    def median_delta(shape: np.ndarray) -> float:
+        bets = flat * np.interp(u, np.linspace(0.0, 1.0, shape.size), np.abs(shape))
+        gain, drift, cost = (
+            np.cumsum(noise * bets, axis=1),
+            np.cumsum(bets) / steps,
+            np.cumsum(bets**2) / (2 * steps),
+        )
+        lo, hi = 0.0, 6.0
+        for _ in range(40):
+            mid = (lo + hi) / 2.0
+            share = float(np.mean(np.max(gain + mid * drift - cost, axis=1) >= level))
+            lo, hi = (mid, hi) if share < 0.5 else (lo, mid)
+        return hi / float(sps.norm.ppf(1.0 - ALPHA))
+
+    start = np.r_[0.4, 0.8, 1.0, 1.0, 1.0, 1.1, 1.5, 3.0][:knots]
+    best = minimize(median_delta, start, method="Nelder-Mead", options={"maxiter": 500})
+    print(f"normal limit: flat bets {median_delta(np.ones(knots)):.3f} t widths, fitted "
+          f"{best.fun:.3f}; knots {np.round(np.abs(best.x), 2).tolist()}")  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--variants", action="store_true", help="also the survey's variants")
     parser.add_argument("--others", action="store_true", help="also the methods outside betting")
+    parser.add_argument(
+        "--fit-shape", action="store_true", help="refit the bet schedule, then exit"
+    )
     args = parser.parse_args()
+    if args.fit_shape:
+        fit_shape()
+        return 0
     print(f"betting / paired-t width of the one-sided {1 - ALPHA:.0%} lower bound, median of "
           f"{args.runs} runs (items needed for the same width ≈ ratio²)")  # fmt: skip
-    variants: tuple[str, ...] = ("gate",)
+    variants: tuple[str, ...] = ("gate", "flat")
     if args.variants:
         variants += ("markov", "x1.25", "x0.8", "avg20")
     if args.variants or args.others:
