@@ -218,11 +218,12 @@ def _item_bounds(
     width: float,
     horizon: int | None = None,
     pass_alpha: float | None = None,
+    fixed_n: bool = False,
 ) -> tuple[_Bounds, str, str]:
     """The test on items: exact unconditional (binary) or sign-flip; (bounds, method, note).
 
     ``horizon`` / ``pass_alpha``: the betting bound's horizon and level when not alpha
-    (:func:`_compare`)."""
+    (:func:`_compare`); ``fixed_n``: a fixed design's bound, read once (shaped bets)."""
     n = b.size
     if _is_binary(b) and _is_binary(h):
         n_b, n_c = int(np.sum((b == 1.0) & (h == 0.0))), int(np.sum((b == 0.0) & (h == 1.0)))
@@ -234,7 +235,10 @@ def _item_bounds(
     # the PR changes nothing (base and PR exchangeable within each item).
     flip = _sign_flip(d, np.ones(n), margin, alpha, *resamples)
     level = alpha if pass_alpha is None else pass_alpha
-    lo, p_ni = betting_lower(d, -width, width, -margin, level, resamples[1], horizon)
+    shaped = fixed_n and horizon is None
+    lo, p_ni = betting_lower(
+        d, -width, width, -margin, level, resamples[1], horizon, fixed_n=shaped
+    )
     found = _Bounds(lo, flip.hi, p_ni, flip.p_reg, flip.used, flip.exact)
     return found, "betting / sign-flip-permutation", ""
 
@@ -292,7 +296,17 @@ def paired_compare(
     mismatch, on no items, or on non-finite scores.
     """
     return _compare(
-        base, head, clusters, margin, alpha, n_resamples, seed, bounds, horizon, pass_alpha=None
+        base,
+        head,
+        clusters,
+        margin,
+        alpha,
+        n_resamples,
+        seed,
+        bounds,
+        horizon,
+        pass_alpha=None,
+        fixed_n=True,
     )
 
 
@@ -308,10 +322,13 @@ def _compare(
     horizon: int | None,
     *,
     pass_alpha: float | None,
+    fixed_n: bool = False,
 ) -> PairedResult:
     """:func:`paired_compare`; ``pass_alpha``: the level of the betting (PASS) bound on items
     when not ``alpha`` (a sequential look: the FAIL side at the look's level, the PASS side one
-    capital process at the full α, see :func:`evalgate.stats.sequential_compare`)."""
+    capital process at the full α, see :func:`evalgate.stats.sequential_compare`).
+    ``fixed_n``: a fixed design, read once (without a horizon the betting bound's bets are
+    shaped over the run, :mod:`._betting`); a sequential look's bounds are not."""
     _check_alpha(alpha)
     if not (math.isfinite(margin) and margin >= 0.0):
         raise ValueError(f"margin must be a finite number ≥ 0, got {margin!r}")
@@ -333,7 +350,9 @@ def _compare(
     width = max(high, float(b.max()), float(h.max())) - min(low, float(b.min()), float(h.min()))
     width = width if width > 0.0 else 1.0
     resamples = (n_resamples, seed)
-    found, method, note = _item_bounds(b, h, margin, alpha, resamples, width, horizon, pass_alpha)
+    found, method, note = _item_bounds(
+        b, h, margin, alpha, resamples, width, horizon, pass_alpha, fixed_n
+    )
     n_clusters = None
     if clusters is not None:
         codes, n_clusters = _cluster_codes(clusters, n)
