@@ -88,3 +88,42 @@ def test_a_failed_judge_call_marks_the_tab(scripted_server: Any) -> None:
     assert json.dumps(spent.judgement(Grader(None))["usage"]) == json.dumps(
         {"prompt_tokens": 0, "completion_tokens": 0}
     )
+
+
+def test_a_structured_output_judge_gets_its_response_format(scripted_server: Any) -> None:
+    # A judge that asks for structured output (verifiers v1's Judge.schema, an OpenAI SDK
+    # `parse`) sends `response_format`: the relay forwards it to the exam's judge, so the
+    # verdict comes back as the JSON the grading code parses; the exam still sets the model
+    # and sampling.
+    def judge_reply(body: dict[str, Any], n: int) -> str:
+        fmt = body.get("response_format") or {}
+        return json.dumps({"score": 1}) if fmt.get("type") == "json_schema" else "plain"
+
+    judge = scripted_server(judge_reply)
+    schema = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "verdict",
+            "schema": {
+                "type": "object",
+                "properties": {"score": {"type": "integer"}},
+                "required": ["score"],
+            },
+        },
+    }
+    body = {"model": "env/own", "messages": [{"role": "user", "content": "grade"}],
+            "response_format": schema}  # fmt: skip
+    _, replies, spent, _ = asyncio.run(_with_relay(judge.base_url, body))
+    assert [s for s, _ in replies] == [200, 200] and spent.calls == 2
+    assert json.loads(replies[0][1]["choices"][0]["message"]["content"]) == {"score": 1}
+    assert [b.get("response_format") for b in judge.requests] == [schema] * 2
+    assert [b["model"] for b in judge.requests] == ["org/judge"] * 2
+
+
+def test_a_malformed_response_format_is_refused(scripted_server: Any) -> None:
+    judge = scripted_server(lambda body, n: "never asked")
+    body = {"messages": [{"role": "user", "content": "grade"}], "response_format": "json"}
+    _, replies, _, _ = asyncio.run(_with_relay(judge.base_url, body))
+    assert [s for s, _ in replies] == [400, 400]
+    assert "response_format" in replies[0][1]["error"]["message"]
+    assert judge.requests == []

@@ -140,10 +140,28 @@ def _strict_judge(body: dict[str, Any], n: int) -> str:
     return "Checked.\n" + ("yes" if right else "no")
 
 
+# The v1 environment with a structured-output judge (`schema`): verifiers asks through the
+# OpenAI SDK's `parse` (a `response_format` of type json_schema) and reads `parsed`.
+V1_SCHEMA_ENV = (
+    V1_ENV.replace(
+        "class YesNo(vf.Judge[bool]):",
+        "from pydantic import BaseModel\n\n\nclass Verdict(BaseModel):\n    correct: bool\n\n\n"
+        "class YesNo(vf.Judge[Verdict]):\n    schema = Verdict",
+    )
+    .replace(
+        """    def parse(self, response):
+        return response.text.strip().lower().endswith("yes")
+""",
+        "",
+    )
+    .replace("return 1.0 if got.parsed else 0.0", "return 1.0 if got.parsed.correct else 0.0")
+)
+
+
 def _setup(tmp_path: Path, api: str, model_url: str, judge_url: str) -> Path:
     env_dir = tmp_path / "envs"
     (env_dir / "judged_arith").mkdir(parents=True, exist_ok=True)
-    source = V1_ENV if api == "v1" else LEGACY_ENV
+    source = {"v1": V1_ENV, "legacy": LEGACY_ENV, "v1-schema": V1_SCHEMA_ENV}[api]
     (env_dir / "judged_arith" / "__init__.py").write_text(textwrap.dedent(source))
     config = tmp_path / "evals.yaml"
     config.write_text(
@@ -155,7 +173,7 @@ benchmarks:
     kind: verifiers
     env_id: judged-arith
     env_path: envs
-    api: {api}
+    api: {api.split("-")[0]}
     eval: {{rollouts: 1}}
     judge:
       model: {{name: judge, backend: openai, base_url: "{judge_url}", model: org/judge}}
@@ -212,6 +230,28 @@ def test_the_environments_judge_is_evalgates(
     assert len(judge.requests) == 3
     meta2 = json.loads((_run_dir(out2) / "metadata.json").read_text())
     assert meta2["judge"]["requests"]["cache_hits"] == 3
+
+
+@pytest.mark.skipif(not _has("verifiers.v1"), reason="no v1")
+@pytest.mark.slow
+def test_a_structured_output_judge_reads_its_verdict_through_the_relay(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    def judge(body: dict[str, Any], n: int) -> str:
+        fmt = body.get("response_format") or {}
+        if fmt.get("type") != "json_schema":
+            return "not JSON"  # verifiers could not parse this: the rollout would error
+        return json.dumps({"correct": _strict_judge(body, n).endswith("yes")})
+
+    model, judged = scripted_server(_candidate), scripted_server(judge)
+    code, out = _run(tmp_path, _setup(tmp_path, "v1-schema", model.base_url, judged.base_url))
+    records = read_jsonl(_run_dir(out) / "results.jsonl")
+    assert all(r["error"] is None for r in records), [r["error"] for r in records]
+    rewards = {r["prompt"][-1]["content"]: r["reward"] for r in records}
+    assert rewards == {"What is 2 + 3?": 1.0, "What is 7 + 5?": 0.0, "What is 9 - 4?": 1.0}
+    schemas = {b["response_format"]["json_schema"]["name"] for b in judged.requests}
+    assert schemas == {"Verdict"} and {b["model"] for b in judged.requests} == {"org/judge"}
+    assert code in (0, 1)
 
 
 @pytest.mark.parametrize("api", APIS)

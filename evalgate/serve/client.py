@@ -361,10 +361,16 @@ class ChatClient:
         *,
         rollout: int = 0,
         keep: Callable[[str], bool] | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> Reply:
         """One chat completion. ``keep``: whether a reply's text may be cached (and a cached
-        one used): a judge's unreadable verdict is asked again on the next run, not replayed."""
-        payload = dumps(self.body(messages, rollout))
+        one used): a judge's unreadable verdict is asked again on the next run, not replayed.
+        ``response_format``: the OpenAI field, sent as given (a judge's structured output); it
+        is part of the request, so of the cache key too."""
+        body = self.body(messages, rollout)
+        if response_format is not None:
+            body["response_format"] = response_format
+        payload = dumps(body)
         key = None
         if self.cache is not None:
             # The rollout index is in the key even when the body has no seed: k rollouts of one

@@ -189,13 +189,22 @@ class JudgeRelay:
             return self._refuse(400, "a judge request needs `messages` (role, content)")
         if body.get("stream"):
             return self._refuse(400, "evalgate's judge relay does not stream")
+        # Structured output is the grading code's to ask for (it parses the verdict); the model
+        # and sampling stay the exam's. The body is forwarded as the OpenAI field, nothing else.
+        response_format = body.get("response_format")
+        if response_format is not None and not (
+            isinstance(response_format, dict) and isinstance(response_format.get("type"), str)
+        ):
+            return self._refuse(400, "`response_format` must be an object with a `type`")
         # The n-th identical request of a tab is the judge's sample n (its own cache entry and
         # seed), as with judge_samples: k asks are k judgements, not one replayed.
-        digest = json.dumps(messages, sort_keys=True)
+        digest = json.dumps([messages, response_format], sort_keys=True)
         sample = tab.seen[digest]
         tab.seen[digest] += 1
         try:
-            reply = await self.grader.client.chat(messages, rollout=sample)
+            reply = await self.grader.client.chat(
+                messages, rollout=sample, response_format=response_format
+            )
         except RequestFailed as exc:
             if tab.failed is None:
                 tab.failed = (exc.kind, str(exc).partition(": ")[2] or exc.kind)
