@@ -269,6 +269,16 @@ def _compare(
     return mc
 
 
+def test_grouped_looks_end_at_group_ends() -> None:
+    # Each look moves to the group end nearest its equal slice (the later on a tie), so a look
+    # never sees part of a group; a group larger than a slice makes a look see nothing new.
+    assert stats.look_sizes(500, 4, [100] * 5) == [100, 300, 400, 500]
+    assert stats.look_sizes(12, 4, [1, 2, 3, 6]) == [3, 6, 12, 12]
+    assert stats.look_sizes(400, 4, [2] * 200) == stats.look_sizes(400, 4)
+    with pytest.raises(ValueError, match="sum to n_total"):
+        stats.look_sizes(10, 2, [3, 3])
+
+
 def test_grouped_looks_run_whole_groups_in_a_keyed_order() -> None:
     items, _base, _head, baseline = _grouped_pr(3, 40, False, 0.0)
     for seed in (0, 9):

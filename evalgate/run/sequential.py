@@ -12,8 +12,6 @@ as an uninterrupted run would.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import chain
@@ -118,7 +116,7 @@ async def run_sequential(
     but every look counts them, as it would have had the run not been interrupted.
     ``scale``: the metric's declared scale (``gate.scales``): each look uses the range
     :func:`evalgate.stats.metric_scale` gives, as ``evalgate compare`` does reading the run.
-    With groups the looks end at group boundaries (the nearest to the equal slices), so each
+    With groups the looks end at group ends (:func:`evalgate.stats.look_sizes`), so each
     look's groups are complete.
     """
     order, unpaired, base_scores = plan_order(suite.items, baseline, metric, seed)
@@ -127,9 +125,8 @@ async def run_sequential(
     groups = {it.id: it.group for it in order}
     grouped = any(g is not None for g in groups.values())
     counts = _group_sizes([groups[it.id] or f"item:{it.id}" for it in order]) if grouped else []
-    sizes = stats.look_sizes(len(order), looks)
-    if grouped:
-        sizes = _at_group_ends(sizes, counts)
+    # With groups, each look ends at a group's end: its groups are complete.
+    sizes = stats.look_sizes(len(order), looks, counts if grouped else None)
     records = RolloutTable()  # columns, as the engine keeps them: no dict per rollout
     done, decision, history = 0, None, []
     for look, size in enumerate(sizes, 1):
@@ -196,19 +193,3 @@ def _group_sizes(groups: list[str]) -> list[int]:
         else:
             counts.append(1)
     return counts
-
-
-def _at_group_ends(sizes: list[int], counts: list[int]) -> list[int]:
-    """Each look's planned item count moved to the nearest end of a group (the later on a tie),
-    never before the previous look's: a look then sees complete groups only, which the betting
-    process over groups needs (a part of a group is not a draw of the group)."""
-    ends = list(itertools.accumulate(counts))
-    out: list[int] = []
-    for size in sizes:
-        at = bisect.bisect_left(ends, size)  # ends[at] ≥ size
-        best = ends[at]
-        if at and size - ends[at - 1] < best - size:
-            best = ends[at - 1]
-        out.append(max(best, out[-1] if out else 0))
-    out[-1] = ends[-1]
-    return out

@@ -35,8 +35,10 @@ more than it saves, and the looks already stop early when the effect is large.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
+import itertools
 import math
 import operator
 from collections.abc import Hashable, Sequence
@@ -133,12 +135,32 @@ def obrien_fleming_bounds(looks: int = 4, alpha: float = 0.05) -> list[float]:
     return wang_tsiatis_bounds(looks, alpha, 0.0)
 
 
-def look_sizes(n_total: int, looks: int) -> list[int]:
-    """Items seen at each of ``looks`` equally spaced looks (the last is n_total)."""
+def look_sizes(n_total: int, looks: int, groups: Sequence[int] | None = None) -> list[int]:
+    """Items seen at each of ``looks`` equally spaced looks (the last is n_total).
+
+    ``groups``: the sizes of the run's groups in the order they run (whole groups, contiguous;
+    they sum to n_total): each look then ends at the group end nearest its equal slice (the
+    later on a tie), never before the previous look's, so every look sees complete groups only,
+    which the betting process over groups needs (part of a group is not a draw of a group). A
+    group larger than a slice can make two looks the same: the later one sees nothing new.
+    """
     n_total, looks = operator.index(n_total), operator.index(looks)
     if n_total < 1 or looks < 1:
         raise ValueError("n_total and looks must be ≥ 1")
-    return [math.ceil(k * n_total / looks) for k in range(1, looks + 1)]
+    sizes = [math.ceil(k * n_total / looks) for k in range(1, looks + 1)]
+    if groups is None:
+        return sizes
+    ends = list(itertools.accumulate(operator.index(g) for g in groups))
+    if not ends or ends[-1] != n_total or min(groups) < 1:
+        raise ValueError(f"group sizes must be ≥ 1 and sum to n_total ({n_total})")
+    out: list[int] = []
+    for size in sizes:
+        at = bisect.bisect_left(ends, size)  # ends[at] ≥ size
+        best = ends[at]
+        if at and size - ends[at - 1] < best - size:
+            best = ends[at - 1]
+        out.append(max(best, out[-1] if out else 0))
+    return out
 
 
 def nominal_alpha(look: int, looks: int, alpha: float) -> float:
