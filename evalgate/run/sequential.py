@@ -12,7 +12,7 @@ as an uninterrupted run would.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Literal
@@ -106,7 +106,7 @@ async def run_sequential(
     seed: int,
     run_items: Callable[[Subset], Awaitable[RolloutTable]],
     prior: Iterable[dict[str, Any]] | None = None,
-    scale: str | list[float] | None = None,
+    scale: str | Sequence[float] | None = None,
 ) -> tuple[RolloutTable, SequentialResult | None]:
     """Run ``suite`` look by look; returns the new records and the sequential decision.
 
