@@ -32,6 +32,25 @@ command -v vllm >/dev/null || { echo "gpu_smoke: vllm is not on PATH (pip instal
 command -v nvidia-smi >/dev/null || { echo "gpu_smoke: no nvidia-smi: not a GPU machine" >&2; exit 3; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 
+# The model is a GGUF file. vLLM's own GGUF loader was removed after 0.22 (0.25.1's wheel has
+# none); 0.33's `extra-quant` extra names the out-of-tree `vllm-gguf-plugin` instead. Say so here
+# rather than after a server start.
+python - <<'PY' || exit 3
+import importlib.util
+import sys
+
+import vllm
+
+in_tree = importlib.util.find_spec("vllm.model_executor.model_loader.gguf_loader") is not None
+plugin = importlib.util.find_spec("vllm_gguf_plugin") is not None
+print(f"vllm {vllm.__version__}: GGUF loader {'in tree' if in_tree else 'plugin' if plugin else 'none'}")
+if not (in_tree or plugin):
+    sys.exit(
+        f"gpu_smoke: vLLM {vllm.__version__} cannot load a GGUF model: install vllm-gguf-plugin "
+        "(vllm[extra-quant]) or use vLLM 0.22, the last release with its own GGUF loader"
+    )
+PY
+
 GGUF="$(python -c 'from evalgate.serve.llama_cpp import find_gguf; print(find_gguf())')"
 echo "model: ${GGUF}"
 
@@ -43,6 +62,7 @@ JINJA
 # The quickstart's benchmarks, sampling and gate, with the model swapped for vLLM.
 cp "${ROOT}/examples/quickstart/capitals.jsonl" "${WORK}/"
 python - "${ROOT}/examples/quickstart/evals.yaml" "${WORK}/evals.yaml" "${GGUF}" "${CONCURRENCY}" <<'PY'
+import os
 import sys
 import yaml
 
@@ -56,7 +76,9 @@ config["models"] = [
         "chat_template": "chatml.jinja",
         "max_model_len": 2048,
         "gpu_memory_utilization": 0.5,
-        "extra_args": ["--tokenizer", gguf],
+        # GPU_SMOKE_EXTRA_ARGS: more `vllm serve` flags for both servers, e.g. --enforce-eager
+        # for a quick start (no torch.compile or CUDA graph capture).
+        "extra_args": ["--tokenizer", gguf, *os.environ.get("GPU_SMOKE_EXTRA_ARGS", "").split()],
     }
 ]
 config.setdefault("eval", {})["max_concurrent"] = int(concurrency)
