@@ -390,3 +390,60 @@ def test_a_looks_decision_uses_the_metrics_declared_range(tmp_path: Path) -> Non
         b, h, look=1, looks=2, margin=0.05, alpha=0.05, horizon=n, bounds=(0.0, 10.0)
     )
     assert seen_range.lo != declared_range.lo
+
+
+# ------------------------------------------------------------------------ end to end (CLI)
+
+
+def test_a_grouped_sequential_run_is_reproduced_by_compare(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    # Through the CLI: a grouped dataset (50 groups of 8), a PR that loses a third of the items.
+    # The looks run whole groups (every look ends at a group's end), the run records its plan
+    # of groups, and `evalgate compare` on the two run folders reaches the look's verdict.
+    import json
+
+    from evalgate.cli import main
+    from tests.conftest import write_config
+    from tests.test_sequential import N, _answers, _run
+
+    rows = [
+        {"id": f"q{i:03d}", "prompt": f"Q{i}", "answer": f"A{i}", "group": f"g{i // 8}"}
+        for i in range(N)
+    ]
+    (tmp_path / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+    def setup(url: str) -> Path:
+        return write_config(
+            tmp_path,
+            f"""
+models: [{{name: m, backend: openai, base_url: "{url}", model: org/m}}]
+benchmarks: [{{name: qa, kind: jsonl, path: qa.jsonl}}]
+eval: {{max_concurrent: 16}}
+""",
+        )
+
+    _run(tmp_path, setup(scripted_server(_answers(None)).base_url), "base")
+    head = scripted_server(_answers(3))
+    code, verdict = _run(
+        tmp_path, setup(head.base_url), "head", "--baseline", str(tmp_path / "base"),
+        "--eval.sequential=true",
+    )  # fmt: skip
+    seq = verdict["runs"][0]["extra"]["sequential"]
+    assert (seq["groups_total"], seq["group_size"]) == (N // 8, 8)
+    assert seq["items_used"] % 8 == 0 and len(head.requests) == seq["items_used"]
+    assert verdict["status"] == seq["decision"] == "FAIL" and code == 1
+    main(
+        [
+            "compare",
+            str(tmp_path / "base"),
+            str(tmp_path / "head"),
+            "--output",
+            str(tmp_path / "c"),
+        ],
+        environ={"CI": "1"},
+    )
+    compared = json.loads((tmp_path / "c" / "verdict.json").read_text())
+    (metric,) = [m for m in compared["comparisons"][0]["metrics"] if m["metric"] == "accuracy"]
+    assert metric["status"] == seq["decision"]
+    assert compared["comparisons"][0]["n_not_run"] == N - seq["items_used"]
