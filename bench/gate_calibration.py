@@ -35,8 +35,9 @@ power over every look, ``stats.design_level``), the power at it (FAIL at any loo
 share of paired items used at Δ = −2·MDE, and print the matching fixed-sample cell's MDE
 beside it. ok marks: rates within 2 Monte-Carlo SE of their bound (α for errors, 0.80 for
 power), items used ≤ 65 %. For
-the 0/1 "noise" cells the A/A false-FAIL rate, and for the sequential 0/1 "breaks" cell the
-items used, are also computed exactly (no Monte-Carlo error).
+the 0/1 "noise" cells the A/A false-FAIL rate, for the 0/1 k = 1 "noise" and "breaks" cells the
+false-PASS rate, and for the sequential 0/1 "breaks" cell the items used, are also computed
+exactly (no Monte-Carlo error).
 The script prints figures only and asserts nothing.
 """
 
@@ -142,6 +143,25 @@ def exact_false_fail(cell: Cell, alpha: float) -> float | None:
         return None
     looks = LOOKS if cell.sequential else 1
     return stats.fail_crossing_probability(cell.n, looks, alpha, _discordance())
+
+
+def exact_false_pass(cell: Cell, margin: float, alpha: float) -> float | None:
+    """The false-PASS rate at Δ = −δ computed exactly, where it can be: 0/1 items without
+    groups, k = 1, whose (b, c) counts are trinomial: "noise" items (each arm drawn on its own;
+    p_b = E[p(1 − p(1 − f))], p_c = E[(1 − p)·p(1 − f)]) and "breaks" items (p_c = 0, ψ = δ)
+    (:func:`evalgate.stats.pass_crossing_probability`, an upper bound: it ignores stops for
+    FAIL). None for the other cells."""
+    if cell.kind not in ("noise", "breaks") or cell.k != 1 or cell.groups:
+        return None
+    looks = LOOKS if cell.sequential else 1
+    if cell.kind == "breaks":
+        psi = margin
+    else:
+        rng = np.random.default_rng(20240101)
+        p = expit(1.6 + 2.8 * rng.standard_normal(1_000_000))
+        kept = 1.0 - margin / _mean_pass(cell.kind)
+        psi = float(np.mean(p * (1.0 - p * kept)) + np.mean((1.0 - p) * p * kept))
+    return stats.pass_crossing_probability(cell.n, looks, alpha, margin, min(max(psi, margin), 1.0))
 
 
 def exact_items_used(cell: Cell, drop: float, margin: float, alpha: float) -> float | None:
@@ -343,6 +363,9 @@ def run_cell(cell: Cell, index: int, args: argparse.Namespace, mdes: dict[Cell, 
     exact = exact_false_fail(cell, args.alpha)
     if exact is not None:  # no Monte-Carlo error: ok when ≤ α itself
         row += f" (exact {exact:.4f} {_mark(exact <= args.alpha)})"
+    exact_pass = exact_false_pass(cell, args.margin, args.alpha)
+    if exact_pass is not None:
+        row += f"   false PASS exact {exact_pass:.4f} {_mark(exact_pass <= args.alpha)}"
     return row
 
 
@@ -403,8 +426,10 @@ def main(argv: list[str] | None = None) -> int:
         " upper bound < 0 (the FAIL test rejecting) at Δ = −MDE. 'calls saved': share of"
         " paired items never run, over the A/A, −δ and −2×MDE runs of the sequential cell."
         " 'exact': the A/A false-FAIL rate of 0/1 noise cells computed exactly over the"
-        " trinomial (b, c) counts (stats.fail_crossing_probability; ok when ≤ α), and the items"
-        " a sequential 0/1 breaks cell uses, over the binomial count of broken items."
+        " trinomial (b, c) counts (stats.fail_crossing_probability; ok when ≤ α), the false-PASS"
+        " rate of 0/1 k = 1 noise and breaks cells likewise (stats.pass_crossing_probability),"
+        " and the items a sequential 0/1 breaks cell uses, over the binomial count of broken"
+        " items."
     )
     print(f"total {time.perf_counter() - started:.0f} s")
     return 0

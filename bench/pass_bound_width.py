@@ -1,7 +1,8 @@
 """The price of honesty for fractional and graded scores: how much wider the PASS bound (the
 betting lower bound, valid for any bounded data) is than a paired t bound on the same data.
 
-    nice -n 10 python bench/pass_bound_width.py [--runs 200]
+    nice -n 10 python bench/pass_bound_width.py [--runs 200] [--variants | --others]
+    nice -n 10 python bench/pass_bound_width.py --pass-rate | --fit-shape
 
 Per cell, ``runs`` simulated PR-vs-base pairs with no change (Δ = 0): items with latent pass
 rate p ~ Beta(2, 1) scored over k = 4 rollouts in each arm, or graded rewards drawn
@@ -10,16 +11,44 @@ Beta(2p, 2(1 − p)) in each arm ("graded"). Printed: the median ratio (Δ̂ −
 items the betting bound needs for the same width, ≈ ratio². The t bound is the reference
 only: it is not valid for a PR that breaks a few items (skewed differences).
 
-``--variants`` also prints other valid bounds from the same family on the same data, the survey
-behind the gate's choice (docs/gate.md, "The price of honesty"): the capital at n only (Markov
-instead of Ville: what the running maximum buys), bets scaled ×1.25 and ×0.8 (is the fixed-n
-tuning of λ optimal?), and the mean of B = 20 stopped capitals over 20 betting orders (each an
-e-value by optional stopping; their mean is one too) with the stop at 2/α.
+Two lines always: ``gate`` is a fixed design's bound (``fixed_n``: bets shaped over the run,
+cap 0.9/m, see evalgate/stats/_betting.py) and ``flat`` the flat bets of a sequential run's one
+process (cap 0.75/m; before the shaping, the fixed design's bound too), on the same data.
+``--pass-rate`` prints, for the same two, how often a PR with Δ = 0 PASSes against δ = 3 pp
+(1,000 runs a cell, n = 100 / 200 / 500 / 1,000): what the narrower bound buys at the gate.
+``--fit-shape`` redoes the fit of the schedule's knots in the normal limit (Brownian motion
+with known σ, 3,000 paths of 200 steps, Nelder–Mead from the flat bets) and prints them with the
+limit's median width in t widths.
+
+``--variants`` also prints other valid bounds from the flat bets' family on the same data, the
+survey behind the gate's choice (docs/gate.md, "The price of honesty"): the capital at n only
+(Markov instead of Ville: what the running maximum buys), bets scaled ×1.25 and ×0.8 (is the
+fixed-n tuning of λ optimal?), and the mean of B = 20 stopped capitals over 20 betting orders
+(each an e-value by optional stopping; their mean is one too) with the stop at 2/α.
+Outside betting, on the same data (``--others``, or ``--variants`` for all; figures in
+docs/gate.md):
+
+* ``orderstat``: the order-statistic bound whose validity Anderson (1969) and Phan, Thomas &
+  Learned-Miller (2021) prove: with X_(i) = G(U_(i)) (G the quantile function, U uniform), the
+  mean is at least the induced mean Σ X_(i)·(U_(i+1) − U_(i)) (lo below X_(1)); this is
+  nonincreasing in each U_(i), so it is at least x_(n) − Σ b_i·(x_(i) − x_(i−1)) whenever
+  U_(i) ≤ b_i for all i, an event of probability 1 − α for a fixed band b. The band here has
+  the same level at every i (b_i the Beta(i, n − i + 1) quantile at 1 − α', α' set by 20,000
+  uniform samples so the band holds with 1 − α; Berk–Jones-like), the best band we tried;
+* ``anderson``: the same with Anderson's band b_i = i/n + √(log(1/α)/(2n)) (DKW–Massart);
+* ``bernstein``: Maurer & Pontil's (2009, Thm 4) empirical Bernstein bound;
+* ``bentkus``: Bentkus's (2004) bound inf_h E(T_n − h)₊/(x − h) for sums of variables bounded
+  above with a variance bound (T_n: n two-point variables), the variance bounded by a betting
+  upper bound at α/5 on the halved squared differences of disjoint pairs, the rest of α for the
+  mean (a union bound), inverted over the mean (b = hi − m for each candidate m);
+* ``bentkus-known-var``: the same with the sample variance taken as known: NOT valid, the floor
+  of any Bentkus bound with a variance bound.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 from pathlib import Path
@@ -70,25 +99,168 @@ def _variant_lower(d: np.ndarray, seed: int, variant: str) -> float:
     return 2.0 * rejected - 1.0
 
 
+@functools.cache
+def _band(n: int, kind: str) -> np.ndarray:
+    """b with P(U_(i) ≤ b_i for all i) ≥ 1 − α for n uniform order statistics (``orderstat``)."""
+    i = np.arange(1, n + 1)
+    if kind == "anderson":  # DKW with Massart's constant, one-sided
+        return np.minimum(1.0, i / n + math.sqrt(math.log(1.0 / ALPHA) / (2.0 * n)))
+    rng, runs = np.random.default_rng(1), 20_000
+    lowest = np.concatenate(
+        [
+            sps.beta.sf(np.sort(rng.random((1000, n)), axis=1), i, n - i + 1).min(axis=1)
+            for _ in range(runs // 1000)
+        ]
+    )
+    # The α-quantile of the smallest local tail, less 2 Monte-Carlo SEs (conservative).
+    level = float(np.quantile(lowest, ALPHA - 2.0 * math.sqrt(ALPHA * (1.0 - ALPHA) / runs)))
+    return np.asarray(sps.beta.isf(level, i, n - i + 1))
+
+
+def _bentkus_half(n: int, var: float, top: float, alpha: float) -> float:
+    """Smallest t with inf_h E(T_n − h)₊ / (n·t − h) ≤ alpha (Bentkus 2004, Thm 1.1): T_n is
+    the sum of n two-point variables (top w.p. var/(var + top²), else −var/top), the extreme
+    sum of n independent mean-0 variables ≤ top with variance ≤ var."""
+    k = np.arange(n + 1)
+    pmf = sps.binom.pmf(k, n, var / (var + top * top))
+    values = k * (top + var / top) - n * var / top
+    mass = np.cumsum(pmf[::-1])[::-1]  # P(T ≥ values[j])
+    first = np.cumsum((pmf * values)[::-1])[::-1]  # E[T; T ≥ values[j]]
+    excess = first - values * mass  # E(T − h)₊ at h = values[j]
+
+    def tail(x: float) -> float:  # the infimum over h is at an atom of T below x
+        below = values < x
+        return float(np.min(excess[below] / (x - values[below]))) if below.any() else 0.0
+
+    rejected, accepted = 0.0, float(n * top)
+    while accepted - rejected > 1e-6 * n:
+        mid = (rejected + accepted) / 2.0
+        rejected, accepted = (mid, accepted) if tail(mid) > alpha else (rejected, mid)
+    return accepted / n
+
+
+def _other_lower(d: np.ndarray, seed: int, variant: str) -> float:
+    """Lower bound on the mean of d ∈ [−1, 1] by a method outside betting (the docstring)."""
+    x = (d + 1.0) / 2.0  # on [0, 1]
+    n = x.size
+    if variant in ("orderstat", "anderson"):
+        xs = np.sort(x)
+        return 2.0 * float(xs[-1] - np.sum(_band(n, variant) * np.diff(np.r_[0.0, xs]))) - 1.0
+    if variant == "bernstein":
+        log_term = math.log(2.0 / ALPHA)
+        half = math.sqrt(2.0 * float(x.var(ddof=1)) * log_term / n)
+        return 2.0 * (float(x.mean()) - half - 7.0 * log_term / (3.0 * (n - 1))) - 1.0
+    if variant == "bentkus-known-var":
+        var, level = float(x.var()), ALPHA
+    else:  # a valid variance bound at α/5 from disjoint pairs, (x_2j − x_2j−1)²/2 ∈ [0, 1/2]
+        pairs = x[np.random.default_rng(seed).permutation(n)][: n - n % 2].reshape(-1, 2)
+        half_sq = (pairs[:, 0] - pairs[:, 1]) ** 2 / 2.0
+        low, _ = betting_lower(-half_sq, -0.5, 0.0, -0.5, ALPHA / 5.0, seed)
+        var, level = -low, ALPHA * 4.0 / 5.0
+    mean = float(x.mean())
+
+    def rejected(m: float) -> bool:  # H0: E x = m, so x − m ≤ 1 − m and Var ≤ min(var, m(1 − m))
+        v = max(min(var, m * (1.0 - m)), 1e-12)
+        return mean - m >= _bentkus_half(n, v, 1.0 - m, level)
+
+    low_m, high_m = 0.0, mean
+    while high_m - low_m > 1e-5:
+        mid = (low_m + high_m) / 2.0
+        low_m, high_m = (mid, high_m) if rejected(mid) else (low_m, mid)
+    return 2.0 * low_m - 1.0
+
+
+OTHERS = ("orderstat", "anderson", "bernstein", "bentkus", "bentkus-known-var")
+
+
 def ratio(base: np.ndarray, head: np.ndarray, seed: int, variant: str = "gate") -> float:
     d = head - base
     n = d.size
     t_half = float(sps.t.ppf(1.0 - ALPHA, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
-    if variant == "gate":
-        lo, _ = betting_lower(d, -1.0, 1.0, -0.03, ALPHA, seed)
+    if variant in ("gate", "flat"):
+        lo, _ = betting_lower(d, -1.0, 1.0, -0.03, ALPHA, seed, fixed_n=variant == "gate")
+    elif variant in OTHERS:
+        lo = _other_lower(d, seed, variant)
     else:
         lo = _variant_lower(d, seed, variant)
     return (float(d.mean()) - lo) / t_half
+
+
+def fit_shape(knots: int = 8, steps: int = 200, paths: int = 3000) -> None:
+    """Fit the fixed design's bet schedule in the normal limit and print it (``--fit-shape``).
+
+    X(u) = δ·u + W(u) on u ∈ [0, 1] (σ = 1, time in units of n); bets λ(u) = s(u)·√(2 log(1/α))
+    with s piecewise linear on ``knots`` knots; the bound rejects a mean δ below the truth when
+    max_u ∫λ dX − ½∫λ² du ≥ log(1/α). Minimised: the δ at which half the paths reject (the
+    median width), in units of z_α (the t width in the limit)."""
+    from scipy.optimize import minimize
+
+    level = math.log(1.0 / ALPHA)
+    rng = np.random.default_rng(5)
+    noise = rng.standard_normal((paths, steps)) / math.sqrt(steps)
+    u = np.arange(1, steps + 1) / steps
+    flat = math.sqrt(2.0 * level)
+
+    def median_delta(shape: np.ndarray) -> float:
+        bets = flat * np.interp(u, np.linspace(0.0, 1.0, shape.size), np.abs(shape))
+        gain, drift, cost = (
+            np.cumsum(noise * bets, axis=1),
+            np.cumsum(bets) / steps,
+            np.cumsum(bets**2) / (2 * steps),
+        )
+        lo, hi = 0.0, 6.0
+        for _ in range(40):
+            mid = (lo + hi) / 2.0
+            share = float(np.mean(np.max(gain + mid * drift - cost, axis=1) >= level))
+            lo, hi = (mid, hi) if share < 0.5 else (lo, mid)
+        return hi / float(sps.norm.ppf(1.0 - ALPHA))
+
+    start = np.r_[0.4, 0.8, 1.0, 1.0, 1.0, 1.1, 1.5, 3.0][:knots]
+    best = minimize(median_delta, start, method="Nelder-Mead", options={"maxiter": 500})
+    print(f"normal limit: flat bets {median_delta(np.ones(knots)):.3f} t widths, fitted "
+          f"{best.fun:.3f}; knots {np.round(np.abs(best.x), 2).tolist()}")  # fmt: skip
+
+
+def pass_rates(runs: int = 1000) -> None:
+    """P(PASS) at Δ = 0 against δ = 3 pp, flat vs shaped bets, on the bench's data."""
+    print(f"P(PASS) at Δ = 0, δ = 3 pp, {runs} runs a cell: flat → shaped (fixed design)")
+    for kind in ("k=4", "graded"):
+        cells = []
+        for n in (100, 200, 500, 1000):
+            rng = np.random.default_rng(11)
+            passes = np.zeros(2)
+            for seed in range(runs):
+                base, head = draw(kind, n, rng)
+                for j, shaped in enumerate((False, True)):
+                    _, p = betting_lower(head - base, -1.0, 1.0, -0.03, ALPHA, seed, fixed_n=shaped)
+                    passes[j] += p <= ALPHA
+            cells.append(f"n={n}: {passes[0] / runs:.3f} → {passes[1] / runs:.3f}")
+        print(f"{kind:<7} " + "   ".join(cells), flush=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--variants", action="store_true", help="also the survey's variants")
+    parser.add_argument("--others", action="store_true", help="also the methods outside betting")
+    parser.add_argument(
+        "--fit-shape", action="store_true", help="refit the bet schedule, then exit"
+    )
+    parser.add_argument("--pass-rate", action="store_true", help="P(PASS), flat vs shaped; exit")
     args = parser.parse_args()
+    if args.pass_rate:
+        pass_rates()
+        return 0
+    if args.fit_shape:
+        fit_shape()
+        return 0
     print(f"betting / paired-t width of the one-sided {1 - ALPHA:.0%} lower bound, median of "
           f"{args.runs} runs (items needed for the same width ≈ ratio²)")  # fmt: skip
-    variants = ("gate", "markov", "x1.25", "x0.8", "avg20") if args.variants else ("gate",)
+    variants: tuple[str, ...] = ("gate", "flat")
+    if args.variants:
+        variants += ("markov", "x1.25", "x0.8", "avg20")
+    if args.variants or args.others:
+        variants += OTHERS
     for variant in variants:
         rng = np.random.default_rng(0)  # the same data for every variant
         for kind in ("k=4", "graded"):
@@ -99,7 +271,7 @@ def main() -> int:
                     np.median([ratio(*x, seed=s, variant=variant) for s, x in enumerate(data)])
                 )
                 cells.append(f"n={n}: {r:.2f} ({r * r:.1f}x items)")
-            print(f"{variant:<7}{kind:<7} " + "   ".join(cells), flush=True)
+            print(f"{variant:<18}{kind:<7} " + "   ".join(cells), flush=True)
     return 0
 
 

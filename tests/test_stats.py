@@ -979,6 +979,43 @@ def test_fail_crossing_probability_sees_repeated_testing() -> None:
     assert naive > 0.08
 
 
+def test_pass_crossing_probability_matches_enumeration() -> None:
+    # Every one of the 3^6 item sequences of a 2-look design on 6 items, the PR worse by the
+    # margin: the look-by-look computation must equal the sum over the sequences that the
+    # non-inferiority test (the PASS side) rejects at some look.
+    levels, psi, margin = (0.3, 0.4), 0.5, 0.1
+    weight = {0: 1.0 - psi, 1: (psi + margin) / 2.0, 2: (psi - margin) / 2.0}
+    expected = 0.0
+    for seq in itertools.product((0, 1, 2), repeat=6):
+        for size, level in zip((3, 6), levels, strict=True):
+            b, c = seq[:size].count(1), seq[:size].count(2)
+            if _exact.p_greater(b, c, size, -margin) <= level:
+                expected += math.prod(weight[x] for x in seq)
+                break
+    assert expected > 0.05  # the enumeration has rejections to find
+    got = stats.pass_crossing_probability(6, 2, 0.05, margin, psi, levels=levels)
+    assert got == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize(("n", "looks"), [(50, 4), (200, 4), (200, 10), (500, 4)])
+@pytest.mark.parametrize("margin", [0.01, 0.03, 0.1])
+def test_sequential_false_pass_is_at_most_alpha_for_every_discordance(
+    n: int, looks: int, margin: float
+) -> None:
+    # The PASS side's guarantee for 0/1 scores, computed exactly (no Monte-Carlo error): a PR
+    # worse by exactly the margin PASSes at some look with probability ≤ α whatever the
+    # discordance, from "only breaks items" (ψ = δ) to every item flipping.
+    grid = margin + (1.0 - margin) * np.linspace(0.0, 1.0, 25) ** 2
+    worst = max(stats.pass_crossing_probability(n, looks, 0.05, margin, psi) for psi in grid)
+    assert worst <= 0.05
+
+
+def test_pass_crossing_probability_sees_repeated_testing() -> None:
+    # Testing non-inferiority at the full α at each of 4 looks inflates false PASS past α.
+    naive = stats.pass_crossing_probability(200, 4, 0.05, 0.03, 0.3, levels=[0.05] * 4)
+    assert naive > 0.08
+
+
 def test_estimate_is_frozen() -> None:
     est = mean_ci([0.1, 0.2, 0.3])
     assert isinstance(est, Estimate)

@@ -28,7 +28,8 @@ Layout (private modules; import everything from ``evalgate.stats``):
 * ``_passk``: :func:`pass_at_k`, :func:`pass_hat_k`;
 * ``_sequential``: Wang–Tsiatis / O'Brien-Fleming bounds, :func:`look_sizes`, :func:`nominal_alpha`,
   :func:`repeated_p`, :func:`design_level`, :func:`sequential_compare`, :func:`sequential_decision`,
-  :func:`fail_crossing_probability` (the design's exact A/A false-FAIL rate for 0/1 items);
+  :func:`fail_crossing_probability` and :func:`pass_crossing_probability` (the design's exact
+  A/A false-FAIL and false-PASS rates for 0/1 items);
 * ``_pure``: the numpy-free estimates a run summary needs, and the lazy scipy imports;
 * ``_binomial``: :func:`binom_cdf`, :func:`binom_sf`, :func:`clopper_pearson_lower` (a
   threshold's exact test, on plain floats);
@@ -77,6 +78,7 @@ _WHERE = {
     "mde_paired": "_power",
     "design_level": "_sequential",
     "fail_crossing_probability": "_sequential",
+    "pass_crossing_probability": "_sequential",
     "look_sizes": "_sequential",
     "nominal_alpha": "_sequential",
     "obrien_fleming_bounds": "_sequential",
@@ -109,6 +111,7 @@ if TYPE_CHECKING:
         look_sizes,
         nominal_alpha,
         obrien_fleming_bounds,
+        pass_crossing_probability,
         repeated_p,
         sequential_compare,
         sequential_decision,
@@ -153,6 +156,7 @@ __all__ = [
     "obrien_fleming_bounds",
     "paired_compare",
     "pass_at_k",
+    "pass_crossing_probability",
     "pass_hat_k",
     "repeated_p",
     "sequential_compare",

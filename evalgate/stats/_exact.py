@@ -332,3 +332,31 @@ def regression_edge(n: int, alpha: float) -> np.ndarray:
     first = first - below
     above = (first <= m) & (score_z(first, m - first, n, 0.0) > z_crit)
     return np.minimum(first + above, m + 1.0)
+
+
+@functools.lru_cache(maxsize=32)
+def noninferiority_edge(n: int, margin: float, alpha: float) -> np.ndarray:
+    """For each discordant count m, the largest b that the non-inferiority test rejects at
+    alpha (PASS ⇔ b ≤ edge[m]; −1 where no b does).
+
+    The exact p of H0: Δ ≤ −margin is the supremum over ψ of P(z ≥ z_obs) with z Tango's score
+    at d0 = −margin, nonincreasing in z_obs, so the test rejects iff z_obs ≥ z_crit, the
+    smallest z with p ≤ alpha (bisection on the real line, as :func:`regression_edge` does), and
+    the region is {b ≤ b*(m)} of :func:`_region_edge`. The decision raises p to the largest p
+    just beyond −margin (``_envelope``), which only shrinks this region: it is an outer bound
+    of the gate's PASS region. Used for the exact false-PASS rate of sequential designs.
+    """
+    d0 = -float(margin)
+    m = np.arange(n + 1, dtype=float)
+
+    def p_ni(z: float) -> float:
+        return _sup_tail(z, n, d0)
+
+    bound = 2.0 * math.sqrt(n) / max(math.sqrt(1.0 - d0 * d0), 1e-6) + 10.0
+    if p_ni(bound) > alpha:  # not even the most extreme table rejects
+        return np.full(n + 1, -1.0)
+    lo, hi = -bound, bound
+    while hi - lo > 1e-8 * (1.0 + abs(hi)):
+        mid = (lo + hi) / 2.0
+        lo, hi = (lo, mid) if p_ni(mid) <= alpha else (mid, hi)
+    return _region_edge(hi, n, d0, m)

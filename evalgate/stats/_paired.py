@@ -219,11 +219,12 @@ def _item_bounds(
     width: float,
     horizon: int | None = None,
     pass_alpha: float | None = None,
+    fixed_n: bool = False,
 ) -> tuple[_Bounds, str, str]:
     """The test on items: exact unconditional (binary) or sign-flip; (bounds, method, note).
 
     ``horizon`` / ``pass_alpha``: the betting bound's horizon and level when not alpha
-    (:func:`_compare`)."""
+    (:func:`_compare`); ``fixed_n``: a fixed design's bound, read once (shaped bets)."""
     n = b.size
     if _is_binary(b) and _is_binary(h):
         n_b, n_c = int(np.sum((b == 1.0) & (h == 0.0))), int(np.sum((b == 0.0) & (h == 1.0)))
@@ -235,7 +236,10 @@ def _item_bounds(
     # the PR changes nothing (base and PR exchangeable within each item).
     flip = _sign_flip(d, np.ones(n), margin, alpha, *resamples)
     level = alpha if pass_alpha is None else pass_alpha
-    lo, p_ni = betting_lower(d, -width, width, -margin, level, resamples[1], horizon)
+    shaped = fixed_n and horizon is None
+    lo, p_ni = betting_lower(
+        d, -width, width, -margin, level, resamples[1], horizon, fixed_n=shaped
+    )
     found = _Bounds(lo, flip.hi, p_ni, flip.p_reg, flip.used, flip.exact)
     return found, "betting / sign-flip-permutation", ""
 
@@ -319,6 +323,7 @@ def paired_compare(
         horizon,
         pass_alpha=None,
         group_plan=(groups_total or 0, group_size),
+        fixed_n=True,
     )
 
 
@@ -337,6 +342,7 @@ def _compare(
     group_plan: tuple[int, int | None] = (0, None),
     group_pass_alpha: float | None = None,
     adjust: Callable[[float], float] | None = None,
+    fixed_n: bool = False,
 ) -> PairedResult:
     """:func:`paired_compare`; ``pass_alpha``: the level of the betting (PASS) bound on items
     when not ``alpha`` (a sequential look: the FAIL side at the look's level, the PASS side one
@@ -345,6 +351,8 @@ def _compare(
     groups, planned largest group), 0 / None for the groups given. ``adjust`` maps a
     non-inferiority p-value of a test run at ``alpha`` (not at a ``pass_alpha``) onto the scale
     of the result's α (a look's repeated p-value) before the item and group tests' are combined.
+    ``fixed_n``: a fixed design, read once (without a horizon the betting bound's bets are
+    shaped over the run, :mod:`._betting`); a sequential look's bounds are not.
     """
     _check_alpha(alpha)
     if not (math.isfinite(margin) and margin >= 0.0):
@@ -367,7 +375,9 @@ def _compare(
     width = max(high, float(b.max()), float(h.max())) - min(low, float(b.min()), float(h.min()))
     width = width if width > 0.0 else 1.0
     resamples = (n_resamples, seed)
-    found, method, note = _item_bounds(b, h, margin, alpha, resamples, width, horizon, pass_alpha)
+    found, method, note = _item_bounds(
+        b, h, margin, alpha, resamples, width, horizon, pass_alpha, fixed_n
+    )
     binary = discordant is not None
     if adjust is not None and (pass_alpha is None or binary):
         found = dataclasses.replace(found, p_ni=adjust(found.p_ni))

@@ -48,7 +48,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from evalgate.stats._common import _as_pair, _check_alpha, _is_binary, _scipy_stats
-from evalgate.stats._exact import regression_edge
+from evalgate.stats._exact import noninferiority_edge, regression_edge
 from evalgate.stats._paired import INCONCLUSIVE, PairedResult, _compare, verdict
 
 SHAPE = 0.25
@@ -220,20 +220,7 @@ def repeated_p(p_nominal: float, look: int, looks: int) -> float:
 def _trinomial_step(step: int, discordance: float) -> np.ndarray:
     """P(b, c) of ``step`` items when each is (base right, PR wrong) or (base wrong, PR right)
     with probability ψ/2 each: the increment of (b, c) between two looks, as a matrix."""
-    from scipy import special  # lazy, like scipy.stats (see _scipy_stats)
-
-    b = np.arange(step + 1, dtype=float)[:, None]
-    c = np.arange(step + 1, dtype=float)[None, :]
-    rest = np.maximum(step - b - c, 0.0)
-    log_p = (
-        special.gammaln(step + 1.0)
-        - special.gammaln(b + 1.0)
-        - special.gammaln(c + 1.0)
-        - special.gammaln(rest + 1.0)
-        + special.xlogy(b + c, discordance / 2.0)
-        + special.xlog1py(rest, -discordance)
-    )
-    return np.where(b + c <= step, np.exp(log_p), 0.0)
+    return _trinomial_cells(step, discordance / 2.0, discordance / 2.0)
 
 
 def fail_crossing_probability(
@@ -275,6 +262,70 @@ def fail_crossing_probability(
         crossed += float(alive[region].sum())
         alive[region] = 0.0
     return crossed
+
+
+def pass_crossing_probability(
+    n_total: int,
+    looks: int,
+    alpha: float,
+    margin: float,
+    discordance: float,
+    *,
+    levels: Sequence[float] | None = None,
+) -> float:
+    """Exact P(the PASS boundary is crossed at some look) for paired 0/1 items when the PR is
+    worse by exactly the margin: each item is (base right, PR wrong) with probability
+    (ψ + δ)/2 and (base wrong, PR right) with (ψ − δ)/2, ψ = ``discordance`` ≥ δ, so Δ = −δ.
+
+    The companion of :func:`fail_crossing_probability`: the (b, c) counts are carried look by
+    look, and at look k the mass in the exact non-inferiority test's rejection region at the
+    look's nominal level (:func:`evalgate.stats._exact.noninferiority_edge`) is removed and
+    counted. Stops for FAIL and the decision's probe beyond −δ are ignored (both only make
+    PASS rarer), so this bounds the design's false-PASS rate at this ψ from above; the repeated
+    tests keep α when it is ≤ α for every ψ in [δ, 1].
+    """
+    from scipy.signal import fftconvolve  # lazy, like scipy.stats
+
+    _check_alpha(alpha)
+    if not 0.0 < margin < 1.0:
+        raise ValueError(f"margin must be in (0, 1), got {margin!r}")
+    if not margin <= discordance <= 1.0:
+        raise ValueError(f"discordance must be in [margin, 1], got {discordance!r}")
+    sizes = look_sizes(n_total, looks)
+    if levels is None:
+        levels = [nominal_alpha(k, looks, alpha) for k in range(1, looks + 1)]
+    p_b, p_c = (discordance + margin) / 2.0, (discordance - margin) / 2.0
+    alive, seen, crossed = np.ones((1, 1)), 0, 0.0
+    for size, level in zip(sizes, levels, strict=True):
+        step = _trinomial_cells(size - seen, p_b, p_c)
+        alive = np.clip(fftconvolve(alive, step), 0.0, None)
+        seen = size
+        edge = noninferiority_edge(size, float(margin), float(level))  # PASS ⇔ b ≤ edge[b + c]
+        b = np.arange(size + 1)[:, None]
+        m = b + np.arange(size + 1)[None, :]
+        region = (m <= size) & (b <= edge[np.minimum(m, size)])
+        crossed += float(alive[region].sum())
+        alive[region] = 0.0
+    return crossed
+
+
+def _trinomial_cells(step: int, p_b: float, p_c: float) -> np.ndarray:
+    """P(b, c) of ``step`` items, each (1, 0) with probability p_b and (0, 1) with p_c."""
+    from scipy import special  # lazy, like scipy.stats (see _scipy_stats)
+
+    b = np.arange(step + 1, dtype=float)[:, None]
+    c = np.arange(step + 1, dtype=float)[None, :]
+    rest = np.maximum(step - b - c, 0.0)
+    log_p = (
+        special.gammaln(step + 1.0)
+        - special.gammaln(b + 1.0)
+        - special.gammaln(c + 1.0)
+        - special.gammaln(rest + 1.0)
+        + special.xlogy(b, p_b)
+        + special.xlogy(c, p_c)
+        + special.xlog1py(rest, -(p_b + p_c))
+    )
+    return np.where(b + c <= step, np.exp(log_p), 0.0)
 
 
 def sequential_compare(
