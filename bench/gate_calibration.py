@@ -103,6 +103,16 @@ CELLS = (
     Cell("groups", 200, groups=40, sequential=True),
     Cell("graded", 200, sequential=True),
     Cell("gzero", 200, sequential=True),
+    # Sequential grouped data, every pattern (`--errors-only --only "G=5 seq,G=20 seq,G=40 seq,
+    # G=100 seq,G=200 seq"`): the PR breaks whole groups, breaks some items per group (greedy),
+    # or lowers every item's pass rate (proportionally).
+    *(
+        Cell(kind, 500 // g * g, k=k, groups=g, sequential=True)
+        for kind in ("whole", "gbreaks", "groups")
+        for g in (5, 20, 40, 100, 200)
+        for k in (1, 4)
+        if (kind, k, g) != ("whole", 4, 20)  # a cell above
+    ),
 )
 
 
@@ -235,8 +245,11 @@ def _decide(
         "with_mde": with_mde,
     }
     # The items are in the run's order and `horizon` is the number planned, as compare_runs
-    # passes them: graded PASS bounds are one betting process over the run (read at each look).
+    # passes them: graded PASS bounds are one betting process over the run (read at each look),
+    # and with groups the PASS side over groups one process over the planned groups.
     common["horizon"] = cell.n
+    if cell.groups:
+        common["groups_total"], common["group_size"] = cell.groups, cell.n // cell.groups
     if not cell.sequential:
         mc = compare_metric("accuracy", base, head, clusters=clusters, **common)
         return mc.status, float(mc.mde or math.nan), 1.0, mc.result.hi < 0.0
@@ -248,9 +261,13 @@ def _decide(
                               design=(LOOKS, LOOKS), **common)  # fmt: skip
         mde = float(full.mde or math.nan)
     common["with_mde"] = False
-    # Items run in a seeded order (simulated items are exchangeable: a prefix is that order);
-    # look sizes are multiples of the group size, so groups are never split.
-    for look, size in enumerate(stats.look_sizes(cell.n, LOOKS), start=1):
+    # Items run in a seeded order (simulated items are exchangeable: a prefix is that order),
+    # whole groups contiguous; the looks end at group ends (stats.look_sizes), as a run's do.
+    plan = [cell.n // cell.groups] * cell.groups if cell.groups else None
+    sizes = stats.look_sizes(cell.n, LOOKS, plan)
+    for look, size in enumerate(sizes, start=1):
+        if look < LOOKS and look > 1 and size == sizes[look - 2]:
+            continue  # a group larger than a slice: this look sees nothing new
         mc = compare_metric(
             "accuracy",
             base[:size],
@@ -265,13 +282,21 @@ def _decide(
 
 
 def simulate(
-    cell: Cell, *, runs: int, drop: float, seed: int, margin: float, alpha: float
+    cell: Cell,
+    *,
+    runs: int,
+    drop: float,
+    seed: int,
+    margin: float,
+    alpha: float,
+    with_mde: bool = True,
 ) -> dict[str, np.ndarray]:
     """Statuses, reported MDEs (A/A runs only) and items used for ``runs`` PRs at Δ = −drop."""
     rng = np.random.default_rng(seed)
     base, head = draw(cell, rng, runs, drop)
+    mde = with_mde and drop == 0.0
     out = [
-        _decide(cell, base[r], head[r], seed + r, margin=margin, alpha=alpha, with_mde=drop == 0.0)
+        _decide(cell, base[r], head[r], seed + r, margin=margin, alpha=alpha, with_mde=mde)
         for r in range(runs)
     ]
     status, mde, used, detected = zip(*out, strict=True)
@@ -297,9 +322,9 @@ def run_cell(cell: Cell, index: int, args: argparse.Namespace, mdes: dict[Cell, 
     """One printed row; fills ``mdes`` (fixed-sample MDEs) for the sequential cells that follow."""
     common = {"runs": args.runs, "margin": args.margin, "alpha": args.alpha}
     seed = args.seed + 10_000 * index
-    aa = simulate(cell, drop=0.0, seed=seed, **common)
+    aa = simulate(cell, drop=0.0, seed=seed, with_mde=not args.errors_only, **common)
     at_margin = simulate(cell, drop=args.margin, seed=seed + 1, **common)
-    mde = float(np.nanmedian(aa["mde"]))
+    mde = float(np.nanmedian(aa["mde"])) if not args.errors_only else math.nan
     if not cell.sequential:
         mdes[cell] = mde
     false_fail = float(np.mean(aa["status"] == "FAIL"))
@@ -310,6 +335,12 @@ def run_cell(cell: Cell, index: int, args: argparse.Namespace, mdes: dict[Cell, 
         f"{cell.label:<27}{false_fail:>7.3f}{false_pass:>8.3f}{_mark(false_pass <= bound):>3}"
         f"{100 * mde:>8.2f}"
     )
+    if args.errors_only:  # the error rates alone, each with its Monte-Carlo SE
+        se_pass, se_fail = _rate(at_margin["status"] == "PASS")[1], _rate(aa["status"] == "FAIL")[1]
+        return (
+            f"{row}   PASS ± {se_pass:.3f}, A/A FAIL ± {se_fail:.3f}"
+            f"   A/A FAIL {_mark(false_fail <= bound)}"
+        )
     if not math.isfinite(mde) or mde >= 1.0:
         row += f"{'–':>8}{'':>3}"
     else:
@@ -355,6 +386,12 @@ def main(argv: list[str] | None = None) -> int:
         default=4,
         help="looks of the sequential cells (the gate's default is 4; more looks would spend "
         "more on the PASS side if each look re-bet at its own level)",
+    )
+    parser.add_argument(
+        "--errors-only",
+        action="store_true",
+        help="only A/A false FAIL and false PASS at Δ = −δ (no MDE, power or items used): the "
+        "validity of many cells in modest time",
     )
     args = parser.parse_args(argv)
     global LOOKS  # the sequential cells' design, set once per invocation

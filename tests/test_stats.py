@@ -811,9 +811,11 @@ def test_sequential_fractional_and_clustered_final_look() -> None:
     head = np.clip(base + rng.normal(0, 0.1, 60), 0, 1)
     groups = np.arange(60) // 3
     for clusters in (None, groups):
+        plan = {} if clusters is None else {"groups_total": 20}  # groups: the plan's count
         out = sequential_decision(
-            base, head, look=3, looks=3, margin=0.03, alpha=0.05, n_total=60, clusters=clusters
-        )
+            base, head, look=3, looks=3, margin=0.03, alpha=0.05, n_total=60, clusters=clusters,
+            **plan,
+        )  # fmt: skip
         assert out in {"PASS", "FAIL", "INCONCLUSIVE"}
         interim = sequential_decision(
             base[:20],
@@ -824,8 +826,14 @@ def test_sequential_fractional_and_clustered_final_look() -> None:
             alpha=0.05,
             n_total=60,
             clusters=None if clusters is None else clusters[:20],
+            **plan,
         )
         assert interim in {None, "PASS", "FAIL"}
+    # Groups without the plan's number of groups: each look would be a process of its own.
+    with pytest.raises(ValueError, match="groups_total"):
+        sequential_decision(
+            base, head, look=3, looks=3, margin=0.03, alpha=0.05, n_total=60, clusters=groups
+        )
 
 
 def test_sequential_rejects_bad_looks() -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "compare_metric",
     "compare_runs",
     "compare_with_baselines",
+    "group_plan_of",
     "load_run",
     "missing_from_head",
     "order_of",
@@ -347,6 +348,17 @@ def order_of(run: LoadedRun) -> tuple[int, int | None]:
     return seed, horizon
 
 
+def group_plan_of(run: LoadedRun) -> tuple[int | None, int | None]:
+    """(planned groups, planned largest group) of a run decided by sequential looks on grouped
+    items: the constants of its betting process over groups (:func:`stats.sequential_compare`),
+    so compare reads the looks' own process. (None, None) otherwise: the groups found."""
+    seq = run.metadata.get("sequential") or {}
+    try:
+        return int(seq["groups_total"]), int(seq["group_size"])
+    except (KeyError, TypeError, ValueError):
+        return None, None
+
+
 def compare_metric(
     name: str,
     base: np.ndarray,
@@ -361,6 +373,8 @@ def compare_metric(
     with_mde: bool = True,
     scale: str | list[float] | None = None,
     horizon: int | None = None,
+    groups_total: int | None = None,
+    group_size: int | None = None,
 ) -> MetricComparison:
     """One metric's paired test, its bounds, its MDE and its status (before Holm).
 
@@ -372,6 +386,8 @@ def compare_metric(
     it assumes is stated in ``reason`` when the data had to supply it. ``horizon``: the items
     are in the run's order (:func:`stats.item_order`), the first of ``horizon`` planned ones;
     graded PASS bounds are one betting process over them (:func:`stats.sequential_compare`).
+    With ``clusters`` the items are then whole groups in the run's order, and ``groups_total`` /
+    ``group_size`` (default: the groups found) the plan of the betting process over groups.
     """
     import numpy as np
 
@@ -388,6 +404,8 @@ def compare_metric(
             n_resamples=n_resamples,
             bounds=bounds,
             horizon=horizon,
+            groups_total=groups_total,
+            group_size=group_size,
         )
     else:
         result = stats.sequential_compare(
@@ -402,6 +420,8 @@ def compare_metric(
             n_resamples=n_resamples,
             bounds=bounds,
             horizon=horizon,
+            groups_total=groups_total,
+            group_size=group_size,
         )
     level = result.level or result.alpha
     if design is not None and design[0] == design[1]:
@@ -481,6 +501,7 @@ def compare_runs(
     flips: list[Flip] = []
     design = sequential_design(head)
     order_seed, horizon = order_of(head)
+    groups_total, group_size = group_plan_of(head)
     n_paired = 0
     for name in names:
         b_vals, h_vals = base_metrics.get(name, {}), head_metrics.get(name, {})
@@ -488,7 +509,11 @@ def compare_runs(
         # the order they finished in: graded scores' bounds (betting, sign-flips) depend on
         # order, and this one is fixed before any score is and is the order the looks ran in,
         # so the bounds stay valid and every reading (look or scorecard) is the same.
-        ids = stats.item_order((i for i in same if i in b_vals and i in h_vals), order_seed)
+        # Grouped items go whole group by whole group (the looks' order: stats.item_order).
+        pairs = [i for i in same if i in b_vals and i in h_vals]
+        grouping = {i: head_items[i][0] for i in pairs}
+        grouped = any(g is not None for g in grouping.values())
+        ids = stats.item_order(pairs, order_seed, grouping if grouped else None)
         if not ids:
             results.append(MetricComparison(name, None, "INCONCLUSIVE", None, "no paired items"))
             continue
@@ -509,6 +534,8 @@ def compare_runs(
                 design=design,
                 scale=(scales or {}).get(name),
                 horizon=max(horizon or 0, len(ids)),
+                groups_total=groups_total,
+                group_size=group_size,
             )
         )
         n_paired = max(n_paired, len(ids))

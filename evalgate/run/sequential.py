@@ -12,7 +12,7 @@ as an uninterrupted run would.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Literal
@@ -64,6 +64,10 @@ class SequentialResult:
     # The key of the order the items ran in (stats.item_order): `evalgate compare` reads the
     # results back in it, so its graded bounds are the looks' own process.
     seed: int = 0
+    # Grouped items: the groups planned and the largest of them, the constants of the betting
+    # process over groups (compare reads the run with them); None without groups.
+    groups_total: int | None = None
+    group_size: int | None = None
 
 
 def plan_order(
@@ -73,14 +77,19 @@ def plan_order(
 
     The order is :func:`evalgate.stats.item_order`, the one ``evalgate compare`` reads the
     results in: what a look has seen is a prefix of the graded tests' process (the betting
-    bound's capital), so one process decides every look and the scorecard.
+    bound's capital), so one process decides every look and the scorecard. Grouped items run
+    whole group by whole group (the groups in a keyed order of their ids), so a look's groups
+    are a prefix of the process over groups.
     """
     base_scores = item_metrics(baseline.records, baseline.rollouts).get(metric, {})
     hashes = {r["example_id"]: r.get("item_hash") for r in baseline.records}
     paired = [it for it in items if it.id in base_scores and hashes.get(it.id) == identity(it)]
     chosen = {it.id for it in paired}  # by id: a list's `in` made this quadratic in items
     unpaired = [it for it in items if it.id not in chosen]
-    rank = {i: r for r, i in enumerate(stats.item_order(chosen, seed))}
+    grouping = {it.id: it.group for it in paired}
+    grouped = any(g is not None for g in grouping.values())
+    ranked = stats.item_order(chosen, seed, grouping if grouped else None)
+    rank = {i: r for r, i in enumerate(ranked)}
     order = sorted(paired, key=lambda it: rank[it.id])
     return order, unpaired, base_scores
 
@@ -97,6 +106,7 @@ async def run_sequential(
     seed: int,
     run_items: Callable[[Subset], Awaitable[RolloutTable]],
     prior: Iterable[dict[str, Any]] | None = None,
+    scale: str | Sequence[float] | None = None,
 ) -> tuple[RolloutTable, SequentialResult | None]:
     """Run ``suite`` look by look; returns the new records and the sequential decision.
 
@@ -104,15 +114,24 @@ async def run_sequential(
     inform the paired test but still count for thresholds. Without paired items it runs all.
     ``prior``: records already made (a resumed run's journal); they are not returned again,
     but every look counts them, as it would have had the run not been interrupted.
+    ``scale``: the metric's declared scale (``gate.scales``): each look uses the range
+    :func:`evalgate.stats.metric_scale` gives, as ``evalgate compare`` does reading the run.
+    With groups the looks end at group ends (:func:`evalgate.stats.look_sizes`), so each
+    look's groups are complete.
     """
     order, unpaired, base_scores = plan_order(suite.items, baseline, metric, seed)
     if not order:
         return await run_items(Subset(suite, list(suite.items))), None
-    sizes = stats.look_sizes(len(order), looks)
     groups = {it.id: it.group for it in order}
+    grouped = any(g is not None for g in groups.values())
+    counts = _group_sizes([groups[it.id] or f"item:{it.id}" for it in order]) if grouped else []
+    # With groups, each look ends at a group's end: its groups are complete.
+    sizes = stats.look_sizes(len(order), looks, counts if grouped else None)
     records = RolloutTable()  # columns, as the engine keeps them: no dict per rollout
     done, decision, history = 0, None, []
     for look, size in enumerate(sizes, 1):
+        if size == done and look < looks:
+            continue  # a group larger than a slice: this look would see nothing new
         chunk = order[done:size] + (unpaired if look == 1 else [])
         records.extend(await run_items(Subset(suite, chunk)))
         done = size
@@ -128,6 +147,8 @@ async def run_sequential(
         h = np.array([head[i] for i in seen])
         clustered = any(groups[i] is not None for i in seen)
         clusters = [groups[i] or f"item:{i}" for i in seen] if clustered else None
+        # The metric's range as `evalgate compare` finds it from the same values (its scale).
+        found = stats.metric_scale(np.concatenate([b, h]), scale)
         decision = stats.sequential_decision(
             b,
             h,
@@ -137,6 +158,9 @@ async def run_sequential(
             alpha=alpha,
             n_total=len(order),
             clusters=clusters,
+            bounds=(found.low, found.high),
+            groups_total=len(counts) if clustered else None,
+            group_size=max(counts) if clustered else None,
             # The statistics' seed (sign-flip draws, betting order) is the one `evalgate
             # compare` uses, so the scorecard reproduces this decision exactly.
             seed=0,
@@ -153,6 +177,19 @@ async def run_sequential(
                 stopped_early=size < len(order),
                 history=history,
                 seed=seed,
+                groups_total=len(counts) if grouped else None,
+                group_size=max(counts) if grouped else None,
             )
             return records, result
     return records, None
+
+
+def _group_sizes(groups: list[str]) -> list[int]:
+    """Sizes of the contiguous runs of equal group ids, in order (whole groups, as planned)."""
+    counts: list[int] = []
+    for i, g in enumerate(groups):
+        if i and g == groups[i - 1]:
+            counts[-1] += 1
+        else:
+            counts.append(1)
+    return counts

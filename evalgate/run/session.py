@@ -168,6 +168,7 @@ async def _execute(
                         seed=bench.sampling.seed or 0,
                         run_items=run_items,
                         prior=kept,  # a resumed run's looks count the journal's rollouts
+                        scale=(getattr(gate, "scales", None) or {}).get(metric),
                     )
             finally:
                 if stats is not None:  # requests, retries and errors by kind, cache hits

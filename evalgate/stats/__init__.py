@@ -21,7 +21,8 @@ Layout (private modules; import everything from ``evalgate.stats``):
 * ``_paired``: :class:`PairedResult`, :func:`paired_compare` and :func:`verdict`;
 * ``_exact``: the exact unconditional test for paired 0/1 scores and its inversion;
 * ``_betting``: the betting lower bound for bounded (fractional) differences;
-* ``_order``: :func:`item_order`, the one data-independent order of a run's items (keyed hash);
+* ``_order``: :func:`item_order`, the one data-independent order of a run's items (keyed hash;
+  whole groups contiguous, the groups in a keyed order);
 * ``_multiplicity``: :func:`holm`;
 * ``_power``: :func:`mde`, :func:`mde_paired`, :func:`mde_for_test`;
 * ``_passk``: :func:`pass_at_k`, :func:`pass_hat_k`;

@@ -128,7 +128,14 @@ def betting_lower(
 
 
 def betting_lower_groups(
-    sums: np.ndarray, sizes: np.ndarray, width: float, d0: float, alpha: float, seed: int
+    sums: np.ndarray,
+    sizes: np.ndarray,
+    width: float,
+    d0: float,
+    alpha: float,
+    seed: int,
+    horizon: int | None = None,
+    size: float | None = None,
 ) -> tuple[float, float]:
     """(lower bound, p-value of H0: Δ ≤ d0) for the item-weighted mean difference Δ = E[S]/E[m]
     of independent groups (group sums S_g of m_g item differences, each in [−width, width]).
@@ -142,15 +149,28 @@ def betting_lower_groups(
     uniform shifts). With equal groups y does not depend on d0 (y = (S_g/M + width)/(2·width))
     and the bound is the betting bound on the group means. Found by bisection with d0 as one
     end, so "bound > d0 ⇔ p ≤ alpha" exactly.
+
+    ``horizon`` (the planned number of groups) and ``size`` (the planned largest group, M): the
+    groups are betted on in the order given, which must be fixed before any score is seen
+    (whole groups in :func:`evalgate.stats.item_order`'s order), with bets tuned to ``horizon``
+    groups and y scaled by the planned M: every quantity of the bet is then a constant of the
+    design or a function of the groups before, so the groups given are a prefix of ONE capital
+    process, valid at α at every prefix at once (Ville), as the items' is. None: a random order
+    of ``seed``, tuned to the groups given, M their largest.
     """
-    order = np.random.default_rng(seed).permutation(sums.size)
-    s, m = sums[order], sizes[order]
-    big = float(m.max())
+    if horizon is None:
+        order = np.random.default_rng(seed).permutation(sums.size)
+        s, m = sums[order], sizes[order]
+    else:
+        s, m = sums, sizes
+    # A planned M below a group seen cannot come from a plan of these groups; the largest seen
+    # keeps y in [0, 1] (valid at this reading, no longer one process with the others).
+    big = max(float(m.max()), float(size or 0.0))
 
     def log_capital(delta: float) -> float:
         y = (s - delta * m + (width + delta) * big) / (2.0 * width * big)
         y = np.clip(y, 0.0, 1.0)  # rounding only: the bounds above hold exactly
-        return _log_capital(y, _bets(y, alpha), (width + delta) / (2.0 * width))
+        return _log_capital(y, _bets(y, alpha, horizon), (width + delta) / (2.0 * width))
 
     def reject(delta: float) -> bool:
         return log_capital(delta) >= math.log(1.0 / alpha)

@@ -8,12 +8,18 @@ sha256(f"{seed}:{id}") with the run's recorded seed: computable from the id alon
 every score, the same for the looks (which run the items in it, so the items a look has seen
 are a prefix of the process) and for ``evalgate compare`` (which reads them back in it), and
 unchanged when some items drop out (errors, a subset): dropping items never reorders the rest.
+
+Grouped items (a ``group`` column) are run and read as whole groups: the groups in the order of
+a keyed hash of the group id, the items inside a group by their own key. The group-level betting
+process (:func:`._betting.betting_lower_groups`) then sees a prefix of groups at every look, each
+one complete, in an order fixed before any score. An item without a group is a group of its own
+whose key is the item's: with no groups at all the order is the plain item order.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 __all__ = ["item_order", "order_key"]
 
@@ -23,6 +29,29 @@ def order_key(item_id: str, seed: int) -> bytes:
     return hashlib.sha256(f"{seed}:{item_id}".encode()).digest()
 
 
-def item_order(ids: Iterable[str], seed: int) -> list[str]:
-    """``ids`` sorted by :func:`order_key` (ties, which need a sha256 collision, by id)."""
-    return sorted(ids, key=lambda i: (order_key(i, seed), i))
+def _group_key(group: str, seed: int) -> bytes:
+    # A NUL cannot occur in an item id read from JSON lines as text, so no group's key is an
+    # item's key (an ungrouped item's group key is its own item key).
+    return order_key(f"\x00group:{group}", seed)
+
+
+def item_order(
+    ids: Iterable[str], seed: int, groups: Mapping[str, str | None] | None = None
+) -> list[str]:
+    """``ids`` sorted by :func:`order_key` (ties, which need a sha256 collision, by id).
+
+    ``groups`` (item id → group id or None): whole groups contiguous, the groups sorted by a
+    keyed hash of the group id and the items inside each by their own key (the module
+    docstring); without any group the order is the plain one.
+    """
+    if not groups:
+        return sorted(ids, key=lambda i: (order_key(i, seed), i))
+
+    def key(i: str) -> tuple[bytes, str, bytes, str]:
+        group = groups.get(i)
+        own = order_key(i, seed)
+        if group is None:
+            return own, "", own, i
+        return _group_key(str(group), seed), str(group), own, i
+
+    return sorted(ids, key=key)

@@ -18,9 +18,10 @@ PASS ⇔ lower bound > −margin and FAIL ⇔ upper bound < 0 hold by constructi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -251,16 +252,25 @@ def _group_bounds(
     alpha: float,
     resamples: tuple[int, int],
     width: float,
+    plan: tuple[int, float | None] | None = None,
+    pass_alpha: float | None = None,
 ) -> tuple[_Bounds, str]:
     """The test on groups: non-inferiority by the betting bound over groups (valid for any
     number of groups and any pattern of change inside them), regression by the sign-flip on
-    group sums (exact when the PR changes nothing)."""
+    group sums (exact when the PR changes nothing).
+
+    ``plan`` = (planned groups, planned largest group): the groups are in the run's order (codes
+    by first appearance) and the bound is one capital process over them, read here at a prefix
+    of complete groups (:func:`._betting.betting_lower_groups`); ``pass_alpha``: its level when
+    not ``alpha`` (a sequential look's PASS side, at the full α)."""
     sums = np.bincount(codes, weights=d, minlength=n_units)
     sizes = np.bincount(codes, minlength=n_units).astype(float)
     flip = _sign_flip(sums, sizes, margin, alpha, *resamples)
-    lo, p_ni = betting_lower_groups(sums, sizes, width, -margin, alpha, resamples[1])
+    level = alpha if pass_alpha is None else pass_alpha
+    horizon, size = (None, None) if plan is None else (max(plan[0], n_units), plan[1])
+    lo, p_ni = betting_lower_groups(sums, sizes, width, -margin, level, resamples[1], horizon, size)
     note = ""
-    if n_units < MIN_GROUPS and p_ni > alpha:
+    if n_units < MIN_GROUPS and p_ni > level:
         note = (
             f"few groups ({n_units} < {MIN_GROUPS}): the non-inferiority bound over groups is wide"
         )
@@ -278,6 +288,8 @@ def paired_compare(
     seed: int = 0,
     bounds: tuple[float, float] | None = None,
     horizon: int | None = None,
+    groups_total: int | None = None,
+    group_size: int | None = None,
 ) -> PairedResult:
     """Compare aligned per-item scores (same items, same order) of base and head.
 
@@ -288,7 +300,11 @@ def paired_compare(
     ``horizon``: the items are in an order fixed before any score was seen
     (:func:`evalgate.stats.item_order`) and are the first of ``horizon`` planned ones: the
     betting bound bets on them in that order, tuned to ``horizon`` (:mod:`._betting`). None:
-    a seeded random order, tuned to the items given.
+    a seeded random order, tuned to the items given. With ``clusters`` the items must then be
+    whole groups, contiguous (:func:`evalgate.stats.item_order` with groups), and the betting
+    bound over groups bets on them in their order of first appearance, tuned to
+    ``groups_total`` planned groups (default: the groups given) and scaled by ``group_size``,
+    the largest planned group (default: the largest given).
 
     ``lo`` / ``hi`` are the one-sided (1 − alpha) bounds from inverting the tests whose p-values
     are ``p_noninferiority`` / ``p_regression`` (the module docstring lists the method for each
@@ -306,6 +322,7 @@ def paired_compare(
         bounds,
         horizon,
         pass_alpha=None,
+        group_plan=(groups_total or 0, group_size),
         fixed_n=True,
     )
 
@@ -322,13 +339,21 @@ def _compare(
     horizon: int | None,
     *,
     pass_alpha: float | None,
+    group_plan: tuple[int, int | None] = (0, None),
+    group_pass_alpha: float | None = None,
+    adjust: Callable[[float], float] | None = None,
     fixed_n: bool = False,
 ) -> PairedResult:
     """:func:`paired_compare`; ``pass_alpha``: the level of the betting (PASS) bound on items
     when not ``alpha`` (a sequential look: the FAIL side at the look's level, the PASS side one
-    capital process at the full α, see :func:`evalgate.stats.sequential_compare`).
+    capital process at the full α, see :func:`evalgate.stats.sequential_compare`);
+    ``group_pass_alpha``: the same for the betting bound over groups; ``group_plan``: (planned
+    groups, planned largest group), 0 / None for the groups given. ``adjust`` maps a
+    non-inferiority p-value of a test run at ``alpha`` (not at a ``pass_alpha``) onto the scale
+    of the result's α (a look's repeated p-value) before the item and group tests' are combined.
     ``fixed_n``: a fixed design, read once (without a horizon the betting bound's bets are
-    shaped over the run, :mod:`._betting`); a sequential look's bounds are not."""
+    shaped over the run, :mod:`._betting`); a sequential look's bounds are not.
+    """
     _check_alpha(alpha)
     if not (math.isfinite(margin) and margin >= 0.0):
         raise ValueError(f"margin must be a finite number ≥ 0, got {margin!r}")
@@ -353,10 +378,20 @@ def _compare(
     found, method, note = _item_bounds(
         b, h, margin, alpha, resamples, width, horizon, pass_alpha, fixed_n
     )
+    binary = discordant is not None
+    if adjust is not None and (pass_alpha is None or binary):
+        found = dataclasses.replace(found, p_ni=adjust(found.p_ni))
     n_clusters = None
     if clusters is not None:
         codes, n_clusters = _cluster_codes(clusters, n)
-        group, note = _group_bounds(d, codes, n_clusters, margin, alpha, resamples, width)
+        plan = None
+        if horizon is not None:  # whole groups in the run's order: one process over groups
+            plan = (max(group_plan[0], n_clusters), group_plan[1])
+        group, note = _group_bounds(
+            d, codes, n_clusters, margin, alpha, resamples, width, plan, group_pass_alpha
+        )
+        if adjust is not None and group_pass_alpha is None:
+            group = dataclasses.replace(group, p_ni=adjust(group.p_ni))
         # Both tests must reject (an intersection of rejection regions): the bounds are the hull.
         found = _Bounds(
             min(found.lo, group.lo),

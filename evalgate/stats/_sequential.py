@@ -8,14 +8,17 @@ FAIL (U < 0) keeps both error rates at α. The p-values are repeated p-values: t
 overall α at which the design's boundary would be crossed at this look, so "p ≤ α" is the same
 decision as the bounds, and Holm across metrics applies to them directly.
 
-Graded items without groups, given the run's ``horizon``: the PASS side is not spent look by
+Graded items, given the run's ``horizon``: the PASS side is not spent look by
 look but is ONE betting capital process (:mod:`._betting`) over the items in the run's
 data-independent order (:func:`evalgate.stats.item_order`), its bets tuned to the planned
 number of items. A look's items are a prefix of that order, so each look reads the same
 nonnegative supermartingale at a later time, and Ville's inequality bounds the chance that it
 ever reaches 1/α by α: checking "lower bound > −margin" at the full α at every look keeps the
 false-PASS rate ≤ α over all looks (re-betting each look at its nominal level could spend up to
-the sum of the levels, 0.077 at 4 looks and α = .05). The FAIL side keeps its spending.
+the sum of the levels, 0.077 at 4 looks and α = .05). The FAIL side keeps its spending. With
+groups (0/1 or graded items) the run goes whole group by whole group in a keyed order of the
+groups, and the PASS side over groups is likewise one betting process over the complete groups
+seen, tuned to the planned number of groups, read at full α at every look.
 
 The boundary is Wang & Tsiatis (1987), b_k = c·(k/K)^(Δ − 1/2), with Δ = 0.25 (``SHAPE``),
 between O'Brien–Fleming (Δ = 0: almost no early stopping, the full α at the end) and Pocock
@@ -32,8 +35,10 @@ more than it saves, and the looks already stop early when the effect is large.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
+import itertools
 import math
 import operator
 from collections.abc import Hashable, Sequence
@@ -130,12 +135,32 @@ def obrien_fleming_bounds(looks: int = 4, alpha: float = 0.05) -> list[float]:
     return wang_tsiatis_bounds(looks, alpha, 0.0)
 
 
-def look_sizes(n_total: int, looks: int) -> list[int]:
-    """Items seen at each of ``looks`` equally spaced looks (the last is n_total)."""
+def look_sizes(n_total: int, looks: int, groups: Sequence[int] | None = None) -> list[int]:
+    """Items seen at each of ``looks`` equally spaced looks (the last is n_total).
+
+    ``groups``: the sizes of the run's groups in the order they run (whole groups, contiguous;
+    they sum to n_total): each look then ends at the group end nearest its equal slice (the
+    later on a tie), never before the previous look's, so every look sees complete groups only,
+    which the betting process over groups needs (part of a group is not a draw of a group). A
+    group larger than a slice can make two looks the same: the later one sees nothing new.
+    """
     n_total, looks = operator.index(n_total), operator.index(looks)
     if n_total < 1 or looks < 1:
         raise ValueError("n_total and looks must be ≥ 1")
-    return [math.ceil(k * n_total / looks) for k in range(1, looks + 1)]
+    sizes = [math.ceil(k * n_total / looks) for k in range(1, looks + 1)]
+    if groups is None:
+        return sizes
+    ends = list(itertools.accumulate(operator.index(g) for g in groups))
+    if not ends or ends[-1] != n_total or min(groups) < 1:
+        raise ValueError(f"group sizes must be ≥ 1 and sum to n_total ({n_total})")
+    out: list[int] = []
+    for size in sizes:
+        at = bisect.bisect_left(ends, size)  # ends[at] ≥ size
+        best = ends[at]
+        if at and size - ends[at - 1] < best - size:
+            best = ends[at - 1]
+        out.append(max(best, out[-1] if out else 0))
+    return out
 
 
 def nominal_alpha(look: int, looks: int, alpha: float) -> float:
@@ -316,6 +341,8 @@ def sequential_compare(
     seed: int = 0,
     bounds: tuple[float, float] | None = None,
     horizon: int | None = None,
+    groups_total: int | None = None,
+    group_size: int | None = None,
 ) -> PairedResult:
     """:func:`paired_compare` at look ``look`` of the ``looks``-look design (:data:`SHAPE`).
 
@@ -324,13 +351,18 @@ def sequential_compare(
     :func:`verdict` on the result is the design's decision at this look.
 
     ``horizon`` (the planned number of items; the items given are the first of them in the
-    run's order, :func:`evalgate.stats.item_order`): for graded items without groups the PASS
-    side is then ONE betting capital process over the whole run, tuned to ``horizon`` and read
-    at this look's prefix. Ville's inequality bounds the chance that it EVER reaches 1/α by α,
-    so the lower bound and p_noninferiority are at the full α at every look (an anytime-valid
-    p = 1 / max capital, no spending), and the false-PASS rate over all looks is ≤ α. Without
-    it (or for 0/1 items and groups) both sides are at the look's nominal level; for graded
-    data the PASS side's worst case is then the sum of the looks' levels.
+    run's order, :func:`evalgate.stats.item_order`): for graded items the PASS side is then ONE
+    betting capital process over the whole run, tuned to ``horizon`` and read at this look's
+    prefix. Ville's inequality bounds the chance that it EVER reaches 1/α by α, so the lower
+    bound and p_noninferiority are at the full α at every look (an anytime-valid p = 1 / max
+    capital, no spending), and the false-PASS rate over all looks is ≤ α. With ``clusters``
+    (0/1 or graded items) the items must be whole groups, contiguous, in the run's order, and
+    the PASS side over groups is likewise one betting process over the groups, tuned to
+    ``groups_total`` planned groups and scaled by ``group_size``, the largest planned group
+    (defaults: the groups given, right only at the last look); the test on items beside it
+    (both must reject) is the items' process for graded items and the exact test at the look's
+    level for 0/1 ones. Without a horizon both sides are at the look's nominal level; the PASS
+    side's worst case is then the sum of the looks' levels.
     """
     _check_alpha(alpha)
     look, looks = operator.index(look), operator.index(looks)
@@ -338,7 +370,9 @@ def sequential_compare(
         raise ValueError(f"look must be in 1..{looks}, got {look}")
     level = nominal_alpha(look, looks, alpha)
     b, h = _as_pair(base, head)
-    anytime = horizon is not None and clusters is None and not (_is_binary(b) and _is_binary(h))
+    graded = not (_is_binary(b) and _is_binary(h))
+    anytime = horizon is not None and graded
+    grouped = horizon is not None and clusters is not None
     result = _compare(
         b,
         h,
@@ -350,17 +384,21 @@ def sequential_compare(
         bounds,
         horizon,
         pass_alpha=float(alpha) if anytime else None,
+        group_plan=(groups_total or 0, group_size),
+        group_pass_alpha=float(alpha) if grouped else None,
+        adjust=lambda p: repeated_p(p, look, looks),
     )
-    note = "lower bound: one betting process over the looks, at the overall α" if anytime else ""
+    notes = [result.note]
+    if grouped:
+        notes.append("lower bound: one betting process over the looks' groups, at the overall α")
+    elif anytime:
+        notes.append("lower bound: one betting process over the looks, at the overall α")
     return dataclasses.replace(
         result,
         alpha=float(alpha),
         level=level,
         p_regression=repeated_p(result.p_regression, look, looks),
-        p_noninferiority=(
-            result.p_noninferiority if anytime else repeated_p(result.p_noninferiority, look, looks)
-        ),
-        note="; ".join(x for x in (result.note, note) if x),
+        note="; ".join(x for x in notes if x),
     )
 
 
@@ -376,19 +414,29 @@ def sequential_decision(
     clusters: Sequence[Hashable] | ArrayLike | None = None,
     n_resamples: int = 10_000,
     seed: int = 0,
+    bounds: tuple[float, float] | None = None,
+    groups_total: int | None = None,
+    group_size: int | None = None,
 ) -> Literal["PASS", "FAIL", "INCONCLUSIVE"] | None:
     """Group-sequential verdict at look ``look`` (1-based) of ``looks``, or None to continue.
 
     ``base`` / ``head`` are the items seen so far, the first of the run's ``n_total`` in its
     data-independent order (:func:`evalgate.stats.item_order`), ideally
-    ``look_sizes(n_total, looks)[look - 1]`` of them. PASS if the repeated lower bound clears
-    −margin, else FAIL if the repeated upper bound is below 0 (see :func:`sequential_compare`,
-    with ``horizon=n_total``: graded items' PASS side is one betting process over the looks);
-    otherwise None before the last look and INCONCLUSIVE at it.
+    ``look_sizes(n_total, looks)[look - 1]`` of them; with ``clusters``, whole groups of the
+    ``groups_total`` planned ones (the largest of ``group_size`` items), contiguous. PASS if the
+    repeated lower bound clears −margin, else FAIL if the repeated upper bound is below 0 (see
+    :func:`sequential_compare`, with ``horizon=n_total``: the PASS side is one betting process
+    over the looks for graded items and over groups). ``bounds``: the range of the metric's
+    scale (:func:`evalgate.stats.metric_scale`), as ``evalgate compare`` uses it. Otherwise None
+    before the last look and INCONCLUSIVE at it.
     """
     b, h = _as_pair(base, head)
     if b.size == 0 or b.size > n_total:
         raise ValueError(f"need 1..{n_total} items seen, got {b.size}")
+    if clusters is not None and groups_total is None:
+        # Tuned to the groups seen, each look would be a process of its own (the PASS side's
+        # worst case the sum of the looks' levels): the plan must say how many there are.
+        raise ValueError("groups_total (the planned number of groups) is needed with clusters")
     result = sequential_compare(
         b,
         h,
@@ -399,7 +447,10 @@ def sequential_decision(
         clusters=clusters,
         n_resamples=n_resamples,
         seed=seed,
+        bounds=bounds,
         horizon=n_total,
+        groups_total=groups_total,
+        group_size=group_size,
     )
     decision = verdict(result)
     if decision == INCONCLUSIVE and look < looks:
