@@ -177,3 +177,44 @@ def test_shaped_bound_keeps_alpha_on_adversarial_distributions(name: str, n: int
         for seed in range(runs)
     )
     assert passes / runs <= ALPHA + 3.0 * math.sqrt(ALPHA * (1.0 - ALPHA) / runs)
+
+
+def _grouped_lower(d: np.ndarray, groups: int, *, fixed_n: bool) -> float:
+    from evalgate.stats._betting import betting_lower_groups
+
+    codes = np.repeat(np.arange(groups), d.size // groups)
+    sums = np.bincount(codes, weights=d, minlength=groups)
+    sizes = np.bincount(codes, minlength=groups).astype(float)
+    lo, _ = betting_lower_groups(sums, sizes, 1.0, -MARGIN, ALPHA, 0, fixed_n=fixed_n)
+    return lo
+
+
+def test_a_fixed_designs_group_bound_is_narrower_with_shaped_bets() -> None:
+    # The bound over groups is the same betting test on the groups' means: a fixed design reads
+    # it once, so its bets are shaped over the groups as the items' are. 100 groups of 4 k = 4
+    # items with a shared group effect, no change.
+    rng = np.random.default_rng(3)
+    widths = {True: [], False: []}
+    for _ in range(40):
+        p = np.repeat(rng.beta(2.0, 1.0, 100), 4)
+        d = rng.binomial(4, p) / 4 - rng.binomial(4, p) / 4
+        for shaped in (True, False):
+            widths[shaped].append(float(d.mean()) - _grouped_lower(d, 100, fixed_n=shaped))
+    assert float(np.median(widths[True])) <= 0.97 * float(np.median(widths[False]))
+
+
+def test_a_fixed_designs_group_bound_keeps_alpha_when_whole_groups_break() -> None:
+    # Whole groups broken (every item of a broken group scores 0 for the PR), Δ = −δ exactly in
+    # the population: the shaped group bound PASSes (L > −δ) at most α of the time.
+    rng = np.random.default_rng(11)
+    groups, size, runs = 60, 5, 600
+    base_rate = 0.7
+    broken_share = MARGIN / base_rate
+    passes = 0
+    for _ in range(runs):
+        base = (rng.random(groups * size) < base_rate).astype(float)
+        broken = np.repeat(rng.random(groups) < broken_share, size)
+        head = np.where(broken, 0.0, base)
+        passes += _grouped_lower(head - base, groups, fixed_n=True) > -MARGIN
+    rate = passes / runs
+    assert rate <= ALPHA + 2.0 * math.sqrt(ALPHA * (1.0 - ALPHA) / runs), rate

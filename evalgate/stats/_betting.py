@@ -136,6 +136,8 @@ def betting_lower_groups(
     seed: int,
     horizon: int | None = None,
     size: float | None = None,
+    *,
+    fixed_n: bool = False,
 ) -> tuple[float, float]:
     """(lower bound, p-value of H0: Δ ≤ d0) for the item-weighted mean difference Δ = E[S]/E[m]
     of independent groups (group sums S_g of m_g item differences, each in [−width, width]).
@@ -156,8 +158,12 @@ def betting_lower_groups(
     groups and y scaled by the planned M: every quantity of the bet is then a constant of the
     design or a function of the groups before, so the groups given are a prefix of ONE capital
     process, valid at α at every prefix at once (Ville), as the items' is. None: a random order
-    of ``seed``, tuned to the groups given, M their largest.
+    of ``seed``, tuned to the groups given, M their largest. ``fixed_n`` (no horizon): the fixed
+    design's shaped bets and cap over the groups, as :func:`betting_lower`'s over items (the
+    number of groups is known before the first bet, so the schedule is a design constant).
     """
+    if fixed_n and horizon is not None:
+        raise ValueError("fixed_n bets are for a bound read once at n: no horizon")
     if horizon is None:
         order = np.random.default_rng(seed).permutation(sums.size)
         s, m = sums[order], sizes[order]
@@ -166,11 +172,13 @@ def betting_lower_groups(
     # A planned M below a group seen cannot come from a plan of these groups; the largest seen
     # keeps y in [0, 1] (valid at this reading, no longer one process with the others).
     big = max(float(m.max()), float(size or 0.0))
+    shape, cap = (_fixed_shape(s.size), _FIXED_MAX_BET) if fixed_n else (1.0, _MAX_BET)
 
     def log_capital(delta: float) -> float:
         y = (s - delta * m + (width + delta) * big) / (2.0 * width * big)
         y = np.clip(y, 0.0, 1.0)  # rounding only: the bounds above hold exactly
-        return _log_capital(y, _bets(y, alpha, horizon), (width + delta) / (2.0 * width))
+        bets = _bets(y, alpha, horizon) * shape
+        return _log_capital(y, bets, (width + delta) / (2.0 * width), cap)
 
     def reject(delta: float) -> bool:
         return log_capital(delta) >= math.log(1.0 / alpha)
@@ -179,7 +187,7 @@ def betting_lower_groups(
     estimate = float(s.sum() / m.sum())
     if p <= alpha:
         rejected, accepted = d0, max(estimate, d0)
-        if reject(accepted):  # cannot happen with bets ≤ 1 at the mean, but stay safe
+        if reject(accepted):  # only with shaped bets: the estimate is then a conservative bound
             return accepted, p
     else:
         rejected, accepted = -width, d0

@@ -254,6 +254,7 @@ def _group_bounds(
     width: float,
     plan: tuple[int, float | None] | None = None,
     pass_alpha: float | None = None,
+    fixed_n: bool = False,
 ) -> tuple[_Bounds, str]:
     """The test on groups: non-inferiority by the betting bound over groups (valid for any
     number of groups and any pattern of change inside them), regression by the sign-flip on
@@ -262,13 +263,17 @@ def _group_bounds(
     ``plan`` = (planned groups, planned largest group): the groups are in the run's order (codes
     by first appearance) and the bound is one capital process over them, read here at a prefix
     of complete groups (:func:`._betting.betting_lower_groups`); ``pass_alpha``: its level when
-    not ``alpha`` (a sequential look's PASS side, at the full α)."""
+    not ``alpha`` (a sequential look's PASS side, at the full α); ``fixed_n``: a fixed design's
+    bound, read once (shaped bets over the groups)."""
     sums = np.bincount(codes, weights=d, minlength=n_units)
     sizes = np.bincount(codes, minlength=n_units).astype(float)
     flip = _sign_flip(sums, sizes, margin, alpha, *resamples)
     level = alpha if pass_alpha is None else pass_alpha
     horizon, size = (None, None) if plan is None else (max(plan[0], n_units), plan[1])
-    lo, p_ni = betting_lower_groups(sums, sizes, width, -margin, level, resamples[1], horizon, size)
+    lo, p_ni = betting_lower_groups(
+        sums, sizes, width, -margin, level, resamples[1], horizon, size,
+        fixed_n=fixed_n and horizon is None,
+    )  # fmt: skip
     note = ""
     if n_units < MIN_GROUPS and p_ni > level:
         note = (
@@ -388,7 +393,7 @@ def _compare(
         if horizon is not None:  # whole groups in the run's order: one process over groups
             plan = (max(group_plan[0], n_clusters), group_plan[1])
         group, note = _group_bounds(
-            d, codes, n_clusters, margin, alpha, resamples, width, plan, group_pass_alpha
+            d, codes, n_clusters, margin, alpha, resamples, width, plan, group_pass_alpha, fixed_n
         )
         if adjust is not None and group_pass_alpha is None:
             group = dataclasses.replace(group, p_ni=adjust(group.p_ni))
