@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from openapi_core import OpenAPI
 from openapi_core.testing import MockRequest, MockResponse
@@ -33,6 +32,7 @@ from tests.openapi_contract import (
     describe,
     load_document,
     load_openapi,
+    mock_request,
     request_error,
     response_error,
 )
@@ -114,20 +114,9 @@ class LangfuseStandin:
     def handle(
         self, method: str, target: str, headers: dict[str, str], raw: bytes
     ) -> tuple[int, bytes]:
-        split = urlsplit(target)
-        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
-        content_type = headers.get("content-type", "application/json").split(";")[0].strip()
-        request = MockRequest(
-            SPEC_SERVER,
-            method.lower(),
-            split.path,
-            args=query,
-            headers=headers,
-            data=raw or None,
-            content_type=content_type,
-        )
+        request, path, _ = mock_request(SPEC_SERVER, method, target, headers, raw)
         with self._lock:
-            status, body = self._answer(method, split.path, headers, raw, request)
+            status, body = self._answer(method, path, headers, raw, request)
             return status, self._respond(request, status, body)
 
     def _answer(

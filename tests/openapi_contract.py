@@ -12,6 +12,7 @@ import gzip
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import yaml
 from openapi_core import Config, OpenAPI
@@ -22,6 +23,7 @@ __all__ = [
     "describe",
     "load_document",
     "load_openapi",
+    "mock_request",
     "request_error",
     "response_error",
     "schema_validator",
@@ -48,6 +50,26 @@ def load_openapi(spec: dict[str, Any], *, check_document: bool = True) -> OpenAP
     if check_document:
         return OpenAPI.from_dict(spec)
     return OpenAPI.from_dict(spec, config=Config(spec_validator_cls=None))
+
+
+def mock_request(
+    server: str, method: str, target: str, headers: dict[str, str], raw: bytes
+) -> tuple[MockRequest, str, dict[str, str]]:
+    """(the request as openapi-core reads it, its path, its query) for a stand-in's request:
+    ``target`` as the HTTP request line has it, on the document's ``server``."""
+    split = urlsplit(target)
+    query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+    content_type = headers.get("content-type", "application/json").split(";")[0].strip()
+    request = MockRequest(
+        server,
+        method.lower(),
+        split.path,
+        args=query,
+        headers=headers,
+        data=raw or None,
+        content_type=content_type,
+    )
+    return request, split.path, query
 
 
 def request_error(openapi: OpenAPI, request: MockRequest) -> Exception | None:

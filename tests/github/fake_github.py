@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from openapi_core import OpenAPI
 from openapi_core.testing import MockRequest, MockResponse
@@ -42,6 +41,7 @@ from openapi_core.testing import MockRequest, MockResponse
 from tests.openapi_contract import (
     describe,
     load_document,
+    mock_request,
     request_error,
     response_error,
     schema_validator,
@@ -162,28 +162,17 @@ class FakeGitHub:
     def handle(
         self, method: str, target: str, headers: dict[str, str], raw: bytes
     ) -> tuple[int, dict[str, str], bytes]:
-        split = urlsplit(target)
-        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
-        content_type = headers.get("content-type", "application/json").split(";")[0].strip()
-        request = MockRequest(
-            SPEC_SERVER,
-            method.lower(),
-            split.path,
-            args=query,
-            headers=headers,
-            data=raw or None,
-            content_type=content_type,
-        )
+        request, path, query = mock_request(SPEC_SERVER, method, target, headers, raw)
         try:
             payload = json.loads(raw) if raw else None
         except ValueError:
             payload = raw.decode("utf-8", "replace")
         with self._lock:
-            status, out_headers, body = self._answer(method, split.path, query, headers, request)
+            status, out_headers, body = self._answer(method, path, query, headers, request)
         fault_delay = out_headers.pop("x-fake-delay", None)
         if fault_delay:
             time.sleep(float(fault_delay))
-        self.log.append(Exchange(method, split.path, query, status, payload))
+        self.log.append(Exchange(method, path, query, status, payload))
         return status, out_headers, body
 
     def _answer(
