@@ -239,3 +239,43 @@ def test_doctor_passes_on_a_litellm_config_with_the_side_venv(
     checks = _by(report)
     assert checks[("deploy", "routed (litellm)")].status == "pass"
     assert checks[("smoke", "routed")].status == "pass"
+
+
+def _fake_vllm_package(root: Path, version: str, *, loader: bool) -> Path:
+    """A `vllm` package with the layout doctor probes: its version, and vLLM's in-tree GGUF
+    loader module where ``loader`` (vLLM 0.22 has it; 0.25.1's wheel has none)."""
+    pkg = root / "vllm"
+    (pkg / "model_executor" / "model_loader").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(f"__version__ = {version!r}\n", encoding="utf-8")
+    for sub in ("model_executor", "model_executor/model_loader"):
+        (pkg / sub / "__init__.py").write_text("", encoding="utf-8")
+    if loader:
+        (pkg / "model_executor" / "model_loader" / "gguf_loader.py").write_text(
+            "", encoding="utf-8"
+        )
+    return root
+
+
+@pytest.mark.parametrize(("version", "loader"), [("0.22.1", True), ("0.25.1", False)])
+def test_a_gguf_model_needs_a_vllm_that_loads_gguf(
+    tmp_path: Path, version: str, loader: bool
+) -> None:
+    # The `vllm` on PATH runs under the Python its #! line names; that Python's vllm decides
+    # whether a .gguf file can be served: doctor says so before a server start would.
+    gguf = tmp_path / "model.Q4_1.gguf"
+    gguf.write_bytes(b"GGUF")
+    config = _write(
+        tmp_path,
+        f"models:\n  - {{name: small, backend: vllm, model: '{gguf}'}}\nbenchmarks: [arith]\n",
+    )
+    environ = _bin(tmp_path, gpus=1)
+    site = _fake_vllm_package(tmp_path / "site", version, loader=loader)
+    environ["PYTHONPATH"] = str(site)
+    report = run_doctor(config, environ=environ, deploy=False, log_dir=tmp_path)
+    check = _by(report)[("prerequisites", "vLLM GGUF loader (model small)")]
+    assert version in check.detail
+    if loader:
+        assert check.status == "pass" and "in tree" in check.detail
+    else:
+        assert check.status == "fail" and report.exit_code != 0
+        assert "vllm-gguf-plugin" in check.fix and "0.22" in check.fix

@@ -199,6 +199,61 @@ def _model_prerequisites(doc: _Doctor, model: Model) -> None:
         )
         if not found:
             doc.block(model.name, "vllm is not on PATH")
+        elif str(model.model).lower().endswith(".gguf"):
+            _gguf_loader(doc, model.name, found)
+
+
+# Run by the Python that runs `vllm`: its version, and whether it can load a GGUF file (vLLM's
+# own loader, in tree up to 0.22, or the out-of-tree plugin 0.33's `extra-quant` extra names).
+_GGUF_PROBE = """
+import importlib.util
+import vllm
+tree = importlib.util.find_spec("vllm.model_executor.model_loader.gguf_loader") is not None
+plugin = importlib.util.find_spec("vllm_gguf_plugin") is not None
+kind = "in tree" if tree else "vllm-gguf-plugin" if plugin else "none"
+print("evalgate-gguf", vllm.__version__, kind)
+"""
+
+
+def _script_python(doc: _Doctor, script: str) -> str | None:
+    """The interpreter a pip-installed console script runs: its #! line (``env NAME`` too)."""
+    try:
+        with open(script, "rb") as fh:
+            first = fh.readline(1024).decode("utf-8", "replace")
+    except OSError:
+        return None
+    words = first[2:].split() if first.startswith("#!") else []
+    if len(words) >= 2 and os.path.basename(words[0]) == "env":
+        return doc.which(words[1])
+    return words[0] if words else None
+
+
+def _gguf_loader(doc: _Doctor, name: str, script: str) -> None:
+    """A .gguf model needs a vLLM that loads GGUF: 0.25.1's wheel has no loader at all, and a
+    server started anyway fails with "Unrecognized model" in its log."""
+    check = f"vLLM GGUF loader (model {name})"
+    python = _script_python(doc, script)
+    code, out = _run([python, "-c", _GGUF_PROBE], doc.environ) if python else (-1, "")
+    # stdout and stderr come together (vLLM logs warnings on import): find the probe's line.
+    found = [line for line in out.splitlines() if line.startswith("evalgate-gguf ")]
+    words = found[-1].split(" ", 2)[1:] if code == 0 and found else []
+    if len(words) != 2:
+        why = f"could not ask the Python that runs {script}" + (f": {out[-200:]}" if out else "")
+        doc.add("prerequisites", check, "skip", why)
+        return
+    version, loader = words
+    if loader == "none":
+        doc.add(
+            "prerequisites",
+            check,
+            "fail",
+            f"vLLM {version} has no GGUF loader",
+            fix="install vllm-gguf-plugin (vLLM's `extra-quant` extra) or use vLLM 0.22, the "
+            "last release with its own GGUF loader; or serve the model's Hugging Face weights",
+        )
+        doc.block(name, f"vLLM {version} cannot load a GGUF model")
+    else:
+        doc.add("prerequisites", check, "pass", f"vLLM {version}: {loader}")
 
 
 def _kind_prerequisites(doc: _Doctor, config: Config) -> None:
