@@ -2,7 +2,7 @@
 betting lower bound, valid for any bounded data) is than a paired t bound on the same data.
 
     nice -n 10 python bench/pass_bound_width.py [--runs 200] [--variants | --others]
-    nice -n 10 python bench/pass_bound_width.py --pass-rate | --fit-shape
+    nice -n 10 python bench/pass_bound_width.py --pass-rate | --fit-shape | --fit-finite
 
 Per cell, ``runs`` simulated PR-vs-base pairs with no change (Δ = 0): items with latent pass
 rate p ~ Beta(2, 1) scored over k = 4 rollouts in each arm, or graded rewards drawn
@@ -18,7 +18,10 @@ process (cap 0.75/m; before the shaping, the fixed design's bound too), on the s
 (1,000 runs a cell, n = 100 / 200 / 500 / 1,000): what the narrower bound buys at the gate.
 ``--fit-shape`` redoes the fit of the schedule's knots in the normal limit (Brownian motion
 with known σ, 3,000 paths of 200 steps, Nelder–Mead from the flat bets) and prints them with the
-limit's median width in t widths.
+limit's median width in t widths. ``--fit-finite`` fits the knots at n = 200 instead, on data
+of another family (k = 2 rollouts with p ~ Beta(3, 2), graded Beta(5p, 5(1 − p)); 800 runs a
+cell) through the gate's own ``betting_lower``, and prints the fitted knots with both schedules'
+widths on the evaluation data (200 runs a cell, as the default run draws it).
 
 ``--variants`` also prints other valid bounds from the flat bets' family on the same data, the
 survey behind the gate's choice (docs/gate.md, "The price of honesty"): the capital at n only
@@ -221,6 +224,79 @@ def fit_shape(knots: int = 8, steps: int = 200, paths: int = 3000) -> None:
           f"{best.fun:.3f}; knots {np.round(np.abs(best.x), 2).tolist()}")  # fmt: skip
 
 
+FIT_N = (200,)
+
+
+def draw_fit(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The finite-n fit's data, a family apart from :func:`draw`'s evaluation data: latent pass
+    rate p ~ Beta(3, 2), scored over k = 2 rollouts ("k=2") or graded Beta(5p, 5(1 − p))."""
+    p = rng.beta(3.0, 2.0, n)
+    if kind == "k=2":
+        return rng.binomial(2, p) / 2, rng.binomial(2, p) / 2
+    a, b = 5.0 * p + 1e-3, 5.0 * (1.0 - p) + 1e-3
+    return rng.beta(a, b), rng.beta(a, b)
+
+
+def fit_finite(runs: int = 800, maxiter: int = 600) -> None:
+    """Fit the fixed design's bet schedule at finite n and print it (``--fit-finite``).
+
+    Minimised by Nelder–Mead from the normal-limit knots, at n = 200 (one schedule of i/n
+    fitted there, used for every n, as the gate uses it): the mean, over the two families of
+    :func:`draw_fit` (never the evaluation data of :func:`draw`), of the median width ratio of
+    ``runs`` PR pairs with Δ = 0 (common random numbers: the same data for every candidate),
+    each through the gate's own ``betting_lower(..., fixed_n=True)`` with ``_FIXED_SHAPE`` set
+    to the candidate knots (their absolute values; the 0.9/m cap stays). Any such schedule is
+    a function of i/n and of constants fixed before the data, so validity is untouched (the
+    module docstring of evalgate/stats/_betting.py); only the width is at stake."""
+    from scipy.optimize import minimize
+
+    from evalgate.stats import _betting
+
+    rng = np.random.default_rng(7)
+    cells = [
+        [draw_fit(kind, n, rng) for _ in range(runs)] for kind in ("k=2", "graded") for n in FIT_N
+    ]
+    original = _betting._FIXED_SHAPE
+
+    def objective(shape: np.ndarray) -> float:
+        _betting._FIXED_SHAPE = tuple(float(v) for v in np.abs(shape))
+        try:
+            return float(
+                np.mean([np.median([ratio(*x, seed=s) for s, x in enumerate(c)]) for c in cells])
+            )
+        finally:
+            _betting._FIXED_SHAPE = original
+
+    start = np.asarray(original, dtype=float)
+    # A wide first simplex (each knot ×1.25 in turn): the median is piecewise flat in the knots.
+    simplex = np.vstack([start] + [start * np.where(np.arange(start.size) == j, 1.25, 1.0)
+                                   for j in range(start.size)])  # fmt: skip
+    best = minimize(
+        objective,
+        start,
+        method="Nelder-Mead",
+        options={"maxiter": maxiter, "xatol": 1e-3, "fatol": 1e-5, "initial_simplex": simplex},
+    )
+    fitted = tuple(float(v) for v in np.round(np.abs(best.x), 2))
+    print(f"finite n (fit data, n = {FIT_N}, {runs} runs a cell): normal-limit knots "
+          f"{objective(start):.3f} t widths, fitted {best.fun:.3f} ({best.nit} iterations); "
+          f"knots {list(fitted)}")  # fmt: skip
+    # Then both schedules on the evaluation data, exactly as the default run draws it.
+    for name, shape in (("normal-limit", original), ("finite-fit", fitted)):
+        _betting._FIXED_SHAPE = shape
+        try:
+            rng = np.random.default_rng(0)
+            for kind in ("k=4", "graded"):
+                widths = []
+                for n in (50, 200, 500):
+                    data = [draw(kind, n, rng) for _ in range(200)]
+                    r = np.median([ratio(*x, seed=s) for s, x in enumerate(data)])
+                    widths.append(f"n={n}: {r:.3f}")
+                print(f"{name:<13}{kind:<7} " + "   ".join(widths), flush=True)
+        finally:
+            _betting._FIXED_SHAPE = original
+
+
 def pass_rates(runs: int = 1000) -> None:
     """P(PASS) at Δ = 0 against δ = 3 pp, flat vs shaped bets, on the bench's data."""
     print(f"P(PASS) at Δ = 0, δ = 3 pp, {runs} runs a cell: flat → shaped (fixed design)")
@@ -246,6 +322,9 @@ def main() -> int:
     parser.add_argument(
         "--fit-shape", action="store_true", help="refit the bet schedule, then exit"
     )
+    parser.add_argument(
+        "--fit-finite", action="store_true", help="refit the bet schedule at finite n, then exit"
+    )
     parser.add_argument("--pass-rate", action="store_true", help="P(PASS), flat vs shaped; exit")
     args = parser.parse_args()
     if args.pass_rate:
@@ -253,6 +332,9 @@ def main() -> int:
         return 0
     if args.fit_shape:
         fit_shape()
+        return 0
+    if args.fit_finite:
+        fit_finite()
         return 0
     print(f"betting / paired-t width of the one-sided {1 - ALPHA:.0%} lower bound, median of "
           f"{args.runs} runs (items needed for the same width ≈ ratio²)")  # fmt: skip
