@@ -868,8 +868,9 @@ def test_sequential_graded_false_pass_is_at_most_alpha_over_many_looks() -> None
     # spent up to the sum of the levels on the PASS side (> α with 20 looks: 0.073 ± 0.015 on
     # these data); one capital process over the run, read at every look at α, spends α
     # (Ville). A look's PASS side is the fixed-sample code's on its prefix with the run's
-    # horizon and flat bets (the next test), which this reads directly: the FAIL side's repeated p-values over 20
-    # looks cost a second a run, and stopping for FAIL could only make PASS rarer.
+    # horizon and flat bets (the next test), which this reads directly: the FAIL side's
+    # repeated p-values over 20 looks cost a second a run, and stopping for FAIL could only
+    # make PASS rarer.
     rng = np.random.default_rng(20261126)
     n, looks, margin, alpha, runs = 200, 20, 0.05, 0.05, 300
     passed = 0
