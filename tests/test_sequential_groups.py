@@ -27,6 +27,7 @@ from evalgate.compare.paired import compare_runs
 from evalgate.run.fingerprint import item_hash
 from evalgate.run.sequential import plan_order, run_sequential
 from evalgate.stats._betting import _bets, betting_lower_groups
+from evalgate.stats._paired import _compare as paired_compare_core
 from evalgate.suites.base import Item
 from tests.test_sequential import _loaded
 
@@ -78,7 +79,12 @@ def test_a_looks_pass_side_over_groups_is_one_process_at_the_full_alpha(binary: 
         res = stats.sequential_compare(
             base[:seen], head[:seen], look=look, looks=looks, **kw, **plan
         )
-        alone = stats.paired_compare(base[:seen], head[:seen], **kw, **plan)
+        # The same process read at this prefix by the fixed-sample code (flat bets: a fixed run
+        # read at its end would shape them, paired_compare with horizon = n).
+        alone = paired_compare_core(
+            base[:seen], head[:seen], clusters[:seen], margin, 0.05, 50, 0, None, base.size,
+            pass_alpha=None, group_plan=(groups, top),
+        )  # fmt: skip
         p_group = _capital_p(base[:seen], head[:seen], clusters[:seen], groups, top, margin)
         _, p_direct = betting_lower_groups(
             np.bincount(clusters[:seen], weights=head[:seen] - base[:seen]),

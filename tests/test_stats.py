@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -851,21 +852,33 @@ def _broken_halves(rng: np.random.Generator, n: int, margin: float) -> tuple[np.
     return head - d, head
 
 
+def _process(base: np.ndarray, head: np.ndarray, horizon: int, **kw: Any) -> Any:
+    """paired_compare's bounds with the flat bets of a sequential run's one process, read at
+    this prefix (paired_compare itself reads a whole run, horizon = n, as a fixed design)."""
+    from evalgate.stats._paired import _compare
+
+    return _compare(
+        base, head, None, kw["margin"], kw["alpha"], kw["n_resamples"], 0, None, horizon,
+        pass_alpha=None,
+    )  # fmt: skip
+
+
 def test_sequential_graded_false_pass_is_at_most_alpha_over_many_looks() -> None:
     # Δ = −δ exactly, 20 looks. Each look re-betting on its own items at its own nominal level
     # spent up to the sum of the levels on the PASS side (> α with 20 looks: 0.073 ± 0.015 on
     # these data); one capital process over the run, read at every look at α, spends α
-    # (Ville). A look's PASS side is paired_compare's on its prefix with the run's horizon
-    # (the next test), which this reads directly: the FAIL side's repeated p-values over 20
-    # looks cost a second a run, and stopping for FAIL could only make PASS rarer.
+    # (Ville). A look's PASS side is the fixed-sample code's on its prefix with the run's
+    # horizon and flat bets (the next test), which this reads directly: the FAIL side's
+    # repeated p-values over 20 looks cost a second a run, and stopping for FAIL could only
+    # make PASS rarer.
     rng = np.random.default_rng(20261126)
     n, looks, margin, alpha, runs = 200, 20, 0.05, 0.05, 300
     passed = 0
     for _ in range(runs):
         base, head = _broken_halves(rng, n, margin)
         passed += any(
-            paired_compare(
-                base[:size], head[:size], margin=margin, alpha=alpha, horizon=n, n_resamples=1
+            _process(
+                base[:size], head[:size], n, margin=margin, alpha=alpha, n_resamples=1
             ).p_noninferiority
             <= alpha
             for size in look_sizes(n, looks)
@@ -890,9 +903,7 @@ def test_sequential_graded_pass_side_is_one_betting_process() -> None:
             )  # fmt: skip
             p_seen.append(res.p_noninferiority)
             lo_seen.append(res.lo)
-            alone = paired_compare(
-                base[:size], head[:size], margin=0.05, alpha=0.05, horizon=n, n_resamples=100
-            )
+            alone = _process(base[:size], head[:size], n, margin=0.05, alpha=0.05, n_resamples=100)
             assert (res.p_noninferiority, res.lo) == (alone.p_noninferiority, alone.lo)
         assert all(a >= b for a, b in itertools.pairwise(p_seen)), p_seen
         assert all(a <= b + 1e-3 for a, b in itertools.pairwise(lo_seen)), lo_seen

@@ -218,3 +218,23 @@ def test_a_fixed_designs_group_bound_keeps_alpha_when_whole_groups_break() -> No
         passes += _grouped_lower(head - base, groups, fixed_n=True) > -MARGIN
     rate = passes / runs
     assert rate <= ALPHA + 2.0 * math.sqrt(ALPHA * (1.0 - ALPHA) / runs), rate
+
+
+def test_the_gates_compare_of_a_fixed_run_uses_the_shaped_bets() -> None:
+    # `evalgate compare` reads a fixed run's items in their keyed order, all of them (horizon =
+    # the paired items): the process is read once, at its end, so the shaped bets apply there
+    # too, in that order (not only to a bound computed without an order).
+    from evalgate.compare.paired import compare_metric
+
+    rng = np.random.default_rng(5)
+    base, head = _graded(rng, 300)
+    d = head - base
+    shaped, _ = betting_lower(d, -1.0, 1.0, -MARGIN, ALPHA, 0, 300, fixed_n=True)
+    flat, _ = betting_lower(d, -1.0, 1.0, -MARGIN, ALPHA, 0, 300)
+    assert abs(shaped - flat) > 1e-3
+    mc = compare_metric(
+        "reward", base, head, clusters=None, margin=MARGIN, alpha=ALPHA, horizon=300,
+        with_mde=False,
+    )  # fmt: skip
+    assert mc.result is not None
+    assert mc.result.lo == pytest.approx(shaped, abs=2e-4)

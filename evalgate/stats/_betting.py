@@ -90,11 +90,13 @@ def betting_lower(
     The p-value is 1 / max_t K_t(d0) (capped at 1); the bound is the infimum of the m that are
     not rejected, found by bisection with d0 as one end, so "bound > d0 ⇔ p ≤ alpha" exactly.
     ``horizon``: bet on the values in the order given, tuned to that many items (the module
-    docstring); None: in a random order of ``seed``, tuned to their number. ``fixed_n`` (no
-    horizon): the fixed design's shaped bets and cap (the module docstring).
+    docstring); None: in a random order of ``seed``, tuned to their number. ``fixed_n``: the
+    fixed design's shaped bets and cap (the module docstring), for a bound read once, at the
+    end: without a horizon, or with one equal to the number of values (a fixed run's items in
+    its keyed order, all of them).
     """
-    if fixed_n and horizon is not None:
-        raise ValueError("fixed_n bets are for a bound read once at n: no horizon")
+    if fixed_n and horizon is not None and horizon != values.size:
+        raise ValueError("fixed_n bets are for a bound read once at n: horizon must be n")
     width = high - low
     if horizon is None:
         values = values[np.random.default_rng(seed).permutation(values.size)]
@@ -158,12 +160,13 @@ def betting_lower_groups(
     groups and y scaled by the planned M: every quantity of the bet is then a constant of the
     design or a function of the groups before, so the groups given are a prefix of ONE capital
     process, valid at α at every prefix at once (Ville), as the items' is. None: a random order
-    of ``seed``, tuned to the groups given, M their largest. ``fixed_n`` (no horizon): the fixed
-    design's shaped bets and cap over the groups, as :func:`betting_lower`'s over items (the
-    number of groups is known before the first bet, so the schedule is a design constant).
+    of ``seed``, tuned to the groups given, M their largest. ``fixed_n`` (no horizon, or one
+    equal to the number of groups: read once, at the end): the fixed design's shaped bets and
+    cap over the groups, as :func:`betting_lower`'s over items (the number of groups is known
+    before the first bet, so the schedule is a design constant).
     """
-    if fixed_n and horizon is not None:
-        raise ValueError("fixed_n bets are for a bound read once at n: no horizon")
+    if fixed_n and horizon is not None and horizon != sums.size:
+        raise ValueError("fixed_n bets are for a bound read once at n: horizon must be n")
     if horizon is None:
         order = np.random.default_rng(seed).permutation(sums.size)
         s, m = sums[order], sizes[order]

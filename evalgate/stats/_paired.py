@@ -236,7 +236,9 @@ def _item_bounds(
     # the PR changes nothing (base and PR exchangeable within each item).
     flip = _sign_flip(d, np.ones(n), margin, alpha, *resamples)
     level = alpha if pass_alpha is None else pass_alpha
-    shaped = fixed_n and horizon is None
+    # Shaped bets need the process read once, at its end: no horizon, or all of it (a fixed
+    # run's items in its keyed order); a sequential look reads a prefix.
+    shaped = fixed_n and (horizon is None or horizon == n)
     lo, p_ni = betting_lower(
         d, -width, width, -margin, level, resamples[1], horizon, fixed_n=shaped
     )
@@ -272,7 +274,7 @@ def _group_bounds(
     horizon, size = (None, None) if plan is None else (max(plan[0], n_units), plan[1])
     lo, p_ni = betting_lower_groups(
         sums, sizes, width, -margin, level, resamples[1], horizon, size,
-        fixed_n=fixed_n and horizon is None,
+        fixed_n=fixed_n and (horizon is None or horizon == n_units),
     )  # fmt: skip
     note = ""
     if n_units < MIN_GROUPS and p_ni > level:
@@ -356,8 +358,9 @@ def _compare(
     groups, planned largest group), 0 / None for the groups given. ``adjust`` maps a
     non-inferiority p-value of a test run at ``alpha`` (not at a ``pass_alpha``) onto the scale
     of the result's α (a look's repeated p-value) before the item and group tests' are combined.
-    ``fixed_n``: a fixed design, read once (without a horizon the betting bound's bets are
-    shaped over the run, :mod:`._betting`); a sequential look's bounds are not.
+    ``fixed_n``: a fixed design, read once, at its end (without a horizon, or with a horizon of
+    all the items given, the betting bound's bets are shaped over the run, :mod:`._betting`); a
+    sequential look's bounds are not.
     """
     _check_alpha(alpha)
     if not (math.isfinite(margin) and margin >= 0.0):
