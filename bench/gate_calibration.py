@@ -388,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
         "more on the PASS side if each look re-bet at its own level)",
     )
     parser.add_argument(
+        "--fixed", action="store_true", help="only the fixed-sample cells (no sequential looks)"
+    )
+    parser.add_argument(
         "--errors-only",
         action="store_true",
         help="only A/A false FAIL and false PASS at Δ = −δ (no MDE, power or items used): the "
@@ -415,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     mdes: dict[Cell, float] = {}
     for index, cell in enumerate(CELLS):
         if args.only and not any(part in cell.label for part in args.only.split(",")):
+            continue
+        if args.fixed and cell.sequential:
             continue
         t0 = time.perf_counter()
         print(

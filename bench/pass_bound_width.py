@@ -2,7 +2,7 @@
 betting lower bound, valid for any bounded data) is than a paired t bound on the same data.
 
     nice -n 10 python bench/pass_bound_width.py [--runs 200] [--variants | --others]
-    nice -n 10 python bench/pass_bound_width.py --pass-rate | --fit-shape | --fit-finite
+    nice -n 10 python bench/pass_bound_width.py --pass-rate | --fit-boldness | --fit-shape
 
 Per cell, ``runs`` simulated PR-vs-base pairs with no change (Δ = 0): items with latent pass
 rate p ~ Beta(2, 1) scored over k = 4 rollouts in each arm, or graded rewards drawn
@@ -11,17 +11,22 @@ Beta(2p, 2(1 − p)) in each arm ("graded"). Printed: the median ratio (Δ̂ −
 items the betting bound needs for the same width, ≈ ratio². The t bound is the reference
 only: it is not valid for a PR that breaks a few items (skewed differences).
 
-Two lines always: ``gate`` is a fixed design's bound (``fixed_n``: bets shaped over the run,
-cap 0.9/m, see evalgate/stats/_betting.py) and ``flat`` the flat bets of a sequential run's one
-process (cap 0.75/m; before the shaping, the fixed design's bound too), on the same data.
-``--pass-rate`` prints, for the same two, how often a PR with Δ = 0 PASSes against δ = 3 pp
-(1,000 runs a cell, n = 100 / 200 / 500 / 1,000): what the narrower bound buys at the gate.
-``--fit-shape`` redoes the fit of the schedule's knots in the normal limit (Brownian motion
-with known σ, 3,000 paths of 200 steps, Nelder–Mead from the flat bets) and prints them with the
-limit's median width in t widths. ``--fit-finite`` fits the knots at n = 200 instead, on data
-of another family (k = 2 rollouts with p ~ Beta(3, 2), graded Beta(5p, 5(1 − p)); 800 runs a
-cell) through the gate's own ``betting_lower``, and prints the fitted knots with both schedules'
-widths on the evaluation data (200 runs a cell, as the default run draws it).
+Three lines always: ``gate`` is a fixed design's bound (``fixed_n``: bets that track the capital
+towards 1/α at n, cap 0.99/m, see evalgate/stats/_betting.py), ``shaped`` the fixed design's
+bound before it (the plug-in bets times a schedule s(i/n) fixed in advance, fitted in the normal
+limit, cap 0.9/m: :data:`SHAPE`), and ``flat`` the flat bets of a sequential run's one process
+(cap 0.75/m), on the same data. ``--pass-rate`` prints, for the three, how often a PR with
+Δ = 0 PASSes against δ = 3 pp (1,000 runs a cell, n = 100 / 200 / 500 / 1,000): what the
+narrower bound buys at the gate. ``--fit-boldness`` redoes the fit of the tracking bets' factor
+(``_BOLDNESS``) on data of another family (k = 2 rollouts with p ~ Beta(3, 2), graded
+Beta(5p, 5(1 − p)); n = 50 / 200 / 500, 300 runs a cell) through the gate's own
+``betting_lower``, and prints the mean median width for each factor tried. ``--oracle``
+prints the floor of any betting test on the k = 4 data: the median width of the best strategy
+(bets any function of the capital and of t, cap 0.99/m) when the data's law is known, by dynamic
+programming over (t, log K). ``--fit-shape``
+redoes the fit of ``shaped``'s knots in the normal limit (Brownian motion with known σ, 3,000
+paths of 200 steps, Nelder–Mead from the flat bets) and prints them with the limit's median
+width in t widths.
 
 ``--variants`` also prints other valid bounds from the flat bets' family on the same data, the
 survey behind the gate's choice (docs/gate.md, "The price of honesty"): the capital at n only
@@ -60,12 +65,16 @@ import numpy as np
 from scipy import stats as sps
 
 try:
-    from evalgate.stats._betting import _MAX_BET, _bets, betting_lower
+    from evalgate.stats._betting import _MAX_BET, _bets, _log_capital, betting_lower
 except ImportError:  # run as `python bench/pass_bound_width.py` from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from evalgate.stats._betting import _MAX_BET, _bets, betting_lower
+    from evalgate.stats._betting import _MAX_BET, _bets, _log_capital, betting_lower
 
 ALPHA = 0.05
+# ``shaped``: the fixed design's schedule before the tracking bets, s(u) at u = 0, 1/7, ..., 1
+# (``--fit-shape``), and its cap.
+SHAPE = (0.42, 0.82, 0.92, 0.99, 1.01, 1.09, 1.42, 3.28)
+SHAPED_CAP = 0.9
 
 
 def draw(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -74,6 +83,22 @@ def draw(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.nd
         return rng.binomial(4, p) / 4, rng.binomial(4, p) / 4
     a, b = 2.0 * p + 1e-3, 2.0 * (1.0 - p) + 1e-3
     return rng.beta(a, b), rng.beta(a, b)
+
+
+def _shaped_lower(d: np.ndarray, seed: int) -> float:
+    """Lower bound on the mean of d ∈ [−1, 1] with ``shaped`` bets (:data:`SHAPE`), in the
+    random order :func:`betting_lower` uses without a horizon."""
+    x = (d[np.random.default_rng(seed).permutation(d.size)] + 1.0) / 2.0
+    u = np.arange(1, x.size + 1, dtype=float) / x.size
+    bets = _bets(x, ALPHA) * np.interp(u, np.linspace(0.0, 1.0, len(SHAPE)), SHAPE)
+    rejected, accepted = 0.0, float(x.mean())
+    if _log_capital(x, bets, accepted, SHAPED_CAP) >= math.log(1.0 / ALPHA):
+        return 2.0 * accepted - 1.0
+    while accepted - rejected > 1e-5:
+        mid = (rejected + accepted) / 2.0
+        hit = _log_capital(x, bets, mid, SHAPED_CAP) >= math.log(1.0 / ALPHA)
+        rejected, accepted = (mid, accepted) if hit else (rejected, mid)
+    return 2.0 * rejected - 1.0
 
 
 def _variant_lower(d: np.ndarray, seed: int, variant: str) -> float:
@@ -182,6 +207,8 @@ def ratio(base: np.ndarray, head: np.ndarray, seed: int, variant: str = "gate") 
     t_half = float(sps.t.ppf(1.0 - ALPHA, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
     if variant in ("gate", "flat"):
         lo, _ = betting_lower(d, -1.0, 1.0, -0.03, ALPHA, seed, fixed_n=variant == "gate")
+    elif variant == "shaped":
+        lo = _shaped_lower(d, seed)
     elif variant in OTHERS:
         lo = _other_lower(d, seed, variant)
     else:
@@ -224,12 +251,63 @@ def fit_shape(knots: int = 8, steps: int = 200, paths: int = 3000) -> None:
           f"{best.fun:.3f}; knots {np.round(np.abs(best.x), 2).tolist()}")  # fmt: skip
 
 
-FIT_N = (200,)
+def _k4_lattice() -> tuple[np.ndarray, np.ndarray]:
+    """The exact distribution of :func:`draw`'s k = 4 differences: (values, probabilities)."""
+    from scipy import integrate
+
+    values, probs = np.arange(-4, 5) / 4.0, np.zeros(9)
+    for c in range(5):
+        for b in range(5):
+
+            def density(p: float, c: int = c, b: int = b) -> float:
+                return float(sps.binom.pmf(c, 4, p) * sps.binom.pmf(b, 4, p) * 2.0 * p)
+
+            probs[c - b + 4] += integrate.quad(density, 0.0, 1.0)[0]
+    return values, probs / probs.sum()
+
+
+def _oracle_power(values: np.ndarray, probs: np.ndarray, null: float, n: int) -> float:
+    """The largest P(max_t K_t ≥ 1/α) over every betting strategy with bets in [0, 0.99/m],
+    each bet any function of the capital and of t, for data of the given law (known to the
+    strategy: an oracle) against the null mean ``null``: dynamic programming over (t, log K)."""
+    x, m = (values + 1.0) / 2.0, (null + 1.0) / 2.0
+    target = math.log(1.0 / ALPHA)
+    grid = np.linspace(-6.0, target, 1200)  # below e^−6 the capital counts as lost
+    steps = np.log1p(np.outer(np.linspace(0.0, 0.99 / m, 80), x - m))  # bets × outcomes
+    value = (grid >= target).astype(float)
+    for _ in range(n):
+        after = (grid[:, None, None] + steps[None]).ravel()
+        reached = np.interp(after, grid, value, left=0.0, right=1.0)
+        reached[after >= target] = 1.0
+        value = (reached.reshape(grid.size, *steps.shape) @ probs).max(axis=1)
+        value[-1] = 1.0
+    return float(np.interp(0.0, grid, value))
+
+
+def oracle() -> None:
+    """``--oracle``: the median width, in t widths, of the best betting test there is for the
+    bench's k = 4 data when its law is known: the shift below the mean at which the oracle's
+    power is one half (bisection). No strategy that must learn the law from the items can be
+    narrower, so this is the floor of everything betting can reach here."""
+    values, probs = _k4_lattice()
+    mean = float(values @ probs)
+    sd = math.sqrt(float(probs @ (values - mean) ** 2))
+    for n in (50, 200, 500):
+        t_half = float(sps.t.ppf(1.0 - ALPHA, n - 1)) * sd / math.sqrt(n)
+        lo, hi = 0.5, 2.0
+        for _ in range(12):
+            mid = (lo + hi) / 2.0
+            lo, hi = (
+                (lo, mid)
+                if _oracle_power(values, probs, mean - mid * t_half, n) >= 0.5
+                else (mid, hi)
+            )
+        print(f"oracle            k=4     n={n}: {hi:.3f}", flush=True)
 
 
 def draw_fit(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The finite-n fit's data, a family apart from :func:`draw`'s evaluation data: latent pass
-    rate p ~ Beta(3, 2), scored over k = 2 rollouts ("k=2") or graded Beta(5p, 5(1 − p))."""
+    """The fit's data, a family apart from :func:`draw`'s evaluation data: latent pass rate
+    p ~ Beta(3, 2), scored over k = 2 rollouts ("k=2") or graded Beta(5p, 5(1 − p))."""
     p = rng.beta(3.0, 2.0, n)
     if kind == "k=2":
         return rng.binomial(2, p) / 2, rng.binomial(2, p) / 2
@@ -237,80 +315,48 @@ def draw_fit(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, n
     return rng.beta(a, b), rng.beta(a, b)
 
 
-def fit_finite(runs: int = 800, maxiter: int = 600) -> None:
-    """Fit the fixed design's bet schedule at finite n and print it (``--fit-finite``).
-
-    Minimised by Nelder–Mead from the normal-limit knots, at n = 200 (one schedule of i/n
-    fitted there, used for every n, as the gate uses it): the mean, over the two families of
-    :func:`draw_fit` (never the evaluation data of :func:`draw`), of the median width ratio of
-    ``runs`` PR pairs with Δ = 0 (common random numbers: the same data for every candidate),
-    each through the gate's own ``betting_lower(..., fixed_n=True)`` with ``_FIXED_SHAPE`` set
-    to the candidate knots (their absolute values; the 0.9/m cap stays). Any such schedule is
-    a function of i/n and of constants fixed before the data, so validity is untouched (the
-    module docstring of evalgate/stats/_betting.py); only the width is at stake."""
-    from scipy.optimize import minimize
-
+def fit_boldness(runs: int = 300) -> None:
+    """The tracking bets' factor (``--fit-boldness``): for each factor tried, the mean over
+    k = 2 / graded and n = 50 / 200 / 500 of the median width ratio of ``runs`` PR pairs with
+    Δ = 0 of :func:`draw_fit`'s family (never the evaluation data of :func:`draw`), through the
+    gate's own ``betting_lower(..., fixed_n=True)`` with ``_BOLDNESS`` set to it (the same data
+    for every factor). Any constant keeps the bets predictable: only the width is at stake."""
     from evalgate.stats import _betting
 
     rng = np.random.default_rng(7)
     cells = [
-        [draw_fit(kind, n, rng) for _ in range(runs)] for kind in ("k=2", "graded") for n in FIT_N
+        [draw_fit(kind, n, rng) for _ in range(runs)]
+        for kind in ("k=2", "graded")
+        for n in (50, 200, 500)
     ]
-    original = _betting._FIXED_SHAPE
-
-    def objective(shape: np.ndarray) -> float:
-        _betting._FIXED_SHAPE = tuple(float(v) for v in np.abs(shape))
-        try:
-            return float(
-                np.mean([np.median([ratio(*x, seed=s) for s, x in enumerate(c)]) for c in cells])
-            )
-        finally:
-            _betting._FIXED_SHAPE = original
-
-    start = np.asarray(original, dtype=float)
-    # A wide first simplex (each knot ×1.25 in turn): the median is piecewise flat in the knots.
-    simplex = np.vstack([start] + [start * np.where(np.arange(start.size) == j, 1.25, 1.0)
-                                   for j in range(start.size)])  # fmt: skip
-    best = minimize(
-        objective,
-        start,
-        method="Nelder-Mead",
-        options={"maxiter": maxiter, "xatol": 1e-3, "fatol": 1e-5, "initial_simplex": simplex},
-    )
-    fitted = tuple(float(v) for v in np.round(np.abs(best.x), 2))
-    print(f"finite n (fit data, n = {FIT_N}, {runs} runs a cell): normal-limit knots "
-          f"{objective(start):.3f} t widths, fitted {best.fun:.3f} ({best.nit} iterations); "
-          f"knots {list(fitted)}")  # fmt: skip
-    # Then both schedules on the evaluation data, exactly as the default run draws it.
-    for name, shape in (("normal-limit", original), ("finite-fit", fitted)):
-        _betting._FIXED_SHAPE = shape
-        try:
-            rng = np.random.default_rng(0)
-            for kind in ("k=4", "graded"):
-                widths = []
-                for n in (50, 200, 500):
-                    data = [draw(kind, n, rng) for _ in range(200)]
-                    r = np.median([ratio(*x, seed=s) for s, x in enumerate(data)])
-                    widths.append(f"n={n}: {r:.3f}")
-                print(f"{name:<13}{kind:<7} " + "   ".join(widths), flush=True)
-        finally:
-            _betting._FIXED_SHAPE = original
+    original = _betting._BOLDNESS
+    try:
+        for factor in (1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.8):
+            _betting._BOLDNESS = factor
+            medians = [np.median([ratio(*x, seed=s) for s, x in enumerate(c)]) for c in cells]
+            print(f"factor {factor:.1f}: mean {np.mean(medians):.3f} t widths "
+                  f"({' '.join(f'{m:.3f}' for m in medians)})", flush=True)  # fmt: skip
+    finally:
+        _betting._BOLDNESS = original
 
 
 def pass_rates(runs: int = 1000) -> None:
-    """P(PASS) at Δ = 0 against δ = 3 pp, flat vs shaped bets, on the bench's data."""
-    print(f"P(PASS) at Δ = 0, δ = 3 pp, {runs} runs a cell: flat → shaped (fixed design)")
+    """P(PASS) at Δ = 0 against δ = 3 pp, flat / shaped / gate bets, on the bench's data."""
+    print(f"P(PASS) at Δ = 0, δ = 3 pp, {runs} runs a cell: flat / shaped / gate (fixed design)")
     for kind in ("k=4", "graded"):
         cells = []
         for n in (100, 200, 500, 1000):
             rng = np.random.default_rng(11)
-            passes = np.zeros(2)
+            passes = np.zeros(3)
             for seed in range(runs):
                 base, head = draw(kind, n, rng)
-                for j, shaped in enumerate((False, True)):
-                    _, p = betting_lower(head - base, -1.0, 1.0, -0.03, ALPHA, seed, fixed_n=shaped)
-                    passes[j] += p <= ALPHA
-            cells.append(f"n={n}: {passes[0] / runs:.3f} → {passes[1] / runs:.3f}")
+                d = head - base
+                passes[0] += betting_lower(d, -1.0, 1.0, -0.03, ALPHA, seed)[1] <= ALPHA
+                passes[1] += _shaped_lower(d, seed) > -0.03
+                passes[2] += (
+                    betting_lower(d, -1.0, 1.0, -0.03, ALPHA, seed, fixed_n=True)[1] <= ALPHA
+                )
+            cells.append(f"n={n}: " + " / ".join(f"{v / runs:.3f}" for v in passes))
         print(f"{kind:<7} " + "   ".join(cells), flush=True)
 
 
@@ -323,9 +369,12 @@ def main() -> int:
         "--fit-shape", action="store_true", help="refit the bet schedule, then exit"
     )
     parser.add_argument(
-        "--fit-finite", action="store_true", help="refit the bet schedule at finite n, then exit"
+        "--fit-boldness", action="store_true", help="refit the tracking bets' factor, then exit"
     )
-    parser.add_argument("--pass-rate", action="store_true", help="P(PASS), flat vs shaped; exit")
+    parser.add_argument("--pass-rate", action="store_true", help="P(PASS) of each; exit")
+    parser.add_argument(
+        "--oracle", action="store_true", help="the best betting test knowing the law; exit"
+    )
     args = parser.parse_args()
     if args.pass_rate:
         pass_rates()
@@ -333,12 +382,15 @@ def main() -> int:
     if args.fit_shape:
         fit_shape()
         return 0
-    if args.fit_finite:
-        fit_finite()
+    if args.oracle:
+        oracle()
+        return 0
+    if args.fit_boldness:
+        fit_boldness()
         return 0
     print(f"betting / paired-t width of the one-sided {1 - ALPHA:.0%} lower bound, median of "
           f"{args.runs} runs (items needed for the same width ≈ ratio²)")  # fmt: skip
-    variants: tuple[str, ...] = ("gate", "flat")
+    variants: tuple[str, ...] = ("gate", "shaped", "flat")
     if args.variants:
         variants += ("markov", "x1.25", "x0.8", "avg20")
     if args.variants or args.others:

@@ -1,6 +1,7 @@
 """The PASS bound for fractional and graded scores (the betting bound, ``stats._betting``): how
 wide it is against a paired t bound, and that it keeps α where the t bound does not, with the
-flat bets of a sequential run's process and the shaped bets of a fixed design (``fixed_n``).
+flat bets of a sequential run's process and the fixed design's bets that track the capital
+(``fixed_n``).
 
 Figures and the survey behind the choice: bench/pass_bound_width.py and docs/gate.md ("The
 price of honesty for fractional scores").
@@ -62,13 +63,14 @@ def test_pass_bound_is_at_most_1_42_paired_t_widths_at_n_200(
 def test_fixed_design_pass_bound_is_narrower_than_flat_bets(
     draw: Callable[[np.random.Generator, int], Pair],
 ) -> None:
-    # paired_compare (a fixed design) shapes the bets over the run and caps them at 0.9/m. On
-    # this data: flat bets 1.34 / 1.28 (k = 4) and 1.30 / 1.33 (graded) t widths at n = 200 /
-    # 500, shaped 1.29 / 1.17 and 1.21 / 1.14. Fails if the fixed design loses the shaping.
+    # paired_compare (a fixed design) bets to reach 1/α by n (bets that track the capital, cap
+    # 0.99/m): #24's goal is 1.2 paired-t widths at n ≥ 200. On this data: flat bets 1.34 / 1.28
+    # (k = 4) and 1.30 / 1.33 (graded) t widths at n = 200 / 500; bets fixed in advance (the
+    # schedule before) 1.29 / 1.17 and 1.21 / 1.14, failing the goal at n = 200.
     medians = {}
     for n in (200, 500):
         rng = np.random.default_rng(0)
-        flat, shaped = [], []
+        flat, tracking = [], []
         for seed in range(60):
             base, head = draw(rng, n)
             d = head - base
@@ -76,12 +78,12 @@ def test_fixed_design_pass_bound_is_narrower_than_flat_bets(
             found = paired_compare(
                 base, head, margin=MARGIN, alpha=ALPHA, n_resamples=200, seed=seed
             )
-            shaped.append((float(d.mean()) - found.lo) / t_half)
+            tracking.append((float(d.mean()) - found.lo) / t_half)
             flat.append(_ratio(base, head, seed))
-        medians[n] = float(np.median(shaped)), float(np.median(flat))
-    assert medians[500][0] <= 1.24
+        medians[n] = float(np.median(tracking)), float(np.median(flat))
     for n in (200, 500):
-        assert medians[n][0] <= 0.97 * medians[n][1]
+        assert medians[n][0] <= 1.2, (n, medians[n])
+        assert medians[n][0] <= 0.93 * medians[n][1]
 
 
 def _noise(rng: np.random.Generator, n: int) -> Pair:
@@ -126,7 +128,7 @@ def _false_pass(
     return betting / runs, t_bound / runs
 
 
-@pytest.mark.parametrize("fixed_n", [False, True], ids=["flat", "shaped"])
+@pytest.mark.parametrize("fixed_n", [False, True], ids=["flat", "tracking"])
 @pytest.mark.parametrize("draw", PATTERNS, ids=["noise", "rare-zeroes", "breaks-and-fixes"])
 def test_pass_bound_false_pass_at_most_alpha(
     draw: Callable[[np.random.Generator, int], Pair], fixed_n: bool
@@ -161,7 +163,7 @@ ADVERSARIAL: dict[str, Finite] = {
 
 @pytest.mark.parametrize("n", [50, 200, 500])
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
-def test_shaped_bound_keeps_alpha_on_adversarial_distributions(name: str, n: int) -> None:
+def test_fixed_design_bound_keeps_alpha_on_adversarial_distributions(name: str, n: int) -> None:
     # Distributions at Δ = −δ exactly, skewed towards either end of [−1, 1], on a lattice and
     # zero-inflated; 4,000 runs of similar ones measured 0.000-0.050 (docs/gate.md). Validity is
     # Ville's inequality; this catches a bet above 1/m, or one that sees its own item.
@@ -189,23 +191,23 @@ def _grouped_lower(d: np.ndarray, groups: int, *, fixed_n: bool) -> float:
     return lo
 
 
-def test_a_fixed_designs_group_bound_is_narrower_with_shaped_bets() -> None:
+def test_a_fixed_designs_group_bound_is_narrower_with_tracking_bets() -> None:
     # The bound over groups is the same betting test on the groups' means: a fixed design reads
-    # it once, so its bets are shaped over the groups as the items' are. 100 groups of 4 k = 4
+    # it once, so its bets track the capital over the groups as the items' do. 100 groups of 4 k = 4
     # items with a shared group effect, no change.
     rng = np.random.default_rng(3)
     widths = {True: [], False: []}
     for _ in range(40):
         p = np.repeat(rng.beta(2.0, 1.0, 100), 4)
         d = rng.binomial(4, p) / 4 - rng.binomial(4, p) / 4
-        for shaped in (True, False):
-            widths[shaped].append(float(d.mean()) - _grouped_lower(d, 100, fixed_n=shaped))
+        for tracking in (True, False):
+            widths[tracking].append(float(d.mean()) - _grouped_lower(d, 100, fixed_n=tracking))
     assert float(np.median(widths[True])) <= 0.97 * float(np.median(widths[False]))
 
 
 def test_a_fixed_designs_group_bound_keeps_alpha_when_whole_groups_break() -> None:
     # Whole groups broken (every item of a broken group scores 0 for the PR), Δ = −δ exactly in
-    # the population: the shaped group bound PASSes (L > −δ) at most α of the time.
+    # the population: the fixed design's group bound PASSes (L > −δ) at most α of the time.
     rng = np.random.default_rng(11)
     groups, size, runs = 60, 5, 600
     base_rate = 0.7
@@ -220,21 +222,71 @@ def test_a_fixed_designs_group_bound_keeps_alpha_when_whole_groups_break() -> No
     assert rate <= ALPHA + 2.0 * math.sqrt(ALPHA * (1.0 - ALPHA) / runs), rate
 
 
-def test_the_gates_compare_of_a_fixed_run_uses_the_shaped_bets() -> None:
+def test_the_gates_compare_of_a_fixed_run_uses_the_tracking_bets() -> None:
     # `evalgate compare` reads a fixed run's items in their keyed order, all of them (horizon =
-    # the paired items): the process is read once, at its end, so the shaped bets apply there
+    # the paired items): the process is read once, at its end, so the tracking bets apply there
     # too, in that order (not only to a bound computed without an order).
     from evalgate.compare.paired import compare_metric
 
     rng = np.random.default_rng(5)
     base, head = _graded(rng, 300)
     d = head - base
-    shaped, _ = betting_lower(d, -1.0, 1.0, -MARGIN, ALPHA, 0, 300, fixed_n=True)
+    tracking, _ = betting_lower(d, -1.0, 1.0, -MARGIN, ALPHA, 0, 300, fixed_n=True)
     flat, _ = betting_lower(d, -1.0, 1.0, -MARGIN, ALPHA, 0, 300)
-    assert abs(shaped - flat) > 1e-3
+    assert abs(tracking - flat) > 1e-3
     mc = compare_metric(
         "reward", base, head, clusters=None, margin=MARGIN, alpha=ALPHA, horizon=300,
         with_mde=False,
     )  # fmt: skip
     assert mc.result is not None
-    assert mc.result.lo == pytest.approx(shaped, abs=2e-4)
+    assert mc.result.lo == pytest.approx(tracking, abs=2e-4)
+
+
+@pytest.mark.parametrize("n", [10, 30])
+@pytest.mark.parametrize("name", ["rare bottom", "half bottom", "rare top", "k=4 lattice"])
+def test_tracking_bets_keep_alpha_at_small_n(name: str, n: int) -> None:
+    # The fixed design's bets depend on the capital (bold while behind, none once 1/α is
+    # reached): a few items are where a bet that peeks, or one above 1/m, shows most. 4,000
+    # runs of the p-value's own process, at Δ = −δ exactly.
+    from evalgate.stats._betting import _tracking_log_capital
+
+    values, probs = (np.array(x) for x in ADVERSARIAL[name])
+    runs, rng = 4000, np.random.default_rng(4)
+    null = np.array([-MARGIN])
+    passes = 0
+    for _ in range(runs):
+        x = (rng.choice(values, size=n, p=probs) + 1.0) / 2.0
+        best = _tracking_log_capital(x, None, null, (null + 1.0) / 2.0, ALPHA)
+        passes += bool(best[0] >= math.log(1.0 / ALPHA))
+    assert passes / runs <= ALPHA + 3.0 * math.sqrt(ALPHA * (1.0 - ALPHA) / runs)
+
+
+@pytest.mark.parametrize("slope", [False, True], ids=["items", "unequal groups"])
+def test_tracking_bets_do_not_see_later_items(slope: bool) -> None:
+    # Two runs that agree on their first 40 items: after that one sits at the null mean (every
+    # factor 1) and the other at the bottom (every factor ≤ 1). Either way the maximum is reached
+    # in the first 40, so it is the same in both unless a bet there saw a later item (the run's
+    # variance or mean, say). With unequal groups x_i(θ) = base_i + slope_i·θ; items: slope 0.
+    from evalgate.stats._betting import _tracking_log_capital
+
+    rng = np.random.default_rng(6)
+    thetas = np.linspace(-0.3, 0.1, 9)
+    means = (thetas + 1.0) / 2.0
+    head, steps = rng.beta(6.0, 4.0, 40), rng.uniform(0.0, 0.02, 40)
+
+    def best(tail: str) -> np.ndarray:
+        if slope:  # x(θ) = 0.5 + 0.5·θ = m(θ) on the null tail
+            level, grade = (0.5, 0.5) if tail == "null" else (0.0, 0.0)
+            base, s = np.r_[head, np.full(60, level)], np.r_[steps, np.full(60, grade)]
+            return _tracking_log_capital(base, s, thetas, means, ALPHA)
+        fill = means if tail == "null" else np.zeros(thetas.size)
+        return np.array(
+            [
+                _tracking_log_capital(np.r_[head, np.full(60, f)], None, t[None], m[None], ALPHA)[0]
+                for t, m, f in zip(thetas, means, fill, strict=True)
+            ]
+        )
+
+    null, bottom = best("null"), best("bottom")
+    assert np.any(null > 0.5)  # the first items did win something
+    np.testing.assert_allclose(null, bottom, rtol=0, atol=1e-12)

@@ -224,7 +224,8 @@ def _item_bounds(
     """The test on items: exact unconditional (binary) or sign-flip; (bounds, method, note).
 
     ``horizon`` / ``pass_alpha``: the betting bound's horizon and level when not alpha
-    (:func:`_compare`); ``fixed_n``: a fixed design's bound, read once (shaped bets)."""
+    (:func:`_compare`); ``fixed_n``: a fixed design's bound, read once (bets that track the
+    capital)."""
     n = b.size
     if _is_binary(b) and _is_binary(h):
         n_b, n_c = int(np.sum((b == 1.0) & (h == 0.0))), int(np.sum((b == 0.0) & (h == 1.0)))
@@ -236,11 +237,11 @@ def _item_bounds(
     # the PR changes nothing (base and PR exchangeable within each item).
     flip = _sign_flip(d, np.ones(n), margin, alpha, *resamples)
     level = alpha if pass_alpha is None else pass_alpha
-    # Shaped bets need the process read once, at its end: no horizon, or all of it (a fixed
+    # Bets aimed at n need the process read once, at its end: no horizon, or all of it (a fixed
     # run's items in its keyed order); a sequential look reads a prefix.
-    shaped = fixed_n and (horizon is None or horizon == n)
+    at_end = fixed_n and (horizon is None or horizon == n)
     lo, p_ni = betting_lower(
-        d, -width, width, -margin, level, resamples[1], horizon, fixed_n=shaped
+        d, -width, width, -margin, level, resamples[1], horizon, fixed_n=at_end
     )
     found = _Bounds(lo, flip.hi, p_ni, flip.p_reg, flip.used, flip.exact)
     return found, "betting / sign-flip-permutation", ""
@@ -266,7 +267,7 @@ def _group_bounds(
     by first appearance) and the bound is one capital process over them, read here at a prefix
     of complete groups (:func:`._betting.betting_lower_groups`); ``pass_alpha``: its level when
     not ``alpha`` (a sequential look's PASS side, at the full α); ``fixed_n``: a fixed design's
-    bound, read once (shaped bets over the groups)."""
+    bound, read once (bets that track the capital, over the groups)."""
     sums = np.bincount(codes, weights=d, minlength=n_units)
     sizes = np.bincount(codes, minlength=n_units).astype(float)
     flip = _sign_flip(sums, sizes, margin, alpha, *resamples)
@@ -359,7 +360,7 @@ def _compare(
     non-inferiority p-value of a test run at ``alpha`` (not at a ``pass_alpha``) onto the scale
     of the result's α (a look's repeated p-value) before the item and group tests' are combined.
     ``fixed_n``: a fixed design, read once, at its end (without a horizon, or with a horizon of
-    all the items given, the betting bound's bets are shaped over the run, :mod:`._betting`); a
+    all the items given, the betting bound's bets track the capital, :mod:`._betting`); a
     sequential look's bounds are not.
     """
     _check_alpha(alpha)
