@@ -26,6 +26,11 @@ N(1.6, 2.4²) plus N(0, 1.4²) per item). Kinds of data:
            the PR scales every item's p by (1 − f) (a proportional drop)
   gzero    graded, the PR replays the base's reward and zeroes it with probability f (graded
            rewards' "PR only breaks items": a few large negative differences, the rest 0)
+  gshift   graded, the PR lowers every item's mean by the same amount s (a uniform shift; s
+           solves E[min(p, s)] = Δ, so items below s drop to 0)
+  mixed    k rollouts, the PR replays the base's rollouts, breaks each pass with probability f
+           and fixes each fail with probability 0.05 ("breaks and fixes": f solves
+           −f·E[p] + 0.05·(1 − E[p]) = Δ; at Δ = 0 the A/A runs differ but Δ is 0)
 
 f is solved so that the population Δ is exactly the target. Per cell (≥ 1,000 runs each):
 A/A false-FAIL (Δ = 0), false PASS at Δ = −δ, the median reported MDE over the A/A runs and the
@@ -72,7 +77,7 @@ SHOCK = 1.0  # SD (logit scale) of the per-run, per-group shock
 
 @dataclass(frozen=True)
 class Cell:
-    kind: str  # "breaks" | "noise" | "groups" | "whole" | "gbreaks" | "graded" | "gzero"
+    kind: str  # breaks | noise | groups | whole | gbreaks | graded | gzero | gshift | mixed
     n: int
     k: int = 1
     groups: int | None = None
@@ -96,6 +101,8 @@ CELLS = (
     Cell("gbreaks", 200, k=1, groups=40),
     *(Cell("graded", n) for n in (50, 200, 500)),
     *(Cell("gzero", n) for n in (50, 200, 500)),
+    *(Cell("gshift", n) for n in (50, 200, 500)),
+    *(Cell("mixed", n, k=4) for n in (200, 500)),
     Cell("whole", 500, k=4, groups=20, sequential=True),
     Cell("breaks", 200, sequential=True),
     Cell("noise", 200, sequential=True),
@@ -103,6 +110,8 @@ CELLS = (
     Cell("groups", 200, groups=40, sequential=True),
     Cell("graded", 200, sequential=True),
     Cell("gzero", 200, sequential=True),
+    Cell("gshift", 200, sequential=True),
+    Cell("mixed", 200, k=4, sequential=True),
     # Sequential grouped data, every pattern (`--errors-only --only "G=5 seq,G=20 seq,G=40 seq,
     # G=100 seq,G=200 seq"`): the PR breaks whole groups, breaks some items per group (greedy),
     # or lowers every item's pass rate (proportionally).
@@ -125,6 +134,23 @@ def _mean_pass(kind: str) -> float:
     else:
         theta = 1.6 + 2.8 * rng.standard_normal(1_000_000)
     return float(expit(theta).mean())
+
+
+@functools.cache
+def _uniform_shift(drop: float) -> float:
+    """s with E[p − max(p − s, 0)] = E[min(p, s)] = drop, for the "gshift" items (bisection)."""
+    if drop <= 0.0:
+        return 0.0
+    rng = np.random.default_rng(20240101)
+    p = expit(1.6 + 2.8 * rng.standard_normal(1_000_000))
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if float(np.mean(np.minimum(p, mid))) < drop else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+FIX_RATE = 0.05  # the "mixed" PR fixes this share of the base's failing rollouts
 
 
 @functools.cache
@@ -208,7 +234,9 @@ def draw(
     if cell.kind == "whole":  # the PR scores 0 on whole groups, π = f, else no change
         broken = np.repeat(rng.random((runs, cell.groups)) < f, n // cell.groups, axis=1)
         p_head = np.where(broken, 0.0, expit(theta + shocks[1]))
-    if cell.kind in ("graded", "gzero"):  # Beta(8p, 8(1 − p)) has mean p: Δ = −f·E[p] as for 0/1
+    if cell.kind == "gshift":  # every item's mean lowered by s (floored at 0)
+        p_head = np.maximum(p_base - _uniform_shift(drop), 0.0)
+    if cell.kind in ("graded", "gzero", "gshift"):  # Beta(8p, 8(1 − p)) has mean p
         pb, ph = np.clip(p_base, 1e-9, 1 - 1e-9), np.clip(p_head, 1e-9, 1 - 1e-9)
         reward = rng.beta(8.0 * pb, 8.0 * (1.0 - pb))
         if cell.kind == "gzero":  # the PR replays the base's reward and zeroes some of them
@@ -218,6 +246,12 @@ def draw(
         rollouts = rng.random((runs, n, k)) < p_base[..., None]
         kept = rng.random((runs, n, k)) >= f
         return rollouts.mean(axis=2), (rollouts & kept).mean(axis=2)
+    if cell.kind == "mixed":  # replays the base's rollouts, breaks some passes, fixes some fails
+        mean = _mean_pass(cell.kind)
+        breaks = (drop + FIX_RATE * (1.0 - mean)) / mean
+        rollouts = rng.random((runs, n, k)) < p_base[..., None]
+        u = rng.random((runs, n, k))
+        return rollouts.mean(axis=2), np.where(rollouts, u >= breaks, u < FIX_RATE).mean(axis=2)
     return rng.binomial(k, p_base) / k, rng.binomial(k, p_head) / k
 
 

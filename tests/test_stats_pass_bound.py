@@ -193,8 +193,9 @@ def _grouped_lower(d: np.ndarray, groups: int, *, fixed_n: bool) -> float:
 
 def test_a_fixed_designs_group_bound_is_narrower_with_tracking_bets() -> None:
     # The bound over groups is the same betting test on the groups' means: a fixed design reads
-    # it once, so its bets track the capital over the groups as the items' do. 100 groups of 4 k = 4
-    # items with a shared group effect, no change.
+    # it once, so its bets track the capital over the groups as the items' do. 100 groups of 4
+    # k = 4 items with a shared group effect, no change: 0.83 × the flat bets' width (100 runs);
+    # a schedule fixed in advance gave 0.93 ×.
     rng = np.random.default_rng(3)
     widths = {True: [], False: []}
     for _ in range(40):
@@ -202,7 +203,7 @@ def test_a_fixed_designs_group_bound_is_narrower_with_tracking_bets() -> None:
         d = rng.binomial(4, p) / 4 - rng.binomial(4, p) / 4
         for tracking in (True, False):
             widths[tracking].append(float(d.mean()) - _grouped_lower(d, 100, fixed_n=tracking))
-    assert float(np.median(widths[True])) <= 0.97 * float(np.median(widths[False]))
+    assert float(np.median(widths[True])) <= 0.9 * float(np.median(widths[False]))
 
 
 def test_a_fixed_designs_group_bound_keeps_alpha_when_whole_groups_break() -> None:
