@@ -112,6 +112,23 @@ CELLS = (
     Cell("gzero", 200, sequential=True),
     Cell("gshift", 200, sequential=True),
     Cell("mixed", 200, k=4, sequential=True),
+    # Fixed grouped data, every pattern (`--errors-only --fixed --only "G=5,G=20,G=40,G=100,
+    # G=200"`): the PR breaks whole groups, breaks some items per group (greedy), or lowers every
+    # item's pass rate (proportionally), the sizes of the sequential block below.
+    *(
+        Cell(kind, 500 // g * g, k=k, groups=g)
+        for kind in ("whole", "gbreaks", "groups")
+        for g in (5, 20, 40, 100, 200)
+        for k in (1, 4)
+        if (kind, k, g)
+        not in (
+            ("whole", 4, 5),
+            ("whole", 4, 20),
+            ("whole", 4, 40),
+            ("whole", 4, 100),
+            ("whole", 1, 20),
+        )  # cells above
+    ),
     # Sequential grouped data, every pattern (`--errors-only --only "G=5 seq,G=20 seq,G=40 seq,
     # G=100 seq,G=200 seq"`): the PR breaks whole groups, breaks some items per group (greedy),
     # or lowers every item's pass rate (proportionally).

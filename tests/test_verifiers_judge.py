@@ -25,8 +25,11 @@ pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("verifiers") is None, reason="needs verifiers"
 )
 
+# Three different references: JudgeRubric's prompt holds only the reference and the response,
+# and evalgate's judge cache rightly answers a repeated prompt itself, so two items with the
+# same answer would reach the judge server once or twice depending on which finished first.
 ROWS = [("add-2-3", "What is 2 + 3?", "5"), ("add-7-5", "What is 7 + 5?", "12"),
-        ("sub-9-4", "What is 9 - 4?", "5")]  # fmt: skip
+        ("sub-9-3", "What is 9 - 3?", "6")]  # fmt: skip
 
 V1_ENV = f"""
 import verifiers.v1 as vf
@@ -207,7 +210,7 @@ def test_the_environments_judge_is_evalgates(
     assert all(r["error"] is None for r in records), [r["error"] for r in records]
     # The verdicts decide: every answer is right, the judge rejects 7 + 5.
     rewards = {r["prompt"][-1]["content"]: r["reward"] for r in records}
-    assert rewards == {"What is 2 + 3?": 1.0, "What is 7 + 5?": 0.0, "What is 9 - 4?": 1.0}
+    assert rewards == {"What is 2 + 3?": 1.0, "What is 7 + 5?": 0.0, "What is 9 - 3?": 1.0}
     assert code in (0, 1)
     # Each judge call reached evalgate's judge with the configured model and sampling (not
     # the environment's client on port 9, nor its model).
@@ -248,7 +251,7 @@ def test_a_structured_output_judge_reads_its_verdict_through_the_relay(
     records = read_jsonl(_run_dir(out) / "results.jsonl")
     assert all(r["error"] is None for r in records), [r["error"] for r in records]
     rewards = {r["prompt"][-1]["content"]: r["reward"] for r in records}
-    assert rewards == {"What is 2 + 3?": 1.0, "What is 7 + 5?": 0.0, "What is 9 - 4?": 1.0}
+    assert rewards == {"What is 2 + 3?": 1.0, "What is 7 + 5?": 0.0, "What is 9 - 3?": 1.0}
     schemas = {b["response_format"]["json_schema"]["name"] for b in judged.requests}
     assert schemas == {"Verdict"} and {b["model"] for b in judged.requests} == {"org/judge"}
     assert code in (0, 1)
