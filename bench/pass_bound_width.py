@@ -6,10 +6,12 @@ betting lower bound, valid for any bounded data) is than a paired t bound on the
 
 Per cell, ``runs`` simulated PR-vs-base pairs with no change (Δ = 0): items with latent pass
 rate p ~ Beta(2, 1) scored over k = 4 rollouts in each arm, or graded rewards drawn
-Beta(2p, 2(1 − p)) in each arm ("graded"). Printed: the median ratio (Δ̂ − L_betting) /
-(Δ̂ − L_t) at n = 50 / 200 / 500, L_t = Δ̂ − t_{n−1, 1−α}·SE (one-sided α = .05), and the
-items the betting bound needs for the same width, ≈ ratio². The t bound is the reference
-only: it is not valid for a PR that breaks a few items (skewed differences).
+Beta(2p, 2(1 − p)) in each arm ("graded"), or k = 4 where the PR replays the base's scores on
+90 % of the items ("k=4 90%": differences mostly 0, the zero-inflated case). Printed: the
+median ratio (Δ̂ − L_betting) / (Δ̂ − L_t) at n = 50 / 200 / 500, L_t = Δ̂ − t_{n−1, 1−α}·SE
+(one-sided α = .05), and the items the betting bound needs for the same width, ≈ ratio². The
+t bound is the reference only: it is not valid for a PR that breaks a few items (skewed
+differences).
 
 Three lines always: ``gate`` is a fixed design's bound (``fixed_n``: bets that track the capital
 towards 1/α at n, cap 0.99/m, see evalgate/stats/_betting.py), ``shaped`` the fixed design's
@@ -21,9 +23,9 @@ narrower bound buys at the gate. ``--fit-boldness`` redoes the fit of the tracki
 (``_BOLDNESS``) on data of another family (k = 2 rollouts with p ~ Beta(3, 2), graded
 Beta(5p, 5(1 − p)); n = 50 / 200 / 500, 300 runs a cell) through the gate's own
 ``betting_lower``, and prints the mean median width for each factor tried. ``--oracle``
-prints the floor of any betting test on the k = 4 data: the median width of the best strategy
-(bets any function of the capital and of t, cap 0.99/m) when the data's law is known, by dynamic
-programming over (t, log K). ``--fit-shape``
+prints the floor of any betting test on the k = 4 and "k=4 90%" data: the median width of the
+best strategy (bets any function of the capital and of t, cap 0.99/m) when the data's law is
+known, by dynamic programming over (t, log K). ``--fit-shape``
 redoes the fit of ``shaped``'s knots in the normal limit (Brownian motion with known σ, 3,000
 paths of 200 steps, Nelder–Mead from the flat bets) and prints them with the limit's median
 width in t widths.
@@ -77,10 +79,16 @@ SHAPE = (0.42, 0.82, 0.92, 0.99, 1.01, 1.09, 1.42, 3.28)
 SHAPED_CAP = 0.9
 
 
+KINDS = ("k=4", "graded", "k=4 90%")
+
+
 def draw(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     p = rng.beta(2.0, 1.0, n)
     if kind == "k=4":
         return rng.binomial(4, p) / 4, rng.binomial(4, p) / 4
+    if kind == "k=4 90%":  # the PR replays the base's scores on 90 % of the items
+        base, head = rng.binomial(4, p) / 4, rng.binomial(4, p) / 4
+        return base, np.where(rng.random(n) < 0.9, base, head)
     a, b = 2.0 * p + 1e-3, 2.0 * (1.0 - p) + 1e-3
     return rng.beta(a, b), rng.beta(a, b)
 
@@ -213,7 +221,7 @@ def ratio(base: np.ndarray, head: np.ndarray, seed: int, variant: str = "gate") 
         lo = _other_lower(d, seed, variant)
     else:
         lo = _variant_lower(d, seed, variant)
-    return (float(d.mean()) - lo) / t_half
+    return (float(d.mean()) - lo) / t_half if t_half > 0.0 else math.nan  # all d equal
 
 
 def fit_shape(knots: int = 8, steps: int = 200, paths: int = 3000) -> None:
@@ -289,20 +297,22 @@ def oracle() -> None:
     bench's k = 4 data when its law is known: the shift below the mean at which the oracle's
     power is one half (bisection). No strategy that must learn the law from the items can be
     narrower, so this is the floor of everything betting can reach here."""
-    values, probs = _k4_lattice()
-    mean = float(values @ probs)
-    sd = math.sqrt(float(probs @ (values - mean) ** 2))
-    for n in (50, 200, 500):
-        t_half = float(sps.t.ppf(1.0 - ALPHA, n - 1)) * sd / math.sqrt(n)
-        lo, hi = 0.5, 2.0
-        for _ in range(12):
-            mid = (lo + hi) / 2.0
-            lo, hi = (
-                (lo, mid)
-                if _oracle_power(values, probs, mean - mid * t_half, n) >= 0.5
-                else (mid, hi)
-            )
-        print(f"oracle            k=4     n={n}: {hi:.3f}", flush=True)
+    values, k4 = _k4_lattice()
+    same = 0.1 * k4 + 0.9 * (values == 0.0)  # "k=4 90%": D = 0 on the replayed items
+    for kind, probs in (("k=4", k4), ("k=4 90%", same)):
+        mean = float(values @ probs)
+        sd = math.sqrt(float(probs @ (values - mean) ** 2))
+        for n in (50, 200, 500):
+            t_half = float(sps.t.ppf(1.0 - ALPHA, n - 1)) * sd / math.sqrt(n)
+            lo, hi = 0.5, 3.0
+            for _ in range(12):
+                mid = (lo + hi) / 2.0
+                lo, hi = (
+                    (lo, mid)
+                    if _oracle_power(values, probs, mean - mid * t_half, n) >= 0.5
+                    else (mid, hi)
+                )
+            print(f"oracle            {kind:<8} n={n}: {hi:.3f}", flush=True)
 
 
 def draw_fit(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -397,15 +407,15 @@ def main() -> int:
         variants += OTHERS
     for variant in variants:
         rng = np.random.default_rng(0)  # the same data for every variant
-        for kind in ("k=4", "graded"):
+        for kind in KINDS:
             cells = []
             for n in (50, 200, 500):
                 data = [draw(kind, n, rng) for _ in range(args.runs)]
-                r = float(
-                    np.median([ratio(*x, seed=s, variant=variant) for s, x in enumerate(data)])
+                r = float(  # nan: a run whose differences are all 0 has no t width
+                    np.nanmedian([ratio(*x, seed=s, variant=variant) for s, x in enumerate(data)])
                 )
                 cells.append(f"n={n}: {r:.2f} ({r * r:.1f}x items)")
-            print(f"{variant:<18}{kind:<7} " + "   ".join(cells), flush=True)
+            print(f"{variant:<18}{kind:<8} " + "   ".join(cells), flush=True)
     return 0
 
 
