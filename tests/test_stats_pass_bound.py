@@ -291,3 +291,37 @@ def test_tracking_bets_do_not_see_later_items(slope: bool) -> None:
     null, bottom = best("null"), best("bottom")
     assert np.any(null > 0.5)  # the first items did win something
     np.testing.assert_allclose(null, bottom, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("fixed_n", [False, True], ids=["flat", "tracking"])
+def test_bound_above_d0_exactly_when_p_at_most_alpha_even_with_the_mean_at_d0(
+    fixed_n: bool,
+) -> None:
+    # The verdict reads p, the scorecard the bound: they must agree even when the capital
+    # crossed 1/α early and the mean ended at d0 (20 items at the top of the range, then 20 at
+    # the bottom, in this order).
+    d = np.r_[np.ones(20), -np.ones(20)]
+    lo, p = betting_lower(d, -1.0, 1.0, 0.0, ALPHA, 0, 40, fixed_n=fixed_n)
+    assert p <= ALPHA
+    assert lo > 0.0
+
+
+def test_tracking_bound_and_p_agree_on_random_data() -> None:
+    # The same agreement over many small runs with d0 anywhere near the mean or at it (after
+    # the high items came first), groups included.
+    from evalgate.stats._betting import betting_lower_groups
+
+    rng = np.random.default_rng(12)
+    for seed in range(300):
+        n = int(rng.integers(2, 40))
+        d = np.clip(rng.normal(rng.uniform(-0.3, 0.3), rng.uniform(0.0, 0.6), n), -1.0, 1.0)
+        d0 = float(d.mean() + rng.uniform(-0.4, 0.1))
+        horizon = None
+        if seed % 3 == 0:  # ±1, the high items first, read in that order, d0 at the mean
+            d = np.sort(np.where(rng.random(n) < rng.uniform(0.3, 0.7), 1.0, -1.0))[::-1]
+            d0, horizon = float(d.mean()), n
+        lo, p = betting_lower(d, -1.0, 1.0, d0, ALPHA, seed, horizon, fixed_n=True)
+        assert (lo > d0) == (p <= ALPHA), (seed, lo, d0, p)
+        sizes = rng.integers(1, 4, n).astype(float)
+        lo, p = betting_lower_groups(d * sizes, sizes, 1.0, d0, ALPHA, seed, fixed_n=True)
+        assert (lo > d0) == (p <= ALPHA), (seed, lo, d0, p)

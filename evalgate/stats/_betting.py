@@ -170,7 +170,8 @@ def _grid_bound(
         elif not misses.size and grid.size:
             rejected = float(grid[-1])
         if p <= alpha and rejected >= top:  # the estimate itself is rejected: a conservative bound
-            return top, p
+            rejected = top
+            break
         if accepted - rejected <= _BOUND_TOL:
             break
         grid = np.linspace(rejected, accepted, _GRID + 1)[1:-1]
