@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -89,6 +90,47 @@ def test_sequential_without_baseline_runs_everything(tmp_path: Path, scripted_se
 
 def _record(item_id: str, score: float) -> dict[str, Any]:
     return {"example_id": item_id, "error": None, "metrics": {"accuracy": score}, "reward": score}
+
+
+def run_looks(
+    items: list[Any],
+    baseline: Any,
+    head: dict[str, float],
+    seed: int,
+    errored: set[str],
+    *,
+    record: Callable[[Any], dict[str, Any]] | None = None,
+    scale: Any = None,
+    looks: int = 4,
+) -> tuple[Any, Any, list[list[str]]]:
+    """`run_sequential` over ``items`` with a scripted PR: each item scores ``head[id]`` (as
+    ``record(item)`` writes it) and the ``errored`` ones fail. (records, result, ids per look)."""
+    import asyncio
+
+    from evalgate.run.sequential import run_sequential
+
+    write = record or (lambda it: _record(it.id, head[it.id]))
+    ran: list[list[str]] = []
+
+    async def run_items(subset: Any) -> list[dict[str, Any]]:
+        ran.append([it.id for it in subset.items])
+        return [{**write(it), "error": "boom" if it.id in errored else None} for it in subset.items]
+
+    records, result = asyncio.run(
+        run_sequential(
+            SimpleNamespace(items=items, name="qa"),
+            baseline,
+            metric="accuracy",
+            rollouts=1,
+            looks=looks,
+            margin=0.05,
+            alpha=0.05,
+            seed=seed,
+            run_items=run_items,
+            scale=scale,
+        )
+    )
+    return records, result, ran
 
 
 def test_resumed_looks_count_the_journal_rollouts() -> None:
@@ -325,39 +367,19 @@ def test_a_looks_verdict_is_the_one_compare_reads_from_the_results(tmp_path: Pat
     # reads the finished run's results back in it, with the same horizon: the scorecard's
     # verdict is the one the last look reached, errored items or not. (Reading the looks' items
     # in another order than compare's gave 3 of 60 seeded PRs another verdict, PASS↔FAIL.)
-    import asyncio
     import dataclasses
 
     import numpy as np
 
     from evalgate import stats
     from evalgate.compare.paired import compare_runs
-    from evalgate.run.sequential import plan_order, run_sequential
+    from evalgate.run.sequential import plan_order
 
     decisions = set()
     for seed in (11, 25, 47, 3, 8):
         items, base, head, baseline = _graded_pr(seed, 200, drop=0.03 if seed % 2 else -0.02)
         errored = {it.id for it in items[seed::17]}  # the PR errors on some items
-
-        async def run_items(subset: Any, head: dict = head, errored: set = errored) -> list:
-            return [
-                {**_record(it.id, head[it.id]), "error": "boom" if it.id in errored else None}
-                for it in subset.items
-            ]
-
-        records, result = asyncio.run(
-            run_sequential(
-                SimpleNamespace(items=items, name="qa"),
-                baseline,
-                metric="accuracy",
-                rollouts=1,
-                looks=4,
-                margin=0.05,
-                alpha=0.05,
-                seed=seed,
-                run_items=run_items,
-            )
-        )
+        records, result, _ = run_looks(items, baseline, head, seed, errored)
         assert result is not None and result.seed == seed
         decisions.add(result.decision)
         hashes = {r["example_id"]: r["item_hash"] for r in baseline.records}

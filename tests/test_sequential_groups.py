@@ -10,7 +10,6 @@ levels. And every look reads the metric on the range `evalgate compare` reads it
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import itertools
 import math
@@ -25,11 +24,11 @@ import pytest
 from evalgate import stats
 from evalgate.compare.paired import compare_runs
 from evalgate.run.fingerprint import item_hash
-from evalgate.run.sequential import plan_order, run_sequential
+from evalgate.run.sequential import plan_order
 from evalgate.stats._betting import _bets, betting_lower_groups
 from evalgate.stats._paired import _compare as paired_compare_core
 from evalgate.suites.base import Item
-from tests.test_sequential import _loaded
+from tests.test_sequential import _loaded, run_looks
 
 # ------------------------------------------------------------------ the process over groups
 
@@ -226,33 +225,10 @@ def _run_looks(
     scale: Any = None,
     looks: int = 4,
 ) -> tuple[Any, Any, list[list[str]]]:
-    ran: list[list[str]] = []
-
-    async def run_items(subset: Any) -> list[dict[str, Any]]:
-        ran.append([it.id for it in subset.items])
-        return [
-            {
-                **_record(it.id, head[it.id], it.group),
-                "error": "boom" if it.id in errored else None,
-            }
-            for it in subset.items
-        ]
-
-    records, result = asyncio.run(
-        run_sequential(
-            SimpleNamespace(items=items, name="qa"),
-            baseline,
-            metric="accuracy",
-            rollouts=1,
-            looks=looks,
-            margin=0.05,
-            alpha=0.05,
-            seed=seed,
-            run_items=run_items,
-            scale=scale,
-        )
-    )
-    return records, result, ran
+    return run_looks(
+        items, baseline, head, seed, errored, scale=scale, looks=looks,
+        record=lambda it: _record(it.id, head[it.id], it.group),
+    )  # fmt: skip
 
 
 def _compare(
