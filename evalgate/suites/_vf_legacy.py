@@ -174,8 +174,12 @@ class Legacy:
 async def _close_at_loop_end(sdk_client: Any) -> None:
     try:
         await asyncio.Event().wait()
-    finally:
+    except asyncio.CancelledError:  # the loop ends (asyncio.run cancels its tasks): close here
         await sdk_client.close()
+        raise
+    # Anything else (the coroutine closed by the garbage collector after its loop ended without
+    # cancelling it) must not close the client: that would run its transport's cleanup inside
+    # whatever task is current then, another model's rollout, and break its cancel scopes.
 
 
 def _legacy_exception(exc: Exception) -> Exception:
