@@ -301,6 +301,26 @@ def test_validate_warns_when_the_api_key_variable_is_unset(
     assert "warning" not in capsys.readouterr().out
 
 
+def test_validate_reads_the_environment_it_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`main(environ=...)` is the environment a command sees: validate checks the key there,
+    not in this process's os.environ (the two differ in the Action and in embedding callers)."""
+    path = write_config(
+        tmp_path,
+        "models:\n"
+        "  - {name: m, backend: openai, base_url: 'http://127.0.0.1:9/v1', "
+        "api_key_env: EVALGATE_TEST_KEY}\n"
+        "benchmarks: [arith]\n",
+    )
+    monkeypatch.delenv("EVALGATE_TEST_KEY", raising=False)
+    assert main(["validate", str(path)], environ={"EVALGATE_TEST_KEY": "k"}) == 0
+    assert "warning" not in capsys.readouterr().out
+    monkeypatch.setenv("EVALGATE_TEST_KEY", "k")
+    assert main(["validate", str(path)], environ={}) == 0
+    assert "EVALGATE_TEST_KEY (api_key_env) is not set here" in capsys.readouterr().out
+
+
 def test_validate_warns_when_publishing_has_no_token(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,7 +10,7 @@ set the field. A command, not the config stage: these checks need the suites and
 from __future__ import annotations
 
 import argparse
-import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -45,7 +45,7 @@ def run(
     _print_estimate(config, out, built)
     for note in notes:
         print(f"  data {note}", file=out)
-    for note in check_environment(config, os.environ):
+    for note in check_environment(config, environ):
         print(f"  warning: {note}", file=out)
     return 0
 
@@ -221,7 +221,7 @@ def _check_judge(config: Any, bench: Any) -> str:
     return f"{bench.name}: judge template rendered, {len(rows)} labelled examples read"
 
 
-def check_environment(config: Config, environ: Any) -> list[str]:
+def check_environment(config: Config, environ: Mapping[str, str]) -> list[str]:
     """Warnings for what this environment lacks and `local` needs before its first request: an
     API key variable that is not set. Not errors: `validate` also runs where a run's secrets are
     absent by design (an editor, a pull request from a fork)."""
