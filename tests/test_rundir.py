@@ -95,6 +95,20 @@ def _two_contents(run: Path) -> str:
     return "results.jsonl:2: item_hash"
 
 
+def _duplicate_high_rollout(run: Path) -> str:
+    """Rollouts from 64 on are tracked apart from the bit masks (run.rundir._Seen): a duplicate
+    there is caught too."""
+    lines = _lines(run / "results.jsonl")
+    rec = json.loads(lines[0])
+    rec["rollout"] = 70
+    extra = json.dumps(rec) + "\n"
+    (run / "results.jsonl").write_text("".join([*lines, extra, extra]))
+    cfg = json.loads((run / "run_config.json").read_text())
+    cfg["benchmark"]["eval"]["rollouts"] = 71  # else rollout 70 is out of range first
+    (run / "run_config.json").write_text(json.dumps(cfg))
+    return f"results.jsonl:{len(lines) + 2}: duplicate record"
+
+
 def _bad_config(run: Path) -> str:
     (run / "run_config.json").write_text("[1, 2]")
     return "run_config.json"
@@ -107,12 +121,45 @@ def _no_model(run: Path) -> str:
     return "run_config.json: model"
 
 
+def _field(name: str, value: Any, where: str | None = None) -> Callable[[Path], str]:
+    """A damage: line 2's ``name`` set to ``value`` (evalgate never writes it so); the error
+    must name the file, the line and ``where`` (default: the field)."""
+
+    def damage(run: Path) -> str:
+        lines = _lines(run / "results.jsonl")
+        rec = json.loads(lines[1])
+        rec[name] = value
+        lines[1] = json.dumps(rec) + "\n"
+        (run / "results.jsonl").write_text("".join(lines))
+        return f"results.jsonl:2: {where or name}"
+
+    return damage
+
+
+def _no_run_config(run: Path) -> str:
+    """The run folder lost its run_config.json (a partial copy, a hand edit): it was left out
+    of the baseline silently, so a PR that FAILs against it got INCONCLUSIVE."""
+    (run / "run_config.json").unlink()
+    return f"{run.name}/run_config.json"
+
+
 DAMAGES = {
+    "reward stored as a string": _field("reward", "1.0"),
+    "metric stored as a string": _field("metrics", {"accuracy": "1"}, "metrics.accuracy"),
+    "metrics null": _field("metrics", None),
+    "rollout past 32 bits": _field("rollout", 2**32),
+    "rollout past the run's k": _field("rollout", 3),
+    "judge not an object": _field("judge", ["PASS"]),
+    "cost_usd not a number": _field("cost_usd", "abc"),
+    "cost_usd negative": _field("cost_usd", -1.0),
+    "group an object": _field("group", {"a": 1}),
+    "run_config.json lost": _no_run_config,
     "record without example_id": _drop_key,
     "record not an object": _not_object,
     "cut off mid-line": _torn,
     "no metadata.json": _no_metadata,
     "duplicate record": _duplicate,
+    "duplicate record at rollout 70": _duplicate_high_rollout,
     "one id, two contents": _two_contents,
     "run_config not an object": _bad_config,
     "run_config without model": _no_model,
@@ -281,3 +328,21 @@ def test_the_fix_the_error_names_works(
     assert f"evalgate resume {run.name}" in capsys.readouterr().err
     assert main(["resume", run.name, "--output", str(tmp_path / "base")], environ={"CI": "1"}) == 0
     assert runs("head", "--baseline", str(tmp_path / "base")) == 0
+
+
+def test_a_baseline_with_nothing_to_pair_is_never_no_gate(
+    tmp_path: Path, runs: Callable[..., int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A baseline was given but none of its rollouts can be paired (every one errored): the
+    verdict must not say "no gate configured … compare with a baseline" and exit 0."""
+    for bench in ("a", "b"):
+        journal = _run_dir(tmp_path / "base", bench) / "results.jsonl"
+        records = [json.loads(line) for line in _lines(journal)]
+        for rec in records:
+            rec.update(error="HTTP 500: server error", reward=None, metrics={})
+        journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+    capsys.readouterr()
+    code = runs("head", "--baseline", str(tmp_path / "base"))
+    out = capsys.readouterr().out
+    assert "no gate configured" not in out
+    assert code != 0, out

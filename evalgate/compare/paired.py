@@ -497,6 +497,17 @@ def compare_runs(
     names = metrics or [
         m for m in head_metrics if m in base_metrics and not m.startswith(_DERIVED_PREFIXES)
     ]
+    if not names:  # every rollout of one side errored: a baseline was given, nothing pairs
+        side = "baseline" if not base_metrics else "PR run"
+        return RunComparison(
+            **common,
+            comparable=False,
+            reason=f"no scored item in common: every rollout of the {side} errored",
+            n_paired=0,
+            **counts,
+            metrics=(),
+            flips=(),
+        )
     results: list[MetricComparison] = []
     flips: list[Flip] = []
     design = sequential_design(head)

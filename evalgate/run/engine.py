@@ -27,7 +27,7 @@ from collections.abc import Set as AbstractSet
 from typing import IO, Any
 
 from evalgate.errors import InfraError, secret_redactor
-from evalgate.run.rollouts import RolloutTable
+from evalgate.run.rollouts import RolloutTable, unusable
 from evalgate.serve import served
 from evalgate.serve.breaker import EndpointDown
 from evalgate.serve.client import RequestFailed, dumps
@@ -132,6 +132,11 @@ def _record(
         metrics, usage, error = out.metrics, out.usage, None
         stages, reason, cost = out.timing, out.reason, out.cost_usd
         judge = out.judge
+        # A score that is not a number (a reward function's string, NaN) is the rollout's error
+        # in the journal itself: a reader then refuses any non-numeric score as damage.
+        error = unusable({"reward": reward, "metrics": metrics})
+        if error is not None:
+            reward, metrics = None, {}
     rec = {
         "example_id": item.id,
         "item_hash": ihash,

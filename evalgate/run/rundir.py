@@ -183,9 +183,16 @@ class RolloutRecord(_Open):
 
     model_config = ConfigDict(extra="allow", frozen=True, strict=True)
     example_id: str
-    rollout: int = Field(0, ge=0)
+    rollout: int = Field(0, ge=0, lt=2**32)
     item_hash: str | None = None
     error: str | None = None
+    # The scores: numbers (NaN and ±inf are read as an errored rollout: see run.rollouts.unusable).
+    reward: float | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)
+    group: str | None = None
+    cost_usd: float | None = Field(None, ge=0)
+    judge: dict[str, Any] | None = None
+    usage: dict[str, float] = Field(default_factory=dict)
 
 
 def _field_error(exc: ValidationError) -> str:
@@ -223,7 +230,14 @@ def read_run_config(run_dir: Path) -> tuple[dict[str, Any], RunConfig]:
     """``run_config.json`` as written (a dict, for what travels along) and typed; a file that is
     not one evalgate wrote raises UsageError naming the file and the field."""
     path = Path(run_dir) / RUN_CONFIG
-    data = _read_object(path, "not an evalgate run directory")
+    damaged = not path.exists() and any((Path(run_dir) / f).exists() for f in RUN_FILES)
+    data = _read_object(
+        path,
+        "a damaged run folder (its other files are there): restore the file, or remove the "
+        "folder to leave the run out"
+        if damaged
+        else "not an evalgate run directory",
+    )
     try:
         return data, RunConfig.model_validate(data)
     except ValidationError as exc:
@@ -232,17 +246,34 @@ def read_run_config(run_dir: Path) -> tuple[dict[str, Any], RunConfig]:
         ) from None
 
 
+_NUMBER = (float, int)
+_NUMBERS = frozenset(_NUMBER)
+
+
+def _numbers(values: Any) -> bool:
+    # set(map(type, ...)) iterates in C: this check runs for every line of every run read.
+    return type(values) is dict and _NUMBERS.issuperset(map(type, values.values()))
+
+
 def _plain_record(value: dict[str, Any]) -> bool:
     """:class:`RolloutRecord`'s checks, inlined: the model costs 60 % more than parsing the line
     (bench/rundir_load.py), and nearly every record is fine. Only a record failing these is
-    validated by the model, for its one-line message."""
+    validated by the model, for its one-line message. Every field a reader uses is checked:
+    a baseline's damaged score must never turn into a quietly errored (left out) rollout."""
     rollout = value.get("rollout", 0)
+    cost = value.get("cost_usd")
     return (
         type(value.get("example_id")) is str
         and type(rollout) is int
-        and rollout >= 0
+        and 0 <= rollout < 2**32
         and (value.get("item_hash") is None or type(value["item_hash"]) is str)
         and (value.get("error") is None or type(value["error"]) is str)
+        and (value.get("reward") is None or type(value["reward"]) in _NUMBER)
+        and ("metrics" not in value or _numbers(value["metrics"]))
+        and ("usage" not in value or _numbers(value["usage"]))
+        and (value.get("group") is None or type(value["group"]) is str)
+        and (cost is None or (type(cost) in _NUMBER and cost >= 0))
+        and (value.get("judge") is None or type(value["judge"]) is dict)
     )
 
 
@@ -317,8 +348,9 @@ def _first_line(path: Path, item: str, rollout: int | None = None) -> int:
     return 0  # pragma: no cover - the record was read from this file a moment ago
 
 
-def _read_records(path: Path) -> RolloutTable:
-    """Every line a whole record; duplicates and torn lines are errors (`resume` repairs both).
+def _read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
+    """Every line a whole record; duplicates and torn lines are errors (`resume` repairs both),
+    and so is a rollout index at or past the run's configured ``rollouts`` (k), when known.
 
     Streamed into a :class:`~evalgate.run.rollouts.RolloutTable` (the columns summaries and
     comparisons read), with per item only its first content hash and a bit per rollout for the
@@ -353,7 +385,7 @@ def _read_records(path: Path) -> RolloutTable:
             value.get("rollout", 0),
             value.get("item_hash"),
         )
-        index = table.append(_table_row(value, where))
+        index = table.append(_table_row(value))
         if index == len(hashes):
             hashes.append(content)
         if not seen.add(index, rollout):
@@ -369,25 +401,21 @@ def _read_records(path: Path) -> RolloutTable:
                 f"{where}: item_hash: item {item!r} has other content than on line "
                 f"{first} (two items share one id)"
             )
+        if rollouts is not None and rollout >= rollouts:
+            raise UsageError(
+                f"{where}: rollout: {rollout} is out of range (the run has {rollouts} "
+                f"rollout{'s' if rollouts != 1 else ''} per item: 0 to {rollouts - 1})"
+            )
     return table
 
 
-def _table_row(value: dict[str, Any], where: str) -> dict[str, Any]:
+def _table_row(value: dict[str, Any]) -> dict[str, Any]:
     """A checked record as the table takes it: a record that leaves out the keys only summaries
     read (an older or hand-made run) is read as the engine would have written it, and an errored
     rollout's scores, which nothing reads, are not kept."""
-    row = {"rollout": 0, "item_hash": None, "error": None, "reward": None, **value}
-    row["metrics"] = row.get("metrics") or {}
+    row = {"rollout": 0, "item_hash": None, "error": None, "reward": None, "metrics": {}, **value}
     if row["error"] is not None:
         row["reward"], row["metrics"] = None, {}
-    for name in ("metrics", "usage"):
-        fields = row.get(name) or {}
-        if not isinstance(fields, dict):
-            raise UsageError(f"{where}: {name}: not an object (a {type(fields).__name__})")
-        if name == "usage":
-            for key, count in fields.items():
-                if isinstance(count, bool) or not isinstance(count, int | float):
-                    raise UsageError(f"{where}: usage.{key}: not a number ({count!r:.40})")
     return row
 
 
@@ -439,8 +467,9 @@ def load_run(path: Path, *, origin: dict[str, Any] | None = None) -> LoadedRun:
     did not finish (no metadata.json, a torn last line), raises UsageError in one line naming the
     file, the line and the field: a run is compared whole or not at all."""
     path = Path(path)
-    config, _ = read_run_config(path)
-    records = _read_records(path / RESULTS)
+    config, typed = read_run_config(path)
+    k = (typed.benchmark.eval or {}).get("rollouts")
+    records = _read_records(path / RESULTS, k if type(k) is int and k > 0 else None)
     meta_path = path / METADATA
     if not meta_path.is_file():
         raise UsageError(
@@ -456,13 +485,17 @@ def load_run(path: Path, *, origin: dict[str, Any] | None = None) -> LoadedRun:
 
 
 def run_dirs_under(root: Path, *, folder: str = "*", run: str = "*") -> list[Path]:
-    """The run directories under an output root (those with a run_config.json), sorted by
-    folder then run id; ``folder``/``run`` are glob patterns."""
-    return sorted(p.parent for p in Path(root).glob(f"{EVALS}/{folder}/{run}/{RUN_CONFIG}"))
+    """The run directories under an output root, sorted by folder then run id; ``folder``/``run``
+    are glob patterns. A folder holding any run file is one, also when its run_config.json is
+    lost: readers then refuse it in one line (a baseline left out quietly could hide a
+    regression), and `runs` lists it with the reason."""
+    return sorted(p for p in Path(root).glob(f"{EVALS}/{folder}/{run}") if is_run_dir(p))
 
 
 def is_run_dir(path: Path) -> bool:
-    return (Path(path) / RUN_CONFIG).is_file()
+    """Whether ``path`` is a run's folder: it holds a run file (the config is written first, so
+    a folder with only the others lost it)."""
+    return any((Path(path) / name).is_file() for name in RUN_FILES)
 
 
 def find_runs(path: Path) -> dict[tuple[str, str], Path]:
