@@ -321,10 +321,20 @@ class _PipeSafe(io.TextIOBase):
                 self._closed_pipe()
 
 
+def _replace_unencodable() -> None:
+    """An ASCII-only terminal or log (PYTHONIOENCODING=ascii, an old LANG=C) gets every line
+    with the symbols it cannot show as "?" (✅, ×, Δ), never a crash that hides the verdict."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            with contextlib.suppress(ValueError, OSError):  # closed, or not reconfigurable
+                stream.reconfigure(errors="replace")
+
+
 def main(
     argv: list[str] | None = None, environ: dict[str, str] | None = None, out: IO[str] | None = None
 ) -> int:
     environ = dict(os.environ if environ is None else environ)
+    _replace_unencodable()
     # A TextIOBase, not a typing.IO: the commands only write and flush.
     out = out or cast("IO[str]", _PipeSafe(sys.stdout))
     args: argparse.Namespace | None = None

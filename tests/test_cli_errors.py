@@ -125,3 +125,29 @@ def test_a_reader_that_stops_reading_is_not_a_crash(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert b"internal error" not in err and b"Traceback" not in err and b"Broken pipe" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["validate", "examples/quickstart/evals.yaml"], 0),  # "items × rollouts" on stdout
+        (["validate", "no-such-evals.yaml"], 2),  # an error line on stderr
+    ],
+)
+def test_a_terminal_that_cannot_encode_the_output_is_not_a_crash(
+    argv: list[str], code: int
+) -> None:
+    """An ASCII-only terminal or log (PYTHONIOENCODING=ascii, LANG=C on old systems) gets the
+    same lines with the symbols it cannot show replaced, and the command's own exit code."""
+    done = subprocess.run(
+        [sys.executable, "-m", "evalgate", *argv],
+        capture_output=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "ascii"},
+        timeout=300,
+    )
+    assert done.returncode == code, done.stderr
+    assert b"internal error" not in done.stderr and b"Traceback" not in done.stderr
+    assert done.stdout.isascii() and done.stderr.isascii()
+    if code == 0:
+        assert b"items ? " in done.stdout  # the line is kept, its "×" replaced

@@ -64,6 +64,13 @@ def test_a_full_disk_mid_run_is_exit_3_with_whole_journal_lines(
     assert all(json.loads(line)["error"] is None for line in lines)  # no torn line
     assert len(lines) < 2000
     assert not list(tmp_path.rglob("crash.log"))
+    # The line names the file that failed and the command that finishes the run; nothing is
+    # left half written (an atomic write's temporary file).
+    run_id = journal.parent.name
+    said = proc.stdout + proc.stderr  # the scorecard's reason and the log
+    assert str(journal) in said, said
+    assert f"evalgate resume {run_id} --output {out}" in said, said
+    assert not list(out.rglob("*.tmp"))
 
 
 def test_a_failed_append_leaves_no_torn_line(
@@ -209,3 +216,26 @@ def test_a_missing_inspect_interpreter_is_one_line_exit_2(
         assert code == 2, err
         assert "EVALGATE_INSPECT_PYTHON" in err[-1] and "no-venv" in err[-1]
         assert "Traceback" not in "\n".join(err)
+
+
+def test_a_failed_atomic_write_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verdict.json and the other run files are written through a temporary file: a full disk
+    mid-write leaves the old file whole and no `.tmp` beside it."""
+    from evalgate.run.rundir import write_json
+
+    target = tmp_path / "verdict.json"
+    write_json(target, {"status": "PASS"})
+    real = pathlib.Path.write_text
+
+    def disk_fills(self: Path, text: str, *args, **kwargs) -> int:
+        real(self, text[:10], *args, **kwargs)  # some bytes, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+
+    monkeypatch.setattr(pathlib.Path, "write_text", disk_fills)
+    with pytest.raises(OSError, match="No space"):
+        write_json(target, {"status": "FAIL"})
+    monkeypatch.undo()
+    assert json.loads(target.read_text()) == {"status": "PASS"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["verdict.json"]

@@ -82,12 +82,26 @@ class _Journal:
             try:
                 _append(self.fh, ("\n".join(self.lines) + "\n").encode("utf-8"))
             except OSError as exc:  # disk full, quota, file too large, folder gone read-only
-                name = getattr(self.fh, "name", "the journal")
+                name = getattr(self.fh, "name", None)
                 raise InfraError(
-                    f"cannot write {name}: {exc.strerror or exc}; the journal keeps every "
-                    "complete line (free space, then `evalgate resume`)"
+                    f"cannot write {name or 'the journal'}: {exc.strerror or exc}; the journal "
+                    f"keeps every complete line (free space, then {_resume_command(name)})"
                 ) from exc
             self.lines.clear()  # only once written: a failed write keeps them for the next try
+
+
+def _resume_command(journal: str | None) -> str:
+    """The command that finishes the run whose journal is ``journal``
+    ({root}/evals/{folder}/{run_id}/results.jsonl), spelled out; plain `evalgate resume` for a
+    journal elsewhere (a test's)."""
+    if not journal:
+        return "`evalgate resume`"
+    path = os.path.abspath(journal)
+    run_dir = os.path.dirname(path)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(run_dir)))
+    if os.path.basename(os.path.dirname(os.path.dirname(run_dir))) != "evals":
+        return "`evalgate resume`"
+    return f"`evalgate resume {os.path.basename(run_dir)} --output {root}`"
 
 
 def _append(fh: IO[str], data: bytes) -> None:

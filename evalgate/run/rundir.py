@@ -94,8 +94,12 @@ def _slug(text: str) -> str:
 def write_json(path: Path, data: Any) -> None:
     """Write atomically: a reader never sees half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temporary file left beside the runs
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 @dataclass
