@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalgate.serve.client import PROBE_MESSAGE
+
 __all__ = [
     "FAULTS",
     "Answer",
@@ -121,6 +123,7 @@ class FaultServer:
     script: Callable[[Key, int, int], Action | Awaitable[Action]]
     log: dict[Key, list[Action]] = field(default_factory=lambda: defaultdict(list))
     requests: int = 0
+    probes: int = 0  # the breaker's health probes: answered at once, kept out of the log
     in_flight: int = 0
     max_in_flight: int = 0
     base_url: str = ""
@@ -154,6 +157,23 @@ class FaultServer:
         asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+
+    def pause(self, seconds: float) -> None:
+        """A restart, from inside a script: stop listening and drop every connection, then
+        listen again on the same port after ``seconds`` (connections are refused meanwhile)."""
+
+        async def restart() -> None:
+            port = self._server.sockets[0].getsockname()[1]
+            self._server.close()
+            for writer in list(self._writers):
+                writer.transport.abort()
+            await self._server.wait_closed()
+            await asyncio.sleep(seconds)
+            self._server = await asyncio.start_server(
+                self._serve, "127.0.0.1", port, reuse_address=True
+            )
+
+        self._restart = self._loop.create_task(restart())
 
     def __enter__(self) -> FaultServer:
         return self.start()
@@ -189,6 +209,9 @@ class FaultServer:
     ) -> bool:
         """Answer one request; False when the connection is finished."""
         key = (body["messages"][-1]["content"], body.get("seed"))
+        if key[0] == PROBE_MESSAGE:  # the breaker asking whether the server is there
+            self.probes += 1
+            return await self._act(Answer("OK"), reader, writer)
         attempt = len(self.log[key])
         n = self.requests
         self.requests += 1

@@ -4,8 +4,10 @@ deadline and the liveness probe of a server evalgate owns, over real loopback so
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +23,7 @@ from evalgate.suites.base import Item
 from evalgate.suites.qa import QASuite
 from evalgate.suites.scorers import make_scorer
 from tests.conftest import run_pipeline, write_config
+from tests.fault_server import FAULTS, Answer, FaultServer
 
 SAMPLING = SimpleNamespace(temperature=0.0, top_p=1.0, max_tokens=8, seed=0)
 
@@ -76,11 +79,14 @@ def _suite(n: int) -> QASuite:
     )
 
 
-def _run(endpoint: Endpoint, n: int, **client: Any) -> list[dict[str, Any]]:
+def _run(
+    endpoint: Endpoint, n: int, *, backoff: bool = False, **client: Any
+) -> list[dict[str, Any]]:
+    """``backoff``: the client's default retry backoff (else ~0, to keep the tests short)."""
+    waits = {} if backoff else {"backoff_base_s": 0.001, "backoff_cap_s": 0.01}
+
     async def go() -> list[dict[str, Any]]:
-        async with ChatClient(
-            endpoint, SAMPLING, backoff_base_s=0.001, backoff_cap_s=0.01, **client
-        ) as c:
+        async with ChatClient(endpoint, SAMPLING, **waits, **client) as c:
             return await run_suite(
                 _suite(n), c, rollouts=1, max_concurrent=client.get("max_concurrent", 4)
             )
@@ -152,3 +158,112 @@ def test_one_cause_is_said_once_not_once_per_benchmark(silent: Silent, tmp_path:
     assert verdict.status == "ERROR"
     (reason,) = verdict.reasons
     assert reason.startswith("m / a, b, c / -: ") and "in a row" in reason
+
+
+def test_items_that_never_answer_are_counted_errors_not_a_dead_server() -> None:
+    """8 of 200 items hang (4 %, under the default 5 % error budget) on a live server: at the
+    default breaker threshold they end as counted timeouts, the run goes on and finishes. A
+    timeout alone is no evidence that the server is gone: a probe request asks it."""
+    hung = {f"q{i}" for i in range(0, 200, 25)}
+
+    def script(key: Any, attempt: int, n: int) -> Any:
+        return FAULTS["hang past timeout"] if key[0] in hung else Answer("A")
+
+    with FaultServer(script) as server:
+        records = _run(Endpoint(base_url=server.base_url, model="m"), 200, timeout_s=0.3,
+                       deadline_s=0.9, max_concurrent=8)  # fmt: skip
+    errored = {r["example_id"] for r in records if r["error"] is not None}
+    assert errored == hung
+    assert all(r["error"].startswith("timeout") for r in records if r["error"] is not None)
+    assert sum(r["reward"] == 1.0 for r in records) == 200 - len(hung)
+
+
+def test_a_short_restart_is_ridden_through() -> None:
+    """The endpoint restarts (connections refused for 3 s, every open one dropped): requests
+    wait for it while the breaker probes, then go on; no rollout is lost to the restart."""
+    server = FaultServer(lambda key, attempt, n: Answer("A"))
+
+    def script(key: Any, attempt: int, n: int) -> Any:
+        if n == 40:
+            server.pause(3.0)
+        return Answer("A")
+
+    server.script = script
+    with server:
+        records = _run(Endpoint(base_url=server.base_url, model="m"), 200, max_concurrent=8,
+                       backoff=True)  # fmt: skip
+    assert [r["example_id"] for r in records if r["error"] is not None] == []
+    assert len(records) == 200
+
+
+def test_a_dead_endpoint_trips_after_the_restart_window() -> None:
+    endpoint = Endpoint(base_url=f"http://127.0.0.1:{_closed_port()}/v1", model="m")
+    with pytest.raises(EndpointDown) as info:
+        _run(endpoint, 200, timeout_s=5, max_retries=4, max_consecutive_failures=5,
+             restart_grace_s=1.0)  # fmt: skip
+    assert "refused" in str(info.value) and "1 s" in str(info.value)
+
+
+def _hangs(text: str) -> bool:
+    return zlib.crc32(text.encode()) % 25 == 0  # ~4 % of the prompts, the same every run
+
+
+def _errored(out: Path) -> list[str]:
+    (journal,) = out.glob("evals/*/*/results.jsonl")
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert len(records) == 200
+    return [r["error"] for r in records if r["error"] is not None]
+
+
+def test_hung_items_at_the_defaults_are_counted_errors_and_the_run_finishes(
+    tmp_path: Path,
+) -> None:
+    """The breaker's defaults (10 in a row), a short request timeout: hung items on a live
+    model server are errors within the budget, and the run ends with a verdict, not ERROR."""
+
+    def script(key: Any, attempt: int, n: int) -> Any:
+        return FAULTS["hang past timeout"] if _hangs(key[0]) else Answer("4")
+
+    with FaultServer(script) as server:
+        config = write_config(
+            tmp_path,
+            f"models: [{{name: m, backend: openai, base_url: '{server.base_url}', "
+            "model: org/m}]\n"
+            "benchmarks: [{name: a, kind: arith, size: 200, "
+            "eval: {cache: false, request_timeout_s: 0.3}}]\n",
+        )
+        verdict = run_pipeline(config, tmp_path / "out")
+    errors = _errored(tmp_path / "out")
+    assert 0 < len(errors) <= 10 and all(e.startswith("timeout") for e in errors), errors
+    assert verdict.status != "ERROR", verdict.reasons
+
+
+def test_hung_judgements_at_the_defaults_are_counted_errors_and_the_run_finishes(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """The same on the judge's endpoint: a judge that never answers some prompts."""
+    model = scripted_server(lambda body, n: "4")
+
+    def judge(key: Any, attempt: int, n: int) -> Any:
+        return FAULTS["hang past timeout"] if _hangs(key[0]) else Answer("VERDICT: PASS")
+
+    with FaultServer(judge) as server:
+        config = write_config(
+            tmp_path,
+            f"models: [{{name: m, backend: openai, base_url: '{model.base_url}', "
+            "model: org/m}]\n"
+            "benchmarks:\n"
+            "  - name: a\n"
+            "    kind: arith\n"
+            "    size: 200\n"
+            "    eval: {cache: false, request_timeout_s: 0.3}\n"
+            "    scorer:\n"
+            "      type: judge\n"
+            "      mode: reference\n"
+            f"      model: {{name: j, backend: openai, base_url: '{server.base_url}', "
+            "model: org/j}\n",
+        )
+        verdict = run_pipeline(config, tmp_path / "out")
+    errors = _errored(tmp_path / "out")
+    assert 0 < len(errors) <= 10, errors
+    assert verdict.status != "ERROR", verdict.reasons

@@ -43,12 +43,13 @@ from yarl import URL
 
 from evalgate.serve import served
 from evalgate.serve.base import Endpoint
-from evalgate.serve.breaker import Breaker
+from evalgate.serve.breaker import RESTART_GRACE_S, Breaker
 from evalgate.serve.keys import check_api_key
 
 __all__ = [
     "MAX_REDIRECTS",
     "MAX_REPLY_BYTES",
+    "PROBE_MESSAGE",
     "AdaptiveLimit",
     "ChatClient",
     "ClientStats",
@@ -60,6 +61,9 @@ __all__ = [
     "parse_retry_after",
     "retry_after",
 ]
+
+# The breaker's probe request asks this, for one token (a server's log can tell it apart).
+PROBE_MESSAGE = "evalgate health probe: reply with OK."
 
 # One encoder, built once: json.dumps with non-default arguments builds a new one per call.
 _STD_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -282,6 +286,7 @@ class ChatClient:
         max_consecutive_failures: int = 10,
         deadline_s: float | None = None,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        restart_grace_s: float = RESTART_GRACE_S,
     ) -> None:
         self.endpoint = endpoint
         self.max_reply_bytes = max_reply_bytes
@@ -312,7 +317,12 @@ class ChatClient:
         self.allow_empty = allow_empty
         # A request's time over all its attempts and waits; None: only the retry count bounds it.
         self.deadline_s = deadline_s
-        self.breaker = Breaker(max_consecutive_failures, alive=endpoint.alive)
+        self.breaker = Breaker(
+            max_consecutive_failures,
+            alive=endpoint.alive,
+            probe=self._probe,
+            restart_s=restart_grace_s,
+        )
 
     async def __aenter__(self) -> ChatClient:
         self._session = aiohttp.ClientSession(
@@ -328,6 +338,7 @@ class ChatClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        await self.breaker.close()
         if self._session is not None:
             await self._session.close()
         if self.cache is not None:
@@ -406,6 +417,9 @@ class ChatClient:
         while True:
             hint: float | None = None
             retryable = True
+            timed_out = False
+            if breaker.waiting is not None:  # the endpoint is restarting: wait for it
+                await breaker.wait()
             breaker.check()
             epoch = await limit.acquire() if limit is not None else 0
             self.stats.requests += 1
@@ -429,7 +443,7 @@ class ChatClient:
                 retryable = exc.kind not in _FINAL_KINDS
             except TimeoutError:  # before ClientError: aiohttp's timeouts are both
                 error = RequestFailed("timeout", f"no answer within {self.hop_timeout_s:g} s")
-                breaker.no_answer("timeout", str(error), self.endpoint.base_url)
+                timed_out = True  # the breaker asks the server, outside the concurrency slot
             except aiohttp.ClientPayloadError as exc:  # body cut short, Content-Length lied
                 error = RequestFailed("truncated", str(exc) or type(exc).__name__)
             except aiohttp.ClientConnectionError as exc:  # refused, reset, closed before reply
@@ -443,6 +457,8 @@ class ChatClient:
             finally:
                 if limit is not None:
                     limit.release()
+            if timed_out:
+                await breaker.timed_out(str(error), self.endpoint.base_url)
             delay = self._delay(attempt, hint) if retryable else 0.0
             late = (
                 self.deadline_s is not None
@@ -461,6 +477,28 @@ class ChatClient:
             self.stats.retries += 1
             await self._sleep(delay)
             attempt += 1
+
+    async def _probe(self) -> str | None:
+        """Is the server there? One chat request for one token (the generation path, not only
+        the HTTP front: a wedged engine can still list its models); None when it answered,
+        with any status, within the hop timeout, else why not. The breaker's evidence."""
+        if self._session is None:
+            return "no session"
+        body = {
+            "model": self.endpoint.model,
+            "messages": [{"role": "user", "content": PROBE_MESSAGE}],
+            "max_tokens": 1,
+        }
+        try:
+            async with self._session.post(
+                self._url, data=dumps(body), allow_redirects=False
+            ) as resp:
+                await resp.read()
+        except TimeoutError:
+            return f"no answer within {self.hop_timeout_s:g} s"
+        except aiohttp.ClientError as exc:
+            return str(exc) or type(exc).__name__
+        return None
 
     async def _exchange(
         self, session: aiohttp.ClientSession, payload: bytes, result: list[URL]

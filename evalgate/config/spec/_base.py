@@ -212,8 +212,11 @@ class EvalSettings(Strict):
     """Seconds one request may take over all its attempts: no retry starts past it. Null: three
     times `request_timeout_s`."""
     max_consecutive_failures: int = Field(10, ge=0, le=100000)
-    """Attempts in a row that get no answer at all (timeouts, refused connections) before the run
-    stops as an infrastructure error: the endpoint is down or hung. 0: never stop."""
+    """Attempts in a row that get no answer at all before the run stops as an infrastructure
+    error: the endpoint is down or hung. A timeout counts only when a one-token probe request
+    gets no answer either (a slow item on a live server is that rollout's error); after this many
+    refused connections the endpoint is waited for 15 s (a restart) before the run stops. 0:
+    never stop."""
     allow_empty_replies: bool = False
     """A reply without text (`content: null`, no choices, tool calls only) is scored as the empty
     answer; by default it is an error (`empty_reply`), counted against `max_error_rate`."""
