@@ -263,7 +263,10 @@ def _gate(
     from evalgate.compare.paired import load_run
     from evalgate.report.html import report_url
 
-    heads = [load_run(Path(s.run_dir)) for s in summaries if s.run_dir]
+    # A run the endpoint stopped mid-way is ERROR and unfinished (no metadata.json): not read.
+    heads = [
+        load_run(Path(s.run_dir)) for s in summaries if s.run_dir and not s.extra.get("unfinished")
+    ]
     return gate_runs(
         heads,
         ctx.baselines,

@@ -124,6 +124,7 @@ class FaultServer:
     log: dict[Key, list[Action]] = field(default_factory=lambda: defaultdict(list))
     requests: int = 0
     probes: int = 0  # the breaker's health probes: answered at once, kept out of the log
+    answer_probes: bool = True  # False: probes go to the script like any request (a hung server)
     in_flight: int = 0
     max_in_flight: int = 0
     base_url: str = ""
@@ -209,7 +210,7 @@ class FaultServer:
     ) -> bool:
         """Answer one request; False when the connection is finished."""
         key = (body["messages"][-1]["content"], body.get("seed"))
-        if key[0] == PROBE_MESSAGE:  # the breaker asking whether the server is there
+        if key[0] == PROBE_MESSAGE and self.answer_probes:  # the breaker asking: is it there?
             self.probes += 1
             return await self._act(Answer("OK"), reader, writer)
         attempt = len(self.log[key])

@@ -100,7 +100,7 @@ def test_a_hung_endpoint_trips_the_breaker_after_n_attempts(silent: Silent) -> N
         _run(endpoint, 50, timeout_s=0.2, max_retries=4, max_concurrent=4,
              max_consecutive_failures=6)  # fmt: skip
     assert "6 requests in a row" in str(info.value) and "timeout" in str(info.value)
-    assert silent.accepted <= 6 + 4  # the threshold, plus the attempts already in flight
+    assert silent.accepted <= 6 + 4 + 2  # the threshold, the attempts in flight, the probes
 
 
 def test_a_dead_endpoint_trips_the_breaker_within_seconds() -> None:
@@ -142,7 +142,7 @@ def test_a_hung_endpoint_ends_the_pipeline_as_error_naming_the_cause(
     verdict = run_pipeline(config, tmp_path / "out")
     assert verdict.status == "ERROR" and int(verdict.exit_code) == 3
     assert any("in a row" in reason for reason in verdict.reasons), verdict.reasons
-    assert silent.accepted <= 4 + 4
+    assert silent.accepted <= 4 + 4 + 2  # and the breaker's probes (one per wave of timeouts)
 
 
 def test_one_cause_is_said_once_not_once_per_benchmark(silent: Silent, tmp_path: Path) -> None:
@@ -267,3 +267,30 @@ def test_hung_judgements_at_the_defaults_are_counted_errors_and_the_run_finishes
     errors = _errored(tmp_path / "out")
     assert 0 < len(errors) <= 10, errors
     assert verdict.status != "ERROR", verdict.reasons
+
+
+def test_a_run_stopped_by_the_breaker_reports_what_it_kept(tmp_path: Path) -> None:
+    """The server hangs for good after 60 answers: the run stops as ERROR, and the scorecard
+    counts the rollouts the journal kept (it said "0 × 1, 0/0")."""
+
+    def script(key: Any, attempt: int, n: int) -> Any:
+        return FAULTS["hang past timeout"] if n >= 60 else Answer("4")
+
+    server = FaultServer(script, answer_probes=False)
+    with server:
+        config = write_config(
+            tmp_path,
+            f"models: [{{name: m, backend: openai, base_url: '{server.base_url}', "
+            "model: org/m}]\n"
+            "benchmarks: [{name: a, kind: arith, size: 200, eval: {cache: false, "
+            "request_timeout_s: 0.3, max_consecutive_failures: 4, max_concurrent: 4}}]\n",
+        )
+        verdict = run_pipeline(config, tmp_path / "out")
+    assert verdict.status == "ERROR" and any("in a row" in r for r in verdict.reasons)
+    (journal,) = (tmp_path / "out").glob("evals/*/*/results.jsonl")
+    kept = len(journal.read_text().splitlines())
+    (run,) = verdict.runs
+    assert kept >= 60 and (run.n_rollouts, run.n_items) == (kept, kept)
+    assert run.run_dir == str(journal.parent)
+    scorecard = (tmp_path / "out" / "scorecard.md").read_text()
+    assert f"| {kept} × 1 |" in scorecard and "| 0 × 1 |" not in scorecard

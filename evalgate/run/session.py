@@ -28,7 +28,7 @@ from evalgate.run.cache import ResponseCache
 from evalgate.run.costs import cost_usd
 from evalgate.run.engine import run_suite
 from evalgate.run.fingerprint import fingerprint
-from evalgate.run.journal import order_tables, resume_journal
+from evalgate.run.journal import order_tables, read_journal, resume_journal
 from evalgate.run.lock import lock_run, unlock_run
 from evalgate.run.progress import Progress
 from evalgate.run.rollouts import RolloutTable
@@ -287,6 +287,15 @@ def _primary_metric(gate: GateSettings, baseline: LoadedRun) -> str:
     return next((n for n in names if not n.startswith(("pass@", "pass^"))), "reward")
 
 
+class StoppedMidRun(Exception):
+    """A benchmark's run stopped by an infrastructure error (the endpoint is gone), with the
+    summary of the rollouts its journal kept: the model's other benchmarks are not run."""
+
+    def __init__(self, summary: RunSummary, cause: InfraError) -> None:
+        super().__init__(str(cause))
+        self.summary, self.cause = summary, cause
+
+
 def failed_run(model: Model, bench: Benchmark, name: str, error: str) -> RunSummary:
     return RunSummary(
         benchmark=name,
@@ -395,7 +404,9 @@ def _run_model(
                 if seq is not None:
                     decisions[(model.name, suite.name)] = seq
                 summaries.append(summary)
-    except InfraError as exc:
+    except (InfraError, StoppedMidRun) as exc:
+        if isinstance(exc, StoppedMidRun):  # the benchmark that was running: what it kept
+            summaries.append(exc.summary)
         done = {(s.model, s.benchmark) for s in summaries}
         for bench, suite in suites:
             if (model.name, suite.name) not in done:
@@ -542,24 +553,41 @@ def _run_one(
     run_dir, kept, skip = _open_run_dir(ctx, bench, suite, endpoint, run_cfg)
     t0 = time.perf_counter()
     stats: dict[str, Any] = {}
-    records, seq = asyncio.run(
-        _execute(
-            suite,
-            bench,
-            endpoint,
-            run_dir,
-            ctx.progress,
-            baseline=baseline,
-            gate=ctx.config.gate,
-            cache=ctx.cache,
-            cache_identity=_cache_identity(model, run_cfg),
-            skip=skip,
-            kept=kept,
-            stats=stats,
-            budget=ctx.budget,
-            judge_endpoint=judge_endpoint,
+    try:
+        records, seq = asyncio.run(
+            _execute(
+                suite,
+                bench,
+                endpoint,
+                run_dir,
+                ctx.progress,
+                baseline=baseline,
+                gate=ctx.config.gate,
+                cache=ctx.cache,
+                cache_identity=_cache_identity(model, run_cfg),
+                skip=skip,
+                kept=kept,
+                stats=stats,
+                budget=ctx.budget,
+                judge_endpoint=judge_endpoint,
+            )
         )
-    )
+    except InfraError as exc:  # the endpoint is gone: what the journal kept is still reported
+        kept_now = read_journal(
+            run_dir.results_path, items=suite.items, rollouts=bench.eval.rollouts
+        )
+        summary = summarize(
+            kept_now.records,
+            benchmark=suite.name,
+            model=model.name,
+            model_id=endpoint.model_id,
+            run_dir=str(run_dir.path),
+            n_items=len({r["example_id"] for r in kept_now.records}),
+            rollouts=bench.eval.rollouts,
+            time_s=time.perf_counter() - t0,
+        )
+        summary.extra["unfinished"] = True  # no metadata.json: `evalgate resume` finishes it
+        raise StoppedMidRun(dataclasses.replace(summary, infra_error=str(exc)), exc) from exc
     if kept:
         records = order_tables([kept, records], suite.items)
     elapsed = time.perf_counter() - t0
