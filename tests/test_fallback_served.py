@@ -115,3 +115,41 @@ def test_a_fallback_served_item_is_not_paired_with_the_primarys_baseline(
     assert not {f["item_id"] for f in comparison["flips"]} & set(chosen)
     assert comparison["n_paired"] == len(prompts) - 4
     assert "Not paired with the baseline (a fallback" in (out / "scorecard.md").read_text()
+
+
+@pytest.mark.parametrize("named", ["/models/Llama-3-8B-Instruct", "gpt-4o-deployment-eu"])
+def test_a_server_that_names_its_deployment_is_not_a_fallback(
+    tmp_path: Path, scripted_server: Any, named: str
+) -> None:
+    """vLLM started on a path, llama.cpp, an Azure deployment, Anthropic's compatible API:
+    every reply names the server's own model, not the requested one, with no router saying a
+    fallback answered. That is the deployment's name: replies are the configured model's,
+    priced as it, and cached (a re-run sends nothing)."""
+
+    def script(body: dict[str, Any], n: int) -> Any:
+        payload = {
+            "id": f"c{n}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": named,
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": answer_arith(body, n)}}
+            ],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+        }
+        return 200, json.dumps(payload), {"Content-Type": "application/json"}
+
+    server = scripted_server(script)
+    config = _config(tmp_path, server.base_url)
+    assert main(["local", str(config), "--output", str(tmp_path / "a")]) in (0, 1)
+    (run_dir,) = (tmp_path / "a" / "evals").glob("*/*")
+    records = read_jsonl(run_dir / "results.jsonl")
+    assert not any(r.get("served_by") for r in records)
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert not meta.get("fallback_rollouts")
+    assert meta["requests"]["server_model"] == named  # the deployment's name, said once
+    assert meta["cost_usd"] == pytest.approx(cost_usd(PRIMARY, 7 * len(records), 3 * len(records)))
+    assert "a fallback" not in (tmp_path / "a" / "scorecard.md").read_text()
+    sent = len(server.requests)
+    assert main(["local", str(config), "--output", str(tmp_path / "b")]) in (0, 1)
+    assert len(server.requests) == sent  # every reply came from the cache

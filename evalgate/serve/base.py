@@ -28,6 +28,10 @@ class Endpoint:
     # Liveness of a server evalgate started: None while it runs, else why it is gone (its exit
     # code, its log). The client asks it when a request gets no answer (serve.breaker).
     alive: Callable[[], str | None] | None = field(default=None, repr=False, compare=False)
+    # A router (LiteLLM) may answer with another model (a fallback): a reply naming another
+    # model is that model's. Elsewhere the name a reply gives is the deployment's own (vLLM
+    # started on a path, llama.cpp, Azure): the configured model answered.
+    router: bool = False
 
 
 @dataclass(frozen=True)

@@ -141,9 +141,14 @@ class ClientStats:
     redirects: int = 0  # 303 hops followed (Modal answers past 150 s with one)
     throttle_decreases: int = 0  # times AIMD halved the concurrency limit
     min_concurrency: int = 0  # lowest concurrency limit AIMD reached (max_concurrent if none)
+    # The first name a reply gave that is not the requested one (a deployment's own, or a
+    # router's fallback): said once in metadata, not per rollout.
+    server_model: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        named = {"server_model": self.server_model} if self.server_model else {}
         return {
+            **named,
             "requests": self.requests,
             "retries": self.retries,
             "cache_hits": self.cache_hits,
@@ -556,7 +561,12 @@ class ChatClient:
         other = getattr(parsed, "served_by", None)
         if other is None and served.fell_back(headers):
             with contextlib.suppress(ValueError, TypeError, AttributeError):
-                other = served.other_model(self.endpoint.model, loads(raw).get("model"), headers)
+                other = served.other_model(
+                    self.endpoint.model,
+                    loads(raw).get("model"),
+                    headers,
+                    router=self.endpoint.router,
+                )
         if other is None:
             return parsed
         usage = getattr(parsed, "usage", None)
@@ -599,10 +609,15 @@ class ChatClient:
             )
             finish = first.get("finish_reason")
             raise RequestFailed("empty_reply", f"{what} (finish_reason: {finish})")
+        named = data.get("model")
+        if named != self.endpoint.model and self.stats.server_model is None and named:
+            self.stats.server_model = str(named)  # noted once: the deployment's own name
         return Reply(
             text=text or "",
             usage=usage,
             latency_s=time.perf_counter() - start,
             attempts=attempts,
-            served_by=served.other_model(self.endpoint.model, data.get("model"), None),
+            served_by=served.other_model(
+                self.endpoint.model, named, None, router=self.endpoint.router
+            ),
         )

@@ -227,6 +227,7 @@ class LiteLLMServer:
             model=self.model.model,
             api_key=_provider_key(self.model, self.environ),
             model_id=self.model.model_id,
+            router=True,
         )
 
     def command(self, config: Path, port: int) -> list[str]:
@@ -277,6 +278,7 @@ class LiteLLMServer:
                     model=self.model.model,
                     api_key=master_key,
                     model_id=self.model.model_id,
+                    router=True,
                 )
             except _StartFailed as exc:
                 last = str(exc)

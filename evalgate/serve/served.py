@@ -26,14 +26,19 @@ def fell_back(headers: Mapping[str, str] | None) -> bool:
         return False
 
 
-def other_model(requested: str, responded: Any, headers: Mapping[str, str] | None) -> str | None:
+def other_model(
+    requested: str, responded: Any, headers: Mapping[str, str] | None, *, router: bool = True
+) -> str | None:
     """The responding model when it is not the requested one, else None. A dated variant of the
     requested name (``gpt-4o`` → ``gpt-4o-2024-08-06``) is the same model; LiteLLM's fallback
-    header counts even where the names look alike."""
+    header counts even where the names look alike. Only a ``router`` (or that header) answers
+    with another model: elsewhere the reply's name is the deployment's own."""
     if not isinstance(responded, str) or not responded:
         return None
-    if responded == requested or responded.startswith(requested + "-"):
-        return responded if fell_back(headers) else None
+    if fell_back(headers):
+        return responded
+    if not router or responded == requested or responded.startswith(requested + "-"):
+        return None
     return responded
 
 
