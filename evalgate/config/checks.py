@@ -1,9 +1,10 @@
 """Checks beyond the schema: what a run would trip over before (or instead of) its first request.
 
 ``check_policy`` runs inside ``load_config`` (no I/O): threshold metrics a benchmark's scorer never
-produces, ``gate.metrics`` typos, more generated items asked for than exist, what a serving backend
-would refuse. What ``evalgate validate`` adds (reading every dataset, building the suites) needs
-the later stages, so it lives with that command (:mod:`evalgate.commands.validate`).
+produces, ``gate.metrics`` and ``gate.scales`` typos, more generated items asked for than exist,
+what a serving backend would refuse. What ``evalgate validate`` adds (reading every dataset,
+building the suites) needs the later stages, so it lives with that command
+(:mod:`evalgate.commands.validate`).
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ def _unknown_metric(metric: str, produced: set[str], bench: str) -> str:
     hint = f"; did you mean {close[0]!r}?" if close else ""
     if metric.startswith(("pass@", "pass^")) and metric not in produced:
         hint += f" ({metric} needs eval.rollouts = {metric[5:]} on {bench})"
-    return f"{bench} never produces metric {metric!r}{hint}; it produces: " + ", ".join(
-        sorted(produced)
-    )
+    if bench == "no benchmark":
+        said, have = "no benchmark produces", "the benchmarks produce"
+    else:
+        said, have = f"{bench} never produces", "it produces"
+    return f"{said} metric {metric!r}{hint}; {have}: " + ", ".join(sorted(produced))
 
 
 # litellm_params with a field of their own in evals.yaml (the key stays out of files).
@@ -116,6 +119,12 @@ def check_policy(config: Config, where: Callable[[tuple[str | int, ...]], str]) 
         if known and metric not in everything:
             raise ConfigError(
                 f"{where(('gate', 'metrics', index))}: gate.metrics[{index}]: "
+                f"{_unknown_metric(metric, everything, 'no benchmark')}"
+            )
+    for metric in config.gate.scales:  # a typo would leave the real metric's scale guessed
+        if known and metric not in everything:
+            raise ConfigError(
+                f"{where(('gate', 'scales', metric))}: gate.scales.{metric}: "
                 f"{_unknown_metric(metric, everything, 'no benchmark')}"
             )
     for index, model in enumerate(config.models):

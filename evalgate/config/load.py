@@ -341,11 +341,19 @@ def _message(err: ErrorDetails, node: Any, root: Any, path: Path_, data: Any) ->
         return f"{msg} (got {shown(node)})"
     if _is_secret(path) or msg.endswith("(value not shown)"):  # never echo a pasted key
         return msg if msg.endswith("(value not shown)") else f"{msg} (value not shown)"
+    if kind == "value_error" and isinstance(node, dict | list):
+        return msg  # a validator's own words name the value; "(got dict)" would not
     hint = typing_hint(kind, node)
     number = isinstance(node, int | float) and not isinstance(node, bool)
+    percentish = bool(_PERCENTISH & {str(p) for p in path})  # a share written as a percent
     if kind == "less_than_equal" and ctx.get("le") == 1 and number and 1 < node <= 100:
-        hint = f"; {node:g} means {node:g} %? write {node / 100:g}"
+        hint = f"; {node:g} means {node:g} %? write {node / 100:g}" if percentish else ""
     return f"{msg} (got {shown(node)}{hint})"
+
+
+# Fields that hold a share of something, which people write as a percent (margin: 3 for 3 pp):
+# a probability such as top_p is not one, and the hint would mislead there.
+_PERCENTISH = frozenset({"margin", "max_error_rate", "thresholds"})
 
 
 def _owners(path: Path_, in_entry: bool) -> str:

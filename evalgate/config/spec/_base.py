@@ -5,7 +5,15 @@ from __future__ import annotations
 import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 __all__ = [
@@ -258,13 +266,23 @@ class GateSettings(Strict):
     the range the bounds assume. Default: a proportion when every value is in [0, 1], a count
     when they are whole numbers, else the range seen in both runs (the scorecard says so)."""
 
-    @model_validator(mode="after")
-    def _ranges_are_ranges(self) -> GateSettings:
-        for metric, scale in self.scales.items():
+    @field_validator("scales")
+    @classmethod
+    def _ranges_are_ranges(
+        cls, scales: dict[str, Literal["proportion", "count"] | tuple[float, float]]
+    ) -> dict[str, Literal["proportion", "count"] | tuple[float, float]]:
+        for metric, scale in scales.items():
             if isinstance(scale, tuple) and not scale[0] < scale[1]:
-                got = list(scale)
-                raise ValueError(f"scales.{metric}: [low, high] needs low < high, got {got}")
-        return self
+                low, high = (f"{v:g}" for v in scale)
+                why = (
+                    "the same value twice"
+                    if scale[0] == scale[1]
+                    else f"reversed: [{high}, {low}]?"
+                )
+                raise ValueError(
+                    f"{metric}: [low, high] needs low < high, got [{low}, {high}] ({why})"
+                )
+        return scales
 
 
 class BaselineSettings(Strict):
