@@ -107,7 +107,8 @@ def _run_commands(sub: Any) -> None:
     resume.add_argument(
         "--retry-errors",
         action="store_true",
-        help="also run again the rollouts that ended in an error (after an outage)",
+        help="also run again the rollouts that ended in an error (after an outage); where the "
+        "model had answered and only scoring failed (a judge's outage), only the scoring",
     )
     _cache_arguments(resume)
 

@@ -795,3 +795,32 @@ budget: {{gpu_seconds: 0.000001}}
                                "0 of 9 items",)  # fmt: skip
     meta = _metadata(tmp_path / "out")
     assert meta["budget"]["spent"]["gpu_seconds"] > 0
+
+
+def test_retry_errors_after_a_judge_outage_asks_only_the_judge_again(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """The judge was down for some rollouts (the model had answered them): `resume
+    --retry-errors`, cache off, asks the judge again and never the model."""
+    down: set[str] = set()
+
+    def judge(body: dict[str, Any], n: int) -> Any:
+        prompt = body["messages"][-1]["content"]
+        if _section(prompt, "Response") in down:
+            return 500, '{"error": {"message": "judge overloaded"}}', {}
+        return fair_judge(body, n)
+
+    model, judge_server = scripted_server(answer_arith), scripted_server(judge)
+    down.update({"4", "6", "8", "10", "12"})  # some answers' judgements fail
+    config = _config(tmp_path, model.base_url, judge_server.base_url, items=9)
+    code, out = _run(tmp_path, config, "--no-cache")
+    errored = [r for r in _results(out) if r["error"] is not None]
+    assert errored and all(r["completion"] for r in errored)  # the model had answered
+    asked = len(model.requests)
+    down.clear()  # the judge is back
+    (run_dir,) = (out / "evals").glob("arith--org--candidate/*")
+    args = ["resume", run_dir.name, "--output", str(out), "--no-cache", "--retry-errors"]
+    assert main(args, environ={"CI": "true"}) in (0, 1)
+    assert len(model.requests) == asked  # no model call was sent again
+    assert all(r["error"] is None for r in _results(out))
+    assert len(_results(out)) == 9

@@ -122,6 +122,9 @@ class JournalState:
     duplicates: int = 0  # complete records of a pair already kept
     stale: int = 0  # complete records not in the plan (unknown or changed item, rollout ≥ k)
     retried_errors: int = 0  # errored records dropped so that their pairs run again
+    # Of those, the ones the model had answered (scoring failed after: a judge's outage): their
+    # prompt and reply by (example_id, rollout), so the retry asks only the scorer again.
+    answered: dict[Pair, tuple[Any, str, dict[str, int]]] = field(default_factory=dict)
     size: int = 0  # bytes read
     clean_size: int = 0  # bytes up to the end of the last complete line
 
@@ -219,6 +222,9 @@ def _read_line(
         return 0
     if retry_errors and rec["error"] is not None:
         state.retried_errors += 1
+        completion = rec.get("completion")
+        if isinstance(completion, str) and completion and rec.get("prompt"):
+            state.answered[pair] = (rec["prompt"], completion, rec["usage"] or {})
         return 0
     state.done.add(pair)
     state.records.append({**rec, "metrics": rec["metrics"] or {}})

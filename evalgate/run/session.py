@@ -35,7 +35,7 @@ from evalgate.run.rollouts import RolloutTable
 from evalgate.run.rundir import LoadedRun, RunDir
 from evalgate.run.summary import RunSummary, summarize
 from evalgate.serve import Endpoint, ServeContext
-from evalgate.serve.client import ChatClient
+from evalgate.serve.client import ChatClient, dumps
 from evalgate.suites import Suite
 
 if TYPE_CHECKING:
@@ -115,6 +115,7 @@ async def _execute(
     stats: dict[str, Any] | None = None,
     budget: BudgetMeter | None = None,
     judge_endpoint: Endpoint | None = None,
+    replay: dict[tuple[bytes, int], tuple[str, dict[str, int]]] | None = None,
 ) -> tuple[RolloutTable, SequentialResult | None]:
     ev = bench.eval
     progress.start(suite.name, len(suite.items) * ev.rollouts - len(skip))
@@ -133,6 +134,7 @@ async def _execute(
                 cache=cache if ev.cache else None,
                 cache_identity=cache_identity,
                 max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
+                replay=replay,
             ) as client,
             _bound_judge(suite, judge_endpoint, ev, cache, stats, baseline),
         ):
@@ -460,9 +462,15 @@ def _serve_judges(
 
 def _open_run_dir(
     ctx: RunContext, bench: Benchmark, suite: Suite, endpoint: Endpoint, run_cfg: dict[str, Any]
-) -> tuple[RunDir, RolloutTable, AbstractSet[tuple[str, int]]]:
-    """A new run directory, or (resume) the existing one with the journal's kept records and the
-    (item, rollout) pairs they cover."""
+) -> tuple[
+    RunDir,
+    RolloutTable,
+    AbstractSet[tuple[str, int]],
+    dict[tuple[bytes, int], tuple[str, dict[str, int]]],
+]:
+    """A new run directory, or (resume) the existing one with the journal's kept records, the
+    (item, rollout) pairs they cover, and (``--retry-errors``) the replies of the errored
+    rollouts the model had answered, by (prompt, rollout): only their scoring runs again."""
     if ctx.run_dirs is None:
         run_dir = RunDir.create(ctx.output_root, suite.name, endpoint.model_id, ctx.run_id)
         lock_run(run_dir.path)  # a `resume` of this run while it goes on is refused
@@ -471,7 +479,7 @@ def _open_run_dir(
                 run_cfg["baseline"]["path"], run_dir.path
             )
         run_dir.write_config(run_cfg)
-        return run_dir, RolloutTable(), frozenset()
+        return run_dir, RolloutTable(), frozenset(), {}
     run_dir = ctx.run_dirs[suite.name]
     state = resume_journal(
         run_dir.results_path, suite.items, bench.eval.rollouts, retry_errors=ctx.retry_errors
@@ -483,7 +491,11 @@ def _open_run_dir(
         f"{len(suite.items) * bench.eval.rollouts - len(state.done)} to run "
         f"({state.dropped} journal lines dropped)"
     )
-    return run_dir, state.records, state.done  # columns and bits, not a dict per rollout
+    replay = {
+        (dumps(prompt), rollout): (completion, usage)
+        for (_, rollout), (prompt, completion, usage) in state.answered.items()
+    }
+    return run_dir, state.records, state.done, replay  # columns and bits, not dicts
 
 
 def _costs(summary: RunSummary, model: Model, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -550,7 +562,7 @@ def _run_one(
     baseline = ctx.baselines.get((model.name, suite.name))
     if baseline is not None and ctx.run_dirs is None:  # resume finds the same baseline again
         run_cfg.update(_baseline_record(baseline, bench, ctx.config.gate))
-    run_dir, kept, skip = _open_run_dir(ctx, bench, suite, endpoint, run_cfg)
+    run_dir, kept, skip, replay = _open_run_dir(ctx, bench, suite, endpoint, run_cfg)
     t0 = time.perf_counter()
     stats: dict[str, Any] = {}
     try:
@@ -570,6 +582,7 @@ def _run_one(
                 stats=stats,
                 budget=ctx.budget,
                 judge_endpoint=judge_endpoint,
+                replay=replay,
             )
         )
     except InfraError as exc:  # the endpoint is gone: what the journal kept is still reported

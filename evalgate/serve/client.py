@@ -292,8 +292,12 @@ class ChatClient:
         deadline_s: float | None = None,
         max_reply_bytes: int = MAX_REPLY_BYTES,
         restart_grace_s: float = RESTART_GRACE_S,
+        replay: Mapping[tuple[bytes, int], tuple[str, dict[str, int]]] | None = None,
     ) -> None:
         self.endpoint = endpoint
+        # Replies the model already gave, by (messages as sent, rollout): a `resume
+        # --retry-errors` whose scorer failed after the model answered asks only the scorer.
+        self.replay = dict(replay or {})
         self.max_reply_bytes = max_reply_bytes
         self.sampling = sampling
         self.timeout_s = timeout_s
@@ -383,6 +387,11 @@ class ChatClient:
         one used): a judge's unreadable verdict is asked again on the next run, not replayed.
         ``response_format``: the OpenAI field, sent as given (a judge's structured output); it
         is part of the request, so of the cache key too."""
+        if self.replay:
+            again = self.replay.pop((dumps(messages), rollout), None)
+            if again is not None:
+                self.stats.cache_hits += 1
+                return Reply(text=again[0], usage=again[1], latency_s=0.0, attempts=0, cached=True)
         body = self.body(messages, rollout)
         if response_format is not None:
             body["response_format"] = response_format
