@@ -104,6 +104,42 @@ def load_environment(**kwargs):
 """
 
 
+# A legacy environment whose reward function calls its JudgeRubric's client synchronously, as
+# third-party environments do (prime-environments' TruthfulQA: a sync `OpenAI` judge_client and
+# `judge_client.chat.completions.create(...)` in the reward function).
+LEGACY_SYNC_ENV = (
+    LEGACY_ENV.replace(
+        """async def judged(judge, prompt, completion, answer, state, **kwargs) -> float:
+    verdict = await judge(prompt, completion, answer, state)
+    return 1.0 if verdict.strip().lower().endswith("yes") else 0.0
+""",
+        """def judged(completion, answer, judge_client, judge_model, **kwargs) -> float:
+    text = completion[-1]["content"] if isinstance(completion, list) else completion
+    reply = judge_client.chat.completions.create(
+        model=judge_model,
+        messages=[{"role": "user", "content": f"Reference: {answer}\\nResponse: {text}"}],
+    )
+    verdict = reply.choices[0].message.content
+    return 1.0 if verdict.strip().lower().endswith("yes") else 0.0
+""",
+    )
+    .replace("from openai import AsyncOpenAI", "from openai import OpenAI")
+    .replace("judge_client=AsyncOpenAI(", "judge_client=OpenAI(")
+)
+
+
+# A legacy environment whose reward function raises on one item: verifiers logs it and scores
+# 0, which would read as a wrong answer.
+LEGACY_RAISING_ENV = LEGACY_SYNC_ENV.replace(
+    """    text = completion[-1]["content"] if isinstance(completion, list) else completion
+""",
+    """    text = completion[-1]["content"] if isinstance(completion, list) else completion
+    if answer == "12":
+        raise KeyError("no 'verdict' in the judge's reply")
+""",
+)
+
+
 def _has(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -115,6 +151,9 @@ APIS = [
     pytest.param("v1", marks=pytest.mark.skipif(not _has("verifiers.v1"), reason="no v1")),
     pytest.param(
         "legacy", marks=pytest.mark.skipif(not _has("verifiers.legacy"), reason="no legacy")
+    ),
+    pytest.param(
+        "legacy-sync", marks=pytest.mark.skipif(not _has("verifiers.legacy"), reason="no legacy")
     ),
 ]
 
@@ -164,7 +203,13 @@ V1_SCHEMA_ENV = (
 def _setup(tmp_path: Path, api: str, model_url: str, judge_url: str) -> Path:
     env_dir = tmp_path / "envs"
     (env_dir / "judged_arith").mkdir(parents=True, exist_ok=True)
-    source = {"v1": V1_ENV, "legacy": LEGACY_ENV, "v1-schema": V1_SCHEMA_ENV}[api]
+    source = {
+        "v1": V1_ENV,
+        "legacy": LEGACY_ENV,
+        "legacy-sync": LEGACY_SYNC_ENV,
+        "legacy-raises": LEGACY_RAISING_ENV,
+        "v1-schema": V1_SCHEMA_ENV,
+    }[api]
     (env_dir / "judged_arith" / "__init__.py").write_text(textwrap.dedent(source))
     config = tmp_path / "evals.yaml"
     config.write_text(
@@ -293,3 +338,18 @@ def test_the_environments_judge_is_part_of_the_measurement(tmp_path: Path) -> No
     assert measurement(one)["judge"]["model"]["model"] == "org/a"
     assert measurement(one) != measurement(other)
     assert field_role("benchmarks[].judge.model.model") == "exam"
+
+
+@pytest.mark.skipif(not _has("verifiers.legacy"), reason="no legacy")
+@pytest.mark.slow
+def test_a_reward_function_that_raised_is_an_error_never_a_zero(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    model, judge = scripted_server(_candidate), scripted_server(_strict_judge)
+    config = _setup(tmp_path, "legacy-raises", model.base_url, judge.base_url)
+    _, out = _run(tmp_path, config)
+    records = {r["example_id"]: r for r in read_jsonl(_run_dir(out) / "results.jsonl")}
+    raised = records["add-7-5"]
+    assert raised["reward"] is None, raised
+    assert raised["error"].startswith("vf_reward_error: judged: KeyError"), raised["error"]
+    assert records["add-2-3"]["reward"] == 1.0 and records["sub-9-3"]["error"] is None

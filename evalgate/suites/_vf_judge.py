@@ -24,7 +24,7 @@ import contextvars
 import types
 from typing import Any
 
-__all__ = ["CURRENT", "route_legacy", "route_v1"]
+__all__ = ["CURRENT", "route_legacy", "route_v1", "rubrics"]
 
 # The current rollout's judge endpoint: {"base_url", "model", "api_key", "sampling"}.
 CURRENT: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -66,17 +66,40 @@ def route_v1() -> bool:
 
 class _RoutedClient:
     """A stand-in for a JudgeRubric's ``judge_client``: ``chat.completions.create`` on the
-    current rollout's relay endpoint (a client per call: the rollouts' event loops differ)."""
+    current rollout's relay endpoint (a client per call: the rollouts' event loops differ).
+    ``sync``: the environment built a synchronous ``OpenAI`` client and its reward functions
+    call it so (``judge_client.chat.completions.create(...)`` without ``await``): the stand-in
+    answers the same way, or they would get a coroutine and score 0."""
 
-    def __init__(self) -> None:
-        self.chat = types.SimpleNamespace(completions=types.SimpleNamespace(create=self._create))
+    def __init__(self, *, sync: bool = False) -> None:
+        create = self._create_sync if sync else self._create
+        self.chat = types.SimpleNamespace(completions=types.SimpleNamespace(create=create))
 
     async def _create(self, **kwargs: Any) -> Any:
         async with _client() as client:
             return await client.chat.completions.create(**kwargs)
 
+    def _create_sync(self, **kwargs: Any) -> Any:
+        import openai
 
-def _rubrics(rubric: Any) -> list[Any]:
+        target = _target()  # the context variable travels into a worker thread too
+        with openai.OpenAI(
+            base_url=target["base_url"], api_key=target["api_key"], max_retries=0
+        ) as client:
+            return client.chat.completions.create(**kwargs)
+
+
+def _is_sync(client: Any) -> bool:
+    """Whether the environment's own judge client is a synchronous one (``openai.OpenAI``)."""
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - verifiers depends on openai
+        return False
+    return isinstance(client, openai.OpenAI)
+
+
+def rubrics(rubric: Any) -> list[Any]:
+    """A rubric and every rubric a RubricGroup holds, each once."""
     out, stack, seen = [], [rubric], set()
     while stack:
         r = stack.pop()
@@ -92,10 +115,10 @@ def route_legacy(env: Any, model: str, sampling: dict[str, Any]) -> int:
     """Give every JudgeRubric of ``env`` the routed client, the judge's model and sampling;
     the number of judges routed."""
     routed = 0
-    for rubric in _rubrics(getattr(env, "rubric", None)):
+    for rubric in rubrics(getattr(env, "rubric", None)):
         if not (hasattr(rubric, "judge_client") and hasattr(rubric, "judge_model")):
             continue
-        rubric.judge_client = _RoutedClient()
+        rubric.judge_client = _RoutedClient(sync=_is_sync(rubric.judge_client))
         rubric.judge_model = model
         rubric.judge_sampling_args = dict(sampling)
         objects = getattr(rubric, "class_objects", None)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import importlib
+import inspect
 import json
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
@@ -26,6 +30,58 @@ if TYPE_CHECKING:
     from evalgate.config.spec import VerifiersBenchmark
 
 __all__ = ["Legacy"]
+
+# What the current rollout's reward functions raised. verifiers' Rubric logs an exception and
+# scores the function 0, which would read as a wrong answer: the rollout errors instead.
+_RAISED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "evalgate_reward_raised", default=None
+)
+
+
+def _raised(func: Any, exc: Exception) -> None:
+    seen = _RAISED.get()
+    if seen is not None:
+        name = getattr(func, "__name__", type(func).__name__)
+        seen.append(f"{name}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+
+
+def _watched(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``func``, noting what it raises for the rollout (then raising it as before). The
+    signature is ``func``'s (``functools.wraps``: verifiers reads it to pass arguments)."""
+    if getattr(func, "evalgate_watched", False):
+        return func
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def watched_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await func(*args, **kwargs)
+            except Exception as exc:
+                _raised(func, exc)
+                raise
+
+        watched: Callable[..., Any] = watched_async
+    else:
+
+        @functools.wraps(func)
+        def watched_sync(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except Exception as exc:
+                _raised(func, exc)
+                raise
+
+        watched = watched_sync
+    watched.evalgate_watched = True  # type: ignore[attr-defined]
+    return watched
+
+
+def _watch_reward_funcs(env: Any) -> None:
+    """Wrap every reward function of the environment's rubric tree (:func:`_watched`)."""
+    for rubric in _vf_judge.rubrics(getattr(env, "rubric", None)):
+        funcs = getattr(rubric, "funcs", None)
+        if isinstance(funcs, list):
+            rubric.funcs = [_watched(f) for f in funcs]
 
 
 def _legacy_api() -> types.ModuleType:
@@ -66,6 +122,7 @@ class Legacy:
                 "`Environment.run_rollout`; use verifiers>=0.3.0"
             )
         self._vf = vf
+        _watch_reward_funcs(self.env)
         self.group = bool(getattr(self.env, "requires_group_rollouts", False))
         ids = _unique_ids([self._item_id(r) for r in rows])
         self.rows = dict(zip(ids, rows, strict=True))
@@ -138,6 +195,8 @@ class Legacy:
         model = client.endpoint.model
         vf_client = self._vf_client(client)
         judged = _vf_judge.CURRENT.set(getattr(client, "judge", None))  # see _vf_judge
+        raised: list[str] = []
+        watching = _RAISED.set(raised)
         try:
             if self.group:
                 out = (await self._group(item, vf_client, model))[index]
@@ -151,6 +210,9 @@ class Legacy:
             raise _legacy_exception(exc) from exc
         finally:
             _vf_judge.CURRENT.reset(judged)
+            _RAISED.reset(watching)
+        if raised:  # (a group's rollouts: noted for the rollout that ran the group)
+            raise InfraError(f"vf_reward_error: {raised[0]}")
         return _output_outcome(out)
 
     async def _group(self, item: Item, vf_client: Any, model: str) -> list[Any]:

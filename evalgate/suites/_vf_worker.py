@@ -22,7 +22,7 @@ import sys
 import types
 from typing import Any
 
-from evalgate.errors import ConfigError
+from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
 
 __all__ = ["main"]
@@ -45,6 +45,8 @@ def _error(exc: BaseException) -> dict[str, Any]:
         return {"type": "config", "message": str(exc)}
     if isinstance(exc, RequestFailed):
         return {"type": "request", "kind": exc.kind, "message": str(exc)}
+    if isinstance(exc, InfraError) and str(exc).startswith("vf_"):  # its kind is its prefix
+        return {"type": "infra", "message": str(exc)[:500]}
     return {"type": "infra", "message": f"{type(exc).__name__}: {exc}"[:500]}
 
 
