@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import evalgate
 from evalgate.errors import ConfigError, InfraError
+from evalgate.sandbox.worker import end, jail
 from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest, tree_digest
 from evalgate.suites.judge import JudgeFailed
 from evalgate.suites.judge_relay import Grader
-from evalgate.suites.repo_code import repo_env, spawn_options
+from evalgate.suites.repo_code import repo_env
 
 if TYPE_CHECKING:
     from evalgate.config.spec import VerifiersBenchmark
@@ -83,19 +84,35 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         except (OSError, subprocess.TimeoutExpired):
             proc.kill()
             proc.wait()
+    end(proc.pid)  # what is left of its group (the jail's pid namespace is gone already)
 
 
 class _Worker:
-    """The worker process and its request/answer bookkeeping, usable from any event loop."""
+    """The worker process and its request/answer bookkeeping, usable from any event loop.
 
-    def __init__(self, name: str, declared: list[str] | tuple[str, ...] = ()) -> None:
+    It runs in a jail (``sandbox.worker``): no capabilities, read-only binds of this
+    interpreter, evalgate and the ``env_path`` folder, a private home, and a pid namespace
+    whose every process ends when the worker does."""
+
+    def __init__(
+        self, name: str, declared: list[str] | tuple[str, ...] = (), env_path: str | None = None
+    ) -> None:
         self.name = name
-        self.proc = subprocess.Popen(
+        env = worker_env(declared=declared)
+        reads = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        jailed = jail(
             [sys.executable, "-P", "-m", "evalgate.suites._vf_worker"],
+            env=env,
+            python=sys.executable,
+            reads=[*reads, *([os.path.abspath(env_path)] if env_path else [])],
+        )
+        self.proc = subprocess.Popen(
+            jailed.argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=worker_env(declared=declared),
-            **spawn_options(),  # the gate unreadable to it (repo_code)
+            env=jailed.env,
+            cwd="/",
+            **jailed.options,
         )
         self._lock = threading.Lock()
         self._pending: dict[int, Any] = {}
@@ -248,7 +265,7 @@ class VerifiersSuite(SuiteDefaults):
         cls, spec: VerifiersBenchmark, *, sandboxes: Sandboxes | None = None
     ) -> VerifiersSuite:
         source = env_source(spec.env_id, spec.env_path)  # before the worker could touch it
-        worker = _Worker(spec.name, tuple(spec.pass_env))
+        worker = _Worker(spec.name, tuple(spec.pass_env), spec.env_path)
         answer = worker.call(
             {"op": "load", "spec": spec.model_dump(mode="json"), "env_path": spec.env_path}
         )

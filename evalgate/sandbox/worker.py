@@ -1,0 +1,218 @@
+"""Repository code that runs as a worker process on this machine, inside a bubblewrap jail.
+
+An inspect task file and a verifiers environment are the repository's code (often the pull
+request's own); their runner processes talk to the gate through pipes and files, and results
+cross as data. :func:`jail` wraps such a runner's command line so that it:
+
+- runs **with no capabilities** in its own user namespace (uid 1000 inside). When evalgate runs
+  as root, bwrap itself runs as ``nobody`` wherever every bound path is reachable by others;
+  where one is not (an interpreter in root's 0700 home), bwrap's privileged mode: files are
+  checked against host uid 0 without any capability, and only the bound paths exist;
+- **sees only what it needs**: ``/usr`` and the libraries, a few ``/etc`` files (CA bundles,
+  name resolution), the interpreter's prefixes, the files its caller names — read-only — and
+  the folders it must write (its output) read-write; a private ``/tmp`` that is also its home.
+  Never the runner's home, never a ``.git`` (masked in every bound folder: ``.git/config``
+  holds the checkout's token), never the exam tree or evalgate's install for writing;
+- **ends with its step**: its own pid namespace (bwrap's init is pid 1): when the runner exits,
+  the kernel kills every process it left, ``setsid`` daemons included; ``--die-with-parent``
+  when the gate dies first;
+- gets **only the environment its caller built** (``repo_code.repo_env``: no token the base
+  did not route to it), less the host paths that mean nothing inside (``HOME``, ``TMPDIR``).
+
+The network namespace is shared: the runner must reach the model under test and the judge's
+relay, both of which it is given the address and key of anyway.
+
+Where bubblewrap cannot run (no user namespaces: Docker's default seccomp profile, Ubuntu's
+AppArmor restriction), :func:`jail` falls back to the plain process: the cleared environment,
+the gate made non-dumpable, a root gate's child left with root's file access capabilities only
+(``repo_code.spawn_options``), and its own session, whose process group :func:`end` kills when
+the step ends. That fallback does not hide host files, does not keep it from writing what the
+gate's user may write, and a process that leaves its session (``setsid``) survives it: the
+reason is named on stderr once per process (:func:`fallback_reason`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalgate.sandbox._host import SANDBOX_UID, _bwrap, _drop_prefix, _etc_dir
+
+__all__ = ["HOME", "Jail", "end", "fallback_reason", "interpreter_paths", "jail"]
+
+HOME = "/tmp"  # the worker's home: its private tmpfs
+_DROP_UID = 65534
+# /etc files a runner needs: CA bundles (an https model), name resolution (the network is the
+# host's), the dynamic linker's cache. passwd/group are generated (no host accounts).
+_ETC = (
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "hosts",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "pki",
+    "resolv.conf",
+    "ssl",
+)
+# Host paths in the caller's environment that mean nothing inside (or point into a home).
+# A shared Hugging Face cache is one of them: what one worker wrote there (a PR's task), the
+# next (the base's) would read as its data. Downloads go to the worker's private home.
+_HOST_PATHS = ("HOME", "TMPDIR", "XDG_CACHE_HOME", "HF_HOME")
+_warned: set[str] = set()
+
+
+@dataclass
+class Jail:
+    """A command line ready for ``subprocess.Popen`` / ``asyncio.create_subprocess_exec``."""
+
+    argv: list[str]
+    env: dict[str, str]
+    options: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for Popen
+    confined: bool = True  # False: the fallback (no bubblewrap here)
+
+
+@functools.cache
+def fallback_reason() -> str | None:
+    """Why repository code runs unjailed here, or None where bubblewrap works."""
+    if not sys.platform.startswith("linux"):
+        return "not Linux"
+    from evalgate.sandbox.bubblewrap import BubblewrapBackend
+
+    return BubblewrapBackend.unavailable()
+
+
+@functools.cache
+def interpreter_paths(python: str) -> tuple[str, ...]:
+    """The folders ``python`` runs from: its prefixes (a venv and the interpreter it was made
+    from), the real path of the executable, and import paths outside them (an editable
+    install's source folder). Asked of the interpreter itself, isolated (``-I``): it is the
+    job's own (``EVALGATE_INSPECT_PYTHON`` or evalgate's), not the repository's."""
+    probe = (
+        "import json, os, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, "
+        "sys.base_exec_prefix, os.path.realpath(sys.executable), *sys.path]))"
+    )
+    try:
+        done = subprocess.run(
+            [python, "-I", "-c", probe], capture_output=True, text=True, timeout=60, cwd="/"
+        )
+        found = json.loads(done.stdout) if done.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        found = []
+    paths = [os.path.realpath(python), os.path.abspath(python)]
+    for entry in found:
+        if isinstance(entry, str) and entry and os.path.exists(entry):
+            paths.append(entry)
+    return tuple(_outermost(paths))
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """The paths less those inside another one of them (a bind of the outer one has them)."""
+    out: list[str] = []
+    for path in sorted({os.path.abspath(p) for p in paths}, key=len):
+        if path.startswith("/usr/") or path == "/usr":
+            continue  # bound anyway
+        if not any(path == o or path.startswith(o.rstrip("/") + "/") for o in out):
+            out.append(path)
+    return out
+
+
+def _masks(folder: str) -> list[str]:
+    """Hide a ``.git`` inside a bound folder: its ``config`` holds the checkout's token."""
+    git = os.path.join(folder, ".git")
+    if os.path.isdir(git) and not os.path.islink(git):
+        return ["--tmpfs", git, "--remount-ro", git]
+    if os.path.lexists(git):
+        return ["--ro-bind", "/dev/null", git]
+    return []
+
+
+def _warn_once(reason: str) -> None:
+    if reason not in _warned:
+        _warned.add(reason)
+        sys.stderr.write(
+            "evalgate: repository code (inspect tasks, verifiers environments) runs without its "
+            f"sandbox here ({reason}): its own process group and a cleared environment only\n"
+        )
+
+
+def jail(
+    argv: list[str],
+    *,
+    env: Mapping[str, str],
+    python: str,
+    reads: Iterable[str | Path] = (),
+    writes: Iterable[str | Path] = (),
+    cwd: str | Path | None = None,
+) -> Jail:
+    """``argv`` (run by the interpreter ``python``) in a bubblewrap jail that binds ``reads``
+    read-only and ``writes`` read-write at their own paths, started in ``cwd`` (bound
+    read-only when not among them; the private ``/tmp`` when None); the fallback where
+    bubblewrap cannot run (see the module's docstring). End it with :func:`end`."""
+    from evalgate.suites.repo_code import protect_gate, spawn_options
+
+    reason = fallback_reason()
+    if reason is not None:
+        _warn_once(reason)
+        options = {**spawn_options(), "start_new_session": True}
+        return Jail(list(argv), dict(env), options, confined=False)
+    found = _bwrap()
+    assert found is not None  # fallback_reason said it runs
+    bwrap, version = found
+    ro = _outermost([*interpreter_paths(python), *(str(p) for p in reads)])
+    ro += [] if cwd is None or str(cwd) in ro else [str(cwd)]
+    rw = [os.path.abspath(str(p)) for p in writes]
+    drop = _drop_prefix([*ro, *rw])
+    if drop:  # bwrap as nobody: what it writes must be nobody's
+        for path in rw:
+            os.chown(path, _DROP_UID, _DROP_UID)
+    a = [*drop, bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    a += ["--unshare-cgroup-try"]
+    if version >= (0, 8):
+        a.append("--disable-userns")
+    a += ["--die-with-parent", "--new-session", "--hostname", "evalgate-worker"]
+    a += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+    a += ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = f"/{name}"
+        if os.path.islink(host):
+            a += ["--symlink", os.readlink(host), host]
+        elif os.path.isdir(host):
+            a += ["--ro-bind", host, host]
+    for name in _ETC:
+        a += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    etc = _etc_dir()
+    for name in ("passwd", "group"):
+        a += ["--ro-bind", f"{etc}/{name}", f"/etc/{name}"]
+    a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for path in ro:
+        a += ["--ro-bind", path, path, *_masks(path)]
+    for path in rw:
+        a += ["--bind", path, path, *_masks(path)]
+    a += ["--remount-ro", "/", "--chdir", str(cwd) if cwd is not None else HOME]
+    inner = {k: v for k, v in env.items() if k not in _HOST_PATHS}
+    inner["HOME"] = HOME
+    protect_gate()  # bwrap and what it runs cannot read the gate's memory or environment
+    # The environment is bwrap's own, inherited by what it runs: never on its command line
+    # (``--setenv``), which every user of this machine can read in ``ps``.
+    return Jail([*a, "--", *argv], inner, {"start_new_session": True})
+
+
+def end(pid: int) -> None:
+    """After a worker's step: SIGKILL whatever is left of its process group (a jailed worker's
+    pid namespace is gone with it already; this is the fallback's containment)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
