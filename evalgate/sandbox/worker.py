@@ -23,12 +23,14 @@ The network namespace is shared: the runner must reach the model under test and 
 relay, both of which it is given the address and key of anyway.
 
 Where bubblewrap cannot run (no user namespaces: Docker's default seccomp profile, Ubuntu's
-AppArmor restriction), :func:`jail` falls back to the plain process: the cleared environment,
-the gate made non-dumpable, a root gate's child left with root's file access capabilities only
-(``repo_code.spawn_options``), and its own session, whose process group :func:`end` kills when
-the step ends. That fallback does not hide host files, does not keep it from writing what the
-gate's user may write, and a process that leaves its session (``setsid``) survives it: the
-reason is named on stderr once per process (:func:`fallback_reason`).
+AppArmor restriction), :func:`jail` falls back to the plain process, said on stderr once per
+process with the reason (:func:`fallback_reason`): the cleared environment, a private home, the
+gate made non-dumpable, its own session, whose process group :meth:`Jail.end` kills when the
+step ends; a root gate runs it as ``nobody`` (no capabilities) where nobody can reach the
+interpreter and its files, else with root's file access capabilities only
+(``repo_code.spawn_options``). That fallback does not hide this machine's readable files, and a
+process that leaves its session (``setsid``) survives it: run the gate where bubblewrap works
+(or in a throw-away container) for the boundary.
 """
 
 from __future__ import annotations
@@ -37,17 +39,25 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.sandbox._host import SANDBOX_UID, _bwrap, _drop_prefix, _etc_dir
+from evalgate.sandbox._host import (
+    SANDBOX_UID,
+    _bwrap,
+    _drop_prefix,
+    _etc_dir,
+    _reachable_by_others,
+)
 
-__all__ = ["HOME", "Jail", "end", "fallback_reason", "interpreter_paths", "jail"]
+__all__ = ["HOME", "Jail", "fallback_reason", "interpreter_paths", "jail"]
 
 HOME = "/tmp"  # the worker's home: its private tmpfs
 _DROP_UID = 65534
@@ -83,6 +93,17 @@ class Jail:
     env: dict[str, str]
     options: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for Popen
     confined: bool = True  # False: the fallback (no bubblewrap here)
+    home: str | None = None  # the fallback's private home, removed by end()
+    cwd: str = "/"  # where to start it (bwrap changes into the jail's own)
+
+    def end(self, pid: int) -> None:
+        """After the worker's step: SIGKILL whatever is left of its process group (a jailed
+        worker's pid namespace is gone with it already: this is the fallback's containment),
+        and remove the fallback's private home."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        if self.home is not None:
+            shutil.rmtree(self.home, ignore_errors=True)
 
 
 @functools.cache
@@ -145,7 +166,7 @@ def _warn_once(reason: str) -> None:
         _warned.add(reason)
         sys.stderr.write(
             "evalgate: repository code (inspect tasks, verifiers environments) runs without its "
-            f"sandbox here ({reason}): its own process group and a cleared environment only\n"
+            f"sandbox here: {reason}\n"
         )
 
 
@@ -161,14 +182,12 @@ def jail(
     """``argv`` (run by the interpreter ``python``) in a bubblewrap jail that binds ``reads``
     read-only and ``writes`` read-write at their own paths, started in ``cwd`` (bound
     read-only when not among them; the private ``/tmp`` when None); the fallback where
-    bubblewrap cannot run (see the module's docstring). End it with :func:`end`."""
-    from evalgate.suites.repo_code import protect_gate, spawn_options
+    bubblewrap cannot run (see the module's docstring). End it with :meth:`Jail.end`."""
+    from evalgate.suites.repo_code import protect_gate
 
     reason = fallback_reason()
     if reason is not None:
-        _warn_once(reason)
-        options = {**spawn_options(), "start_new_session": True}
-        return Jail(list(argv), dict(env), options, confined=False)
+        return _fallback(argv, env, python, reads, writes, cwd, reason)
     found = _bwrap()
     assert found is not None  # fallback_reason said it runs
     bwrap, version = found
@@ -211,8 +230,41 @@ def jail(
     return Jail([*a, "--", *argv], inner, {"start_new_session": True})
 
 
-def end(pid: int) -> None:
-    """After a worker's step: SIGKILL whatever is left of its process group (a jailed worker's
-    pid namespace is gone with it already; this is the fallback's containment)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+def _fallback(
+    argv: list[str],
+    env: Mapping[str, str],
+    python: str,
+    reads: Iterable[str | Path],
+    writes: Iterable[str | Path],
+    cwd: str | Path | None,
+    reason: str,
+) -> Jail:
+    """No bubblewrap: the plain process in its own session, with a private home. A root gate
+    runs it as ``nobody`` (no capabilities, nothing of root's to read or write, only its
+    output folders made nobody's) wherever nobody can reach the interpreter and the files it
+    reads; else with root's file access capabilities only (``repo_code.spawn_options``)."""
+    from evalgate.suites.repo_code import protect_gate, spawn_options
+
+    options: dict[str, Any] = {"start_new_session": True}
+    writes = [str(p) for p in writes]
+    sources = [*interpreter_paths(python), *(str(p) for p in reads)]
+    sources += [os.path.dirname(os.path.abspath(p)) for p in writes]  # reached to be written
+    sources += [] if cwd is None else [str(cwd)]
+    # A home of its own: nothing it leaves there (a .pth in the user site) reaches the next.
+    home = tempfile.mkdtemp(prefix="evalgate-home-")
+    inner = {**{k: v for k, v in env.items() if k not in _HOST_PATHS}, "HOME": home}
+    if os.geteuid() == 0 and all(_reachable_by_others(p) for p in sources):
+        for path in [*writes, home]:
+            os.chown(path, _DROP_UID, _DROP_UID)
+        protect_gate()
+        options |= {"user": _DROP_UID, "group": _DROP_UID, "extra_groups": []}
+        how = "as nobody"
+    else:
+        options |= spawn_options()
+        how = "with root's file access" if os.geteuid() == 0 else "as this user"
+    _warn_once(
+        f"{reason}; it runs {how}, in its own process group, with a cleared environment, and "
+        "can read this machine's files"
+    )
+    start = home if cwd is None else str(cwd)
+    return Jail(list(argv), inner, options, confined=False, home=home, cwd=start)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
-from evalgate.sandbox.worker import end, jail
+from evalgate.sandbox.worker import jail
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest
 from evalgate.suites.judge import JudgeFailed
@@ -108,7 +108,7 @@ async def _call(
     try:
         proc = await asyncio.create_subprocess_exec(
             *jailed.argv,
-            cwd=cwd if not jailed.confined else "/",
+            cwd=jailed.cwd,
             env=jailed.env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
@@ -120,7 +120,7 @@ async def _call(
     try:
         out, err = await proc.communicate()
     finally:
-        end(proc.pid)  # whatever is left of its group, the run cancelled or not
+        jailed.end(proc.pid)  # whatever is left of its group, the run cancelled or not
     return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 

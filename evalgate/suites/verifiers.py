@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import evalgate
 from evalgate.errors import ConfigError, InfraError
-from evalgate.sandbox.worker import end, jail
+from evalgate.sandbox.worker import Jail, jail
 from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
@@ -75,7 +75,7 @@ def worker_env(
     return repo_env(declared, runner, environ=source)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def _stop(proc: subprocess.Popen[bytes], jailed: Jail) -> None:
     if proc.poll() is None:
         try:
             if proc.stdin is not None:
@@ -84,7 +84,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         except (OSError, subprocess.TimeoutExpired):
             proc.kill()
             proc.wait()
-    end(proc.pid)  # what is left of its group (the jail's pid namespace is gone already)
+    jailed.end(proc.pid)  # what is left of its group (the jail's pid namespace is gone already)
 
 
 class _Worker:
@@ -111,7 +111,7 @@ class _Worker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=jailed.env,
-            cwd="/",
+            cwd=jailed.cwd,
             **jailed.options,
         )
         self._lock = threading.Lock()
@@ -119,7 +119,7 @@ class _Worker:
         self._ids = itertools.count(1)
         self._reader = threading.Thread(target=self._read, name=f"vf-worker-{name}", daemon=True)
         self._reader.start()
-        self._finalizer = weakref.finalize(self, _stop, self.proc)
+        self._finalizer = weakref.finalize(self, _stop, self.proc, jailed)
 
     def close(self) -> None:
         self._finalizer()
