@@ -167,3 +167,31 @@ def test_without_bubblewrap_the_workers_group_is_killed_and_its_home_is_its_own(
     if os.geteuid() == 0 and python == "/usr/bin/python3":  # a root gate: the worker is nobody
         assert seen["uid"] == 65534 and int(str(seen["caps"]), 16) == 0
         assert seen["exam"] == "denied" and seen["install"] == "denied"
+
+
+@pytest.mark.skipif(worker.fallback_reason() is not None, reason="needs bubblewrap")
+def test_the_docker_socket_is_reachable_only_where_the_benchmark_declares_docker_host(
+    layout: dict[str, str],
+) -> None:
+    import socket
+
+    path = os.path.join(layout["out"], "docker.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(4)
+    probe = (
+        "import socket, sys\ns = socket.socket(socket.AF_UNIX)\n"
+        f"try:\n s.connect({path!r}); print('connected')\nexcept OSError: print('refused')"
+    )
+
+    def attempt(env: dict[str, str]) -> str:
+        jailed = jail([sys.executable, "-c", probe], env=env, python=sys.executable)
+        done = subprocess.run(jailed.argv, env=jailed.env, cwd=jailed.cwd, capture_output=True,
+                              text=True, timeout=120, **jailed.options)  # fmt: skip
+        return done.stdout.strip()
+
+    try:
+        assert attempt({"PATH": "/usr/bin:/bin"}) == "refused"
+        assert attempt({"PATH": "/usr/bin:/bin", "DOCKER_HOST": f"unix://{path}"}) == "connected"
+    finally:
+        server.close()

@@ -57,7 +57,7 @@ from evalgate.sandbox._host import (
     _reachable_by_others,
 )
 
-__all__ = ["HOME", "Jail", "fallback_reason", "interpreter_paths", "jail"]
+__all__ = ["HOME", "Jail", "fallback_reason", "granted", "interpreter_paths", "jail"]
 
 HOME = "/tmp"  # the worker's home: its private tmpfs
 _DROP_UID = 65534
@@ -151,6 +151,21 @@ def _outermost(paths: Iterable[str]) -> list[str]:
     return out
 
 
+def granted(env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """Host paths the worker's environment grants it, (read-only, read-write): the Docker
+    daemon's socket where ``DOCKER_HOST`` (a variable its benchmark must declare in
+    ``pass_env``) names one, for inspect's docker sandbox or a verifiers docker runtime — the
+    daemon is root on this machine, so that is the exam's explicit choice — and
+    ``DOCKER_CONFIG`` (the CLI's plugins, Compose)."""
+    reads, writes = [], []
+    host = env.get("DOCKER_HOST", "")
+    if host.startswith("unix://") and os.path.exists(host.removeprefix("unix://")):
+        writes.append(host.removeprefix("unix://"))
+    if env.get("DOCKER_CONFIG") and os.path.isdir(env["DOCKER_CONFIG"]):
+        reads.append(env["DOCKER_CONFIG"])
+    return reads, writes
+
+
 def _masks(folder: str) -> list[str]:
     """Hide a ``.git`` inside a bound folder: its ``config`` holds the checkout's token."""
     git = os.path.join(folder, ".git")
@@ -191,13 +206,15 @@ def jail(
     found = _bwrap()
     assert found is not None  # fallback_reason said it runs
     bwrap, version = found
-    ro = _outermost([*interpreter_paths(python), *(str(p) for p in reads)])
+    env_reads, sockets = granted(env)
+    ro = _outermost([*interpreter_paths(python), *(str(p) for p in reads), *env_reads])
     ro += [] if cwd is None or str(cwd) in ro else [str(cwd)]
     rw = [os.path.abspath(str(p)) for p in writes]
-    drop = _drop_prefix([*ro, *rw])
+    drop = _drop_prefix([*ro, *rw, *sockets])
     if drop:  # bwrap as nobody: what it writes must be nobody's
         for path in rw:
             os.chown(path, _DROP_UID, _DROP_UID)
+    rw += sockets
     a = [*drop, bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     a += ["--unshare-cgroup-try"]
     if version >= (0, 8):
