@@ -195,3 +195,32 @@ def test_the_docker_socket_is_reachable_only_where_the_benchmark_declares_docker
         assert attempt({"PATH": "/usr/bin:/bin", "DOCKER_HOST": f"unix://{path}"}) == "connected"
     finally:
         server.close()
+
+
+@pytest.mark.skipif(worker.fallback_reason() is not None, reason="needs bubblewrap")
+def test_a_task_run_from_the_runners_home_gets_its_file_not_the_home(
+    layout: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = Path(layout["repo"])  # the task file sits in the runner's home (evalgate run from ~)
+    monkeypatch.setenv("HOME", str(home))
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY")
+    probe = (
+        "import json, os\nout = {}\nfor name in ('task.py', 'data.jsonl', '.ssh/id_rsa'):\n"
+        " try:\n  open(name).read(); out[name] = 'read'\n except OSError:\n  out[name] = 'denied'\n"
+        "print(json.dumps(out))"
+    )
+    jailed = jail(
+        [sys.executable, "-c", probe],
+        env={"PATH": "/usr/bin:/bin"},
+        python=sys.executable,
+        reads=[home / "task.py"],
+        cwd=home,
+    )
+    done = subprocess.run(jailed.argv, env=jailed.env, cwd=jailed.cwd, capture_output=True,
+                          text=True, timeout=120, **jailed.options)  # fmt: skip
+    assert json.loads(done.stdout) == {
+        "task.py": "read",
+        "data.jsonl": "denied",
+        ".ssh/id_rsa": "denied",
+    }, done.stderr

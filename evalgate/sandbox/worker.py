@@ -166,6 +166,14 @@ def granted(env: Mapping[str, str]) -> tuple[list[str], list[str]]:
     return reads, writes
 
 
+def _too_wide(folder: str) -> bool:
+    """A working folder not to bind whole: ``/``, or the runner's home or a folder above it (a
+    task file run from ``~``): then only the files the caller names are bound."""
+    real = os.path.realpath(folder)
+    home = os.path.realpath(os.path.expanduser("~"))
+    return real == "/" or home == real or home.startswith(real.rstrip("/") + "/")
+
+
 def _masks(folder: str) -> list[str]:
     """Hide a ``.git`` inside a bound folder: its ``config`` holds the checkout's token."""
     git = os.path.join(folder, ".git")
@@ -196,7 +204,8 @@ def jail(
 ) -> Jail:
     """``argv`` (run by the interpreter ``python``) in a bubblewrap jail that binds ``reads``
     read-only and ``writes`` read-write at their own paths, started in ``cwd`` (bound
-    read-only when not among them; the private ``/tmp`` when None); the fallback where
+    read-only when not among them, unless it is ``/`` or holds the runner's home; the private
+    ``/tmp`` when None); the fallback where
     bubblewrap cannot run (see the module's docstring). End it with :meth:`Jail.end`."""
     from evalgate.suites.repo_code import protect_gate
 
@@ -208,7 +217,8 @@ def jail(
     bwrap, version = found
     env_reads, sockets = granted(env)
     ro = _outermost([*interpreter_paths(python), *(str(p) for p in reads), *env_reads])
-    ro += [] if cwd is None or str(cwd) in ro else [str(cwd)]
+    if cwd is not None and str(cwd) not in ro and not _too_wide(str(cwd)):
+        ro.append(str(cwd))  # else only what ``reads`` names of it (bwrap makes the folders)
     rw = [os.path.abspath(str(p)) for p in writes]
     drop = _drop_prefix([*ro, *rw, *sockets])
     if drop:  # bwrap as nobody: what it writes must be nobody's

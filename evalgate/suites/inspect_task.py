@@ -91,7 +91,7 @@ async def _call(
     api_key: str | None,
     declared: list[str],
     grader_key: str | None = None,
-    task_dir: Path | None = None,
+    task_file: Path | None = None,
     writes: Sequence[Path] = (),
 ) -> tuple[int, str, str]:
     # The runner and the task it loads run in a jail (sandbox.worker): no capabilities, only
@@ -101,9 +101,9 @@ async def _call(
         argv,
         env=_runner_env(api_key, declared, grader_key),
         python=argv[0],
-        reads=[RUNNER],
+        reads=[RUNNER, *([task_file] if task_file is not None else [])],
         writes=writes,
-        cwd=task_dir,
+        cwd=task_file.parent if task_file is not None else None,
     )
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -225,7 +225,7 @@ class InspectSuite(SuiteDefaults):
                     cwd=cwd,
                     api_key=None,
                     declared=list(spec.pass_env),
-                    task_dir=cwd if file.endswith(".py") else None,
+                    task_file=Path(file) if file.endswith(".py") else None,
                     writes=[Path(tmp)],
                 )
             )
@@ -281,6 +281,7 @@ class InspectSuite(SuiteDefaults):
             "max_retries": spec.eval.max_retries,
             "attempt_timeout": int(spec.eval.request_timeout_s),
         }
+        task_path = spec.task.partition("@")[0]
         argv = [inspect_python(), str(RUNNER), "run", "--task", spec.task]
         argv += ["--task-args", json.dumps(spec.task_args), "--model", ep.model]
         argv += ["--base-url", ep.base_url, "--epochs", str(spec.eval.rollouts)]
@@ -314,7 +315,7 @@ class InspectSuite(SuiteDefaults):
                 api_key=ep.api_key,
                 declared=list(spec.pass_env),
                 grader_key=grader_key,
-                task_dir=self.cwd if spec.task.partition("@")[0].endswith(".py") else None,
+                task_file=Path(task_path) if task_path.endswith(".py") else None,
                 writes=[self.log_dir],
             )
         finally:

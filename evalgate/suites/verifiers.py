@@ -23,6 +23,7 @@ import itertools
 import json
 import logging
 import os
+import site
 import subprocess
 import sys
 import threading
@@ -99,6 +100,11 @@ class _Worker:
     ) -> None:
         self.name = name
         env = worker_env(declared=declared)
+        user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
+        if user_site and os.path.isdir(user_site):
+            # Packages installed with --user (an environment, verifiers itself): the jail's home
+            # is not the runner's, so its user site is named, and bound read-only.
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), user_site) if p)
         reads = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         jailed = jail(
             [sys.executable, "-P", "-m", "evalgate.suites._vf_worker"],
