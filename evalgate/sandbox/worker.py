@@ -128,7 +128,12 @@ def interpreter_paths(python: str) -> tuple[str, ...]:
     )
     try:
         done = subprocess.run(
-            [python, "-I", "-c", probe], capture_output=True, text=True, timeout=60, cwd="/"
+            [python, "-I", "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
         )
         found = json.loads(done.stdout) if done.returncode == 0 else []
     except (OSError, subprocess.TimeoutExpired, ValueError):
