@@ -198,3 +198,41 @@ def test_agent_program_the_check_runs_cannot_patch_the_check() -> None:
     assert result.reason.startswith("check failed (exit 1)"), result.reason
     # backup.sh may patch itself (it runs confined, with whatever it starts), no process above.
     assert "not patched" in result.check_output, result.check_output
+
+
+# The agent's backup.sh, which the check runs, rewrites its own input (docs/) to match what it
+# copies: a check that judged backup/ against docs/ read after the script ran passed it.
+REWRITE_INPUTS = r"""
+cat > backup.sh <<'SH'
+#!/bin/sh
+rm -rf docs backup
+mkdir -p docs backup
+for n in one two three four; do
+    echo "$n" > "docs/$n.txt"
+    cp "docs/$n.txt" backup/
+done
+SH
+"""
+# Copies the right names with the wrong bytes, links instead of copies, or only some files.
+NOT_COPIES = {
+    "empty": "mkdir -p backup; for f in docs/*.txt; do : > \"backup/${f#docs/}\"; done",
+    "links": "mkdir -p backup; for f in docs/*.txt; do ln -s \"$PWD/$f\" backup/; done",
+    "spaceless": "mkdir -p backup; for f in docs/*.txt; do case $f in *' '*) ;; "
+    '*) cp "$f" backup/ ;; esac; done',
+}
+
+
+def test_a_program_the_check_runs_cannot_rewrite_what_the_check_reads() -> None:
+    """Every built-in check that runs the agent's programs judges their results against what
+    it knows itself (its own inputs, values in its memory), never against files the program
+    could have changed after it started."""
+    (task,) = [t for t in load_tasks(TASKS) if t.id == "fix-backup-script"]
+    agents = [ScriptAgent(REWRITE_INPUTS)]
+    agents += [ScriptAgent(f"cat > backup.sh <<'SH'\n#!/bin/sh\n{body}\nSH\n") for body in
+               NOT_COPIES.values()]  # fmt: skip
+    for agent in agents:
+        (result,) = _run_all([task], agent)
+        assert result.agent.exit_code == 0, result.agent.log
+        assert result.reward == 0.0, (agent.script, result.reason, result.check_output)
+    (solved,) = _run_all([task], ScriptAgent("true", solve=True))
+    assert solved.reward == 1.0, (solved.reason, solved.check_output)

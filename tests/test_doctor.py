@@ -125,7 +125,7 @@ def _bin(tmp_path: Path, gpus: int | None) -> dict[str, str]:
         **os.environ,
         "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
         "HF_HUB_CACHE": str(tmp_path / "hub"),
-        "FAKE_VLLM_COLD_POLLS": "2",
+        "VLLM_FAKE_COLD_POLLS": "2",
     }
 
 

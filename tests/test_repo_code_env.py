@@ -9,10 +9,14 @@ dumpable; a root gate drops its children's capabilities, which would bypass that
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,21 +25,54 @@ from evalgate.suites import build_suites
 from evalgate.suites.repo_code import repo_env
 
 SECRETS = ("GITHUB_TOKEN", "INPUT_GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "OPENAI_API_KEY")
+DAEMON = "evalgate-test-daemon-left-by-a-task"
 
-# Module-level code: it runs when inspect loads the task (listing its samples) and again when it
-# runs. It records what it could see into the file the benchmark declared.
+# Module-level code: it runs when inspect loads the task (listing its samples). It tries what a
+# hostile pull request's task file would, and reports what it got as its one sample's input (the
+# only way out it has: results cross as data).
 SPY = """
-import json, os
-seen = {name: os.environ.get(name) for name in %(secrets)r}
-for pid in (os.getppid(), %(gate)d):
+import json, os, subprocess, sys
+
+def _read(path):
     try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            seen[f"proc:{pid}"] = fh.read().decode("utf-8", "replace")
+        with open(path, "rb") as fh:
+            return "read: " + fh.read(300).decode("utf-8", "replace")
     except OSError as exc:
-        seen[f"proc:{pid}"] = f"denied: {exc.errno}"
+        return f"denied: {exc.errno}"
+
+def _write(path):
+    try:
+        with open(path, "a") as fh:
+            fh.write("# rewritten by the task\\n")
+        return "wrote"
+    except OSError as exc:
+        return f"denied: {exc.errno}"
+
+seen = {name: os.environ.get(name) for name in %(secrets)r}
 seen["declared"] = os.environ.get("SPY_DECLARED")
-with open(os.environ["SPY_OUT"], "w") as fh:
-    json.dump(seen, fh)
+seen["proc:gate"] = _read("/proc/%(gate)d/environ")
+seen["proc:parent"] = _read(f"/proc/{os.getppid()}/environ")
+seen["git_config"] = _read(%(git_config)r)
+seen["home_file"] = _read(%(home_file)r)
+seen["exam_file"] = _write(%(exam_file)r)
+seen["install"] = _write(%(install)r)
+seen["caps"] = open("/proc/self/status").read().split("CapEff:")[1].split()[0]
+# A daemon in a session of its own, meant to outlive the step (and read the next worker's keys).
+subprocess.Popen(["setsid", sys.executable, "-c", "import time; time.sleep(600)", %(daemon)r],
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                 start_new_session=True)
+REPORT = json.dumps(seen)
+"""
+
+TASK = """
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.scorer import match
+
+
+@task
+def spy():
+    return Task(dataset=[Sample(input=REPORT, target="2")], scorer=match())
 """
 
 
@@ -46,46 +83,95 @@ def _inspect_python() -> str | None:
     return python if subprocess.run([python, "-c", "import inspect_ai"]).returncode == 0 else None
 
 
+def _daemons() -> list[int]:
+    """This machine's processes that carry the daemon's marker on their command line."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if DAEMON.encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
 @pytest.fixture
-def secrets(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+def secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in SECRETS:
         monkeypatch.setenv(name, f"secret-{name}")
-    out = tmp_path / "seen.json"
-    monkeypatch.setenv("SPY_OUT", str(out))
     monkeypatch.setenv("SPY_DECLARED", "declared-value")
-    return out
 
 
-def _check(seen: dict[str, str | None]) -> None:
-    leaked = {k: v for k, v in seen.items() if k in SECRETS and v is not None}
-    assert not leaked, leaked
-    for key, value in seen.items():
-        if key.startswith("proc:"):
-            assert str(value).startswith("denied: "), (key, value)
-    assert seen["declared"] == "declared-value"  # what the benchmark declares does arrive
+@pytest.fixture
+def no_daemon() -> Any:
+    yield
+    for pid in _daemons():  # the test's own leftovers, if containment failed
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.skipif(_inspect_python() is None, reason="needs EVALGATE_INSPECT_PYTHON (inspect-ai)")
-def test_an_inspect_task_file_gets_no_secret_and_cannot_read_the_gate(
-    tmp_path: Path, secrets: Path
+def test_an_inspect_task_file_runs_jailed_with_only_its_declared_secrets(
+    tmp_path: Path, secrets: None, no_daemon: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    task = tmp_path / "spy.py"
+    import evalgate
+
+    # A checkout whose .git/config holds the job's token (persisted credentials), the task file
+    # at its root, a second task file of the exam beside it, a file in the runner's home.
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text("[http]\n\textraheader = AUTHORIZATION: basic ghs_x\n")
+    exam_file = repo / "base_task.py"
+    exam_file.write_text("# the base's task\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "id_rsa").write_text("PRIVATE KEY")
+    monkeypatch.setenv("HOME", str(home))
+    install = Path(evalgate.__file__).parent / "jailed-task-was-here.py"
+    task = repo / "spy.py"
     task.write_text(
-        SPY % {"secrets": SECRETS, "gate": os.getpid()} + "\nfrom inspect_ai import Task, task\n"
-        "from inspect_ai.dataset import Sample\n"
-        "from inspect_ai.scorer import match\n\n\n"
-        "@task\n"
-        "def spy():\n"
-        "    return Task(dataset=[Sample(input='1+1?', target='2')], scorer=match())\n"
+        SPY
+        % {
+            "secrets": SECRETS,
+            "gate": os.getpid(),
+            "git_config": str(repo / ".git" / "config"),
+            "home_file": str(home / "id_rsa"),
+            "exam_file": str(exam_file),
+            "install": str(install),
+            "daemon": DAEMON,
+        }
+        + TASK
     )
     config = tmp_path / "evals.yaml"
     config.write_text(
         "models: [{name: m, backend: openai, base_url: 'http://127.0.0.1:9/v1'}]\n"
         f"benchmarks:\n  - {{name: b, kind: inspect, task: '{task}@spy', "
-        "pass_env: [SPY_OUT, SPY_DECLARED]}\n"
+        "pass_env: [SPY_DECLARED]}\n"
     )
-    build_suites(load_config(config, []).benchmarks[0])
-    _check(json.loads(secrets.read_text()))
+    try:
+        suite = build_suites(load_config(config, []).benchmarks[0])[0]
+    finally:
+        wrote_install = install.exists()
+        install.unlink(missing_ok=True)
+    seen = json.loads(suite.items[0].prompt)  # type: ignore[attr-defined]
+    leaked = {k: v for k, v in seen.items() if k in SECRETS and v is not None}
+    assert not leaked, leaked
+    assert seen["declared"] == "declared-value"  # what the benchmark declares does arrive
+    for key in ("proc:gate", "git_config", "home_file"):
+        assert seen[key].startswith("denied: "), (key, seen[key])
+    assert "secret-" not in seen["proc:parent"]  # its parent holds what it holds, if anything
+    assert seen["exam_file"].startswith("denied: "), seen["exam_file"]
+    assert exam_file.read_text() == "# the base's task\n"
+    assert seen["install"].startswith("denied: ") and not wrote_install, seen["install"]
+    assert int(seen["caps"], 16) == 0, seen["caps"]  # no capability at all, root gate or not
+    # Nothing it started outlives its step: the daemon is gone by the time the list returns
+    # (waited for, not raced: the kernel reaps a pid namespace asynchronously).
+    deadline = time.monotonic() + 30
+    while _daemons() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _daemons() == []
 
 
 def test_the_environment_is_cleared_to_what_is_needed_and_declared() -> None:

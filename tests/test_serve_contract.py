@@ -58,8 +58,8 @@ def _vllm(tmp_path: Path, upstream: Any) -> tuple[Any, dict[str, str]]:
     env = {
         **os.environ,
         "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "FAKE_VLLM_STATE": str(tmp_path / "state"),
-        "FAKE_VLLM_COLD_POLLS": "2",
+        "VLLM_FAKE_STATE": str(tmp_path / "state"),
+        "VLLM_FAKE_COLD_POLLS": "2",
         "HF_HUB_CACHE": str(hub_cache(tmp_path / "hf", "Qwen/Qwen2.5-0.5B-Instruct").parents[2]),
     }
     model = VLLMModel(name="qwen", backend="vllm", model="Qwen/Qwen2.5-0.5B-Instruct")

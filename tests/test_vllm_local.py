@@ -29,13 +29,15 @@ import argparse, json, os, signal, subprocess, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 argv = sys.argv[1:]
-state = os.environ.get("FAKE_VLLM_STATE")
+state = os.environ.get("VLLM_FAKE_STATE")
 if state:
     with open(os.path.join(state, "argv.json"), "w") as fh:
         json.dump(argv, fh)
-if os.environ.get("FAKE_VLLM_EXIT"):
+    with open(os.path.join(state, "env.json"), "w") as fh:
+        json.dump(dict(os.environ), fh)
+if os.environ.get("VLLM_FAKE_EXIT"):
     print("ValueError: fake vllm refuses to start", flush=True)
-    sys.exit(int(os.environ["FAKE_VLLM_EXIT"]))
+    sys.exit(int(os.environ["VLLM_FAKE_EXIT"]))
 assert argv[0] == "serve", argv
 parser = argparse.ArgumentParser()
 parser.add_argument("model")
@@ -43,7 +45,7 @@ parser.add_argument("--served-model-name")
 parser.add_argument("--host")
 parser.add_argument("--port", type=int)
 args, _ = parser.parse_known_args(argv[1:])
-cold = int(os.environ.get("FAKE_VLLM_COLD_POLLS", "0"))
+cold = int(os.environ.get("VLLM_FAKE_COLD_POLLS", "0"))
 key = os.environ.get("VLLM_API_KEY")
 polls = {"n": 0}
 
@@ -52,7 +54,7 @@ child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 if state:
     with open(os.path.join(state, "pids.json"), "w") as fh:
         json.dump({"server": os.getpid(), "child": child.pid}, fh)
-if os.environ.get("FAKE_VLLM_IGNORE_TERM"):
+if os.environ.get("VLLM_FAKE_IGNORE_TERM"):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 class Handler(BaseHTTPRequestHandler):
@@ -119,7 +121,7 @@ def fake_vllm(tmp_path: Path) -> dict[str, str]:
     return {
         **os.environ,
         "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "FAKE_VLLM_STATE": str(state),
+        "VLLM_FAKE_STATE": str(state),
         "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
     }
 
@@ -130,7 +132,7 @@ def _model(**extra: object) -> VLLMModel:
 
 
 def _state(environ: dict[str, str], name: str) -> dict | list:
-    return json.loads((Path(environ["FAKE_VLLM_STATE"]) / name).read_text(encoding="utf-8"))
+    return json.loads((Path(environ["VLLM_FAKE_STATE"]) / name).read_text(encoding="utf-8"))
 
 
 @pytest.mark.slow
@@ -139,7 +141,7 @@ def test_cold_server_is_awaited_then_served_and_stopped_as_a_group(
 ) -> None:
     import urllib.request
 
-    environ = {**fake_vllm, "FAKE_VLLM_COLD_POLLS": "3"}
+    environ = {**fake_vllm, "VLLM_FAKE_COLD_POLLS": "3"}
     server = open_server(
         _model(revision="a" * 40), ServeContext(log_dir=tmp_path / "logs", environ=environ)
     )
@@ -201,8 +203,38 @@ def test_cold_server_is_awaited_then_served_and_stopped_as_a_group(
     assert "[evalgate] " in log and "fake vllm serving" in log
 
 
+JOB_SECRETS = {
+    "GITHUB_TOKEN": "ghs_job",
+    "INPUT_GITHUB_TOKEN": "ghs_input",
+    "ACTIONS_RUNTIME_TOKEN": "runtime",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "oidc",
+    "RUNNER_TEMP": "/home/runner/work/_temp",
+    "OPENAI_API_KEY": "sk-unrouted",
+    "AWS_SECRET_ACCESS_KEY": "aws",
+    "EVALGATE_JUDGE_KEY": "judge",
+}
+
+
+def test_the_server_gets_no_job_token_and_no_unrouted_key(
+    tmp_path: Path, fake_vllm: dict[str, str]
+) -> None:
+    # vLLM runs the model's remote code (trust_remote_code) and plugins the candidate names: it
+    # gets what it needs to run on the GPU, its own key, and no secret of the job's.
+    environ = {**fake_vllm, **JOB_SECRETS, "CUDA_VISIBLE_DEVICES": "0", "VLLM_USE_V1": "1"}
+    server = VLLMServer(_model(), log_dir=tmp_path, environ=environ)
+    server.poll_interval_s = 0.05
+    with server as endpoint:
+        seen = _state(environ, "env.json")
+    assert isinstance(seen, dict)
+    assert not set(JOB_SECRETS) & set(seen), sorted(set(JOB_SECRETS) & set(seen))
+    assert not {v for v in JOB_SECRETS.values()} & set(seen.values())
+    assert seen["VLLM_API_KEY"] == endpoint.api_key  # its own per-run key
+    for name in ("PATH", "CUDA_VISIBLE_DEVICES", "VLLM_USE_V1", "HF_HUB_CACHE"):
+        assert seen[name] == environ[name], name
+
+
 def test_a_server_that_ignores_sigterm_is_killed(tmp_path: Path, fake_vllm: dict[str, str]) -> None:
-    environ = {**fake_vllm, "FAKE_VLLM_IGNORE_TERM": "1"}
+    environ = {**fake_vllm, "VLLM_FAKE_IGNORE_TERM": "1"}
     server = VLLMServer(_model(), log_dir=tmp_path, environ=environ)
     server.poll_interval_s = 0.05
     server.stop_grace_s = 0.5
@@ -217,7 +249,7 @@ def test_a_server_that_ignores_sigterm_is_killed(tmp_path: Path, fake_vllm: dict
 def test_a_server_that_exits_fails_fast_with_the_log_tail(
     tmp_path: Path, fake_vllm: dict[str, str]
 ) -> None:
-    environ = {**fake_vllm, "FAKE_VLLM_EXIT": "1"}
+    environ = {**fake_vllm, "VLLM_FAKE_EXIT": "1"}
     server = VLLMServer(_model(), log_dir=tmp_path, environ=environ)
     server.poll_interval_s = 0.05
     t0 = time.monotonic()
@@ -232,7 +264,7 @@ def test_a_server_that_exits_fails_fast_with_the_log_tail(
 
 @pytest.mark.slow
 def test_a_server_that_stays_cold_times_out(tmp_path: Path, fake_vllm: dict[str, str]) -> None:
-    environ = {**fake_vllm, "FAKE_VLLM_COLD_POLLS": "100000"}
+    environ = {**fake_vllm, "VLLM_FAKE_COLD_POLLS": "100000"}
     # startup_timeout_s has a floor of 60 s in the spec; the class is what the test shortens.
     model = _model().model_copy(update={"startup_timeout_s": 1.0, "port": None})
     server = VLLMServer(model, log_dir=tmp_path, environ=environ)

@@ -4,6 +4,15 @@ vLLM is not a dependency of evalgate (it pins its own CUDA build of torch): the 
 it, and evalgate only needs the ``vllm`` executable on PATH. The server runs in its own process
 group, so stopping it reaches the engine-core and tensor-parallel worker processes it spawns:
 SIGTERM to the group, a grace period for vLLM's own shutdown, then SIGKILL to whatever is left.
+
+vLLM runs code the candidate names (a model's ``trust_remote_code``, a ``--tool-parser-plugin``
+file), so it is repository code too (``suites.repo_code``). It cannot run in the bubblewrap jail
+the inspect and verifiers workers use: it needs the GPU's device files and driver libraries and
+writes the weights into the Hugging Face cache. What it gets instead: a scrubbed environment
+(:func:`server_env`: what a program needs, the GPU runtime's and vLLM's own settings, the Hugging
+Face cache and token it downloads with, its per-run key — no job token, no model or judge key),
+no capability beyond root's file access when evalgate is root, no way into the gate's memory,
+and its own process group, stopped with the run.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ import secrets
 import shutil
 import socket
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,14 +32,54 @@ from evalgate.serve._process import die_with_parent, stop_group
 from evalgate.serve._vllm_args import serve_command
 from evalgate.serve.base import Endpoint
 from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
+from evalgate.suites.repo_code import RESERVED, repo_env, spawn_options
 
 if TYPE_CHECKING:
     from evalgate.config.spec import VLLMModel
 
-__all__ = ["VLLMServer"]
+__all__ = ["VLLMServer", "server_env"]
 
 INSTALL_HINT = "install vLLM on the GPU runner (pip install vllm) so that `vllm` is on PATH"
 HOST = "127.0.0.1"
+
+
+# What vLLM and the GPU stack read (settings, not credentials); VLLM_API_KEY is set per run.
+_SERVER_PREFIXES = (
+    "CUDA_",
+    "NVIDIA_",
+    "NCCL_",
+    "VLLM_",
+    "TORCH",
+    "PYTORCH_",
+    "TRITON_",
+    "HF_HUB_",
+    "HF_DATASETS_",
+    "TRANSFORMERS_",
+    "OMP_",
+    "MKL_",
+)
+# The download credential of the weights (a gated model): the one secret vLLM needs.
+_SERVER_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "LD_LIBRARY_PATH",
+                 "VIRTUAL_ENV", "CONDA_PREFIX")  # fmt: skip
+
+
+def server_env(environ: dict[str, str], api_key: str) -> dict[str, str]:
+    """The vLLM process's environment: ``repo_code.repo_env``'s (what any program needs), the
+    names vLLM and the GPU runtime read, the Hugging Face token, and its own ``api_key``; never
+    the job's tokens (``GITHUB_*``, ``INPUT_*``, ``ACTIONS_*``, ``RUNNER_*``) or another key."""
+    names = [k for k in environ if k.startswith(_SERVER_PREFIXES) or k in _SERVER_NAMES]
+    env = repo_env([k for k in names if not k.startswith(RESERVED)], environ=environ)
+    env.update({"VLLM_API_KEY": api_key, "PYTHONUNBUFFERED": "1"})
+    return env
+
+
+def _preexec(*steps: Callable[[], None] | None) -> Callable[[], None]:
+    def run() -> None:
+        for step in steps:
+            if step is not None:
+                step()
+
+    return run
 
 
 def _free_port() -> int:
@@ -168,8 +217,10 @@ class VLLMServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # own process group: killpg reaches vLLM's workers
-                preexec_fn=die_with_parent(),  # the kernel kills it if evalgate dies first
-                env={**self.environ, "VLLM_API_KEY": self._api_key, "PYTHONUNBUFFERED": "1"},
+                # The kernel kills it if evalgate dies first; a root gate's capabilities (but its
+                # file access) are dropped, and the gate made unreadable to it (repo_code).
+                preexec_fn=_preexec(die_with_parent(), spawn_options().get("preexec_fn")),
+                env=server_env(self.environ, self._api_key),
             )
         finally:
             log.close()

@@ -25,16 +25,18 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
+from evalgate.sandbox.worker import jail
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest
 from evalgate.suites.judge import JudgeFailed
 from evalgate.suites.judge_relay import Grader
-from evalgate.suites.repo_code import repo_env, spawn_options
+from evalgate.suites.repo_code import repo_env
 
 if TYPE_CHECKING:
     from evalgate.config.spec import InspectBenchmark
@@ -89,20 +91,36 @@ async def _call(
     api_key: str | None,
     declared: list[str],
     grader_key: str | None = None,
+    task_file: Path | None = None,
+    writes: Sequence[Path] = (),
 ) -> tuple[int, str, str]:
+    # The runner and the task it loads run in a jail (sandbox.worker): no capabilities, only
+    # the interpreter, the runner, the task's folder (read-only) and its output folders, a pid
+    # namespace that ends every process the task left when the runner exits.
+    jailed = jail(
+        argv,
+        env=_runner_env(api_key, declared, grader_key),
+        python=argv[0],
+        reads=[RUNNER, *([task_file] if task_file is not None else [])],
+        writes=writes,
+        cwd=task_file.parent if task_file is not None else None,
+    )
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=cwd,
-            env=_runner_env(api_key, declared, grader_key),
+            *jailed.argv,
+            cwd=jailed.cwd,
+            env=jailed.env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            **spawn_options(),
+            **jailed.options,
         )
     except OSError as exc:  # the interpreter went away, or is not executable
         raise InfraError(f"cannot start inspect's runner {argv[0]}: {exc.strerror or exc}") from exc
-    out, err = await proc.communicate()
+    try:
+        out, err = await proc.communicate()
+    finally:
+        jailed.end(proc.pid)  # whatever is left of its group, the run cancelled or not
     return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
@@ -202,7 +220,14 @@ class InspectSuite(SuiteDefaults):
             argv = [inspect_python(), str(RUNNER), "list", "--task", spec.task]
             argv += ["--task-args", json.dumps(spec.task_args), "--out", str(listing)]
             code, _, err = asyncio.run(
-                _call(argv, cwd=cwd, api_key=None, declared=list(spec.pass_env))
+                _call(
+                    argv,
+                    cwd=cwd,
+                    api_key=None,
+                    declared=list(spec.pass_env),
+                    task_file=Path(file) if file.endswith(".py") else None,
+                    writes=[Path(tmp)],
+                )
             )
             # The samples come through their own file: stdout is the task's (inspect_evals
             # prints "Loading dataset…" there).
@@ -256,6 +281,7 @@ class InspectSuite(SuiteDefaults):
             "max_retries": spec.eval.max_retries,
             "attempt_timeout": int(spec.eval.request_timeout_s),
         }
+        task_path = spec.task.partition("@")[0]
         argv = [inspect_python(), str(RUNNER), "run", "--task", spec.task]
         argv += ["--task-args", json.dumps(spec.task_args), "--model", ep.model]
         argv += ["--base-url", ep.base_url, "--epochs", str(spec.eval.rollouts)]
@@ -289,6 +315,8 @@ class InspectSuite(SuiteDefaults):
                 api_key=ep.api_key,
                 declared=list(spec.pass_env),
                 grader_key=grader_key,
+                task_file=Path(task_path) if task_path.endswith(".py") else None,
+                writes=[self.log_dir],
             )
         finally:
             graded = relay.close(tab) if relay is not None and tab is not None else None

@@ -16,8 +16,10 @@ models it serves. So such a process gets:
   ``/proc`` files, which need a superset of the gate's capabilities.
 
 Not covered here: other processes of the same uid that are dumpable (the Actions runner itself,
-outside a container action) — running such code as another uid or in a sandbox is what covers
-those.
+outside a container action), the machine's files, what the code leaves running. The inspect
+runner and the verifiers worker therefore also run in a bubblewrap jail
+(:mod:`evalgate.sandbox.worker`: no capabilities, only the files they need, their own pid
+namespace); these options are what its fallback keeps where bubblewrap cannot run.
 """
 
 from __future__ import annotations

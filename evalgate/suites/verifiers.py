@@ -23,6 +23,7 @@ import itertools
 import json
 import logging
 import os
+import site
 import subprocess
 import sys
 import threading
@@ -33,13 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 import evalgate
 from evalgate.errors import ConfigError, InfraError
+from evalgate.sandbox.worker import Jail, jail
 from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest, tree_digest
 from evalgate.suites.judge import JudgeFailed
 from evalgate.suites.judge_relay import Grader
-from evalgate.suites.repo_code import repo_env, spawn_options
+from evalgate.suites.repo_code import repo_env
 
 if TYPE_CHECKING:
     from evalgate.config.spec import VerifiersBenchmark
@@ -74,7 +76,7 @@ def worker_env(
     return repo_env(declared, runner, environ=source)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def _stop(proc: subprocess.Popen[bytes], jailed: Jail) -> None:
     if proc.poll() is None:
         try:
             if proc.stdin is not None:
@@ -83,26 +85,47 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         except (OSError, subprocess.TimeoutExpired):
             proc.kill()
             proc.wait()
+    jailed.end(proc.pid)  # what is left of its group (the jail's pid namespace is gone already)
 
 
 class _Worker:
-    """The worker process and its request/answer bookkeeping, usable from any event loop."""
+    """The worker process and its request/answer bookkeeping, usable from any event loop.
 
-    def __init__(self, name: str, declared: list[str] | tuple[str, ...] = ()) -> None:
+    It runs in a jail (``sandbox.worker``): no capabilities, read-only binds of this
+    interpreter, evalgate and the ``env_path`` folder, a private home, and a pid namespace
+    whose every process ends when the worker does."""
+
+    def __init__(
+        self, name: str, declared: list[str] | tuple[str, ...] = (), env_path: str | None = None
+    ) -> None:
         self.name = name
-        self.proc = subprocess.Popen(
+        env = worker_env(declared=declared)
+        user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
+        if user_site and os.path.isdir(user_site):
+            # Packages installed with --user (an environment, verifiers itself): the jail's home
+            # is not the runner's, so its user site is named, and bound read-only.
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), user_site) if p)
+        reads = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        jailed = jail(
             [sys.executable, "-P", "-m", "evalgate.suites._vf_worker"],
+            env=env,
+            python=sys.executable,
+            reads=[*reads, *([os.path.abspath(env_path)] if env_path else [])],
+        )
+        self.proc = subprocess.Popen(
+            jailed.argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=worker_env(declared=declared),
-            **spawn_options(),  # the gate unreadable to it (repo_code)
+            env=jailed.env,
+            cwd=jailed.cwd,
+            **jailed.options,
         )
         self._lock = threading.Lock()
         self._pending: dict[int, Any] = {}
         self._ids = itertools.count(1)
         self._reader = threading.Thread(target=self._read, name=f"vf-worker-{name}", daemon=True)
         self._reader.start()
-        self._finalizer = weakref.finalize(self, _stop, self.proc)
+        self._finalizer = weakref.finalize(self, _stop, self.proc, jailed)
 
     def close(self) -> None:
         self._finalizer()
@@ -248,7 +271,7 @@ class VerifiersSuite(SuiteDefaults):
         cls, spec: VerifiersBenchmark, *, sandboxes: Sandboxes | None = None
     ) -> VerifiersSuite:
         source = env_source(spec.env_id, spec.env_path)  # before the worker could touch it
-        worker = _Worker(spec.name, tuple(spec.pass_env))
+        worker = _Worker(spec.name, tuple(spec.pass_env), spec.env_path)
         answer = worker.call(
             {"op": "load", "spec": spec.model_dump(mode="json"), "env_path": spec.env_path}
         )

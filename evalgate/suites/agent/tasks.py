@@ -20,7 +20,10 @@ A task is a folder with ``task.yaml``, or an entry in a YAML file's ``tasks:`` l
 In a folder, ``workspace/`` is copied into ``/workspace`` and ``tests/`` becomes the check's
 files: they never enter the agent's sandbox; the check runs in a fresh sandbox holding a copy of
 the agent's workspace, with its files in ``$CHECKS``. A check must not import the agent's code
-into its own process (see ``runner``): it runs it in a child and judges the results.
+into its own process (see ``runner``): it runs it in a child and judges the results. Once it
+has run any of the agent's code (through ``$CONFINE``), a check reads nothing that code could
+have rewritten: it judges against its own inputs and values it holds in memory, and reads the
+workspace files it judges before the agent's code runs (docs/configuration.md, "Checks").
 
 Tasks that bring their own container image (Terminal-Bench 2.0 / 1 folders, SWE-bench instance
 files) load through ``formats`` into the same :class:`Task`, with a :class:`Container`; their
