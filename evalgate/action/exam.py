@@ -107,11 +107,15 @@ def merge(base: Config, pr: Config) -> Config:
     """The PR's config with the base's exam: each benchmark the base defines keeps the base's
     definition with the PR's candidate fields laid over it; the models (the candidate) are the
     PR's; gate, baseline and publishing the base's (budgets: see ``apply_ceiling``). A benchmark
-    only the PR has is its own: the base sets no threshold or baseline for it."""
+    only the PR has is its proposal: the base sets no threshold or baseline for it, and it runs
+    after the base's."""
     ours = {b.name: _anchor_labels(b, base.path.parent) for b in base.benchmarks}
+    theirs = {b.name: b for b in pr.benchmarks}
+    # The base's benchmarks first, in the base's order; then the PR's own (its proposals), so
+    # that nothing the PR adds runs before the exam (a budget spent, a shared file written).
     benchmarks = tuple(
-        merge_benchmark(ours[b.name], b) if b.name in ours else b for b in pr.benchmarks
-    )
+        merge_benchmark(ours[name], theirs[name]) for name in ours if name in theirs
+    ) + tuple(b for b in pr.benchmarks if b.name not in ours)
     update = {"benchmarks": benchmarks, "publish": base.publish}
     return pr.model_copy(update=update)
 

@@ -9,6 +9,7 @@ user set, and every value keeps its origin (file and line) for error messages.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import types
 from pathlib import Path
@@ -54,6 +55,8 @@ from evalgate.config.spec import (
 from evalgate.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pydantic_core import ErrorDetails
 
 __all__ = [
@@ -549,6 +552,26 @@ def _apply_model_overrides(top: dict, origin: dict, cli: Overrides, cli_layer: L
                 origin[("models", i, key)] = cli_layer
 
 
+def _anchor_hf(data: dict[str, Any], anchored: Callable[[Path_, str], str]) -> None:
+    """An hf benchmark's local data is the config's: ``data_files`` and a ``dataset`` that is a
+    folder next to the evals.yaml that names it are made absolute there. (`datasets` would look
+    in the working directory: in the Action that is the PR's checkout, not the exam's tree.) A
+    ``dataset`` not found there stays a Hub name or a builder (see ``suites.datasets``)."""
+    files = data.get("data_files")
+    if isinstance(files, str) and "://" not in files:
+        data["data_files"] = anchored(("data_files",), files)
+    elif isinstance(files, list):
+        data["data_files"] = [
+            anchored(("data_files", i), f) if isinstance(f, str) and "://" not in f else f
+            for i, f in enumerate(files)
+        ]
+    dataset = data.get("dataset")
+    if isinstance(dataset, str) and dataset and not Path(dataset).is_absolute():
+        local = anchored(("dataset",), dataset)
+        if os.path.exists(local):
+            data["dataset"] = local
+
+
 def _resolve_benchmark(
     doc: Layer, index: int, entry: Any, top: dict, cli: Overrides, dirs: tuple[Path, ...]
 ) -> tuple[Any, dict[str, str]]:
@@ -582,6 +605,8 @@ def _resolve_benchmark(
     for key in _PATH_FIELDS.get(str(data.get("kind")), ()):
         if isinstance(data.get(key), str):
             data[key] = anchored((key,), data[key])
+    if data.get("kind") == "hf":
+        _anchor_hf(data, anchored)
     task = data.get("task") if data.get("kind") == "inspect" else None
     if isinstance(task, str) and task.partition("@")[0].endswith(".py"):
         # A task file is the user's (relative to evals.yaml); a registered name is not a path.

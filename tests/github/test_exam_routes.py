@@ -10,13 +10,14 @@ does not send it to.
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_github import FakeGitHub
-from test_action import _git, _pr_event
-from test_exam import Exam, _evals, _head_lines, _script
+from test_action import PR, REPO, Workspace, _git, _pr_event
+from test_exam import Exam, _evals, _head_lines, _run_pr, _script
 
 from evalgate.action import run_action
 
@@ -89,3 +90,163 @@ def test_a_litellm_params_base_url_is_a_destination(
         assert "would send PROVIDER_KEY to http://127.0.0.1" in first, (spelling, first)
         assert f":{thief.base_url.split(':')[2].split('/')[0]}" in first
         assert thief.requests == []
+
+
+# -- the workflow's inputs: on pull_request the workflow is the PR's ---------------------------
+
+
+def _run_with(exam: Exam, github: FakeGitHub, pr_event: dict[str, Any], head: str,
+              **inputs: str) -> tuple[int, str]:  # fmt: skip
+    event = _pr_event(pr_event, exam, head)
+    env = exam.environ("pull_request", event, head, "refs/pull/42/merge", github.url,
+                       results_store="none", **inputs)  # fmt: skip
+    out = io.StringIO()
+    return run_action(env, out=out), out.getvalue()
+
+
+MARGIN_ONLY = "margin: 0.05"
+
+
+@pytest.fixture
+def margin_exam(tmp_path: Path, model: Any) -> Exam:
+    """A base gated on the baseline alone: only the margin stands between a regression and PASS."""
+    return Exam(tmp_path, model.base_url, _evals(model.base_url, gate=MARGIN_ONLY))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "files", "named"),
+    [
+        ("gate.margin=0.9", {}, "gate.margin"),
+        ("benchmarks.qa.path=pr.jsonl", {"pr.jsonl": "edited"}, "benchmarks.qa.path"),
+        ("eval.max_error_rate=0.9", {}, "eval.max_error_rate"),
+    ],
+    ids=["gate-margin", "benchmark-path", "eval"],
+)
+def test_an_override_of_the_exam_fails_with_the_reason_first(
+    margin_exam: Exam, github: FakeGitHub, pr_event: dict[str, Any], overrides: str,
+    files: dict[str, str], named: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.chdir(margin_exam.ws)  # the runner's working directory: the workspace
+    rows = margin_exam.rows(answer=lambda i: "wrong" if i % 2 == 0 else f"A{i}")
+    given: dict[str, str | Path] = {k: rows for k in files}
+    head = margin_exam.pr_files(_evals(margin_exam.url, system="Please regress.",
+                                       gate=MARGIN_ONLY), given)  # fmt: skip
+    code, log = _run_with(margin_exam, github, pr_event, head, overrides=overrides)
+    assert code == 1, log
+    first = _head_lines(github)
+    assert "evalgate: FAIL" in first
+    assert f"the workflow changes the exam: {named} (the `overrides` input)" in first, first
+
+
+def test_a_candidate_override_is_applied_and_named(
+    margin_exam: Exam, model: Any, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    head = margin_exam.pr_files(_evals(margin_exam.url, system="Answer briefly.", gate=MARGIN_ONLY))
+    code, log = _run_with(margin_exam, github, pr_event, head,
+                          overrides="sampling.max_tokens=64")  # fmt: skip
+    assert code == 0, log
+    body = github.bodies(REPO, PR)[0]
+    assert "evalgate: PASS" in _head_lines(github)
+    assert "the candidate overrides `sampling.max_tokens=64`" in body
+    assert {r["max_tokens"] for r in model.requests} == {64}  # both sides, alike
+
+
+def test_a_config_the_base_lacks_is_not_a_first_adoption(
+    margin_exam: Exam, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    pr = _evals(margin_exam.url, system="Please regress.", gate="margin: 0.9")
+    head = margin_exam.pr_files(_evals(margin_exam.url, gate=MARGIN_ONLY), {"evals_pr.yaml": pr})
+    code, log = _run_with(margin_exam, github, pr_event, head, config="evals_pr.yaml")
+    assert code == 1, log
+    first = _head_lines(github)
+    assert "evalgate: FAIL" in first
+    assert "the workflow changes the exam: config evals_pr.yaml" in first, first
+    assert "first adoption" not in github.bodies(REPO, PR)[0]
+
+
+WORKFLOW = """
+on: pull_request
+jobs:
+  evals:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: org/evalgate@v1
+        with: {config: evals.yaml}
+"""
+
+
+def test_a_config_other_than_the_bases_workflow_gives_fails(
+    tmp_path: Path, model: Any, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    # The base keeps a looser file too (for nightly runs, say); its PR workflow names evals.yaml.
+    exam = Exam.__new__(Exam)
+    Workspace.__init__(exam, tmp_path, model.base_url)
+    (exam.ws / ".github" / "workflows").mkdir(parents=True)
+    (exam.ws / ".github" / "workflows" / "evals.yml").write_text(WORKFLOW)
+    loose = _evals(model.base_url, gate="margin: 0.9")
+    (exam.ws / "evals-nightly.yaml").write_text(loose)
+    exam.base = exam.commit(_evals(model.base_url, gate=MARGIN_ONLY), "main")
+    _git(exam.ws, "push", "-q", "origin", "main")
+    regress = loose.replace("Answer.", "Please regress.")
+    head = exam.pr_files(_evals(model.base_url, gate=MARGIN_ONLY), {"evals-nightly.yaml": regress})
+    code, log = _run_with(exam, github, pr_event, head, config="evals-nightly.yaml")
+    assert code == 1, log
+    first = _head_lines(github)
+    named = "config evals-nightly.yaml (the base's workflow gives evals.yaml)"
+    assert f"the workflow changes the exam: {named}" in first, first
+
+
+# -- the exam's paths resolve in the exam's tree, never the PR's checkout --------------------------
+
+
+def _hf_evals(url: str, system: str = "Answer.") -> str:
+    return _evals(url, system=system).replace(
+        "{name: qa, kind: jsonl, path: qa.jsonl,",
+        "{name: qa, kind: hf, dataset: acme/qa-exam, split: train,",
+    )
+
+
+def test_a_folder_the_pr_adds_never_shadows_the_exams_hub_dataset(
+    tmp_path: Path, model: Any, github: FakeGitHub, pr_event: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the Hub dataset itself is not needed: never read
+    exam = Exam(tmp_path, model.base_url, _hf_evals(model.base_url))
+    monkeypatch.chdir(exam.ws)  # the runner's working directory: the PR's checkout
+    rows = exam.rows(answer=lambda i: "wrong" if i % 2 == 0 else f"A{i}")
+    head = exam.pr_files(_hf_evals(exam.url, system="Please regress."),
+                         {"acme/qa-exam/train.jsonl": rows})  # fmt: skip
+    code, log = _run_with(exam, github, pr_event, head)
+    assert code in (2, 3), log  # refused (or the Hub unreachable): never the PR's rows
+    first = _head_lines(github, 6)
+    assert "dataset 'acme/qa-exam' names a Hub dataset" in first, first
+    assert "working directory" in first and "refused" in first
+    assert model.requests == []
+
+
+# -- what the PR adds is a proposal ---------------------------------------------------------------
+
+NEW_IN_PR = "new in this PR: gated after merge"
+
+
+def test_a_benchmark_the_pr_adds_is_a_proposal(
+    exam: Exam, model: Any, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    extra = [{"id": f"e{i}", "prompt": f"Q{100 + i}", "answer": "never"} for i in range(10)]
+    added = "  - {name: extra, kind: jsonl, path: extra.jsonl}\n"
+    evals = _with_benchmark(_evals(exam.url, system="Answer briefly."), added)
+    evals = evals.replace("thresholds: {qa: {accuracy: 0.9}}",
+                          "thresholds: {qa: {accuracy: 0.9}, extra: {accuracy: 0.0}}")  # fmt: skip
+    head = exam.pr_files(evals, {"extra.jsonl": "\n".join(map(json.dumps, extra)) + "\n"})
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 0, log  # it scores 0 and the PR set it a threshold: not the base's gate
+    body = github.bodies(REPO, PR)[0]
+    (row,) = [line for line in body.splitlines() if line.startswith("| m | extra | accuracy")]
+    assert NEW_IN_PR in row and "| – |" in row, row  # no threshold: the base sets none for it
+    qa = [line for line in body.splitlines() if line.startswith("| m | qa | accuracy")]
+    assert len(qa) == 2 and not any(NEW_IN_PR in line for line in qa)  # compared, and scored
+    # The base's benchmarks run first, in the base's order: the PR's cannot go before them.
+    pr_run = [r["messages"][-1]["content"] for r in model.requests[60:]]
+    assert [int(p.removeprefix("Q")) < 100 for p in pr_run] == [True] * 60 + [False] * 10
