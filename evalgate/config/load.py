@@ -30,6 +30,7 @@ from evalgate.config._wording import PATTERNS as _PATTERNS
 from evalgate.config._wording import mapping_words, shown, typing_hint
 from evalgate.config._yamlio import Layer, Path_, format_path, load_yaml, merge_layers
 from evalgate.config.checks import check_policy
+from evalgate.config.hostfiles import check_host_path, repository_root
 from evalgate.config.overrides import Overrides, parse_overrides
 from evalgate.config.spec import (
     AgentBenchmark,
@@ -617,6 +618,13 @@ def _resolve_benchmark(
             for key in ("skills_dir", "mcp_config"):
                 if isinstance(variant, dict) and isinstance(variant.get(key), str):
                     variant[key] = anchored(("variants", i, key), variant[key])
+                    # Read into the agent's prompt or sandbox: never a host file out of the
+                    # repository of the evals.yaml that names it, in local mode too.
+                    src = origin.get(("variants", i, key))
+                    named = Path(src.source) if src and src.source != "command line" else None
+                    root = repository_root(named.parent if named else Path.cwd())
+                    what = f"{doc.where(at)}: {format_path((*at, 'variants', i, key))}"
+                    check_host_path(variant[key], root=root, what=what)
         command: Any = (  # YAML data, not yet validated
             (data.get("agent") or {}).get("command")
             if isinstance(data.get("agent"), dict)
