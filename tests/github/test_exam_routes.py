@@ -11,13 +11,23 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_github import FakeGitHub
 from test_action import PR, REPO, Workspace, _git, _pr_event
-from test_exam import Exam, _evals, _head_lines, _run_pr, _script
+from test_exam import (
+    _BASE_SANDBOX,
+    Exam,
+    _agent_evals,
+    _agent_exam,
+    _evals,
+    _head_lines,
+    _run_pr,
+    _script,
+)
 
 from evalgate.action import run_action
 
@@ -250,3 +260,25 @@ def test_a_benchmark_the_pr_adds_is_a_proposal(
     # The base's benchmarks run first, in the base's order: the PR's cannot go before them.
     pr_run = [r["messages"][-1]["content"] for r in model.requests[60:]]
     assert [int(p.removeprefix("Q")) < 100 for p in pr_run] == [True] * 60 + [False] * 10
+
+
+# -- a candidate's variants on an agent benchmark ------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="agent tasks run in bubblewrap")
+@pytest.mark.parametrize("lazy", [False, True], ids=["solves", "regresses"])
+def test_variants_the_pr_adds_are_scored_and_gated(
+    tmp_path: Path, model: Any, github: FakeGitHub, pr_event: dict[str, Any], lazy: bool
+) -> None:
+    exam = _agent_exam(tmp_path, model.base_url)
+    args = '["-lazy"]' if lazy else "[]"
+    evals = _agent_evals(exam.url, "", _BASE_SANDBOX).replace(
+        "    sandbox:", f"    variants: [{{name: a, args: {args}}}, {{name: b}}]\n    sandbox:"
+    )
+    head = exam.pr_files(evals)
+    code, log = _run_with(exam, github, pr_event, head)
+    assert code == (1 if lazy else 0), log  # a verdict, never a crash (exit 4)
+    body = github.bodies(REPO, PR)[0]
+    assert "crashed" not in body and ("evalgate: FAIL" in _head_lines(github)) == lazy
+    for variant in ("ag.a", "ag.b"):  # each variant compared with the base's run, on its own row
+        assert f"| m | {variant} | accuracy | 100.0% |" in body, body
