@@ -249,8 +249,9 @@ def _base_config(
 
 
 def policy_checks(policy: BasePolicy, config: Config) -> list[Check]:
-    """A FAIL when the workflow's inputs would change the exam, and for every benchmark the base
-    requires that the PR dropped or renamed. (A changed
+    """A FAIL when the workflow's inputs would change the exam, when no model of the PR has a
+    label the base gates, and for every benchmark the base requires that the PR dropped or
+    renamed. (A changed
     measurement cannot reach here: the run used the base's exam. The check stays, so that a
     field the merge ever missed fails instead of passing.)"""
     if policy.config is None:
@@ -259,6 +260,16 @@ def policy_checks(policy: BasePolicy, config: Config) -> list[Check]:
     if policy.workflow:  # first: the reason the comment leads with
         reason = f"the workflow changes the exam: {'; '.join(policy.workflow)}"
         out.append(Check("*", "workflow", "-", "policy", "FAIL", reason, p=0.0))
+    ours, theirs = [m.name for m in policy.config.models], [m.name for m in config.models]
+    if ours and not set(ours) & set(theirs):
+        # Runs pair with their baseline on the model's label: under new labels only, nothing
+        # the PR runs is compared with the base, and a regression would pass on thresholds.
+        reason = (
+            f"none of this PR's models ({', '.join(theirs)}) has a label the base gates "
+            f"({', '.join(ours)}): nothing would be compared with the baseline, so it cannot "
+            "PASS (keep a label to compare the model behind it)"
+        )
+        out.append(Check("*", "models", "-", "policy", "FAIL", reason, p=0.0))
     pr = {b.name: measurement(b) for b in config.benchmarks}
     gated = policy.config.gate.thresholds
     for name, base in policy.measurements.items():

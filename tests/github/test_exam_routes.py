@@ -282,3 +282,17 @@ def test_variants_the_pr_adds_are_scored_and_gated(
     assert "crashed" not in body and ("evalgate: FAIL" in _head_lines(github)) == lazy
     for variant in ("ag.a", "ag.b"):  # each variant compared with the base's run, on its own row
         assert f"| m | {variant} | accuracy | 100.0% |" in body, body
+
+
+def test_a_model_renamed_by_the_pr_is_still_compared_with_the_bases(
+    margin_exam: Exam, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    exam = margin_exam
+    # The same model under a new label would have no baseline: a regression with nothing to
+    # compare. The base's label has no run of the PR: a FAIL, as a dropped benchmark is.
+    evals = _evals(exam.url, system="Please regress.", gate="margin: 0.05")
+    head = exam.pr_files(evals.replace("name: m,", "name: m-renamed,"))
+    code, log = _run_pr(exam, github, pr_event, head)
+    assert code == 1, log
+    first = _head_lines(github, 6)
+    assert "evalgate: FAIL" in first and "none of this PR's models (m-renamed)" in first, first
