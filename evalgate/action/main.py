@@ -259,10 +259,10 @@ def _overridden(inputs: ActionInputs, config: Config, policy: BasePolicy) -> lis
     ):
         if value != default:
             out.append(f"{name} {value} (the workflow's `{name}` input)")
-    if inputs.baseline and inputs.baseline != config.baseline.mode:
-        out.append(f"baseline mode {inputs.baseline} (the workflow's `baseline` input)")
-    if inputs.results_store and inputs.results_store != config.baseline.store:
-        out.append(f"result store {inputs.results_store} (the workflow's `results_store` input)")
+    if policy.baseline_input and policy.baseline_input != config.baseline.mode:
+        out.append(f"baseline mode {policy.baseline_input} (the workflow's `baseline` input)")
+    if policy.store_input and policy.store_input != config.baseline.store:
+        out.append(f"result store {policy.store_input} (the workflow's `results_store` input)")
     return out
 
 
@@ -316,6 +316,8 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
         overrides=inputs.overrides,
         token=token,
         environ=environ,
+        baseline_input=inputs.baseline,
+        store_input=inputs.results_store,
     )
     if note := policy.workflow_note():  # the workflow's inputs change the exam: FAIL, said first
         pub.notices.append(note)
@@ -325,12 +327,13 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
     if raised:  # the PR lifted a budget cap the base branch sets
         pub.notices.append(raised)
     baseline_settings = config.baseline
-    mode = inputs.baseline or baseline_settings.mode
+    # The inputs the policy allows: in PR mode one that would change the baseline FAILs instead.
+    mode = policy.baseline_input or baseline_settings.mode
     if policy.source == "first-adoption" and mode != "none":
         # The base has no evals.yaml: there is nothing to re-run and nothing stored to compare.
         pub.notices.append("no baseline: the base branch does not use evalgate yet")
         mode = "none"
-    store_spec = inputs.results_store or baseline_settings.store
+    store_spec = policy.store_input or baseline_settings.store
     pub.comment(in_progress_body(run_url=ctx.run_url))
 
     store: ResultStore | None = None

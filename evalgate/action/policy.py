@@ -73,6 +73,9 @@ class BasePolicy:
     workflow: tuple[str, ...] = ()
     overrides: tuple[str, ...] = ()
     config_path: str = ""  # the base's evals.yaml, relative to the repository's top
+    # The workflow's `baseline` / `results_store` inputs this run may use ("": evals.yaml's).
+    baseline_input: str = ""
+    store_input: str = ""
 
     @property
     def measurements(self) -> dict[str, dict[str, Any]]:
@@ -156,6 +159,8 @@ def read_base_policy(
     overrides: tuple[str, ...] = (),
     token: str | None = None,
     environ: Mapping[str, str] | None = None,
+    baseline_input: str = "",
+    store_input: str = "",
 ) -> BasePolicy:
     """The policy this run is judged by. Raises :class:`PolicyError` when the base is unreadable,
     a ConfigError when the PR sends a secret where the base does not, or names a path outside
@@ -168,7 +173,9 @@ def read_base_policy(
     exam, and a ``config`` other than the base's, is not applied and FAILs
     (:mod:`evalgate.action.workflow_inputs`)."""
     if not is_pr:
-        return BasePolicy("own", overrides=overrides)  # a push is judged by its own commit
+        # A push is judged by its own commit, with the job's inputs.
+        return BasePolicy("own", overrides=overrides, baseline_input=baseline_input,
+                          store_input=store_input)  # fmt: skip
     if not base_sha:
         raise PolicyError(
             "the pull_request event names no base commit, so the base branch's gate policy "
@@ -191,7 +198,8 @@ def read_base_policy(
         where, found = _base_config(into, prefix, config_path, has_config, environ or {})
         workflow += found
         if where is None:
-            return BasePolicy("first-adoption", base_sha, overrides=candidate)
+            return BasePolicy("first-adoption", base_sha, overrides=candidate,
+                              baseline_input=baseline_input, store_input=store_input)  # fmt: skip
         try:
             base = load_config(where, candidate)
         except ConfigError:  # an override may name a benchmark only the PR has
@@ -214,8 +222,16 @@ def read_base_policy(
         ) from None
     exam.check_secret_routes(base, config, config_path)
     changes = exam.exam_changes(base, into, config, top)
+    given = {"baseline": baseline_input, "results_store": store_input}
+    ours = {"baseline": base.baseline.mode, "results_store": base.baseline.store}
+    refused = workflow_inputs.baseline_input_changes(into, environ or {}, given, ours)
+    workflow += refused
+    allowed = {k: v for k, v in given.items() if not any(r.startswith(f"{k} ") for r in refused)}
     rel = where.relative_to(into).as_posix()
-    return BasePolicy("base", base_sha, base, tuple(changes), tuple(workflow), candidate, rel)
+    return BasePolicy(
+        "base", base_sha, base, tuple(changes), tuple(workflow), candidate, rel,
+        allowed.get("baseline", ""), allowed.get("results_store", ""),
+    )  # fmt: skip
 
 
 def _base_config(

@@ -22,7 +22,7 @@ from evalgate.config.overrides import parse_overrides
 from evalgate.config.split import field_role
 from evalgate.errors import ConfigError
 
-__all__ = ["base_step_inputs", "exam_overrides"]
+__all__ = ["base_step_inputs", "baseline_input_changes", "exam_overrides"]
 
 
 def _split_path(keys: tuple[str, ...]) -> str:
@@ -66,14 +66,11 @@ def _steps(doc: Any) -> list[Mapping[str, Any]]:
     return out
 
 
-def base_step_inputs(
-    tree: Path, environ: Mapping[str, str]
-) -> list[tuple[str | None, str | None]] | None:
-    """The (config, working_directory) of every step of the base's workflows that runs evalgate
-    in run mode (defaults filled in; None where the value is an expression, unknowable here);
+def _evalgate_steps(tree: Path, environ: Mapping[str, str]) -> list[Mapping[str, Any]] | None:
+    """The ``with:`` of every step of the base's workflows that runs evalgate in run mode;
     None when the base has no such step (its workflows say nothing about evalgate)."""
     folder = tree / ".github" / "workflows"
-    found: list[tuple[str | None, str | None]] = []
+    found: list[Mapping[str, Any]] = []
     repo = environ.get("GITHUB_ACTION_REPOSITORY") or None
     for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
         try:
@@ -87,12 +84,49 @@ def base_step_inputs(
             given: Mapping[str, Any] = step.get("with") or {}
             if not isinstance(given, Mapping):
                 given = {}
-            if str(given.get("mode", "run")) == "publish":
-                continue
-            config = _value(given.get("config"), "evals.yaml")
-            folder_in = _value(given.get("working_directory"), ".")
-            found.append((config, None if folder_in is None else os.path.normpath(folder_in)))
+            if str(given.get("mode", "run")) != "publish":
+                found.append(given)
     return found or None
+
+
+def base_step_inputs(
+    tree: Path, environ: Mapping[str, str]
+) -> list[tuple[str | None, str | None]] | None:
+    """The (config, working_directory) of every evalgate step of the base's workflows (defaults
+    filled in; None where the value is an expression, unknowable here); None when none."""
+    steps = _evalgate_steps(tree, environ)
+    if steps is None:
+        return None
+    out = []
+    for given in steps:
+        folder = _value(given.get("working_directory"), ".")
+        out.append((_value(given.get("config"), "evals.yaml"), folder and os.path.normpath(folder)))
+    return out
+
+
+def baseline_input_changes(
+    tree: Path, environ: Mapping[str, str], given: Mapping[str, str], base: Mapping[str, str]
+) -> list[str]:
+    """The ``baseline`` / ``results_store`` inputs (``given``, empty: unset) that would change
+    where the baseline comes from: a value neither the base's evals.yaml (``base``) nor any
+    evalgate step of the base's workflows gives. (`baseline: none` would drop the comparison;
+    `results_store: local:PATH` would compare with runs the PR wrote.)"""
+    steps = _evalgate_steps(tree, environ) or []
+    mode = given.get("baseline") or base.get("baseline")
+    # Harmless whatever the base says: a re-run of the base commit is the true baseline, and
+    # without a store `auto` re-runs it.
+    harmless = {
+        "baseline": ("auto", "rerun"),
+        "results_store": ("none",) if mode != "stored" else (),
+    }
+    out = []
+    for name, value in given.items():
+        if not value or value == base.get(name) or value in harmless.get(name, ()):
+            continue
+        if any(_value(step.get(name), "") in (None, value) for step in steps):
+            continue  # the base's own workflow passes it (or an expression: unknowable)
+        out.append(f"{name} {value} (the `{name}` input; the base's is {base.get(name)})")
+    return out
 
 
 def _value(value: Any, default: str) -> str | None:

@@ -296,3 +296,26 @@ def test_a_model_renamed_by_the_pr_is_still_compared_with_the_bases(
     assert code == 1, log
     first = _head_lines(github, 6)
     assert "evalgate: FAIL" in first and "none of this PR's models (m-renamed)" in first, first
+
+
+@pytest.mark.parametrize(
+    ("inputs", "named"),
+    [
+        ({"baseline": "none"}, "baseline none"),
+        ({"baseline": "stored"}, "baseline stored"),
+        ({"results_store": "local:forged"}, "results_store local:forged"),
+    ],
+    ids=["no-baseline", "stored-only", "forged-store"],
+)
+def test_baseline_inputs_that_would_drop_or_forge_the_comparison_fail(
+    margin_exam: Exam, github: FakeGitHub, pr_event: dict[str, Any], inputs: dict[str, str],
+    named: str,
+) -> None:  # fmt: skip
+    head = margin_exam.pr_files(_evals(margin_exam.url, system="Please regress.", gate=MARGIN_ONLY))
+    event = _pr_event(pr_event, margin_exam, head)
+    env = margin_exam.environ("pull_request", event, head, "refs/pull/42/merge", github.url,
+                              **{"results_store": "none", **inputs})  # fmt: skip
+    code = run_action(env, out=io.StringIO())
+    assert code == 1
+    first = _head_lines(github, 6)
+    assert "evalgate: FAIL" in first and f"the workflow changes the exam: {named}" in first, first
