@@ -108,3 +108,16 @@ def test_local_mode_refuses_host_files_for_the_agent(
         config = load_config(evals)
         (bench,) = config.benchmarks
         AgentSuite.from_spec(bench, "v")
+
+
+def test_the_exam_trees_root_is_the_repository(tmp_path: Path) -> None:
+    # The Action's exam tree (git archive) has no .git: its top is given, so a config in a
+    # subfolder may name the tree's shared skills, and nothing above the tree.
+    tree = tmp_path / "exam"
+    (tree / "skills").mkdir(parents=True)
+    (tree / "sub").mkdir()
+    evals = _agent_evals(tree / "sub", "skills_dir: ../skills")
+    config = load_config(evals, root=tree)
+    assert config.benchmarks[0].variants[0].skills_dir == str(tree / "skills")
+    with pytest.raises(ConfigError, match="is outside the repository"):
+        load_config(evals)  # without it: the evals.yaml's folder, which the skills are above

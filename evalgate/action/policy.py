@@ -200,10 +200,10 @@ def read_base_policy(
         if where is None:
             return BasePolicy("first-adoption", base_sha, overrides=candidate,
                               baseline_input=baseline_input, store_input=store_input)  # fmt: skip
-        try:
-            base = load_config(where, candidate)
+        try:  # its host paths stay in the exam's tree (which has no .git of its own)
+            base = load_config(where, candidate, root=into)
         except ConfigError:  # an override may name a benchmark only the PR has
-            base = load_config(where)
+            base = load_config(where, root=into)
         # Where `datasets` looks for local files (the working directory), in the base's tree.
         here = Path.cwd().resolve()
         if here == top or top in here.parents:

@@ -12,6 +12,7 @@ import difflib
 import os
 import re
 import types
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
 
@@ -409,10 +410,30 @@ def _check_override_paths(cli: Overrides) -> None:
             raise ConfigError(f"command line: {flag}: unknown field{_suggest(bad[-1], names)}")
 
 
+# The repository a config's host paths (skills, MCP config) must stay in, when the caller knows
+# it (the Action's exam tree has no .git); else the nearest .git above the evals.yaml.
+_ROOT: ContextVar[Path | None] = ContextVar("evalgate_config_root", default=None)
+
+
 def load_config(
-    path: Path, overrides: list[str] | tuple[str, ...] = (), *, search_dirs: tuple[Path, ...] = ()
+    path: Path,
+    overrides: list[str] | tuple[str, ...] = (),
+    *,
+    search_dirs: tuple[Path, ...] = (),
+    root: Path | None = None,
 ) -> Config:
-    """Load, layer and validate evals.yaml. Raises ConfigError with ``file:line: field: msg``."""
+    """Load, layer and validate evals.yaml. Raises ConfigError with ``file:line: field: msg``.
+    ``root``: the repository the file's host paths must stay in (default: its git checkout)."""
+    token = _ROOT.set(root)
+    try:
+        return _load_config(Path(path), overrides, search_dirs)
+    finally:
+        _ROOT.reset(token)
+
+
+def _load_config(
+    path: Path, overrides: list[str] | tuple[str, ...], search_dirs: tuple[Path, ...]
+) -> Config:
     path = Path(path)
     doc = load_yaml(path)
     if doc.data is None:
@@ -622,7 +643,7 @@ def _resolve_benchmark(
                     # repository of the evals.yaml that names it, in local mode too.
                     src = origin.get(("variants", i, key))
                     named = Path(src.source) if src and src.source != "command line" else None
-                    root = repository_root(named.parent if named else Path.cwd())
+                    root = _ROOT.get() or repository_root(named.parent if named else Path.cwd())
                     what = f"{doc.where(at)}: {format_path((*at, 'variants', i, key))}"
                     check_host_path(variant[key], root=root, what=what)
         command: Any = (  # YAML data, not yet validated
