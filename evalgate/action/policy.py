@@ -188,13 +188,18 @@ def read_base_policy(
         raise PolicyError(f"{workdir} is not a git checkout ({exc})") from exc
     exam.check_paths(config, top, config_path)
     exam.check_secret_routes(None, config, config_path)  # the job's own tokens, in any case
-    # An override of an exam field is the PR's workflow changing the exam: not applied, FAIL.
-    exam_fields, candidate = workflow_inputs.exam_overrides(overrides)
-    workflow = [f"{name} (the `overrides` input)" for name in exam_fields]
     try:
         prefix = gitops.git(workdir, "rev-parse", "--show-prefix").strip()
         has_config = _git_state(workdir, base_sha, config_path, token)  # relative to workdir
         exam.materialise(workdir, base_sha, into)
+        # An override of an exam field is the PR's workflow changing the exam (not applied:
+        # a FAIL), unless the base's own workflows pass it too: then it is the base's.
+        passed = workflow_inputs.base_overrides(into, environ or {})
+        exam_fields, candidate = workflow_inputs.exam_overrides(
+            tuple(o for o in overrides if o.strip() not in passed)
+        )
+        candidate += tuple(o for o in overrides if o.strip() in passed)
+        workflow = [f"{name} (the `overrides` input)" for name in exam_fields]
         where, found = _base_config(into, prefix, config_path, has_config, environ or {})
         workflow += found
         if where is None:

@@ -22,7 +22,7 @@ from evalgate.config.overrides import parse_overrides
 from evalgate.config.split import field_role
 from evalgate.errors import ConfigError
 
-__all__ = ["base_step_inputs", "baseline_input_changes", "exam_overrides"]
+__all__ = ["base_overrides", "base_step_inputs", "baseline_input_changes", "exam_overrides"]
 
 
 def _split_path(keys: tuple[str, ...]) -> str:
@@ -50,11 +50,13 @@ def exam_overrides(overrides: tuple[str, ...]) -> tuple[list[str], tuple[str, ..
     return exam, tuple(candidate)
 
 
-def _is_evalgate(uses: str, action_repo: str | None) -> bool:
+def _is_evalgate(uses: str, action_repo: str | None, local: bool) -> bool:
+    """Whether a step's ``uses:`` is evalgate: the running action's repository, a name ending
+    in ``evalgate``, or ``./`` in evalgate's own repository (``local``)."""
     name = uses.split("@", 1)[0].strip().lower()
     if action_repo and name == action_repo.lower():
         return True
-    return re.search(r"(^|/)evalgate($|[/@-])", name) is not None or name == "./"
+    return re.search(r"(^|/)evalgate($|[/@:-])", name) is not None or (local and name == "./")
 
 
 def _steps(doc: Any) -> list[Mapping[str, Any]]:
@@ -72,6 +74,8 @@ def _evalgate_steps(tree: Path, environ: Mapping[str, str]) -> list[Mapping[str,
     folder = tree / ".github" / "workflows"
     found: list[Mapping[str, Any]] = []
     repo = environ.get("GITHUB_ACTION_REPOSITORY") or None
+    action = tree / "action.yml"
+    local = action.is_file() and "evalgate" in action.read_text(encoding="utf-8", errors="replace")
     for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
         try:
             doc = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -79,7 +83,7 @@ def _evalgate_steps(tree: Path, environ: Mapping[str, str]) -> list[Mapping[str,
             continue  # not a workflow this reader understands: it names no step
         for step in _steps(doc):
             uses = step.get("uses")
-            if not isinstance(uses, str) or not _is_evalgate(uses, repo):
+            if not isinstance(uses, str) or not _is_evalgate(uses, repo, local):
                 continue
             given: Mapping[str, Any] = step.get("with") or {}
             if not isinstance(given, Mapping):
@@ -101,6 +105,19 @@ def base_step_inputs(
     for given in steps:
         folder = _value(given.get("working_directory"), ".")
         out.append((_value(given.get("config"), "evals.yaml"), folder and os.path.normpath(folder)))
+    return out
+
+
+def base_overrides(tree: Path, environ: Mapping[str, str]) -> set[str]:
+    """The ``overrides`` lines the base's own evalgate steps pass (``--`` and comments
+    dropped, as the Action reads them): those are the base's, on an exam field too."""
+    out: set[str] = set()
+    for given in _evalgate_steps(tree, environ) or []:
+        text = given.get("overrides")
+        for line in str(text or "").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#") and "${{" not in line:
+                out.add(line.removeprefix("--"))
     return out
 
 

@@ -319,3 +319,23 @@ def test_baseline_inputs_that_would_drop_or_forge_the_comparison_fail(
     assert code == 1
     first = _head_lines(github, 6)
     assert "evalgate: FAIL" in first and f"the workflow changes the exam: {named}" in first, first
+
+
+def test_an_exam_override_the_bases_own_workflow_passes_is_the_bases(
+    tmp_path: Path, model: Any, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    # A CI that runs fewer items passes eval.num_examples in its workflow, on the base too.
+    exam = Exam.__new__(Exam)
+    Workspace.__init__(exam, tmp_path, model.base_url)
+    (exam.ws / ".github" / "workflows").mkdir(parents=True)
+    step = "with: {config: evals.yaml, overrides: eval.num_examples=20}"
+    (exam.ws / ".github" / "workflows" / "evals.yml").write_text(
+        WORKFLOW.replace("with: {config: evals.yaml}", step)
+    )
+    exam.base = exam.commit(_evals(model.base_url, gate=MARGIN_ONLY), "main")
+    _git(exam.ws, "push", "-q", "origin", "main")
+    head = exam.pr_files(_evals(model.base_url, system="Answer briefly.", gate=MARGIN_ONLY))
+    code, log = _run_with(exam, github, pr_event, head, overrides="eval.num_examples=20")
+    assert code == 0, log
+    assert "changes the exam" not in github.bodies(REPO, PR)[0]
+    assert len(model.requests) == 2 * 20  # applied to the base's run and the PR's alike
