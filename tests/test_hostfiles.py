@@ -121,3 +121,14 @@ def test_the_exam_trees_root_is_the_repository(tmp_path: Path) -> None:
     assert config.benchmarks[0].variants[0].skills_dir == str(tree / "skills")
     with pytest.raises(ConfigError, match="is outside the repository"):
         load_config(evals)  # without it: the evals.yaml's folder, which the skills are above
+
+
+def test_an_hf_dataset_folder_out_of_the_repository_is_refused_in_pr_mode(tmp_path: Path) -> None:
+    from evalgate.action.exam import check_paths
+
+    repo, _ = _repo(tmp_path)
+    (repo / "evals.yaml").write_text(
+        "benchmarks:\n  - {name: h, kind: hf, dataset: ../home, split: train}\n"
+    )
+    with pytest.raises(ConfigError, match=r"h: dataset: .* is outside the repository"):
+        check_paths(load_config(repo / "evals.yaml"), repo, "evals.yaml")

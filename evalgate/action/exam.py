@@ -277,8 +277,11 @@ def _candidate_paths(config: Config) -> Iterator[tuple[str, str]]:
                 yield f"{bench.name}: {name}", value.partition("@")[0]
         files = getattr(bench, "data_files", None)
         for value in [files] if isinstance(files, str) else files or []:
-            if Path(value).is_absolute():  # a relative one is looked up in the checkout
+            if Path(value).is_absolute():  # anchored by the loader next to evals.yaml
                 yield f"{bench.name}: data_files", value
+        dataset = getattr(bench, "dataset", None) if bench.kind == "hf" else None
+        if isinstance(dataset, str) and Path(dataset).is_absolute():  # a local folder
+            yield f"{bench.name}: dataset", dataset
         for variant in getattr(bench, "variants", ()):
             for name in ("skills_dir", "mcp_config"):
                 if (value := getattr(variant, name)) is not None:
