@@ -17,18 +17,15 @@ import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import Any
 
 from pydantic import BaseModel
 
 from evalgate.action import git as gitops
 from evalgate.config.load import Config
+from evalgate.config.routes import routes
 from evalgate.config.split import field_role, merge_benchmark
 from evalgate.errors import ConfigError
-
-if TYPE_CHECKING:
-    from evalgate.config.spec import Model
 
 __all__ = [
     "anchor_local_data",
@@ -110,11 +107,15 @@ def merge(base: Config, pr: Config) -> Config:
     """The PR's config with the base's exam: each benchmark the base defines keeps the base's
     definition with the PR's candidate fields laid over it; the models (the candidate) are the
     PR's; gate, baseline and publishing the base's (budgets: see ``apply_ceiling``). A benchmark
-    only the PR has is its own: the base sets no threshold or baseline for it."""
+    only the PR has is its proposal: the base sets no threshold or baseline for it, and it runs
+    after the base's."""
     ours = {b.name: _anchor_labels(b, base.path.parent) for b in base.benchmarks}
+    theirs = {b.name: b for b in pr.benchmarks}
+    # The base's benchmarks first, in the base's order; then the PR's own (its proposals), so
+    # that nothing the PR adds runs before the exam (a budget spent, a shared file written).
     benchmarks = tuple(
-        merge_benchmark(ours[b.name], b) if b.name in ours else b for b in pr.benchmarks
-    )
+        merge_benchmark(ours[name], theirs[name]) for name in ours if name in theirs
+    ) + tuple(b for b in pr.benchmarks if b.name not in ours)
     update = {"benchmarks": benchmarks, "publish": base.publish}
     return pr.model_copy(update=update)
 
@@ -233,50 +234,9 @@ def exam_changes(base: Config, base_root: Path, pr: Config, pr_root: Path) -> li
 # -- secrets -----------------------------------------------------------------------------------
 
 
-def _host(url: str | None) -> str | None:
-    if not url:
-        return None
-    parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
-
-
-def _env_refs(value: Any) -> Iterator[str]:
-    if isinstance(value, str) and value.startswith("os.environ/"):
-        yield value.removeprefix("os.environ/")
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _env_refs(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _env_refs(v)
-
-
-def _model_routes(model: Model) -> Iterator[tuple[str, str, str]]:
-    """(field, secret, destination) for each secret a model's config sends somewhere."""
-    if model.backend == "openai":
-        if model.api_key_env:
-            yield "api_key_env", model.api_key_env, str(_host(model.base_url))
-    elif model.backend == "litellm":
-        where = _host(model.proxy_url) or _host(model.api_base)
-        # No URL: the provider's own endpoint, named by the model string's prefix.
-        dest = where or f"the {model.model.partition('/')[0]} provider's default endpoint"
-        # Unset, LiteLLM reads the provider's usual variable: that key goes there too.
-        yield "api_key_env", model.api_key_env or "(the provider's default key)", dest
-        for name in _env_refs(model.params):
-            yield "params", name, dest
-    elif model.backend == "modal-vllm":
-        if model.hf_token_env:
-            yield "hf_token_env", model.hf_token_env, "Modal"
-        for name in model.secrets:
-            yield "secrets", f"Modal Secret {name}", "Modal"
-        if model.mode == "persistent" and model.api_key_env:
-            yield "api_key_env", model.api_key_env, f"Modal app {model.app_name or model.name}"
-
-
 def secret_routes(config: Config) -> set[tuple[str, str]]:
-    """Every (secret, destination) pair a config sends."""
-    return {(secret, dest) for m in config.models for _, secret, dest in _model_routes(m)}
+    """Every (secret, destination) pair a config sends (:func:`evalgate.config.routes.routes`)."""
+    return {(r.secret, r.dest) for r in routes(config)}
 
 
 # The job's own credentials: never a model's key, whatever the base says (the first PR too).
@@ -284,23 +244,26 @@ _JOB_SECRETS = ("INPUT_", "ACTIONS_", "RUNNER_")
 
 
 def check_secret_routes(base: Config | None, pr: Config, config_name: str) -> None:
-    """Refuse, in one line, a secret the PR would send where the base config never sends it
-    (``base`` None: no base config, the first adoption: only the job's own credentials)."""
+    """Refuse, in one line, a secret the run would send where the base config never sends it
+    (``base`` None: no base config, the first adoption: only the job's own credentials).
+
+    The routes walked are those of what runs: the PR's models with the base's exam laid over
+    the PR's config (:func:`merge`), so a judge, grader or LiteLLM endpoint of a benchmark only
+    the PR has is checked like a model, and a base benchmark's judge stays the base's."""
+    run = merge(base, pr) if base is not None else pr
     allowed = secret_routes(base) if base is not None else None
-    for i, model in enumerate(pr.models):
-        for field, secret, dest in _model_routes(model):
-            if secret.startswith(_JOB_SECRETS):
-                raise ConfigError(
-                    f"{config_name}: models[{i}] ({model.name}): {field}: {secret} is the "
-                    "job's own credential, never a model's key; refused"
-                )
-            if allowed is not None and (secret, dest) not in allowed:
-                raise ConfigError(
-                    f"{config_name}: models[{i}] ({model.name}): {field}: this PR would send "
-                    f"{secret} to {dest}, where the base branch never sends it; refused (a "
-                    "secret goes only where the base's config sends it: land the change on "
-                    "the base branch first)"
-                )
+    for route in routes(run):
+        head = f"{config_name}: {route.where}: {route.field}"
+        if route.secret.startswith(_JOB_SECRETS):
+            raise ConfigError(
+                f"{head}: {route.secret} is the job's own credential, never a model's key; refused"
+            )
+        if allowed is not None and (route.secret, route.dest) not in allowed:
+            raise ConfigError(
+                f"{head}: this PR would send {route.secret} to {route.dest}, where the base "
+                "branch never sends it; refused (a secret goes only where the base's config "
+                "sends it: land the change on the base branch first)"
+            )
 
 
 # -- paths -------------------------------------------------------------------------------------
@@ -314,8 +277,11 @@ def _candidate_paths(config: Config) -> Iterator[tuple[str, str]]:
                 yield f"{bench.name}: {name}", value.partition("@")[0]
         files = getattr(bench, "data_files", None)
         for value in [files] if isinstance(files, str) else files or []:
-            if Path(value).is_absolute():  # a relative one is looked up in the checkout
+            if Path(value).is_absolute():  # anchored by the loader next to evals.yaml
                 yield f"{bench.name}: data_files", value
+        dataset = getattr(bench, "dataset", None) if bench.kind == "hf" else None
+        if isinstance(dataset, str) and Path(dataset).is_absolute():  # a local folder
+            yield f"{bench.name}: dataset", dataset
         for variant in getattr(bench, "variants", ()):
             for name in ("skills_dir", "mcp_config"):
                 if (value := getattr(variant, name)) is not None:

@@ -30,7 +30,13 @@ from evalgate import pipeline
 from evalgate.action import git as gitops
 from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
-from evalgate.action.policy import apply_policy, policy_checks, read_base_policy
+from evalgate.action.policy import (
+    BasePolicy,
+    apply_policy,
+    mark_proposals,
+    policy_checks,
+    read_base_policy,
+)
 from evalgate.action.publish_mode import publish_artifact
 from evalgate.action.publisher import (
     Notices,
@@ -192,15 +198,16 @@ def _load_stored(stored: Any) -> LoadedRun:
 
 
 def _rerun_baseline(
-    workdir: Path, sha: str, inputs: ActionInputs, out_root: Path, environ: Mapping[str, str],
+    workdir: Path, sha: str, policy: BasePolicy, out_root: Path, environ: Mapping[str, str],
     server_factory: Callable[..., Any], log: Callable[[str], None],
 ) -> dict[tuple[str, str], LoadedRun]:  # fmt: skip
     """Evaluate the base commit itself (same items, same seeds) in a detached worktree."""
     tmp = Path(tempfile.mkdtemp(prefix="evalgate-base-"))
     try:
         gitops.git(workdir, "worktree", "add", "--detach", str(tmp / "wt"), sha)
-        prefix = gitops.git(workdir, "rev-parse", "--show-prefix").strip()
-        base_config = load_config(tmp / "wt" / prefix / inputs.config, inputs.overrides)
+        # The base's evals.yaml (the one its policy was read from), with only the overrides
+        # that change the candidate: the workflow's inputs never change the exam.
+        base_config = load_config(tmp / "wt" / policy.config_path, policy.overrides)
         log(f"[evalgate] running the baseline at {sha[:12]}")
         pipeline.run(
             base_config,
@@ -218,7 +225,7 @@ def _rerun_baseline(
 
 
 def _baselines(base: str, mode: str, store: ResultStore | None, config: Config, workdir: Path,
-               inputs: ActionInputs, out_root: Path, environ: Mapping[str, str],
+               policy: BasePolicy, out_root: Path, environ: Mapping[str, str],
                server_factory: Callable[..., Any], pub: _Publisher,
                ) -> dict[tuple[str, str], LoadedRun]:  # fmt: skip
     """The baseline runs of ``base`` (the merge-base): stored, else (``auto``) re-run."""
@@ -229,7 +236,7 @@ def _baselines(base: str, mode: str, store: ResultStore | None, config: Config, 
     if mode == "rerun" or (mode == "auto" and (store is None or bool(missing))):
         with actions.group("evalgate: baseline run"):
             return _rerun_baseline(
-                workdir, base, inputs, out_root / "baseline", environ, server_factory, pub.log
+                workdir, base, policy, out_root / "baseline", environ, server_factory, pub.log
             )
     if missing:
         pub.notices.append(
@@ -238,13 +245,24 @@ def _baselines(base: str, mode: str, store: ResultStore | None, config: Config, 
     return baselines
 
 
-def _overridden(inputs: ActionInputs, config: Config) -> list[str]:
-    """The workflow's inputs that replace a part of the (base branch's) baseline settings."""
+def _overridden(inputs: ActionInputs, config: Config, policy: BasePolicy) -> list[str]:
+    """Every workflow input that changed something: the overrides applied (candidate fields:
+    one on an exam field is a FAIL, not applied), a config or working directory other than the
+    defaults, and the baseline settings the inputs replace."""
     out = []
-    if inputs.baseline and inputs.baseline != config.baseline.mode:
-        out.append(f"baseline mode {inputs.baseline} (the workflow's `baseline` input)")
-    if inputs.results_store and inputs.results_store != config.baseline.store:
-        out.append(f"result store {inputs.results_store} (the workflow's `results_store` input)")
+    if policy.overrides:
+        shown = ", ".join(f"`{o}`" for o in policy.overrides)
+        out.append(f"the candidate overrides {shown} (the workflow's `overrides` input)")
+    for name, value, default in (
+        ("config", inputs.config, "evals.yaml"),
+        ("working_directory", inputs.working_directory, "."),
+    ):
+        if value != default:
+            out.append(f"{name} {value} (the workflow's `{name}` input)")
+    if policy.baseline_input and policy.baseline_input != config.baseline.mode:
+        out.append(f"baseline mode {policy.baseline_input} (the workflow's `baseline` input)")
+    if policy.store_input and policy.store_input != config.baseline.store:
+        out.append(f"result store {policy.store_input} (the workflow's `results_store` input)")
     return out
 
 
@@ -297,19 +315,25 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
         into=exam_tree,
         overrides=inputs.overrides,
         token=token,
+        environ=environ,
+        baseline_input=inputs.baseline,
+        store_input=inputs.results_store,
     )
+    if note := policy.workflow_note():  # the workflow's inputs change the exam: FAIL, said first
+        pub.notices.append(note)
     if note := policy.exam_note(inputs.config):  # first on the scorecard, under its title
         pub.notices.append(note)
     config, raised = policy.applied(config)
     if raised:  # the PR lifted a budget cap the base branch sets
         pub.notices.append(raised)
     baseline_settings = config.baseline
-    mode = inputs.baseline or baseline_settings.mode
+    # The inputs the policy allows: in PR mode one that would change the baseline FAILs instead.
+    mode = policy.baseline_input or baseline_settings.mode
     if policy.source == "first-adoption" and mode != "none":
         # The base has no evals.yaml: there is nothing to re-run and nothing stored to compare.
         pub.notices.append("no baseline: the base branch does not use evalgate yet")
         mode = "none"
-    store_spec = inputs.results_store or baseline_settings.store
+    store_spec = policy.store_input or baseline_settings.store
     pub.comment(in_progress_body(run_url=ctx.run_url))
 
     store: ResultStore | None = None
@@ -320,7 +344,7 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
     baselines: dict[tuple[str, str], LoadedRun] = {}
     if ctx.is_pr and ctx.base_sha and mode != "none":
         base = gitops.merge_base(workdir, ctx.base_sha, ctx.sha, token=token)
-        baselines = _baselines(base, mode, store, config, workdir, inputs, out_root, environ,
+        baselines = _baselines(base, mode, store, config, workdir, policy, out_root, environ,
                                server_factory, pub)  # fmt: skip
 
     with actions.group("evalgate: evaluation"):
@@ -334,8 +358,9 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
             baselines=baselines,
         )
     checks = policy_checks(policy, config)
-    if checks:  # a benchmark the base requires was dropped, renamed or re-scored
-        verdict = apply_policy(verdict, checks)
+    marked = mark_proposals(verdict, policy)  # what only the PR has: gated after merge
+    if checks or marked is not verdict:  # dropped, renamed or re-scored; the workflow's inputs
+        verdict = apply_policy(marked, checks)
         pipeline.write_report(verdict, out_root, report_url=report_url(dict(environ)))
     (out_root / "pr.json").write_text(
         json.dumps({"pr_number": ctx.pr_number, "sha": ctx.sha, "repository": ctx.repository}),
@@ -350,7 +375,7 @@ def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verd
     """The verdict out: the policy note and trend added, baselines stored on the default branch,
     the comment, the scorecard file, the summary and the outputs."""
     markdown = (out_root / SCORECARD).read_text(encoding="utf-8")
-    if note := policy.note(inputs.config, _overridden(inputs, config)):
+    if note := policy.note(inputs.config, _overridden(inputs, config, policy)):
         markdown = under_title(markdown, f"> **Policy:** {note}.\n")  # as the README says
     # From here on an error still reports the complete scorecard (summary, outputs, comment).
     pub.scorecard, pub.outputs = markdown, _outputs(verdict, out_root)

@@ -17,11 +17,13 @@ at all — the PR that adopts evalgate — which runs on its own policy and says
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from evalgate.action import exam
+from evalgate.action import exam, workflow_inputs
 from evalgate.action import git as gitops
 from evalgate.config.load import Config, load_config
 from evalgate.config.spec.budget import apply_ceiling
@@ -32,9 +34,18 @@ from evalgate.run.fingerprint import measurement  # the one derivation, shared w
 if TYPE_CHECKING:
     pass
 
-__all__ = ["BasePolicy", "PolicyError", "apply_policy", "policy_checks", "read_base_policy"]
+__all__ = [
+    "NEW_IN_PR",
+    "BasePolicy",
+    "PolicyError",
+    "apply_policy",
+    "mark_proposals",
+    "policy_checks",
+    "read_base_policy",
+]
 
 REMOVED = "removed by this PR; base policy requires it"
+NEW_IN_PR = "new in this PR: gated after merge"
 _ORDER: tuple[Literal["ERROR", "FAIL", "INCONCLUSIVE", "PASS"], ...] = (
     "ERROR",
     "FAIL",
@@ -57,6 +68,14 @@ class BasePolicy:
     base_sha: str | None = None
     config: Config | None = None  # the base's, when source == "base"
     changes: tuple[str, ...] = ()  # what the PR changes in the exam (applies after merge)
+    # What the workflow's inputs would change in the exam (not applied: a FAIL), and the
+    # overrides that were applied (candidate fields only).
+    workflow: tuple[str, ...] = ()
+    overrides: tuple[str, ...] = ()
+    config_path: str = ""  # the base's evals.yaml, relative to the repository's top
+    # The workflow's `baseline` / `results_store` inputs this run may use ("": evals.yaml's).
+    baseline_input: str = ""
+    store_input: str = ""
 
     @property
     def measurements(self) -> dict[str, dict[str, Any]]:
@@ -74,6 +93,15 @@ class BasePolicy:
         budget, note = apply_ceiling(config.budget, self.config.budget)
         update = {"gate": self.config.gate, "baseline": self.config.baseline, "budget": budget}
         return exam.merge(self.config, config).model_copy(update=update), note
+
+    def workflow_note(self) -> str | None:
+        """The scorecard's first note when the workflow's inputs would change the exam."""
+        if not self.workflow:
+            return None
+        return (
+            f"the workflow changes the exam: {'; '.join(self.workflow)}. On pull_request the "
+            "workflow is the PR's, so the gate used the base branch's exam without it, and FAILs"
+        )
 
     def exam_note(self, config_name: str) -> str | None:
         """The scorecard's first note: which exam judged this run, and what the PR changed in
@@ -130,6 +158,9 @@ def read_base_policy(
     into: Path,
     overrides: tuple[str, ...] = (),
     token: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    baseline_input: str = "",
+    store_input: str = "",
 ) -> BasePolicy:
     """The policy this run is judged by. Raises :class:`PolicyError` when the base is unreadable,
     a ConfigError when the PR sends a secret where the base does not, or names a path outside
@@ -137,10 +168,14 @@ def read_base_policy(
 
     The base commit's tree is written under ``into``, which must outlive the run: the exam's
     files (data, tasks, inspect task files) are read there, never from the PR's checkout.
-    ``overrides`` (the workflow's) apply to the base's file as to the PR's: they belong to the
-    job, and a measurement they change must change on both sides alike."""
+    ``overrides`` (the workflow's) that change only the candidate apply to the base's file as to
+    the PR's (a measurement they change must change on both sides alike); one that changes the
+    exam, and a ``config`` other than the base's, is not applied and FAILs
+    (:mod:`evalgate.action.workflow_inputs`)."""
     if not is_pr:
-        return BasePolicy("own")  # a push is judged by its own commit: it is the base
+        # A push is judged by its own commit, with the job's inputs.
+        return BasePolicy("own", overrides=overrides, baseline_input=baseline_input,
+                          store_input=store_input)  # fmt: skip
     if not base_sha:
         raise PolicyError(
             "the pull_request event names no base commit, so the base branch's gate policy "
@@ -154,15 +189,26 @@ def read_base_policy(
     exam.check_paths(config, top, config_path)
     exam.check_secret_routes(None, config, config_path)  # the job's own tokens, in any case
     try:
-        if not _git_state(workdir, base_sha, config_path, token):
-            return BasePolicy("first-adoption", base_sha)
         prefix = gitops.git(workdir, "rev-parse", "--show-prefix").strip()
+        has_config = _git_state(workdir, base_sha, config_path, token)  # relative to workdir
         exam.materialise(workdir, base_sha, into)
-        path = into / prefix / config_path
-        try:
-            base = load_config(path, overrides)
+        # An override of an exam field is the PR's workflow changing the exam (not applied:
+        # a FAIL), unless the base's own workflows pass it too: then it is the base's.
+        passed = workflow_inputs.base_overrides(into, environ or {})
+        exam_fields, candidate = workflow_inputs.exam_overrides(
+            tuple(o for o in overrides if o.strip() not in passed)
+        )
+        candidate += tuple(o for o in overrides if o.strip() in passed)
+        workflow = [f"{name} (the `overrides` input)" for name in exam_fields]
+        where, found = _base_config(into, prefix, config_path, has_config, environ or {})
+        workflow += found
+        if where is None:
+            return BasePolicy("first-adoption", base_sha, overrides=candidate,
+                              baseline_input=baseline_input, store_input=store_input)  # fmt: skip
+        try:  # its host paths stay in the exam's tree (which has no .git of its own)
+            base = load_config(where, candidate, root=into)
         except ConfigError:  # an override may name a benchmark only the PR has
-            base = load_config(path)
+            base = load_config(where, root=into)
         # Where `datasets` looks for local files (the working directory), in the base's tree.
         here = Path.cwd().resolve()
         if here == top or top in here.parents:
@@ -181,18 +227,72 @@ def read_base_policy(
         ) from None
     exam.check_secret_routes(base, config, config_path)
     changes = exam.exam_changes(base, into, config, top)
-    return BasePolicy("base", base_sha, base, tuple(changes))
+    given = {"baseline": baseline_input, "results_store": store_input}
+    ours = {"baseline": base.baseline.mode, "results_store": base.baseline.store}
+    refused = workflow_inputs.baseline_input_changes(into, environ or {}, given, ours)
+    workflow += refused
+    allowed = {k: v for k, v in given.items() if not any(r.startswith(f"{k} ") for r in refused)}
+    rel = where.relative_to(into).as_posix()
+    return BasePolicy(
+        "base", base_sha, base, tuple(changes), tuple(workflow), candidate, rel,
+        allowed.get("baseline", ""), allowed.get("results_store", ""),
+    )  # fmt: skip
+
+
+def _base_config(
+    tree: Path, prefix: str, config_path: str, has_config: bool, environ: Mapping[str, str]
+) -> tuple[Path | None, list[str]]:
+    """The base's evals.yaml in its tree (None: the base does not use evalgate, the first
+    adoption), and what the PR's ``config`` / ``working_directory`` inputs change: the base's
+    are the ones its own workflows give evalgate, else the file the input names, else the
+    default ``evals.yaml`` (a base that uses evalgate is never a first adoption)."""
+    here = os.path.normpath(prefix or ".")
+    steps = workflow_inputs.base_step_inputs(tree, environ)
+    changed: list[str] = []
+    if steps is not None and not any(
+        c in (None, config_path) and w in (None, here) for c, w in steps
+    ):
+        config, folder = steps[0]
+        if all(c not in (None, config_path) for c, _ in steps):
+            changed.append(f"config {config_path} (the base's workflow gives {config})")
+        if all(w not in (None, here) for _, w in steps):
+            changed.append(f"working_directory {here} (the base's workflow gives {folder})")
+        path = tree / (folder or here) / (config or config_path)
+        if path.is_file():
+            return path, changed
+    if has_config:
+        return tree / prefix / config_path, changed
+    for default in (tree / prefix / "evals.yaml", tree / "evals.yaml"):
+        if default.is_file():
+            shown = default.relative_to(tree).as_posix()
+            return default, changed or [f"config {prefix}{config_path} (the base has {shown})"]
+    return None, []
 
 
 def policy_checks(policy: BasePolicy, config: Config) -> list[Check]:
-    """A FAIL for every benchmark the base requires that the PR dropped or renamed. (A changed
+    """A FAIL when the workflow's inputs would change the exam, when no model of the PR has a
+    label the base gates, and for every benchmark the base requires that the PR dropped or
+    renamed. (A changed
     measurement cannot reach here: the run used the base's exam. The check stays, so that a
     field the merge ever missed fails instead of passing.)"""
     if policy.config is None:
         return []
+    out = []
+    if policy.workflow:  # first: the reason the comment leads with
+        reason = f"the workflow changes the exam: {'; '.join(policy.workflow)}"
+        out.append(Check("*", "workflow", "-", "policy", "FAIL", reason, p=0.0))
+    ours, theirs = [m.name for m in policy.config.models], [m.name for m in config.models]
+    if ours and not set(ours) & set(theirs):
+        # Runs pair with their baseline on the model's label: under new labels only, nothing
+        # the PR runs is compared with the base, and a regression would pass on thresholds.
+        reason = (
+            f"none of this PR's models ({', '.join(theirs)}) has a label the base gates "
+            f"({', '.join(ours)}): nothing would be compared with the baseline, so it cannot "
+            "PASS (keep a label to compare the model behind it)"
+        )
+        out.append(Check("*", "models", "-", "policy", "FAIL", reason, p=0.0))
     pr = {b.name: measurement(b) for b in config.benchmarks}
     gated = policy.config.gate.thresholds
-    out = []
     for name, base in policy.measurements.items():
         metrics = ", ".join(sorted(gated.get(name, {}))) or "-"
         if name not in pr:
@@ -206,6 +306,22 @@ def policy_checks(policy: BasePolicy, config: Config) -> list[Check]:
             )
             out.append(Check("*", name, metrics, "policy", "FAIL", reason, p=0.0))
     return out
+
+
+def mark_proposals(verdict: Verdict, policy: BasePolicy) -> Verdict:
+    """``verdict`` with the score rows of what the base does not have (a benchmark or a model
+    only the PR has) saying so: the base gates them once the PR is merged, not now."""
+    if policy.config is None:
+        return verdict
+    benchmarks = {b.name for b in policy.config.benchmarks}
+    models = {m.name for m in policy.config.models}
+    checks = tuple(
+        dataclasses.replace(c, reason=NEW_IN_PR)
+        if c.kind == "score" and (c.benchmark not in benchmarks or c.model not in models)
+        else c
+        for c in verdict.checks
+    )
+    return verdict if checks == verdict.checks else dataclasses.replace(verdict, checks=checks)
 
 
 def apply_policy(verdict: Verdict, checks: list[Check]) -> Verdict:

@@ -7,6 +7,7 @@ id when the data has groups. The tests themselves live in :mod:`evalgate.stats`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,22 +209,26 @@ def compare_with_baselines(
     *,
     seed: int = 0,
 ) -> list[RunComparison]:
-    """Compare every head run that has a baseline for the same (model label, benchmark)."""
+    """Compare every head run that has a baseline for the same (model label, benchmark).
+
+    An agent variant's run ("tasks.skills") pairs with its benchmark's baseline ("tasks") and is
+    named by its run, as the scorecard's rows and the sequential decisions are: two variants
+    are two comparisons, never two rows of one name."""
     out = []
     for head in heads:
         base = baselines.get((head.model, head.benchmark))
         if base is not None:
-            out.append(
-                compare_runs(
-                    base,
-                    head,
-                    margin=gate.margin,
-                    alpha=gate.alpha,
-                    metrics=gate.metrics,
-                    seed=seed,
-                    scales=getattr(gate, "scales", None),
-                )
+            comp = compare_runs(
+                base,
+                head,
+                margin=gate.margin,
+                alpha=gate.alpha,
+                metrics=gate.metrics,
+                seed=seed,
+                scales=getattr(gate, "scales", None),
             )
+            run = head.config.get("suite") or head.benchmark
+            out.append(comp if run == comp.benchmark else dataclasses.replace(comp, benchmark=run))
     return out
 
 

@@ -9,8 +9,10 @@ user set, and every value keeps its origin (file and line) for error messages.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import types
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
 
@@ -29,6 +31,7 @@ from evalgate.config._wording import PATTERNS as _PATTERNS
 from evalgate.config._wording import mapping_words, shown, typing_hint
 from evalgate.config._yamlio import Layer, Path_, format_path, load_yaml, merge_layers
 from evalgate.config.checks import check_policy
+from evalgate.config.hostfiles import check_host_path, repository_root
 from evalgate.config.overrides import Overrides, parse_overrides
 from evalgate.config.spec import (
     AgentBenchmark,
@@ -54,6 +57,8 @@ from evalgate.config.spec import (
 from evalgate.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pydantic_core import ErrorDetails
 
 __all__ = [
@@ -413,10 +418,30 @@ def _check_override_paths(cli: Overrides) -> None:
             raise ConfigError(f"command line: {flag}: unknown field{_suggest(bad[-1], names)}")
 
 
+# The repository a config's host paths (skills, MCP config) must stay in, when the caller knows
+# it (the Action's exam tree has no .git); else the nearest .git above the evals.yaml.
+_ROOT: ContextVar[Path | None] = ContextVar("evalgate_config_root", default=None)
+
+
 def load_config(
-    path: Path, overrides: list[str] | tuple[str, ...] = (), *, search_dirs: tuple[Path, ...] = ()
+    path: Path,
+    overrides: list[str] | tuple[str, ...] = (),
+    *,
+    search_dirs: tuple[Path, ...] = (),
+    root: Path | None = None,
 ) -> Config:
-    """Load, layer and validate evals.yaml. Raises ConfigError with ``file:line: field: msg``."""
+    """Load, layer and validate evals.yaml. Raises ConfigError with ``file:line: field: msg``.
+    ``root``: the repository the file's host paths must stay in (default: its git checkout)."""
+    token = _ROOT.set(root)
+    try:
+        return _load_config(Path(path), overrides, search_dirs)
+    finally:
+        _ROOT.reset(token)
+
+
+def _load_config(
+    path: Path, overrides: list[str] | tuple[str, ...], search_dirs: tuple[Path, ...]
+) -> Config:
     path = Path(path)
     doc = load_yaml(path)
     if doc.data is None:
@@ -557,6 +582,26 @@ def _apply_model_overrides(top: dict, origin: dict, cli: Overrides, cli_layer: L
                 origin[("models", i, key)] = cli_layer
 
 
+def _anchor_hf(data: dict[str, Any], anchored: Callable[[Path_, str], str]) -> None:
+    """An hf benchmark's local data is the config's: ``data_files`` and a ``dataset`` that is a
+    folder next to the evals.yaml that names it are made absolute there. (`datasets` would look
+    in the working directory: in the Action that is the PR's checkout, not the exam's tree.) A
+    ``dataset`` not found there stays a Hub name or a builder (see ``suites.datasets``)."""
+    files = data.get("data_files")
+    if isinstance(files, str) and "://" not in files:
+        data["data_files"] = anchored(("data_files",), files)
+    elif isinstance(files, list):
+        data["data_files"] = [
+            anchored(("data_files", i), f) if isinstance(f, str) and "://" not in f else f
+            for i, f in enumerate(files)
+        ]
+    dataset = data.get("dataset")
+    if isinstance(dataset, str) and dataset and not Path(dataset).is_absolute():
+        local = anchored(("dataset",), dataset)
+        if os.path.exists(local):
+            data["dataset"] = local
+
+
 def _resolve_benchmark(
     doc: Layer, index: int, entry: Any, top: dict, cli: Overrides, dirs: tuple[Path, ...]
 ) -> tuple[Any, dict[str, str]]:
@@ -590,6 +635,8 @@ def _resolve_benchmark(
     for key in _PATH_FIELDS.get(str(data.get("kind")), ()):
         if isinstance(data.get(key), str):
             data[key] = anchored((key,), data[key])
+    if data.get("kind") == "hf":
+        _anchor_hf(data, anchored)
     task = data.get("task") if data.get("kind") == "inspect" else None
     if isinstance(task, str) and task.partition("@")[0].endswith(".py"):
         # A task file is the user's (relative to evals.yaml); a registered name is not a path.
@@ -600,6 +647,13 @@ def _resolve_benchmark(
             for key in ("skills_dir", "mcp_config"):
                 if isinstance(variant, dict) and isinstance(variant.get(key), str):
                     variant[key] = anchored(("variants", i, key), variant[key])
+                    # Read into the agent's prompt or sandbox: never a host file out of the
+                    # repository of the evals.yaml that names it, in local mode too.
+                    src = origin.get(("variants", i, key))
+                    named = Path(src.source) if src and src.source != "command line" else None
+                    root = _ROOT.get() or repository_root(named.parent if named else Path.cwd())
+                    what = f"{doc.where(at)}: {format_path((*at, 'variants', i, key))}"
+                    check_host_path(variant[key], root=root, what=what)
         command: Any = (  # YAML data, not yet validated
             (data.get("agent") or {}).get("command")
             if isinstance(data.get("agent"), dict)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalgate.config.benchmarks import builtin_dir
+from evalgate.config.hostfiles import read_host_file, repository_root
 from evalgate.errors import ConfigError
 
 __all__ = [
@@ -86,7 +87,10 @@ class ChatTemplate:
     def text(self) -> str | None:
         """The template's text when we pass it to the server (shipped to Modal containers)."""
         arg = self.server_arg
-        return Path(arg).read_text(encoding="utf-8") if arg else None
+        if not arg:
+            return None
+        # The one reader of host files for prompts: no link out of its repository, capped.
+        return read_host_file(arg, root=repository_root(arg), what="chat_template")
 
     def record(self) -> dict[str, str | None]:
         return {

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from evalgate.config.routes import LANGFUSE_KEYS
 from evalgate.errors import ConfigError
 
 __all__ = [
@@ -26,7 +27,6 @@ __all__ = [
 ]
 
 # Keys that switch tracing on, then the optional host (Langfuse's SDK defaults to its cloud).
-LANGFUSE_KEYS = ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY")
 LANGFUSE_ENV = (*LANGFUSE_KEYS, "LANGFUSE_HOST")
 LANGFUSE_INSTALL_HINT = "pip install 'langfuse>=2.59.7,<3'"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -255,6 +256,7 @@ def hf_items(spec: HFBenchmark) -> list[Item]:
             f"benchmark {spec.name!r} needs Hugging Face datasets: "
             "pip install 'evalgate-action[hf]'"
         ) from exc
+    _not_shadowed(spec)
     try:
         ds = datasets.load_dataset(
             spec.dataset,
@@ -273,6 +275,25 @@ def hf_items(spec: HFBenchmark) -> list[Item]:
     items = [_to_item(dict(row), i, f"{where} row {i}", spec, ids) for i, row in enumerate(ds)]
     _check_unique(items, where)
     return items
+
+
+def _not_shadowed(spec: HFBenchmark) -> None:
+    """Refuse a Hub name that a path in the working directory would shadow: the loader made
+    a folder next to evals.yaml absolute, so a name still relative is the Hub's (or a builder's),
+    and `datasets` would read a same-named folder of the working directory instead (in the
+    Action: one the PR adds to its checkout, for the exam and the baseline alike)."""
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES  # builders come first
+
+    name = spec.dataset
+    if Path(name).is_absolute() or name in _PACKAGED_DATASETS_MODULES:
+        return
+    if os.path.lexists(name):
+        raise ConfigError(
+            f"benchmark {spec.name!r}: dataset {name!r} names a Hub dataset (there is no such "
+            f"folder next to its evals.yaml), but the working directory ({os.getcwd()}) has a "
+            f"{name!r} that `datasets` would read instead; refused (name a local folder by its "
+            "path relative to evals.yaml)"
+        )
 
 
 def _check_unique(items: list[Item], where: str, lines: list[int] | None = None) -> None:

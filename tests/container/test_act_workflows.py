@@ -379,7 +379,7 @@ def _with_output_reader(workflow: str) -> str:
     """evalgate.yml with an ``id`` on the Action's step and, after it, the step a user adds to
     read its outputs (``if: always()``: it also runs when the gate fails the Action's step)."""
     lines = workflow.splitlines()
-    (i,) = [n for n, line in enumerate(lines) if PIN.search(line)]
+    *_, i = [n for n, line in enumerate(lines) if PIN.search(line)]  # the last job: the PR's
     indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
     lines.insert(i + 1, f"{indent}  id: evalgate")
     reader = (

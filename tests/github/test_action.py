@@ -102,6 +102,22 @@ class Workspace:
         env.update({f"INPUT_{k.upper()}": v for k, v in inputs.items()})
         return env
 
+    def trust_inputs(self) -> None:
+        """Commit to main a workflow whose evalgate step takes `baseline` and `results_store`
+        from expressions: the base's own workflow passes them, so a PR's run may use them (a PR
+        cannot pass inputs its base's workflows do not: tests/github/test_exam_routes.py)."""
+        step = {
+            "uses": "org/evalgate@v1",
+            "with": {"baseline": "${{ vars.BASELINE }}", "results_store": "${{ vars.STORE }}"},
+        }
+        workflow = {"on": "pull_request", "jobs": {"evals": {"runs-on": "ubuntu-latest",
+                                                             "steps": [step]}}}  # fmt: skip
+        (self.ws / ".github" / "workflows").mkdir(parents=True, exist_ok=True)
+        (self.ws / ".github" / "workflows" / "evalgate.yml").write_text(json.dumps(workflow))
+        _git(self.ws, "checkout", "-q", "main")
+        self.base = self.commit((self.ws / "evals.yaml").read_text(), "main")
+        _git(self.ws, "push", "-q", "origin", "main")
+
     def outputs(self) -> dict[str, str]:
         text = (self.tmp / "output").read_text()
         out, lines, i = {}, text.splitlines(), 0
@@ -300,6 +316,7 @@ def test_notices_reach_the_comment_the_scorecard_and_the_summary_once(
     ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
 ) -> None:
     # The PR changes its gate policy, and nothing is stored for its merge-base.
+    ws.trust_inputs()
     head = ws.pr(_evals(ws.url, gate="margin: 0.2"))
     code, log = _run(_pr_env(ws, github, pr_event, head, baseline="stored"))
     assert code == 0, log
@@ -422,6 +439,7 @@ def test_leaves_no_root_owned_file_in_the_runners_checkout(
     runner_tmp: Path, scripted_server: Any, github: FakeGitHub, pr_event: dict[str, Any]
 ) -> None:
     ws = Workspace(runner_tmp, scripted_server(_script).base_url)
+    ws.trust_inputs()
 
     def chown(uid: int) -> None:
         subprocess.run(["chown", "-R", f"{uid}:{uid}", str(runner_tmp)], check=True)
@@ -712,6 +730,7 @@ def test_a_corrupt_stored_baseline_is_one_line(
     capfd: pytest.CaptureFixture[str], file: str, text: str, where: str,
 ) -> None:  # fmt: skip
     """The stored baseline goes through the run directory's one loader, as `--baseline` does."""
+    ws.trust_inputs()
     store = tmp_path / "store"
     env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url,
                      results_store=f"local:{store}")  # fmt: skip
@@ -753,10 +772,11 @@ def test_unreadable_inputs_still_write_the_exit_code(ws: Workspace, github: Fake
 def test_workflow_overrides_apply_to_the_base_policy_as_well(
     ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
 ) -> None:
-    # An override in the workflow (the job's, not the PR's evals.yaml) changes the measurement on
-    # both sides alike: no "scorer/rollouts changed by this PR".
+    # A candidate override in the workflow changes the measurement on both sides alike: no
+    # "changed by this PR". (One on an exam field, eval.rollouts say, is a FAIL: test_exam_routes.)
     head = ws.pr(_evals(ws.url, system="Answer briefly."))
-    env = _pr_env(ws, github, pr_event, head, results_store="none", overrides="eval.rollouts=2")
+    env = _pr_env(ws, github, pr_event, head, results_store="none",
+                  overrides="sampling.max_tokens=64")  # fmt: skip
     code, log = _run(env)
     assert code == 0, log
     (body,) = github.bodies(REPO, PR)
@@ -827,6 +847,7 @@ def test_a_baseline_stored_by_another_scoring_version_is_evaluated_again(
     """After an evalgate upgrade that changes how items are scored or identified, a stored
     baseline cannot pair with the PR's run; `baseline: auto` evaluates the merge-base again
     instead of failing every PR until the default branch stores a new one."""
+    ws.trust_inputs()
     store = tmp_path / "store"
     env = ws.environ("push", _push_event(ws), ws.base, "refs/heads/main", github.url,
                      results_store=f"local:{store}")  # fmt: skip

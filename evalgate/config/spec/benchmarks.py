@@ -185,7 +185,9 @@ class HFBenchmark(BenchmarkBase, DatasetFields):
     kind: Literal["hf"]
     """`hf`: loaded with `datasets.load_dataset`."""
     dataset: str
-    """Dataset id on the hub, or a local path/builder understood by `load_dataset`."""
+    """Dataset id on the hub, a builder (`json`, `csv`), or a local folder relative to the
+    evals.yaml; a hub id that a same-named path in the working directory would shadow is
+    refused."""
     subset: str | None = None
     """Configuration name (e.g. `main` for gsm8k)."""
     split: str = "test"
@@ -193,7 +195,7 @@ class HFBenchmark(BenchmarkBase, DatasetFields):
     revision: str | None = None
     """Pinned dataset revision (recommended: a changed dataset is not comparable)."""
     data_files: str | list[str] | None = None
-    """Local data files for builders like `json` or `csv`."""
+    """Local data files for builders like `json` or `csv`, relative to the evals.yaml."""
 
 
 class SandboxSpec(Strict):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalgate.config.hostfiles import read_host_file, repository_root
 from evalgate.sandbox import Sandbox
 from evalgate.sandbox.base import WORKDIR
 from evalgate.suites.agent.llm import ToolChat
@@ -55,10 +56,14 @@ def find_skills(host_dir: str | Path) -> list[Skill]:
     """Skills in a folder: ``NAME/SKILL.md`` (also under ``.claude/skills/``, the layout
     goat-eval reads) with name/description front matter, or plain ``*.md`` files."""
     root = Path(host_dir)
+    repo = repository_root(root)
     skills = []
     found = [*root.glob("*/SKILL.md"), *root.glob(".claude/skills/*/SKILL.md"), *root.glob("*.md")]
     for path in sorted(found):
-        text = path.read_text(encoding="utf-8", errors="replace")
+        # Each file on its own: a link out of the repository (a key, /proc/self/environ,
+        # /dev/zero) is refused, and none is read past the cap.
+        what = f"skills_dir: {path.relative_to(root).as_posix()}"
+        text = read_host_file(path, root=repo, what=what)
         meta = _frontmatter(text)
         default = path.parent.name if path.name == "SKILL.md" else path.stem
         first = next((ln.strip("# ").strip() for ln in text.splitlines() if ln.strip()), "")

@@ -21,6 +21,7 @@ import shutil
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from evalgate.config.hostfiles import check_host_path, read_host_file, repository_root
 from evalgate.errors import ConfigError
 from evalgate.sandbox import ModelRoute, Mount, SandboxBackend, SandboxConfig, Sandboxes
 from evalgate.suites.agent.builtin import SKILLS_DIR, BuiltinAgent, find_skills
@@ -76,12 +77,19 @@ def _verifiers_offline(spec: AgentBenchmark, tasks: list[Task]) -> None:
 
 
 def _host_path(path: str, what: str, spec: AgentBenchmark, *, folder: bool) -> str:
+    """The real path of a variant's folder or file, checked: inside its repository (no link out),
+    and a file regular and under the cap (:mod:`evalgate.config.hostfiles`). The real path is
+    what gets mounted, so a link cannot be swapped in between."""
     full = os.path.abspath(os.path.expanduser(path))
     ok = os.path.isdir(full) if folder else os.path.isfile(full)
     if not ok:
         kind = "folder" if folder else "file"
         raise ConfigError(f"benchmark {spec.name!r}: {what}: no such {kind} {full}")
-    return full
+    where = f"benchmark {spec.name!r}: {what}"
+    root = repository_root(full)
+    if not folder:
+        read_host_file(full, root=root, what=where)  # regular, capped, no link out
+    return str(check_host_path(full, root=root, what=where))
 
 
 def _agent_binary(command: list[str]) -> tuple[list[str], tuple[Mount, ...]]:
