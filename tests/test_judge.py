@@ -795,3 +795,105 @@ budget: {{gpu_seconds: 0.000001}}
                                "0 of 9 items",)  # fmt: skip
     meta = _metadata(tmp_path / "out")
     assert meta["budget"]["spent"]["gpu_seconds"] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Position bias cannot manufacture equality (issue #35)
+
+
+def _pairwise_verdict(
+    tmp_path: Path, scripted_server: Any, base_script: Any, pr_script: Any, judge_script: Any,
+    items: int = 9,
+) -> tuple[int, dict[str, Any], Path]:  # fmt: skip
+    base_model, pr_model = scripted_server(base_script), scripted_server(pr_script)
+    judge = scripted_server(judge_script)
+    env = {"CI": "true"}
+    outs = []
+    for name, model in (("base", base_model), ("pr", pr_model)):
+        folder = tmp_path / f"cfg-{name}"
+        folder.mkdir()
+        cfg = _config(folder, model.base_url, judge.base_url, items=items, mode="pairwise")
+        out = tmp_path / name
+        extra = ["--baseline", str(outs[0])] if outs else []
+        code = main(["local", str(cfg), "--output", str(out), *extra], environ=env)
+        outs.append(out)
+    return code, json.loads((outs[1] / "verdict.json").read_text()), outs[1]
+
+
+def _always_wrong(body: dict[str, Any], n: int) -> str:
+    return str(int(answer_arith(body, n)) + 1)
+
+
+def test_a_judge_that_always_says_a_cannot_pass_a_pr_that_answers_nothing_right(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """Pure position bias: "VERDICT: A" whatever is shown. Averaged over the two orders every
+    pair was a tie, Δ = 0 on every item, and the PR passed with every answer wrong. Now the
+    pair counts as its worse order for the PASS decision, and a judge whose verdicts follow the
+    order rather than the content (swap consistency below 50 %) cannot PASS at all."""
+
+    def first_is_better(body: dict[str, Any], n: int) -> str:
+        return "The first one reads better.\nVERDICT: A"
+
+    _, verdict, out = _pairwise_verdict(
+        tmp_path, scripted_server, answer_arith, _always_wrong, first_is_better, items=150
+    )
+    assert verdict["status"] != "PASS"
+    assert verdict["status"] == "INCONCLUSIVE"  # never a FAIL the judge's bias made either
+    first = verdict["reasons"][0]
+    assert "win_rate" in first
+    assert first.split(": ", 1)[1].startswith(
+        "the judge's position-swap consistency is 0.0% over 150 pairs, below 50%"
+    )
+    scorecard = (out / "scorecard.md").read_text()
+    assert "position-swap consistency 0.0% over 150 pairs" in scorecard
+
+
+def test_a_pair_whose_orders_disagree_counts_as_its_worse_order_for_a_pass(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """A judge that is consistent on most pairs (so above the consistency floor) but picks
+    the first response on close calls: on the items where the PR is (slightly) wrong, the
+    orders disagree. Averaged, those pairs were ties and the PR passed with Δ = 0; each such
+    pair now counts as its worse order for the PR (a loss) in the PASS decision, while the
+    FAIL side keeps the average (a position preference never manufactures a FAIL either)."""
+
+    def off_by(body: dict[str, Any], n: int, offset: int) -> str:
+        return str(int(answer_arith(body, n)) + offset)
+
+    def cls(body: dict[str, Any]) -> int:
+        return sum(map(ord, body["messages"][-1]["content"])) % 9
+
+    def base(body: dict[str, Any], n: int) -> str:  # wrong by 2 on classes 0-5
+        return off_by(body, n, 2) if cls(body) <= 5 else answer_arith(body, n)
+
+    def pr(body: dict[str, Any], n: int) -> str:  # wrong by 3 on 0-5, by 1 on 6-7
+        c = cls(body)
+        return off_by(body, n, 3 if c <= 5 else 1 if c <= 7 else 0)
+
+    def close_calls_go_first(body: dict[str, Any], n: int) -> str:
+        prompt = body["messages"][-1]["content"]
+        ref = int(_section(prompt, "Reference answer"))
+        a = abs(int(_section(prompt, "Response A")) - ref)
+        b = abs(int(_section(prompt, "Response B")) - ref)
+        if {a, b} == {0, 1}:  # one right, one off by one: "A" whatever the order
+            return "Close.\nVERDICT: A"
+        return "VERDICT: " + ("TIE" if a == b or min(a, b) > 0 else "A" if a == 0 else "B")
+
+    _, verdict, out = _pairwise_verdict(
+        tmp_path, scripted_server, base, pr, close_calls_go_first, items=150
+    )
+    results = _results(out)
+    judged = [r for r in results if r["judge"].get("samples")]
+    inconsistent = [r for r in judged if not r["judge"]["consistent"]]
+    assert inconsistent and len(inconsistent) < len(judged) / 2  # above the floor
+    # Averaged, every pair is a tie; the worse order of a disagreeing pair is a loss.
+    assert {r["reward"] for r in results} == {0.5}
+    assert {r["judge"]["worse_order"] for r in inconsistent} == {0.0}
+    assert {r["judge"]["worse_order"] for r in judged if r["judge"]["consistent"]} == {0.5}
+    assert verdict["status"] == "INCONCLUSIVE"
+    (comp,) = verdict["comparisons"]
+    (metric,) = comp["metrics"]
+    assert metric["result"]["delta"] == 0.0  # the estimate shown is the average's
+    assert metric["result"]["lo"] < -0.03  # the PASS bound is the worse orders'
+    assert "worse order" in verdict["reasons"][0]

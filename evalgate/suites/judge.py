@@ -273,6 +273,9 @@ class Judge:
             "score": sum(prefs) / len(prefs),
             "orders": {name: p for (name, *_), p in zip(orders, prefs, strict=True)},
             "consistent": prefs[0] == prefs[1],
+            # For the PASS decision the pair counts as its worse order for the PR: two orders
+            # that disagree are no evidence of a tie (compare/position.py).
+            "worse_order": min(prefs),
             "samples": samples,
             "usage": judge_usage,
             "cost_usd": self._cost(judge_usage),
