@@ -61,8 +61,9 @@ class JudgeScorer(Strict):
     """Jinja2 template (sandboxed) for the judge's user message; default: one per mode. Sees
     `question`, `completion`, `reference`, `rubric`, `scale_min`, `scale_max`, `id` and the
     item's fields as `item` (pairwise: `completion_a` and `completion_b` instead of
-    `completion`). It must ask for a final line `VERDICT: <PASS|FAIL|number>` (pairwise:
-    `VERDICT: <A|B|TIE>`)."""
+    `completion`), each completion capped at 32,000 characters (the cut marked), and `boundary`,
+    a tag no completion can contain, to fence them with. It must ask for a final line
+    `VERDICT: <PASS|FAIL|number>` (pairwise: `VERDICT: <A|B|TIE>`)."""
     system_prompt: str | None = None
     """System message for the judge (none by default)."""
     labels: str | None = None
