@@ -1054,3 +1054,22 @@ def test_the_judge_docs_yaml_blocks_validate(
             (folder / "judge-labels.jsonl").write_text(json.dumps(row) + "\n")
         code = main(["validate", str(config)], environ={"CI": "true", "OPENAI_API_KEY": "k"})
         assert code == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("scorer", "message"),
+    [
+        # The union's other branch ("must be 'pass-fail'") hid the real reason.
+        ("      scale: {min: 5, max: 1}", "scale.max (1) must be above scale.min (5)"),
+        ("      scale: {min: 1, max: 5000}", "scale.max"),
+        ("      scale: {min: 1, maxx: 5}", "maxx"),
+    ],
+)
+def test_a_bad_judge_scale_says_what_is_wrong_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], scorer: str, message: str
+) -> None:
+    url = "http://127.0.0.1:9/v1"
+    config = _config(tmp_path, url, url, scorer, 2, mode="rubric")
+    assert main(["validate", str(config)], environ={"CI": "true"}) == 2
+    err = capsys.readouterr().err
+    assert message in err and "got dict" not in err and len(err.strip().splitlines()) == 1
