@@ -1,7 +1,8 @@
 """A pairwise judge's position bias against the gate (issue #35): false PASS at Δ = −δ, false FAIL
 at Δ = 0, and what the rule costs an honest judge, by simulation.
 
-Usage: ``nice -n 10 python bench/judge_position_bias.py [--runs 1000] [--seed 0] [--n 200 500]``
+Usage: ``nice -n 10 python bench/judge_position_bias.py [--runs 1000] [--zero-runs 1000] [--seed 0]
+[--n 200 500] [--betas 0 0.2 0.5 0.8 1] [--families decisive ties]``
 
 Each simulated PR run is n items, one judgement per order (k = 1). Per item the honest verdict
 h ∈ {1, ½, 0} (the PR's completion better, tied, worse) is drawn with probabilities (w, t, l);
@@ -79,33 +80,39 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--n", type=int, nargs="+", default=[200, 500])
+    parser.add_argument("--zero-runs", type=int, default=None, help="runs at Δ = 0")
     parser.add_argument("--betas", type=float, nargs="+", default=list(BETAS))
+    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     args = parser.parse_args()
     print(
-        f"runs/cell {args.runs}, δ = {DELTA}, α = {ALPHA}; P(status) with the guard "
+        f"runs/cell {args.runs} (Δ = 0: {args.zero_runs or args.runs}), δ = {DELTA}, "
+        f"α = {ALPHA}; P(status) with the guard "
         "(before: averages only)"
     )
     print("family    n    β    | Δ = −δ: false PASS (before)  | Δ = 0: PASS (before), false FAIL")
-    for family, ties in FAMILIES.items():
+    for family in args.families:
+        ties = FAMILIES[family]
         for n in args.n:
             for beta in args.betas:
                 t0 = time.perf_counter()
                 rng = np.random.default_rng([args.seed, n, int(beta * 100), int(ties * 100)])
                 cells = {}
-                for name, delta in (("null", -DELTA), ("zero", 0.0)):
+                zero_runs = args.zero_runs or args.runs
+                for name, delta, runs in (("null", -DELTA, args.runs), ("zero", 0.0, zero_runs)):
                     probs = _probabilities(ties, delta)
-                    got = [_one_run(rng, n, probs, beta, r) for r in range(args.runs)]
+                    got = [_one_run(rng, n, probs, beta, r) for r in range(runs)]
                     cells[name] = {
-                        "pass": sum(a == "PASS" for a, _ in got) / args.runs,
-                        "pass_before": sum(b == "PASS" for _, b in got) / args.runs,
-                        "fail": sum(a == "FAIL" for a, _ in got) / args.runs,
+                        "pass": sum(a == "PASS" for a, _ in got) / runs,
+                        "pass_before": sum(b == "PASS" for _, b in got) / runs,
+                        "fail": sum(a == "FAIL" for a, _ in got) / runs,
+                        "runs": runs,
                     }
                 null, zero = cells["null"], cells["zero"]
                 print(
                     f"{family:9} {n:4} {beta:4.1f} | {null['pass']:.3f} "
                     f"{_mark(null['pass'], args.runs):4} ({null['pass_before']:.3f})"
                     f"         | {zero['pass']:.3f} ({zero['pass_before']:.3f}), "
-                    f"{zero['fail']:.3f} {_mark(zero['fail'], args.runs)}"
+                    f"{zero['fail']:.3f} {_mark(zero['fail'], zero['runs'])}"
                     f"   [{time.perf_counter() - t0:.0f} s]",
                     flush=True,
                 )
