@@ -281,13 +281,16 @@ benchmarks:
 def test_a_custom_template_sees_the_item(tmp_path: Path, scripted_server: Any) -> None:
     model, judge = scripted_server(answer_arith), scripted_server(lambda b, n: "VERDICT: PASS")
     scorer = (
-        "      prompt_template: 'Q={{ question }} A={{ completion }} R={{ reference }} id={{ id }}'"
+        "      prompt_template: 'Q={{ question }} A={{ completion }} R={{ reference }} id={{ id }}"
+        " VERDICT?'"
     )
     config = _config(tmp_path, model.base_url, judge.base_url, scorer, 1, mode="rubric")
     code, _ = _run(tmp_path, config)
     assert code == 0
     (body,) = judge.requests
-    assert re.fullmatch(r"Q=What is .+\? A=-?\d+ R=-?\d+ id=\S+", body["messages"][-1]["content"])
+    assert re.fullmatch(
+        r"Q=What is .+\? A=-?\d+ R=-?\d+ id=\S+ VERDICT\?", body["messages"][-1]["content"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -1073,3 +1076,64 @@ def test_a_bad_judge_scale_says_what_is_wrong_with_it(
     assert main(["validate", str(config)], environ={"CI": "true"}) == 2
     err = capsys.readouterr().err
     assert message in err and "got dict" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_judge_check_with_nothing_judged_is_not_a_success(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A judge that never gives a verdict measured nothing: "0/6 judged" exited 0."""
+    import io
+
+    judge = scripted_server(lambda body, n: "Hmm, hard to say.")
+    _labels(tmp_path)
+    config = _config(tmp_path, "http://127.0.0.1:9/v1", judge.base_url,
+                     "      labels: judge-labels.jsonl")  # fmt: skip
+    out = io.StringIO()
+    assert main(["judge-check", str(config)], environ={"CI": "true"}, out=out) == 3
+    assert "0/6 labelled examples judged (6 without a verdict)" in out.getvalue()
+    err = capsys.readouterr().err
+    assert "arith: the judge gave no verdict on any of the 6 labelled examples" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("nosuch", "no benchmark 'nosuch' in the config (have: arith, plain)"),
+        ("plain", "benchmark 'plain' is not scored by a judge (scorer: {type: judge})"),
+    ],
+)
+def test_judge_check_says_truly_why_a_benchmark_cannot_be_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, message: str
+) -> None:
+    url = "http://127.0.0.1:9/v1"
+    config = write_config(
+        tmp_path,
+        f"""
+models:
+  - {{name: m, backend: openai, base_url: {url}, model: org/m}}
+benchmarks:
+  - name: arith
+    scorer: {{type: judge, mode: reference, model: {{name: j, backend: openai, base_url: {url}}}}}
+  - name: plain
+    kind: arith
+""",
+    )
+    args = ["judge-check", str(config), "--benchmark", name]
+    assert main(args, environ={"CI": "true"}) == 2
+    err = capsys.readouterr().err
+    assert message in err and "is scored by a judge" not in err
+
+
+def test_a_judge_template_that_never_asks_for_a_verdict_is_refused_before_any_call(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It passed `validate`; the run then paid for every judge call and ended exit 3."""
+    model, judge = scripted_server(answer_arith), scripted_server(fair_judge)
+    scorer = "      prompt_template: 'Is this right? {{ completion }}'"
+    config = _config(tmp_path, model.base_url, judge.base_url, scorer, 2, mode="rubric")
+    assert main(["validate", str(config)], environ={"CI": "true"}) == 2
+    err = capsys.readouterr().err
+    assert "scorer.prompt_template" in err and "never asks for a verdict" in err
+    assert len(err.strip().splitlines()) == 1
+    code, _ = _run(tmp_path, config)
+    assert code == 2 and not judge.requests and not model.requests
