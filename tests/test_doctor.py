@@ -310,7 +310,10 @@ benchmarks:
     report = run_doctor(config, environ=dict(os.environ), log_dir=tmp_path / "logs")
     checks = _by(report)
     assert report.exit_code == 0, report.render()
-    assert checks[("deploy", "judge grader (openai) of arith")].status == "pass"
+    deployed = checks[("deploy", "judge grader (openai) of arith")]
+    assert deployed.status == "pass"
+    # An OpenAI-compatible server of unknown kind: the verdict is read from text.
+    assert "verdicts asked for as free text" in deployed.detail
     evaluated = checks[("eval", "arith on scripted")]
     assert evaluated.status == "pass" and "2 items, 0 errored, mean reward 1.00" in evaluated.detail
     assert len(judge.requests) == 2

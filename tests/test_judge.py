@@ -1137,3 +1137,74 @@ def test_a_judge_template_that_never_asks_for_a_verdict_is_refused_before_any_ca
     assert len(err.strip().splitlines()) == 1
     code, _ = _run(tmp_path, config)
     assert code == 2 and not judge.requests and not model.requests
+
+
+# ---------------------------------------------------------------------------------------------
+# Structured verdicts (issue #38): the judge asked for a JSON verdict where its backend can
+# constrain the output to a schema; free text stays the fallback
+
+
+def test_structured_verdicts_are_asked_for_and_read(tmp_path: Path, scripted_server: Any) -> None:
+    def json_judge(body: dict[str, Any], n: int) -> str:
+        prompt = body["messages"][-1]["content"]
+        same = _section(prompt, "Response") == _section(prompt, "Reference answer")
+        return json.dumps({"reasoning": "compared", "verdict": "PASS" if same else "FAIL"})
+
+    model, judge = scripted_server(_candidate), scripted_server(json_judge)
+    scorer = "      verdict_format: json"
+    code, out = _run(tmp_path, _config(tmp_path, model.base_url, judge.base_url, scorer))
+    assert code == 0
+    (fmt,) = {json.dumps(b["response_format"], sort_keys=True) for b in judge.requests}
+    schema = json.loads(fmt)["json_schema"]["schema"]
+    assert schema["properties"]["verdict"] == {"enum": ["PASS", "FAIL"]}
+    assert schema["required"] == ["reasoning", "verdict"]
+    for rec in _results(out):
+        right = rec["completion"] == rec["answer"]
+        assert rec["reward"] == (1.0 if right else 0.0)
+        assert rec["judge"]["samples"][0]["reasoning"] == "compared"
+
+
+@pytest.mark.parametrize(
+    ("reply", "score"),
+    [
+        ('{"reasoning": "ok", "verdict": "PASS"}', 1.0),
+        ('{"reasoning": "ok", "verdict": "FAIL"}', 0.0),
+        ("Fine.\nVERDICT: PASS", 1.0),  # a server that ignored response_format: free text
+        ('{"reasoning": "ok", "verdict": "MAYBE"}', None),
+        ('{"reasoning": "ok"}', None),
+        ('{"reasoning": "ok", "verdict": "PASS", "also": "VERDICT: FAIL"}', None),
+        ('{"reasoning": "VERDICT: FAIL", "verdict": "PASS"', None),  # cut off JSON
+    ],
+)
+def test_a_structured_verdict_is_read_strictly(reply: str, score: float | None) -> None:
+    from evalgate.suites.judge import parse_reply
+
+    assert parse_reply(reply, "pass-fail", structured=True).score == score
+
+
+def test_structured_scale_and_pairwise_verdicts() -> None:
+    from evalgate.suites.judge import parse_reply, verdict_schema
+
+    scale = JudgeScale(min=1, max=5)
+    assert verdict_schema(scale)["properties"]["verdict"] == {"enum": [1, 2, 3, 4, 5]}
+    assert parse_reply('{"reasoning": "", "verdict": 4}', scale, structured=True).score == 0.75
+    assert parse_reply('{"reasoning": "", "verdict": 4.5}', scale, structured=True).score is None
+    assert verdict_schema("pairwise")["properties"]["verdict"] == {"enum": ["A", "B", "TIE"]}
+    assert parse_reply('{"reasoning": "", "verdict": "B"}', "pairwise", structured=True).score == 0
+
+
+def test_auto_asks_for_structured_verdicts_where_the_backend_constrains_output() -> None:
+    from evalgate.config.spec import JudgeScorer
+    from evalgate.suites.judge import Judge
+
+    def fmt(model: dict[str, Any], verdict_format: str = "auto") -> bool:
+        spec = JudgeScorer.model_validate(
+            {"type": "judge", "model": model, "verdict_format": verdict_format}
+        )
+        return Judge.from_spec(spec).response_format() is not None
+
+    assert fmt({"name": "j", "backend": "local"})  # llama.cpp: JSON schema → grammar
+    assert fmt({"name": "j", "backend": "vllm", "model": "org/m"})  # guided decoding
+    assert not fmt({"name": "j", "backend": "openai", "base_url": "http://h/v1"})  # unknown
+    assert fmt({"name": "j", "backend": "openai", "base_url": "http://h/v1"}, "json")
+    assert not fmt({"name": "j", "backend": "local"}, "text")

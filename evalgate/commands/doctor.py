@@ -527,7 +527,13 @@ def _deploy_judges(
                 served[key] = None
             else:
                 ready = f"ready in {time.perf_counter() - t0:.1f} s at {served[key].base_url}"
-                doc.add("deploy", check, "pass", ready)
+                asked = (
+                    "structured (a JSON schema in response_format)"
+                    if judge.response_format() is not None
+                    else "free text (a last line VERDICT: …; scorer.verdict_format: json if "
+                    "the server takes a JSON schema)"
+                )
+                doc.add("deploy", check, "pass", f"{ready}; verdicts asked for as {asked}")
         out[name] = served[key]
     return out
 

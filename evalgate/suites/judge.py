@@ -29,8 +29,10 @@ __all__ = [
     "Verdict",
     "fenced",
     "judge_identity",
+    "parse_reply",
     "parse_verdict",
     "shown",
+    "verdict_schema",
 ]
 
 # The version of what a judge's score means beyond its config: the default templates and the
@@ -133,6 +135,9 @@ _MENTION = re.compile(r"VERDICT\s*[:：]", re.IGNORECASE)
 # How much of one completion the judge is shown (characters): its head and its tail, the cut
 # marked. A 4 MB completion inserted whole would be sent with every judge request.
 JUDGE_INPUT_CHARS = 32_000
+# Backends whose servers constrain the reply to a JSON schema given as `response_format`:
+# llama.cpp (the embedded model: schema → grammar) and vLLM (guided decoding).
+_CONSTRAINED = frozenset({"local", "vllm", "modal-vllm"})
 _PASS = {"pass": 1.0, "correct": 1.0, "yes": 1.0, "fail": 0.0, "incorrect": 0.0, "no": 0.0}
 
 
@@ -179,7 +184,11 @@ def parse_verdict(text: str, scale: Any) -> Verdict:
         return Verdict(None, text, text.strip(), "text follows the verdict line: it is not last")
     match = _VERDICT_LINE.match(lines[at])
     assert match is not None
-    value, reasoning = match.group(1), "\n".join(lines[:at]).strip()
+    return _score(match.group(1), scale, text, "\n".join(lines[:at]).strip())
+
+
+def _score(value: str, scale: Any, text: str, reasoning: str) -> Verdict:
+    """The verdict ``value`` (as written) on ``scale``, or why it is not one."""
     if scale == "pairwise":
         prefer = _PREFER_A.get(value.lower())
         if prefer is None:
@@ -206,6 +215,58 @@ def parse_verdict(text: str, scale: Any) -> Verdict:
             None, text, reasoning, f"verdict {value} is outside the scale {scale.min}-{scale.max}"
         )
     return Verdict((number - scale.min) / (scale.max - scale.min), text, reasoning)
+
+
+def verdict_schema(scale: Any, reasoning_chars: int | None = None) -> dict[str, Any]:
+    """The JSON schema of a structured verdict on ``scale``: its reasoning first (a judge
+    reasons before it decides), at most ``reasoning_chars`` long (a small model constrained to
+    a string may never close it: the verdict must fit in the judge's max_tokens), then the
+    verdict, one of the scale's values."""
+    if scale == "pairwise":
+        values: list[Any] = ["A", "B", "TIE"]
+    elif scale == "pass-fail":
+        values = ["PASS", "FAIL"]
+    else:
+        values = list(range(scale.min, scale.max + 1))
+    return {
+        "type": "object",
+        "properties": {
+            "reasoning": {
+                "type": "string",
+                **({"maxLength": reasoning_chars} if reasoning_chars is not None else {}),
+            },
+            "verdict": {"enum": values},
+        },
+        "required": ["reasoning", "verdict"],
+        "additionalProperties": False,
+    }
+
+
+def parse_reply(text: str, scale: Any, *, structured: bool) -> Verdict:
+    """A judge's reply read as a structured verdict when it was asked for one and the reply is
+    a JSON object (exactly ``reasoning`` and ``verdict``; anything else in it, or a verdict
+    off the scale, is no verdict), else as free text (:func:`parse_verdict`): a server that
+    ignored ``response_format`` answered in text."""
+    stripped = text.strip()
+    if not structured or not stripped.startswith("{"):
+        return parse_verdict(text, scale)
+    import json
+
+    try:
+        data = json.loads(stripped)
+    except ValueError:
+        return Verdict(None, text, stripped, "the structured verdict is not valid JSON")
+    if not isinstance(data, dict) or set(data) != {"reasoning", "verdict"}:
+        keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+        return Verdict(
+            None, text, stripped, f"the structured verdict is not {{reasoning, verdict}}: {keys}"
+        )
+    reasoning, value = str(data["reasoning"]).strip(), data["verdict"]
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return Verdict(None, text, reasoning, f"verdict {value!r} is not a value of the scale")
+    if isinstance(value, str) and scale not in ("pairwise", "pass-fail"):
+        return Verdict(None, text, reasoning, f"verdict {value!r} is not a number")
+    return _score(str(value), scale, text, reasoning)
 
 
 def shown(text: str, limit: int = JUDGE_INPUT_CHARS) -> str:
@@ -274,6 +335,21 @@ class Judge:
         """Raises :class:`TemplateProblem` for a template that does not compile."""
         text = spec.prompt_template or DEFAULT_TEMPLATES[spec.mode]
         return cls(spec=spec, template=compile_template(text))
+
+    def response_format(self, scale: Any = None) -> dict[str, Any] | None:
+        """The ``response_format`` asking for a structured verdict on ``scale`` (default: the
+        spec's; pairwise: A/B/TIE), or None when the verdict is read from text only."""
+        fmt = self.spec.verdict_format
+        if fmt == "auto":
+            fmt = "json" if self.spec.model.backend in _CONSTRAINED else "text"
+        if fmt != "json":
+            return None
+        if scale is None:
+            scale = "pairwise" if self.spec.mode == "pairwise" else self.spec.scale
+        # About 3 characters a token, leaving ~32 tokens for the JSON and the verdict.
+        chars = max(16, 3 * (self.spec.sampling.max_tokens - 32))
+        schema = {"name": "verdict", "strict": True, "schema": verdict_schema(scale, chars)}
+        return {"type": "json_schema", "json_schema": schema}
 
     def context(
         self, *, question: str, completion: str, reference: str, item_id: str, fields: Any
@@ -381,13 +457,20 @@ class Judge:
 
         from evalgate.serve.client import RequestFailed  # the run has loaded it already
 
+        response_format = self.response_format(scale)
+        structured = response_format is not None
+
         def readable(text: str) -> bool:  # an unparseable reply is not cached: a re-run asks again
-            return parse_verdict(text, scale).score is not None
+            return parse_reply(text, scale, structured=structured).score is not None
 
         for s in range(self.spec.judge_samples):
             try:
                 reply = await self.client.chat(
-                    messages, rollout=s, keep=readable, complete_only=True
+                    messages,
+                    rollout=s,
+                    keep=readable,
+                    complete_only=True,
+                    response_format=response_format,
                 )
             except RequestFailed as exc:
                 raise JudgeFailed(
@@ -399,7 +482,7 @@ class Judge:
             self.stats["cache_hits"] += int(reply.cached)
             for k in judge_usage:
                 judge_usage[k] += int(reply.usage.get(k) or 0)
-            verdict = parse_verdict(reply.text, scale)
+            verdict = parse_reply(reply.text, scale, structured=structured)
             if reply.finish_reason == "length":  # its last line may be anything it was quoting
                 verdict = Verdict(
                     None,

@@ -78,6 +78,13 @@ class JudgeScorer(Strict):
     `VERDICT: <PASS|FAIL|number>` (pairwise: `VERDICT: <A|B|TIE>`)."""
     system_prompt: str | None = None
     """System message for the judge (none by default)."""
+    verdict_format: Literal["auto", "json", "text"] = "auto"
+    """How the judge gives its verdict. `json`: asked as structured output (`response_format`
+    with a JSON schema: `{"reasoning": ..., "verdict": ...}`), which llama.cpp (`local`), vLLM
+    and OpenAI-style structured outputs constrain the reply to, so even a small judge gives a
+    readable verdict; `text`: a final line `VERDICT: ...` only; `auto` (default): `json` on
+    the backends that constrain output (`local`, `vllm`, `modal-vllm`), else `text`. Either
+    way the prompt asks for the `VERDICT:` line, and a reply that is not JSON is read as text."""
     labels: str | None = None
     """A labelled set for `evalgate judge-check` (JSONL of question, completion, reference,
     label), relative to the evals.yaml; the scorecard shows the judge's measured agreement."""
