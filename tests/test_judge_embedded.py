@@ -92,3 +92,19 @@ def test_the_embedded_pairwise_judge_gives_verdicts(tmp_path: Path) -> None:
         assert [json.loads(s["raw"])["verdict"] in ("A", "B", "TIE") for s in
                 rec["judge"]["samples"]] == [True, True]  # fmt: skip
         assert "worse_order" in rec["judge"]
+
+
+@pytest.mark.slow
+def test_judge_check_measures_the_embedded_judge_on_the_examples_labels(tmp_path: Path) -> None:
+    """Before structured verdicts the 135M judge gave none: "0/6 judged", nothing measured."""
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "evalgate", "judge-check",
+            str(ROOT / "examples/judge/evals.yaml"), "--output", str(tmp_path / "jc"),
+        ],
+        capture_output=True, text=True, timeout=600, env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((tmp_path / "jc" / "judge-check.json").read_text())["facts"]
+    assert result["judged"] == result["n"] == 6 and result["errors"] == 0
+    assert "facts: 6/6 labelled examples judged (0 without a verdict)" in proc.stdout
