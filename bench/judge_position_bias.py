@@ -109,7 +109,7 @@ def main() -> None:
                     }
                 null, zero = cells["null"], cells["zero"]
                 print(
-                    f"{family:9} {n:4} {beta:4.1f} | {null['pass']:.3f} "
+                    f"{family:9} {n:4} {beta:4.2f} | {null['pass']:.3f} "
                     f"{_mark(null['pass'], args.runs):4} ({null['pass_before']:.3f})"
                     f"         | {zero['pass']:.3f} ({zero['pass_before']:.3f}), "
                     f"{zero['fail']:.3f} {_mark(zero['fail'], zero['runs'])}"
