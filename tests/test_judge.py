@@ -852,7 +852,10 @@ def test_a_judge_that_always_says_a_cannot_pass_a_pr_that_answers_nothing_right(
         "the judge's position-swap consistency is 0.0% over 150 pairs, below 50%"
     )
     scorecard = (out / "scorecard.md").read_text()
-    assert "position-swap consistency 0.0% over 150 pairs" in scorecard
+    assert (
+        "position-swap consistency 0.0% over 150 pairs (below 50%: it cannot PASS a comparison)"
+        in scorecard
+    )
 
 
 def test_a_pair_whose_orders_disagree_counts_as_its_worse_order_for_a_pass(
