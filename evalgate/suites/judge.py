@@ -38,7 +38,7 @@ __all__ = [
 # The version of what a judge's score means beyond its config: the default templates and the
 # verdict parsing. In the fingerprint (run/fingerprint.py), so a baseline judged under another
 # version is not compared with a PR judged under this one. 2: fenced, capped completions; one
-# final verdict line; a reply cut off has none.
+# final verdict line; a reply cut off has none; structured verdicts (`verdict_format`).
 JUDGE_PROTOCOL = 2
 
 
