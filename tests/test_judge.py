@@ -1211,3 +1211,16 @@ def test_auto_asks_for_structured_verdicts_where_the_backend_constrains_output()
     assert not fmt({"name": "j", "backend": "openai", "base_url": "http://h/v1"})  # unknown
     assert fmt({"name": "j", "backend": "openai", "base_url": "http://h/v1"}, "json")
     assert not fmt({"name": "j", "backend": "local"}, "text")
+
+
+def test_judge_check_says_when_the_consistency_is_below_the_floor() -> None:
+    from evalgate.commands.judge_check import render_agreement
+
+    result = {"judged": 4, "n": 4, "errors": 0, "accuracy": 0.5, "kappa": 0.0,
+              "self_agreement": None, "samples": 1}  # fmt: skip
+    low = render_agreement("b", {**result, "position_consistency": 0.25})
+    assert low.endswith(
+        "position-swap consistency 25.0% (below 50%: a comparison it judges cannot PASS)"
+    )
+    ok = render_agreement("b", {**result, "position_consistency": 0.75})
+    assert ok.endswith("position-swap consistency 75.0%")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from evalgate.compare.position import CONSISTENCY_FLOOR
 from evalgate.errors import ConfigError, InfraError
 
 __all__ = ["judge_check", "render_agreement", "run"]
@@ -37,7 +38,10 @@ def render_agreement(name: str, result: dict[str, Any]) -> str:
         f"{result['samples']} samples {self_agree}"
     )
     if "position_consistency" in result:
-        line += f", position-swap consistency {_fmt(result['position_consistency'])}"
+        rate = result["position_consistency"]
+        line += f", position-swap consistency {_fmt(rate)}"
+        if rate is not None and rate < CONSISTENCY_FLOOR:  # compare/position.py
+            line += f" (below {100 * CONSISTENCY_FLOOR:.0f}%: a comparison it judges cannot PASS)"
     return line
 
 
