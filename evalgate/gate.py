@@ -200,6 +200,8 @@ def _comparison_checks(comp: RunComparison) -> list[Check]:
             reason += f"; {r.note}"
         if mc.scale is not None and mc.scale.assumption:
             reason += f"; {mc.scale.assumption}"
+        if mc.blocked:  # why it cannot PASS comes first: the bounds alone would say it may
+            reason = f"{mc.blocked}; {reason}"
         out.append(
             Check(
                 comp.model,

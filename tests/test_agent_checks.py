@@ -215,8 +215,8 @@ SH
 """
 # Copies the right names with the wrong bytes, links instead of copies, or only some files.
 NOT_COPIES = {
-    "empty": "mkdir -p backup; for f in docs/*.txt; do : > \"backup/${f#docs/}\"; done",
-    "links": "mkdir -p backup; for f in docs/*.txt; do ln -s \"$PWD/$f\" backup/; done",
+    "empty": 'mkdir -p backup; for f in docs/*.txt; do : > "backup/${f#docs/}"; done',
+    "links": 'mkdir -p backup; for f in docs/*.txt; do ln -s "$PWD/$f" backup/; done',
     "spaceless": "mkdir -p backup; for f in docs/*.txt; do case $f in *' '*) ;; "
     '*) cp "$f" backup/ ;; esac; done',
 }

@@ -279,3 +279,42 @@ def test_a_gguf_model_needs_a_vllm_that_loads_gguf(
     else:
         assert check.status == "fail" and report.exit_code != 0
         assert "vllm-gguf-plugin" in check.fix and "0.22" in check.fix
+
+
+def test_doctor_runs_a_judged_benchmark_with_its_judge(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """A config with a judge crashed doctor (exit 4, AssertionError: the judge's client was
+    never bound). The tiny eval now serves the judge like a run does and grades with it."""
+    from tests.conftest import answer_arith
+    from tests.test_judge import fair_judge
+
+    def candidate(body: dict[str, Any], n: int) -> str:  # the smoke request asks no sum
+        text = body["messages"][-1]["content"]
+        return answer_arith(body, n) if text.startswith("What is") else "ok"
+
+    model, judge = scripted_server(candidate), scripted_server(fair_judge)
+    config = _write(
+        tmp_path,
+        f"""
+models:
+  - {{name: scripted, backend: openai, base_url: {model.base_url}, model: org/candidate}}
+benchmarks:
+  - name: arith
+    scorer:
+      type: judge
+      mode: reference
+      model: {{name: grader, backend: openai, base_url: {judge.base_url}, model: org/judge}}
+""",
+    )
+    report = run_doctor(config, environ=dict(os.environ), log_dir=tmp_path / "logs")
+    checks = _by(report)
+    assert report.exit_code == 0, report.render()
+    deployed = checks[("deploy", "judge grader (openai) of arith")]
+    assert deployed.status == "pass"
+    # An OpenAI-compatible server of unknown kind: the verdict is read from text.
+    assert "verdicts asked for as free text" in deployed.detail
+    evaluated = checks[("eval", "arith on scripted")]
+    assert evaluated.status == "pass" and "2 items, 0 errored, mean reward 1.00" in evaluated.detail
+    assert len(judge.requests) == 2
+    assert {b["model"] for b in judge.requests} == {"org/judge"}

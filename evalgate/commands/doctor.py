@@ -493,8 +493,60 @@ def _smoke(doc: _Doctor, config: Config, endpoints: dict[str, Any]) -> None:
         doc.add("smoke", model.name, "pass", f"{text!r} in {reply.latency_s:.2f} s")
 
 
-def _tiny_eval(doc: _Doctor, config: Config, endpoints: dict[str, Any], n_items: int) -> None:
+def _deploy_judges(
+    doc: _Doctor,
+    config: Config,
+    suites: dict[str, Any],
+    stack: contextlib.ExitStack,
+    factory: ServerFactory,
+    logs: Path,
+) -> dict[str, Any]:
+    """Serve the judge of every judged benchmark (benchmark name → its endpoint, or None when
+    it did not start), each on its own server as a run serves it: a judged benchmark's tiny
+    eval is graded by its judge, not skipped (nor crashed on an unbound judge)."""
+    served: dict[str, Any] = {}
+    out: dict[str, Any] = {}
+    for name, (_, suite) in suites.items():
+        judge = getattr(suite, "judge", None)
+        if judge is None:
+            continue
+        model = judge.spec.model
+        key = json.dumps(model.model_dump(mode="json"), sort_keys=True)
+        if key not in served:
+            labelled = model.model_copy(update={"name": f"judge-{model.name}"})
+            check = f"judge {model.name} ({model.backend}) of {name}"
+            t0 = time.perf_counter()
+            server = None
+            try:
+                server = _open(doc, config, labelled, factory, logs)
+                served[key] = stack.enter_context(server)
+            except EvalgateError as exc:
+                log = getattr(server, "log_path", None)
+                fix = f"read the server log: {log}" if log else (exc.hint or "see the message")
+                doc.add("deploy", check, "fail", exc.message, fix=fix)
+                served[key] = None
+            else:
+                ready = f"ready in {time.perf_counter() - t0:.1f} s at {served[key].base_url}"
+                asked = (
+                    "structured (a JSON schema in response_format)"
+                    if judge.response_format() is not None
+                    else "free text (a last line VERDICT: …; scorer.verdict_format: json if "
+                    "the server takes a JSON schema)"
+                )
+                doc.add("deploy", check, "pass", f"{ready}; verdicts asked for as {asked}")
+        out[name] = served[key]
+    return out
+
+
+def _tiny_eval(
+    doc: _Doctor,
+    config: Config,
+    endpoints: dict[str, Any],
+    n_items: int,
+    judges: Callable[[dict[str, Any]], dict[str, Any]] = lambda suites: {},
+) -> None:
     from evalgate.run.engine import run_suite
+    from evalgate.run.session import bound_judge
     from evalgate.serve.client import ChatClient
     from evalgate.suites import build_suite
 
@@ -516,10 +568,15 @@ def _tiny_eval(doc: _Doctor, config: Config, endpoints: dict[str, Any], n_items:
                 config_error=isinstance(exc, ConfigError),
             )
 
+    judge_endpoints = judges(suites)
+
     async def run(endpoint: Any, tiny: Any, suite: Any) -> list[dict[str, Any]]:
-        async with ChatClient(
-            endpoint, tiny.sampling, timeout_s=tiny.eval.request_timeout_s, max_retries=2
-        ) as client:
+        async with (
+            ChatClient(
+                endpoint, tiny.sampling, timeout_s=tiny.eval.request_timeout_s, max_retries=2
+            ) as client,
+            bound_judge(suite, judge_endpoints.get(tiny.name), tiny.eval, None, None),
+        ):
             return await run_suite(suite, client, rollouts=1, max_concurrent=n_items)
 
     for model in config.models:
@@ -531,6 +588,12 @@ def _tiny_eval(doc: _Doctor, config: Config, endpoints: dict[str, Any], n_items:
                 doc.add("eval", name, "skip", doc.blocked.get(model.name, "not deployed"))
                 continue
             tiny, suite = suites[bench.name]
+            if (
+                getattr(suite, "judge", None) is not None
+                and judge_endpoints.get(bench.name) is None
+            ):
+                doc.add("eval", name, "skip", "its judge did not start")
+                continue
             try:
                 records = asyncio.run(run(endpoints[model.name], tiny, suite))
             except EvalgateError as exc:
@@ -634,7 +697,13 @@ def run_doctor(
             log("[evalgate] doctor: smoke request")
             _smoke(doc, config, endpoints)
             log("[evalgate] doctor: tiny eval")
-            _tiny_eval(doc, config, endpoints, eval_items)
+            _tiny_eval(
+                doc,
+                config,
+                endpoints,
+                eval_items,
+                lambda suites: _deploy_judges(doc, config, suites, stack, server_factory, logs),
+            )
         else:
             for phase in ("deploy", "smoke", "eval"):
                 doc.add(phase, "all models", "skip", "--no-deploy")

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from evalgate.errors import ConfigError
+from evalgate.compare.position import CONSISTENCY_FLOOR
+from evalgate.errors import ConfigError, InfraError
 
 __all__ = ["judge_check", "render_agreement", "run"]
 
@@ -37,7 +38,10 @@ def render_agreement(name: str, result: dict[str, Any]) -> str:
         f"{result['samples']} samples {self_agree}"
     )
     if "position_consistency" in result:
-        line += f", position-swap consistency {_fmt(result['position_consistency'])}"
+        rate = result["position_consistency"]
+        line += f", position-swap consistency {_fmt(rate)}"
+        if rate is not None and rate < CONSISTENCY_FLOOR:  # compare/position.py
+            line += f" (below {100 * CONSISTENCY_FLOOR:.0f}%: a comparison it judges cannot PASS)"
     return line
 
 
@@ -78,17 +82,23 @@ def judge_check(
     output: Path | None = None,
 ) -> int:
     """Measure every judged benchmark's judge on its labelled set; 0 when measured (the figures
-    are for a person to weigh: there is no pass mark), 2 when there is nothing to measure."""
+    are for a person to weigh: there is no pass mark), 2 when there is nothing to measure, 3
+    when a judge gave no verdict on any example (nothing was measured)."""
     from evalgate.run.cache import ResponseCache
     from evalgate.serve import ServeContext
     from evalgate.suites.judge import Judge
     from evalgate.suites.judge_labels import labels_path, load_labels
 
+    names = [b.name for b in config.benchmarks]
+    if benchmark is not None and benchmark not in names:
+        raise ConfigError(
+            f"{config.path}: no benchmark {benchmark!r} in the config (have: {', '.join(names)})"
+        )
     judged = [b for b in config.benchmarks if getattr(getattr(b, "scorer", None), "type", None)
               == "judge" and benchmark in (None, b.name)]  # fmt: skip
     if not judged:
-        what = f"benchmark {benchmark!r}" if benchmark else "no benchmark"
-        raise ConfigError(f"{config.path}: {what} is scored by a judge (scorer: {{type: judge}})")
+        what = f"benchmark {benchmark!r} is not" if benchmark else "no benchmark is"
+        raise ConfigError(f"{config.path}: {what} scored by a judge (scorer: {{type: judge}})")
     plans = []
     for bench in judged:
         path = Path(labels).resolve() if labels else labels_path(config, bench)
@@ -123,6 +133,13 @@ def judge_check(
         output.mkdir(parents=True, exist_ok=True)
         (output / "judge-check.json").write_text(
             json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+    unmeasured = [(name, r) for name, r in results.items() if not r["judged"]]
+    if unmeasured:  # figures over nothing are no measurement: say so, and not with exit 0
+        name, result = unmeasured[0]
+        raise InfraError(
+            f"{name}: the judge gave no verdict on any of the {result['n']} labelled examples, "
+            "so nothing was measured (its replies: --output DIR, judge-check.json)"
         )
     return 0
 

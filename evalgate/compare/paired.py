@@ -8,12 +8,14 @@ id when the data has groups. The tests themselves live in :mod:`evalgate.stats`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate import stats
+from evalgate.compare import position
 from evalgate.run.baseline import results_digest
 from evalgate.run.rundir import LoadedRun, load_run
 from evalgate.run.summary import RunSummary, item_metrics, summarize
@@ -57,6 +59,9 @@ class MetricComparison:
     mde: float | None
     reason: str = ""
     scale: stats.Scale | None = None  # the metric's scale (None: a proportion, as before)
+    # Why this comparison cannot PASS whatever its bounds say (a pairwise judge's position
+    # bias, compare/position.py); the scorecard says it first.
+    blocked: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,9 +116,7 @@ def _pairwise_diff(base: LoadedRun, head: LoadedRun) -> str | None:
     """A pairwise judge scores the PR's completions against one baseline's: compared with any
     other baseline (or judged against none, where every item is a tie by construction) the
     scores mean nothing, and a tie would pass quietly."""
-    measured = head.config.get("fingerprint", {}).get("measurement") or {}
-    scorer = measured.get("scorer") or {}
-    if scorer.get("type") != "judge" or scorer.get("mode") != "pairwise":
+    if not _is_pairwise(head):
         return None
     judged = (head.config.get("baseline") or {}).get("results_sha256")
     if judged is None:
@@ -127,6 +130,11 @@ def _pairwise_diff(base: LoadedRun, head: LoadedRun) -> str | None:
             "with this one (--baseline)"
         )
     return None
+
+
+def _is_pairwise(run: LoadedRun) -> bool:
+    scorer = (run.config.get("fingerprint", {}).get("measurement") or {}).get("scorer") or {}
+    return scorer.get("type") == "judge" and scorer.get("mode") == "pairwise"
 
 
 def _subject_changes(base: LoadedRun, head: LoadedRun) -> tuple[str, ...]:
@@ -519,6 +527,7 @@ def compare_runs(
     order_seed, horizon = order_of(head)
     groups_total, group_size = group_plan_of(head)
     n_paired = 0
+    pairwise = position.pairwise_side(head.records) if _is_pairwise(head) else None
     for name in names:
         b_vals, h_vals = base_metrics.get(name, {}), head_metrics.get(name, {})
         # Errored items drop out. The rest go in the run's order (a keyed hash of the id), not
@@ -538,22 +547,24 @@ def compare_runs(
         groups = [head_items[i][0] for i in ids]
         clusters = [g if g is not None else f"item:{i}" for g, i in zip(groups, ids, strict=True)]
         use_clusters = clusters if any(g is not None for g in groups) else None
-        results.append(
-            compare_metric(
-                name,
-                b,
-                h,
-                clusters=use_clusters,
-                margin=margin,
-                alpha=alpha,
-                seed=seed,
-                design=design,
-                scale=(scales or {}).get(name),
-                horizon=max(horizon or 0, len(ids)),
-                groups_total=groups_total,
-                group_size=group_size,
-            )
+        test = functools.partial(
+            compare_metric,
+            name,
+            b,
+            clusters=use_clusters,
+            margin=margin,
+            alpha=alpha,
+            seed=seed,
+            design=design,
+            scale=(scales or {}).get(name),
+            horizon=max(horizon or 0, len(ids)),
+            groups_total=groups_total,
+            group_size=group_size,
         )
+        result = test(h)
+        if pairwise is not None and name == "win_rate":  # position bias: compare/position.py
+            result = position.guard(result, ids, pairwise, functools.partial(test, with_mde=False))
+        results.append(result)
         n_paired = max(n_paired, len(ids))
         if not flips:
             flips = _flips(ids, b, h, base, head)

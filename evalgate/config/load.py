@@ -344,6 +344,8 @@ def _message(err: ErrorDetails, node: Any, root: Any, path: Path_, data: Any) ->
     msg = mapping_words(msg, example)
     if kind == "literal_error":
         return f"{msg} (got {shown(node)})"
+    if kind == "value_error" and isinstance(node, dict):  # a mapping's own check says it all
+        return msg
     if _is_secret(path) or msg.endswith("(value not shown)"):  # never echo a pasted key
         return msg if msg.endswith("(value not shown)") else f"{msg} (value not shown)"
     if kind == "value_error" and isinstance(node, dict | list):

@@ -20,6 +20,7 @@ import jinja2
 from markupsafe import Markup
 
 from evalgate import __version__, stats
+from evalgate.compare.position import CONSISTENCY_FLOOR
 from evalgate.gate import Verdict
 from evalgate.report._escape import code_span, escape_text
 from evalgate.run.costs import format_usd
@@ -162,6 +163,8 @@ def _judge(info: dict[str, Any]) -> Markup:
     if info.get("position_consistency") is not None:
         shown = _pct(info["position_consistency"])
         text += f", position-swap consistency {shown} over {int(info['pairs'])} pairs"
+        if info["position_consistency"] < CONSISTENCY_FLOOR:  # compare/position.py
+            text += f" (below {100 * CONSISTENCY_FLOOR:.0f}%: it cannot PASS a comparison)"
     agree = info.get("agreement")
     if not agree:
         return Markup(text + "; agreement not measured (no labelled set: `scorer.labels`)")

@@ -62,7 +62,11 @@ def scorer_measurement(bench: Benchmark) -> dict[str, Any] | None:
     scorer = getattr(bench, "scorer", None)
     if scorer is None:
         return None
-    return scorer.model_dump(mode="json", exclude={"labels"} if scorer.type == "judge" else None)
+    if scorer.type != "judge":
+        return scorer.model_dump(mode="json")
+    from evalgate.suites.judge import JUDGE_PROTOCOL  # the default prompts' and parsing's version
+
+    return {**scorer.model_dump(mode="json", exclude={"labels"}), "protocol": JUDGE_PROTOCOL}
 
 
 def _kind_measurement(bench: Benchmark) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 __all__ = ["RolloutTable", "unusable"]
 
 _NAN = math.nan
-_JUDGE_FIELDS = ("usage", "cost_usd", "consistent")
+_JUDGE_FIELDS = ("usage", "cost_usd", "consistent", "worse_order")
 
 
 def unusable(rec: dict[str, Any]) -> str | None:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from evalgate.serve import ModelServer
     from evalgate.serve.registry import ServerFactory
 
-__all__ = ["RunContext", "evaluate", "failed_run"]
+__all__ = ["RunContext", "bound_judge", "evaluate", "failed_run"]
 
 
 def _run_config(
@@ -136,7 +136,7 @@ async def _execute(
                 max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
                 replay=replay,
             ) as client,
-            _bound_judge(suite, judge_endpoint, ev, cache, stats, baseline),
+            bound_judge(suite, judge_endpoint, ev, cache, stats, baseline),
         ):
             try:
                 with run_dir.open_journal() as journal:
@@ -180,7 +180,7 @@ async def _execute(
 
 
 @contextlib.asynccontextmanager
-async def _bound_judge(
+async def bound_judge(
     suite: Suite,
     endpoint: Endpoint | None,
     ev: Any,

@@ -116,6 +116,7 @@ class Reply:
     attempts: int  # HTTP attempts this reply took; 0 when it came from the cache
     cached: bool = False
     served_by: str | None = None  # the model that answered, when not the one asked (fallbacks)
+    finish_reason: str | None = None  # the server's; None from the cache (or when not sent)
 
 
 class RequestFailed(Exception):
@@ -382,11 +383,13 @@ class ChatClient:
         rollout: int = 0,
         keep: Callable[[str], bool] | None = None,
         response_format: dict[str, Any] | None = None,
+        complete_only: bool = False,
     ) -> Reply:
         """One chat completion. ``keep``: whether a reply's text may be cached (and a cached
         one used): a judge's unreadable verdict is asked again on the next run, not replayed.
         ``response_format``: the OpenAI field, sent as given (a judge's structured output); it
-        is part of the request, so of the cache key too."""
+        is part of the request, so of the cache key too. ``complete_only``: a reply cut off at
+        max_tokens (finish_reason "length") is not cached (a judge's verdict must be whole)."""
         if self.replay:
             again = self.replay.pop((dumps(messages), rollout), None)
             if again is not None:
@@ -409,7 +412,13 @@ class ChatClient:
         start = time.perf_counter()
         reply = await self.send(payload, lambda raw, attempts: self._parse(raw, start, attempts))
         # A fallback's answer is never replayed as the configured model's.
-        if key is not None and reply.served_by is None and (keep is None or keep(reply.text)):
+        cut = complete_only and reply.finish_reason == "length"
+        if (
+            key is not None
+            and reply.served_by is None
+            and not cut
+            and (keep is None or keep(reply.text))
+        ):
             self.cache.put(key, reply.text, reply.usage)  # type: ignore[union-attr]
         return reply
 
@@ -629,4 +638,5 @@ class ChatClient:
             served_by=served.other_model(
                 self.endpoint.model, named, None, router=self.endpoint.router
             ),
+            finish_reason=first.get("finish_reason") if isinstance(first, dict) else None,
         )

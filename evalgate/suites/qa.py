@@ -178,6 +178,7 @@ def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str,
         raise DataError(
             f"benchmark {spec.name!r}: judge template: {exc}", field="scorer.prompt_template"
         ) from None
+    asked = False  # does the rendered prompt (or the system prompt) ask for a verdict?
     for item in items:
         if spec.scorer.mode == "reference" and not item.answer.strip():
             raise DataError(
@@ -187,10 +188,22 @@ def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str,
             )
         try:
             context = _judge_context(judge, item, messages[item.id], "(completion)")
-            judge.messages({**context, "completion_a": "(a)", "completion_b": "(b)"})
+            sent = judge.messages({**context, "completion_a": "(a)", "completion_b": "(b)"})
         except TemplateProblem as exc:
             raise DataError(
                 f"benchmark {spec.name!r}: judge template: {exc} for item {item.id!r}",
                 field="scorer.prompt_template",
             ) from None
+        asked = asked or any(_ASKS_VERDICT.search(m["content"]) for m in sent)
+    if items and not asked:  # every call would be paid for and none could be read
+        want = "A|B|TIE" if spec.scorer.mode == "pairwise" else "PASS|FAIL|<number>"
+        raise DataError(
+            f"benchmark {spec.name!r}: the judge template never asks for a verdict: the judge's "
+            f"reply is read from a final line `VERDICT: {want}`, so the prompt must ask for it",
+            field="scorer.prompt_template",
+        )
     return judge
+
+
+# The word the verdict parser reads (suites/judge.py), as the prompt must ask for it.
+_ASKS_VERDICT = re.compile(r"\bVERDICT\b", re.IGNORECASE)

@@ -7,9 +7,9 @@ measurement (a PR that changes them is not compared, and cannot PASS).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from evalgate.config.spec._base import Sampling, Strict
 from evalgate.config.spec.models import LocalModel, Model
@@ -35,6 +35,18 @@ class JudgeScale(Strict):
         return self
 
 
+def _scale_shape(value: Any) -> str:
+    return "pass-fail" if isinstance(value, str) else "scale"
+
+
+# A mapping is validated as a scale only, so `{min: 5, max: 1}` reports what is wrong with it,
+# not "must be 'pass-fail' (got dict)" from the other branch of the union.
+ScaleField = Annotated[
+    Annotated[Literal["pass-fail"], Tag("pass-fail")] | Annotated[JudgeScale, Tag("scale")],
+    Discriminator(_scale_shape),
+]
+
+
 class JudgeScorer(Strict):
     """A judge model grades the completion: against a rubric (`rubric`), or against the
     reference answer (`reference`: fact / closed QA). A judge error or an unparseable verdict
@@ -48,7 +60,7 @@ class JudgeScorer(Strict):
     (metric `win_rate`: 1 better, 0.5 tie, 0 worse; the baseline scores 0.5 by construction)."""
     rubric: str = "The response answers the question correctly, completely and concisely."
     """What a good response does (rubric mode); the template sees it as `rubric`."""
-    scale: Literal["pass-fail"] | JudgeScale = "pass-fail"
+    scale: ScaleField = "pass-fail"
     """`pass-fail` (1 or 0), or an integer scale `{min: 1, max: 5}` mapped to [0, 1]."""
     model: Model = Field(default_factory=LocalModel)
     """The judge model, served by any backend like `models:` (default: the embedded model,
@@ -61,10 +73,18 @@ class JudgeScorer(Strict):
     """Jinja2 template (sandboxed) for the judge's user message; default: one per mode. Sees
     `question`, `completion`, `reference`, `rubric`, `scale_min`, `scale_max`, `id` and the
     item's fields as `item` (pairwise: `completion_a` and `completion_b` instead of
-    `completion`). It must ask for a final line `VERDICT: <PASS|FAIL|number>` (pairwise:
-    `VERDICT: <A|B|TIE>`)."""
+    `completion`), each completion capped at 32,000 characters (the cut marked), and `boundary`,
+    a tag no completion can contain, to fence them with. It must ask for a final line
+    `VERDICT: <PASS|FAIL|number>` (pairwise: `VERDICT: <A|B|TIE>`)."""
     system_prompt: str | None = None
     """System message for the judge (none by default)."""
+    verdict_format: Literal["auto", "json", "text"] = "auto"
+    """How the judge gives its verdict. `json`: asked as structured output (`response_format`
+    with a JSON schema: `{"reasoning": ..., "verdict": ...}`), which llama.cpp (`local`), vLLM
+    and OpenAI-style structured outputs constrain the reply to, so even a small judge gives a
+    readable verdict; `text`: a final line `VERDICT: ...` only; `auto` (default): `json` on
+    the backends that constrain output (`local`, `vllm`, `modal-vllm`), else `text`. Either
+    way the prompt asks for the `VERDICT:` line, and a reply that is not JSON is read as text."""
     labels: str | None = None
     """A labelled set for `evalgate judge-check` (JSONL of question, completion, reference,
     label), relative to the evals.yaml; the scorecard shows the judge's measured agreement."""
