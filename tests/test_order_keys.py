@@ -103,7 +103,6 @@ def test_a_pr_that_breaks_the_tail_of_the_public_order_does_not_pass(
     (row,) = verdict["comparisons"][0]["metrics"]
     result = row["result"]
     assert result["delta"] < -0.10
-    print("ROW", code, row["status"], result)
     assert (verdict["status"], code) == ("FAIL", 1), (row["status"], result)
     assert result["lo"] <= result["delta"] <= result["hi"]
     # The run records the key its items were read in: a fresh one, drawn by the gate.
@@ -270,3 +269,27 @@ def test_a_run_without_a_recorded_key_is_read_in_the_legacy_order_and_says_so(
     meta["order_key"] = "not-a-key"
     meta_path.write_text(json.dumps(meta))
     assert main([*argv, str(tmp_path / "bad")], environ={"CI": "1"}) == 2
+
+
+def test_a_fixed_runs_key_is_drawn_after_its_outputs_and_a_sequential_runs_before(
+    tmp_path: Path, scripted_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # When the gate draws each key, counted in the model's requests: a fixed run's once every
+    # output is in (nothing the model sent can depend on it), a sequential run's before the
+    # first request (its looks run in it). Both end up in the run's metadata.json.
+    server = scripted_server(_unchanged)
+    config = _seq_config(tmp_path, server.base_url)
+    seen: list[int] = []
+    draw = stats.OrderKey.draw.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: Any) -> Any:
+        seen.append(len(server.requests))
+        return draw(cls)
+
+    monkeypatch.setattr(stats.OrderKey, "draw", classmethod(counted))
+    assert _local(tmp_path, config, "base")[0] == 0
+    assert seen == [N_SEQ]  # after all 400 outputs
+    args = ("--baseline", str(tmp_path / "base"), "--eval.sequential=true")
+    assert _local(tmp_path, config, "head", *args)[0] == 0
+    assert seen == [N_SEQ, N_SEQ]  # before the sequential run's first request
+    assert len(server.requests) > N_SEQ
