@@ -218,6 +218,7 @@ def test_resume_after_the_first_look_decides_as_an_uninterrupted_run(
 
     drawn = iter([order_key_of(0), order_key_of(1), order_key_of(1)] + [order_key_of(2)] * 9)
     monkeypatch.setattr(stats.OrderKey, "draw", classmethod(lambda cls: next(drawn)))
+
     def breaks(body: dict[str, Any], n: int) -> str:
         i = int(body["messages"][-1]["content"].removeprefix("Q"))
         return _answers(None)(body, n) if i % 25 != 1 else "wrong"
