@@ -28,12 +28,13 @@ whose key is the item's: with no groups at all the order is the plain item order
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import hmac
 import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["OrderKey", "item_order", "order_key"]
 
@@ -85,15 +86,29 @@ class OrderKey:
         """The sort key of ``item_id``."""
         if self.secret is None:
             return order_key(item_id, self.seed)
-        return hmac.digest(self.secret, b"item\x00" + item_id.encode(), "sha256")
+        return _mac(self.secret, b"evalgate item", item_id)
 
     def group(self, group: str) -> bytes:
-        """The sort key of the group ``group`` (never an item's: another domain of the hash)."""
+        """The sort key of the group ``group`` (never an item's: another personalisation of
+        the hash)."""
         if self.secret is None:
             # A NUL cannot occur in an item id read from JSON lines as text, so no group's key
             # is an item's key (an ungrouped item's group key is its own item key).
             return order_key(f"\x00group:{group}", self.seed)
-        return hmac.digest(self.secret, b"group\x00" + group.encode(), "sha256")
+        return _mac(self.secret, b"evalgate group", group)
+
+
+@functools.lru_cache(maxsize=8)
+def _keyed(secret: bytes, person: bytes) -> Any:
+    """A BLAKE2b MAC state under ``secret`` (its ``person`` separates items from groups), to copy
+    per message: keyed BLAKE2b is a MAC in one pass (HMAC-SHA256 cost 4 × as much per item)."""
+    return hashlib.blake2b(key=secret, digest_size=32, person=person)
+
+
+def _mac(secret: bytes, person: bytes, text: str) -> bytes:
+    state = _keyed(secret, person).copy()
+    state.update(text.encode())
+    return state.digest()
 
 
 def order_key(item_id: str, seed: int) -> bytes:
