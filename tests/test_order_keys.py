@@ -293,3 +293,25 @@ def test_a_fixed_runs_key_is_drawn_after_its_outputs_and_a_sequential_runs_befor
     assert _local(tmp_path, config, "head", *args)[0] == 0
     assert seen == [N_SEQ, N_SEQ]  # before the sequential run's first request
     assert len(server.requests) > N_SEQ
+
+
+def test_older_runs_keep_the_order_they_ran_in(tmp_path: Path) -> None:
+    # A sequential run written before keys recorded its seed (metadata and look plan): compare
+    # reads it, and a resume goes on, in that seed's public order; a run with a key, in the key's.
+    from evalgate.compare.paired import order_of
+    from evalgate.run.rundir import LoadedRun, RunDir
+    from evalgate.run.session import _recorded_looks_key
+
+    seq = {"look": 2, "looks": 4, "items_total": 300, "seed": 7}
+    old = LoadedRun(tmp_path, {"sequential": {"seed": 7}}, None, {"sequential": seq})  # type: ignore[arg-type]
+    assert order_of(old) == (stats.OrderKey.legacy(7), 300)
+    plain = LoadedRun(tmp_path, {}, None, {})  # type: ignore[arg-type]
+    assert order_of(plain) == (stats.OrderKey.legacy(0), None)
+    key = stats.OrderKey.draw()
+    new = LoadedRun(tmp_path, {}, None, {"order_key": key.record()})  # type: ignore[arg-type]
+    assert order_of(new) == (key, None)
+    (tmp_path / "run_config.json").write_text(json.dumps({"sequential": {"seed": 7}}))
+    assert _recorded_looks_key(RunDir(tmp_path)) == stats.OrderKey.legacy(7)
+    plan = {"sequential": {"order_key": key.record()}}
+    (tmp_path / "run_config.json").write_text(json.dumps(plan))
+    assert _recorded_looks_key(RunDir(tmp_path)) == key
