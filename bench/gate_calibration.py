@@ -40,6 +40,10 @@ Adversarial kinds (issue 35), where the PR knows the library and the base run:
   gorder   graded, the same: the PR zeroes the rewards of the last items of that order
   seedshop graded, sequential: the PR simulates the looks for sampling.seed 0–19 (the old
            order's key) and submits the seed that PASSes, if any
+  drift    k rollouts, sequential: the PR's server replays the base's rollouts for the first
+           half of the requests it sees and breaks passes at twice the rate after (Δ = −δ over
+           the run): behaviour that depends on the request count, which no key hides from a
+           sequential run's server (a residual, docs/threat-model.md; expected far above α)
 
 The gate reads each run in the order of a key it draws itself (stats.OrderKey.draw, as a run
 does), so the figure printed is what the adversary gets now; ``--before`` also prints, from the
@@ -93,7 +97,7 @@ SHOCK = 1.0  # SD (logit scale) of the per-run, per-group shock
 @dataclass(frozen=True)
 class Cell:
     kind: str  # breaks | noise | groups | whole | gbreaks | graded | gzero | gshift | mixed
-    # | order | gorder | seedshop (adversarial, issue 35)
+    # | order | gorder | seedshop | drift (adversarial, issue 35)
     n: int
     k: int = 1
     groups: int | None = None
@@ -150,6 +154,7 @@ CELLS = (
     *(Cell("order", n, k=4) for n in (200, 500)),
     *(Cell("gorder", n) for n in (200, 500)),
     *(Cell("seedshop", n, sequential=True) for n in (200, 500)),
+    *(Cell("drift", n, k=4, sequential=True) for n in (200, 500)),
     # Sequential grouped data, every pattern (`--errors-only --only "G=5 seq,G=20 seq,G=40 seq,
     # G=100 seq,G=200 seq"`): the PR breaks whole groups, breaks some items per group (greedy),
     # or lowers every item's pass rate (proportionally).
@@ -312,6 +317,11 @@ def draw(
         if cell.kind == "gzero":  # the PR replays the base's reward and zeroes some of them
             return reward, np.where(rng.random((runs, n)) >= f, reward, 0.0)
         return reward, rng.beta(8.0 * ph, 8.0 * (1.0 - ph))
+    if cell.kind == "drift":  # in the order the run asks (index order): the second half worse
+        rollouts = rng.random((runs, n, k)) < p_base[..., None]
+        late = (np.arange(n) >= n // 2)[None, :, None]
+        kept = rng.random((runs, n, k)) >= np.where(late, 2.0 * f, 0.0)
+        return rollouts.mean(axis=2), (rollouts & kept).mean(axis=2)
     if cell.kind in ("breaks", "gbreaks"):  # the PR replays the base's rollouts, breaks passes
         rollouts = rng.random((runs, n, k)) < p_base[..., None]
         kept = rng.random((runs, n, k)) >= f
