@@ -32,6 +32,25 @@ N(1.6, 2.4²) plus N(0, 1.4²) per item). Kinds of data:
            and fixes each fail with probability 0.05 ("breaks and fixes": f solves
            −f·E[p] + 0.05·(1 − E[p]) = Δ; at Δ = 0 the A/A runs differ but Δ is 0)
 
+Adversarial kinds (issue 35), where the PR knows the library and the base run:
+
+  order    k rollouts, the PR replays the base's rollouts and fails every rollout of the items
+           LAST in the order it can compute (the public one every run used, sha256("0:" + id)),
+           as many as put the population Δ at −δ: the breaks the betting bound sees last
+  gorder   graded, the same: the PR zeroes the rewards of the last items of that order
+  seedshop graded, sequential: the PR simulates the looks for sampling.seed 0–19 (the old
+           order's key) and submits the seed that PASSes, if any
+  drift    k rollouts, sequential: the PR's server replays the base's rollouts for the first
+           half of the requests it sees and breaks passes at twice the rate after (Δ = −δ over
+           the run): behaviour that depends on the request count, which no key hides from a
+           sequential run's server (a residual, docs/threat-model.md; expected far above α)
+
+The gate reads each run in the order of a key it draws itself (stats.OrderKey.draw, as a run
+does), so the figure printed is what the adversary gets now; ``--before`` also prints, from the
+same draws, what it got when the order was public (order, gorder) or the candidate's seed
+(seedshop: PASS when any of the 20 seeds' orders PASSes; the same figure is what re-running a
+job 20 times on the same outputs would shop now, one fresh key each).
+
 f is solved so that the population Δ is exactly the target. Per cell (≥ 1,000 runs each):
 A/A false-FAIL (Δ = 0), false PASS at Δ = −δ, the median reported MDE over the A/A runs and the
 power (FAIL rate) at Δ = −MDE; sequential cells (4 Wang–Tsiatis looks, the gate's design)
@@ -78,6 +97,7 @@ SHOCK = 1.0  # SD (logit scale) of the per-run, per-group shock
 @dataclass(frozen=True)
 class Cell:
     kind: str  # breaks | noise | groups | whole | gbreaks | graded | gzero | gshift | mixed
+    # | order | gorder | seedshop | drift (adversarial, issue 35)
     n: int
     k: int = 1
     groups: int | None = None
@@ -129,6 +149,12 @@ CELLS = (
             ("whole", 1, 20),
         )  # cells above
     ),
+    # Adversarial (issue 35): breaks placed last in the order the PR can compute, and seed
+    # shopping (`--only "order,seedshop" [--before]`).
+    *(Cell("order", n, k=4) for n in (200, 500)),
+    *(Cell("gorder", n) for n in (200, 500)),
+    *(Cell("seedshop", n, sequential=True) for n in (200, 500)),
+    *(Cell("drift", n, k=4, sequential=True) for n in (200, 500)),
     # Sequential grouped data, every pattern (`--errors-only --only "G=5 seq,G=20 seq,G=40 seq,
     # G=100 seq,G=200 seq"`): the PR breaks whole groups, breaks some items per group (greedy),
     # or lowers every item's pass rate (proportionally).
@@ -230,12 +256,44 @@ def exact_items_used(cell: Cell, drop: float, margin: float, alpha: float) -> fl
     return used + float(alive.sum())
 
 
+ADVERSARIAL = ("order", "gorder", "seedshop")
+SHOPPED_SEEDS = 20
+
+
+def _ids(n: int) -> list[str]:
+    return [f"q{j:04d}" for j in range(n)]
+
+
+@functools.cache
+def _public_order(n: int, seed: int = 0) -> np.ndarray:
+    """Item indices in the order anyone can compute: sha256(f"{seed}:{id}") (the legacy key)."""
+    return np.array([int(i[1:]) for i in stats.item_order(_ids(n), seed)])
+
+
+def _gate_order(n: int) -> np.ndarray:
+    """Item indices in the order of a key the gate draws, as a run does (stats.OrderKey)."""
+    return np.array([int(i[1:]) for i in stats.item_order(_ids(n), stats.OrderKey.draw())])
+
+
 def draw(
     cell: Cell, rng: np.random.Generator, runs: int, drop: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(base, head) item scores, runs x n, with population Δ = −drop."""
+    """(base, head) item scores, runs x n, with population Δ = −drop (by item index: the order
+    a run reads them in is :func:`_decide`'s)."""
     n, k = cell.n, cell.k
     f = drop / _mean_pass(cell.kind)
+    if cell.kind in ("order", "gorder"):  # the last items of the public order broken
+        p = expit(1.6 + 2.8 * rng.standard_normal((runs, n)))
+        if cell.kind == "order":
+            base = (rng.random((runs, n, k)) < p[..., None]).mean(axis=2)
+        else:
+            pb = np.clip(p, 1e-9, 1 - 1e-9)
+            base = rng.beta(8.0 * pb, 8.0 * (1.0 - pb))
+        head = base.copy()
+        broken = round(f * n)  # E[Δ] = −(broken / n)·E[p] = −drop
+        if broken:
+            head[:, _public_order(n)[n - broken :]] = 0.0
+        return base, head
     if cell.groups:
         size = n // cell.groups
         theta = np.repeat(1.6 + 2.4 * rng.standard_normal((runs, cell.groups)), size, axis=1)
@@ -253,12 +311,17 @@ def draw(
         p_head = np.where(broken, 0.0, expit(theta + shocks[1]))
     if cell.kind == "gshift":  # every item's mean lowered by s (floored at 0)
         p_head = np.maximum(p_base - _uniform_shift(drop), 0.0)
-    if cell.kind in ("graded", "gzero", "gshift"):  # Beta(8p, 8(1 − p)) has mean p
+    if cell.kind in ("graded", "gzero", "gshift", "seedshop"):  # Beta(8p, 8(1 − p)): mean p
         pb, ph = np.clip(p_base, 1e-9, 1 - 1e-9), np.clip(p_head, 1e-9, 1 - 1e-9)
         reward = rng.beta(8.0 * pb, 8.0 * (1.0 - pb))
         if cell.kind == "gzero":  # the PR replays the base's reward and zeroes some of them
             return reward, np.where(rng.random((runs, n)) >= f, reward, 0.0)
         return reward, rng.beta(8.0 * ph, 8.0 * (1.0 - ph))
+    if cell.kind == "drift":  # in the order the run asks (index order): the second half worse
+        rollouts = rng.random((runs, n, k)) < p_base[..., None]
+        late = (np.arange(n) >= n // 2)[None, :, None]
+        kept = rng.random((runs, n, k)) >= np.where(late, 2.0 * f, 0.0)
+        return rollouts.mean(axis=2), (rollouts & kept).mean(axis=2)
     if cell.kind in ("breaks", "gbreaks"):  # the PR replays the base's rollouts, breaks passes
         rollouts = rng.random((runs, n, k)) < p_base[..., None]
         kept = rng.random((runs, n, k)) >= f
@@ -281,12 +344,36 @@ def _decide(
     margin: float,
     alpha: float,
     with_mde: bool,
+    before: bool = False,
+    order: np.ndarray | None = None,
 ) -> tuple[str, float, float, bool]:
     """(status, reported MDE, share of items used, regression detected) for one simulated PR.
+
+    Adversarial kinds are read in the order of a key the gate draws (``before``: in the order
+    the gate used before keys, which the PR could compute or choose; ``order``: this one).
 
     "Detected" is the FAIL test rejecting (upper bound < 0): what the MDE promises. When the
     MDE is below the margin the status at Δ = −MDE may rightly be PASS (Δ within the margin).
     """
+    if cell.kind in ADVERSARIAL:  # read in the order of a key: the gate's, or that of before
+        if before and cell.kind == "seedshop":  # the PR keeps the first seed whose looks PASS
+            tried = [
+                _decide(
+                    cell,
+                    base,
+                    head,
+                    seed,
+                    margin=margin,
+                    alpha=alpha,
+                    with_mde=with_mde,
+                    order=_public_order(cell.n, shop),
+                )
+                for shop in range(SHOPPED_SEEDS)
+            ]
+            return next((t for t in tried if t[0] == "PASS"), tried[0])
+        if order is None:
+            order = _public_order(cell.n) if before else _gate_order(cell.n)
+        base, head = base[order], head[order]
     clusters = np.arange(cell.n) // (cell.n // cell.groups) if cell.groups else None
     common: dict[str, Any] = {
         "margin": margin,
@@ -341,13 +428,24 @@ def simulate(
     margin: float,
     alpha: float,
     with_mde: bool = True,
+    before: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Statuses, reported MDEs (A/A runs only) and items used for ``runs`` PRs at Δ = −drop."""
+    """Statuses, reported MDEs (A/A runs only) and items used for ``runs`` PRs at Δ = −drop
+    (``before``: adversarial kinds read in the order of before, :func:`_decide`)."""
     rng = np.random.default_rng(seed)
     base, head = draw(cell, rng, runs, drop)
     mde = with_mde and drop == 0.0
     out = [
-        _decide(cell, base[r], head[r], seed + r, margin=margin, alpha=alpha, with_mde=mde)
+        _decide(
+            cell,
+            base[r],
+            head[r],
+            seed + r,
+            margin=margin,
+            alpha=alpha,
+            with_mde=mde,
+            before=before,
+        )
         for r in range(runs)
     ]
     status, mde, used, detected = zip(*out, strict=True)
@@ -386,6 +484,9 @@ def run_cell(cell: Cell, index: int, args: argparse.Namespace, mdes: dict[Cell, 
         f"{cell.label:<27}{false_fail:>7.3f}{false_pass:>8.3f}{_mark(false_pass <= bound):>3}"
         f"{100 * mde:>8.2f}"
     )
+    if args.before and cell.kind in ADVERSARIAL:  # the same draws, the order of before
+        then = simulate(cell, drop=args.margin, seed=seed + 1, before=True, **common)
+        row += f"  (order of before: PASS at Δ = −δ {float(np.mean(then['status'] == 'PASS')):.3f})"
     if args.errors_only:  # the error rates alone, each with its Monte-Carlo SE
         se_pass, se_fail = _rate(at_margin["status"] == "PASS")[1], _rate(aa["status"] == "FAIL")[1]
         return (
@@ -446,6 +547,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only A/A false FAIL and false PASS at Δ = −δ (no MDE, power or items used): the "
         "validity of many cells in modest time",
+    )
+    parser.add_argument(
+        "--before",
+        action="store_true",
+        help="adversarial cells: also the false PASS they got when the order was public or the "
+        "candidate's seed (the same draws)",
     )
     args = parser.parse_args(argv)
     global LOOKS  # the sequential cells' design, set once per invocation

@@ -146,7 +146,8 @@ HARNESS = textwrap.dedent(
             from evalgate.run.rundir import load_run
             from evalgate.run.sequential import plan_order
             from evalgate.run.summary import item_metrics
-            order, _, base_scores = plan_order(suite, load_run(base), "accuracy", 0)
+            key = stats.OrderKey.legacy(0)
+            order, _, base_scores = plan_order(suite, load_run(base), "accuracy", key)
             scores = item_metrics(state.records, k)["accuracy"]
             seen = [it.id for it in order if it.id in scores]
             stats.sequential_decision(

@@ -13,11 +13,14 @@ median ratio (Δ̂ − L_betting) / (Δ̂ − L_t) at n = 50 / 200 / 500, L_t = 
 t bound is the reference only: it is not valid for a PR that breaks a few items (skewed
 differences).
 
-Three lines always: ``gate`` is a fixed design's bound (``fixed_n``: bets that track the capital
-towards 1/α at n, cap 0.99/m, see evalgate/stats/_betting.py), ``shaped`` the fixed design's
-bound before it (the plug-in bets times a schedule s(i/n) fixed in advance, fitted in the normal
-limit, cap 0.9/m: :data:`SHAPE`), and ``flat`` the flat bets of a sequential run's one process
-(cap 0.75/m), on the same data. ``--pass-rate`` prints, for the three, how often a PR with
+Four lines always: ``gate`` is a fixed design's bound (``fixed_n``: bets that track the capital
+towards 1/α at n, cap 0.99/m, see evalgate/stats/_betting.py), ``keyed`` the same bound as
+``evalgate compare`` reads a fixed run: the items in the order of a key the gate draws
+(``stats.OrderKey``), through ``paired_compare`` with its coherent bound (L ≤ Δ̂), ``shaped``
+the fixed design's bound before it (the plug-in bets times a schedule s(i/n) fixed in
+advance, fitted in the normal limit, cap 0.9/m: :data:`SHAPE`), and ``flat`` the flat bets of a
+sequential run's one process (cap 0.75/m), on the same data. ``--pass-rate`` prints, for three
+of them (not ``keyed``), how often a PR with
 Δ = 0 PASSes against δ = 3 pp (1,000 runs a cell, n = 100 / 200 / 500 / 1,000): what the
 narrower bound buys at the gate. ``--fit-boldness`` redoes the fit of the tracking bets' factor
 (``_BOLDNESS``) on data of another family (k = 2 rollouts with p ~ Beta(3, 2), graded
@@ -67,9 +70,11 @@ import numpy as np
 from scipy import stats as sps
 
 try:
+    from evalgate import stats
     from evalgate.stats._betting import _MAX_BET, _bets, _log_capital, betting_lower
 except ImportError:  # run as `python bench/pass_bound_width.py` from a source checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from evalgate import stats
     from evalgate.stats._betting import _MAX_BET, _bets, _log_capital, betting_lower
 
 ALPHA = 0.05
@@ -215,6 +220,12 @@ def ratio(base: np.ndarray, head: np.ndarray, seed: int, variant: str = "gate") 
     t_half = float(sps.t.ppf(1.0 - ALPHA, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
     if variant in ("gate", "flat"):
         lo, _ = betting_lower(d, -1.0, 1.0, -0.03, ALPHA, seed, fixed_n=variant == "gate")
+    elif variant == "keyed":  # the gate's own path: a drawn key's order, the coherent bound
+        ids = [f"q{i:04d}" for i in range(n)]
+        at = [int(i[1:]) for i in stats.item_order(ids, stats.OrderKey.draw())]
+        lo = stats.paired_compare(
+            base[at], head[at], margin=0.03, alpha=ALPHA, horizon=n, n_resamples=100
+        ).lo
     elif variant == "shaped":
         lo = _shaped_lower(d, seed)
     elif variant in OTHERS:
@@ -400,7 +411,7 @@ def main() -> int:
         return 0
     print(f"betting / paired-t width of the one-sided {1 - ALPHA:.0%} lower bound, median of "
           f"{args.runs} runs (items needed for the same width ≈ ratio²)")  # fmt: skip
-    variants: tuple[str, ...] = ("gate", "shaped", "flat")
+    variants: tuple[str, ...] = ("gate", "keyed", "shaped", "flat")
     if args.variants:
         variants += ("markov", "x1.25", "x0.8", "avg20")
     if args.variants or args.others:

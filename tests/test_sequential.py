@@ -92,6 +92,22 @@ def _record(item_id: str, score: float) -> dict[str, Any]:
     return {"example_id": item_id, "error": None, "metrics": {"accuracy": score}, "reward": score}
 
 
+def order_key_of(seed: int) -> Any:
+    """A fixed order key for a seeded test (a run's key is drawn by the gate: stats.OrderKey)."""
+    import hashlib
+
+    from evalgate import stats
+
+    return stats.OrderKey(hashlib.sha256(f"test order {seed}".encode()).digest())
+
+
+def looks_metadata(result: Any, seed: int) -> dict[str, Any]:
+    """The metadata.json a sequential run of ``order_key_of(seed)`` writes about its order."""
+    import dataclasses
+
+    return {"sequential": dataclasses.asdict(result), "order_key": order_key_of(seed).record()}
+
+
 def run_looks(
     items: list[Any],
     baseline: Any,
@@ -104,7 +120,8 @@ def run_looks(
     looks: int = 4,
 ) -> tuple[Any, Any, list[list[str]]]:
     """`run_sequential` over ``items`` with a scripted PR: each item scores ``head[id]`` (as
-    ``record(item)`` writes it) and the ``errored`` ones fail. (records, result, ids per look)."""
+    ``record(item)`` writes it) and the ``errored`` ones fail, in the order of
+    ``order_key_of(seed)``. (records, result, ids per look)."""
     import asyncio
 
     from evalgate.run.sequential import run_sequential
@@ -125,7 +142,7 @@ def run_looks(
             looks=looks,
             margin=0.05,
             alpha=0.05,
-            seed=seed,
+            key=order_key_of(seed),
             run_items=run_items,
             scale=scale,
         )
@@ -150,7 +167,7 @@ def test_resumed_looks_count_the_journal_rollouts() -> None:
         ],
         rollouts=1,
     )
-    order, _, _ = plan_order(items, baseline, "accuracy", seed=0)
+    order, _, _ = plan_order(items, baseline, "accuracy", order_key_of(0))
     kept = [_record(it.id, 0.0) for it in order[: N // 4]]  # the journal: look 1, all broken
     calls: list[list[str]] = []
 
@@ -169,7 +186,7 @@ def test_resumed_looks_count_the_journal_rollouts() -> None:
             looks=4,
             margin=0.03,
             alpha=0.05,
-            seed=0,
+            key=order_key_of(0),
             run_items=run_items,
             prior=kept,
         )
@@ -189,12 +206,19 @@ def _resume(out: Path, run: Path, *args: str) -> int:
 
 
 def test_resume_after_the_first_look_decides_as_an_uninterrupted_run(
-    tmp_path: Path, scripted_server: Any
+    tmp_path: Path, scripted_server: Any, monkeypatch: Any
 ) -> None:
     # A PR that breaks 16 of 400 items: not yet clear at look 1 (100 items), so the decision
     # comes at a later look. Interrupted after look 1 (a token cap: 10 tokens a request), then
     # resumed, the run must look again with the journal's 100 rollouts counted and reach the
-    # same decision at the same look, with the same model calls in all.
+    # same decision at the same look, with the same model calls in all. The gate draws each
+    # run's order key: here the whole run and the cut one draw the same key (after the base's
+    # own), and any later draw (a resume that did not read the key in its plan) another.
+    from evalgate import stats
+
+    drawn = iter([order_key_of(0), order_key_of(1), order_key_of(1)] + [order_key_of(2)] * 9)
+    monkeypatch.setattr(stats.OrderKey, "draw", classmethod(lambda cls: next(drawn)))
+
     def breaks(body: dict[str, Any], n: int) -> str:
         i = int(body["messages"][-1]["content"].removeprefix("Q"))
         return _answers(None)(body, n) if i % 25 != 1 else "wrong"
@@ -230,7 +254,10 @@ def test_resume_after_the_first_look_decides_as_an_uninterrupted_run(
     # What made that possible: the run's manifest names its baseline (and the look plan).
     cfg = json.loads((run / "run_config.json").read_text())
     assert cfg["baseline"]["run_id"] == _run_dir(tmp_path / "base").name
-    assert cfg["sequential"] == {"metric": "accuracy", "looks": 4, "seed": 0}
+    plan = {"metric": "accuracy", "looks": 4, "order_key": order_key_of(1).record()}
+    assert cfg["sequential"] == plan
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["order_key"] == plan["order_key"]  # compare reads the order the looks ran in
 
 
 def _cut_after_the_first_look(tmp_path: Path, scripted_server: Any, prefix: str) -> Any:
@@ -367,7 +394,6 @@ def test_a_looks_verdict_is_the_one_compare_reads_from_the_results(tmp_path: Pat
     # reads the finished run's results back in it, with the same horizon: the scorecard's
     # verdict is the one the last look reached, errored items or not. (Reading the looks' items
     # in another order than compare's gave 3 of 60 seeded PRs another verdict, PASS↔FAIL.)
-    import dataclasses
 
     import numpy as np
 
@@ -380,11 +406,11 @@ def test_a_looks_verdict_is_the_one_compare_reads_from_the_results(tmp_path: Pat
         items, base, head, baseline = _graded_pr(seed, 200, drop=0.03 if seed % 2 else -0.02)
         errored = {it.id for it in items[seed::17]}  # the PR errors on some items
         records, result, _ = run_looks(items, baseline, head, seed, errored)
-        assert result is not None and result.seed == seed
+        assert result is not None
         decisions.add(result.decision)
         hashes = {r["example_id"]: r["item_hash"] for r in baseline.records}
         head_records = [{**rec, "item_hash": hashes[rec["example_id"]]} for rec in records]
-        meta = {"sequential": dataclasses.asdict(result)}
+        meta = looks_metadata(result, seed)
         comparison = compare_runs(
             _loaded(tmp_path / f"base{seed}", baseline.records, {}),
             _loaded(tmp_path / f"head{seed}", head_records[::-1], meta),  # finished in any order
@@ -395,7 +421,7 @@ def test_a_looks_verdict_is_the_one_compare_reads_from_the_results(tmp_path: Pat
         assert mc.status == result.decision, seed
         # The very numbers the last look computed: its items in the order they ran (errored ones
         # dropped), bets tuned to the items planned, not to those compare finds.
-        order, _, _ = plan_order(items, baseline, "accuracy", seed)
+        order, _, _ = plan_order(items, baseline, "accuracy", order_key_of(seed))
         ran = {r["example_id"] for r in head_records if r["error"] is None}
         seen = [it.id for it in order[: result.items_used] if it.id in ran]
         look = stats.sequential_compare(
@@ -420,13 +446,14 @@ def test_the_looks_run_the_items_in_the_order_compare_reads_them() -> None:
 
     items, _base, _head, baseline = _graded_pr(5, 120)
     for seed in (0, 9):
-        order, unpaired, _ = plan_order(items, baseline, "accuracy", seed)
+        key = order_key_of(seed)
+        order, unpaired, _ = plan_order(items, baseline, "accuracy", key)
         ids = [it.id for it in order]
-        assert not unpaired and ids == stats.item_order([it.id for it in items], seed)
+        assert not unpaired and ids == stats.item_order([it.id for it in items], key)
         assert ids != sorted(ids)  # a hash order, not the ids' order
         kept = [i for i in ids if int(i[1:]) % 7]  # errored or missing items dropped
-        assert stats.item_order(reversed(kept), seed) == kept
-    assert stats.item_order(ids, 0) != stats.item_order(ids, 9)
+        assert stats.item_order(reversed(kept), key) == kept
+    assert stats.item_order(ids, order_key_of(0)) != stats.item_order(ids, order_key_of(9))
 
 
 def test_compare_reads_a_runs_items_in_one_order_whatever_order_they_finished_in(

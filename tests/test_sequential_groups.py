@@ -10,7 +10,6 @@ levels. And every look reads the metric on the range `evalgate compare` reads it
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import random
@@ -28,7 +27,7 @@ from evalgate.run.sequential import plan_order
 from evalgate.stats._betting import _bets, betting_lower_groups
 from evalgate.stats._paired import _compare as paired_compare_core
 from evalgate.suites.base import Item
-from tests.test_sequential import _loaded, run_looks
+from tests.test_sequential import _loaded, looks_metadata, order_key_of, run_looks
 
 # ------------------------------------------------------------------ the process over groups
 
@@ -232,7 +231,13 @@ def _run_looks(
 
 
 def _compare(
-    tmp_path: Path, tag: str, baseline: Any, records: Any, result: Any, scales: Any = None
+    tmp_path: Path,
+    tag: str,
+    baseline: Any,
+    records: Any,
+    result: Any,
+    seed: int,
+    scales: Any = None,
 ) -> Any:
     hashes = {r["example_id"]: r["item_hash"] for r in baseline.records}
     head_records = [{**rec, "item_hash": hashes[rec["example_id"]]} for rec in records]
@@ -241,7 +246,7 @@ def _compare(
         _loaded(
             tmp_path / f"head{tag}",
             head_records[::-1],  # finished in any order
-            {"sequential": dataclasses.asdict(result)},
+            looks_metadata(result, seed),
         ),
         margin=0.05,
         alpha=0.05,
@@ -264,7 +269,8 @@ def test_grouped_looks_end_at_group_ends() -> None:
 def test_grouped_looks_run_whole_groups_in_a_keyed_order() -> None:
     items, _base, _head, baseline = _grouped_pr(3, 40, False, 0.0)
     for seed in (0, 9):
-        order, unpaired, _ = plan_order(items, baseline, "accuracy", seed)
+        key = order_key_of(seed)
+        order, unpaired, _ = plan_order(items, baseline, "accuracy", key)
         assert not unpaired and len(order) == len(items)
         runs = [it.group or it.id for it in order]
         # Each group's items are contiguous, the groups in a keyed hash order of their ids.
@@ -275,9 +281,9 @@ def test_grouped_looks_run_whole_groups_in_a_keyed_order() -> None:
         assert firsts != sorted(firsts)
         grouping = {it.id: it.group for it in items}
         ids = [it.id for it in order]
-        assert stats.item_order(reversed(ids), seed, grouping) == ids
+        assert stats.item_order(reversed(ids), key, grouping) == ids
         kept = [i for i in ids if hash(i) % 5]  # dropped items never reorder the rest
-        assert stats.item_order(kept, seed, grouping) == kept
+        assert stats.item_order(kept, key, grouping) == kept
     # Without groups the order is the plain one.
     plain = [f"q{i}" for i in range(30)]
     assert stats.item_order(plain, 4, dict.fromkeys(plain)) == stats.item_order(plain, 4)
@@ -298,7 +304,7 @@ def test_a_grouped_looks_verdict_is_the_one_compare_reads_from_the_results(
         records, result, ran = _run_looks(items, baseline, head, seed, errored)
         assert result is not None and result.groups_total == 65
         decisions.add(result.decision)
-        order, _, _ = plan_order(items, baseline, "accuracy", seed)
+        order, _, _ = plan_order(items, baseline, "accuracy", order_key_of(seed))
         # Every look ended at a group's end: no group was split between looks.
         assert sum(len(chunk) for chunk in ran) == result.items_used
         position = {it.id: k for k, it in enumerate(order)}
@@ -306,7 +312,7 @@ def test_a_grouped_looks_verdict_is_the_one_compare_reads_from_the_results(
             last = order[position[chunk[-1]]]
             after = order[position[chunk[-1]] + 1]
             assert last.group is None or after.group != last.group
-        mc = _compare(tmp_path, f"{binary}{seed}", baseline, records, result)
+        mc = _compare(tmp_path, f"{binary}{seed}", baseline, records, result, seed)
         assert mc.status == result.decision, seed
         seen = [it.id for it in order[: result.items_used] if it.id not in errored]
         clusters = [next(x.group for x in order if x.id == i) for i in seen]
@@ -348,9 +354,9 @@ def test_a_looks_decision_uses_the_metrics_declared_range(tmp_path: Path) -> Non
     for declared in ([0, 10], "count", None):
         records, result, _ = _run_looks(items, baseline, head, 1, set(), scale=declared, looks=2)
         assert result is not None
-        mc = _compare(tmp_path, str(declared), baseline, records, result, {"accuracy": declared})
+        mc = _compare(tmp_path, str(declared), baseline, records, result, 1, {"accuracy": declared})
         assert mc.status == result.decision
-        order, _, _ = plan_order(items, baseline, "accuracy", 1)
+        order, _, _ = plan_order(items, baseline, "accuracy", order_key_of(1))
         seen = [it.id for it in order[: result.items_used]]
         b, h = np.array([base[i] for i in seen]), np.array([head[i] for i in seen])
         found = stats.metric_scale(np.concatenate([b, h]), declared)

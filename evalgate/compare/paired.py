@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # numpy loads when a test runs: a run without a gate needs no
     from evalgate.config.spec import GateSettings
 
 __all__ = [
+    "LEGACY_ORDER",
     "Flip",
     "LoadedRun",
     "MetricComparison",
@@ -340,25 +341,40 @@ def sequential_design(run: LoadedRun) -> tuple[int, int] | None:
         return None
 
 
-def order_of(run: LoadedRun) -> tuple[int, int | None]:
-    """(seed, horizon) of the order ``run``'s paired items are read in (:func:`stats.item_order`).
+def order_of(run: LoadedRun) -> tuple[stats.OrderKey, int | None]:
+    """(key, horizon) of the order ``run``'s paired items are read in (:func:`stats.item_order`).
 
-    A run decided by sequential looks recorded the seed its items ran in and how many were
-    planned: read back in that order and with that horizon, the graded tests are the looks'
-    own process (the last look's verdict, reproduced). Any other run: seed 0 and no horizon
-    (the horizon is then the number of paired items).
+    The key is the one the gate drew for the run and recorded (``metadata.json``'s
+    ``order_key``: a fixed run's drawn once its outputs were all recorded, a sequential run's
+    when it started, the order its looks ran in). A run written before keys existed recorded
+    none: it is read in the legacy public order of the seed it ran with (``sequential.seed``,
+    else 0), as it always was, and :data:`LEGACY_ORDER` says so on its rows. The horizon: a run
+    decided by sequential looks recorded how many items were planned, so the graded tests are
+    the looks' own process (the last look's verdict, reproduced); any other run has none (the
+    horizon is then the number of paired items).
     """
     seq = run.metadata.get("sequential") or {}
-    planned = run.config.get("sequential") or {}
-    try:
-        seed = int(seq.get("seed", planned.get("seed", 0)))
-    except (TypeError, ValueError):
-        seed = 0
+    recorded = run.metadata.get("order_key")
+    if recorded is not None:  # checked when the run was loaded (rundir.RunMetadata)
+        key = stats.OrderKey.parse(recorded)
+    else:
+        planned = run.config.get("sequential") or {}
+        try:
+            key = stats.OrderKey.legacy(int(seq.get("seed", planned.get("seed", 0))))
+        except (TypeError, ValueError):
+            key = stats.OrderKey.legacy(0)
     try:
         horizon = int(seq["items_total"]) if sequential_design(run) is not None else None
     except (KeyError, TypeError, ValueError):
         horizon = None
-    return seed, horizon
+    return key, horizon
+
+
+# Said on every row of a run read in the legacy public order (order_of).
+LEGACY_ORDER = (
+    "read in the public order: the run recorded no order key (an older evalgate), so a PR "
+    'could have known the order (docs/gate.md, "The order of the items")'
+)
 
 
 def group_plan_of(run: LoadedRun) -> tuple[int | None, int | None]:
@@ -524,7 +540,7 @@ def compare_runs(
     results: list[MetricComparison] = []
     flips: list[Flip] = []
     design = sequential_design(head)
-    order_seed, horizon = order_of(head)
+    order, horizon = order_of(head)
     groups_total, group_size = group_plan_of(head)
     n_paired = 0
     pairwise = position.pairwise_side(head.records) if _is_pairwise(head) else None
@@ -538,7 +554,7 @@ def compare_runs(
         pairs = [i for i in same if i in b_vals and i in h_vals]
         grouping = {i: head_items[i][0] for i in pairs}
         grouped = any(g is not None for g in grouping.values())
-        ids = stats.item_order(pairs, order_seed, grouping if grouped else None)
+        ids = stats.item_order(pairs, order, grouping if grouped else None)
         if not ids:
             results.append(MetricComparison(name, None, "INCONCLUSIVE", None, "no paired items"))
             continue
@@ -564,6 +580,10 @@ def compare_runs(
         result = test(h)
         if pairwise is not None and name == "win_rate":  # position bias: compare/position.py
             result = position.guard(result, ids, pairwise, functools.partial(test, with_mde=False))
+        if order.public:
+            result = dataclasses.replace(
+                result, reason="; ".join(x for x in (result.reason, LEGACY_ORDER) if x)
+            )
         results.append(result)
         n_paired = max(n_paired, len(ids))
         if not flips:

@@ -180,6 +180,9 @@ class RunMetadata(_Open):
     rollouts_per_example: int | None = None
     time_ms: float = 0.0
     sequential: dict[str, Any] | None = None
+    # The key of the order the items are read in (evalgate.stats.OrderKey.record: drawn by the
+    # gate, never the candidate's); None in runs written before keys (read in the public order).
+    order_key: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
 
 class RolloutRecord(_Open):

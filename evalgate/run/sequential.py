@@ -2,7 +2,9 @@
 
 Group-sequential design (Wang & Tsiatis 1987, see :mod:`evalgate.stats._sequential`): the
 items paired with the baseline run in the run's one data-independent order
-(:func:`evalgate.stats.item_order`, a keyed hash of the id), and after each of ``looks`` equal
+(:func:`evalgate.stats.item_order`, a keyed hash of the id under a key the gate drew when the
+run started: :class:`evalgate.stats.OrderKey`, never the candidate's seed), and after each of
+``looks`` equal
 slices the paired test looks at what it has, at the look's nominal level, so that its bounds are
 repeated confidence intervals that keep the overall error rates at α. The decision is
 :func:`evalgate.stats.sequential_decision`; this module only schedules the calls. On ``resume``
@@ -61,9 +63,6 @@ class SequentialResult:
     items_total: int
     stopped_early: bool
     history: list[dict[str, Any]] = field(default_factory=list)
-    # The key of the order the items ran in (stats.item_order): `evalgate compare` reads the
-    # results back in it, so its graded bounds are the looks' own process.
-    seed: int = 0
     # Grouped items: the groups planned and the largest of them, the constants of the betting
     # process over groups (compare reads the run with them); None without groups.
     groups_total: int | None = None
@@ -71,9 +70,9 @@ class SequentialResult:
 
 
 def plan_order(
-    items: list[Item], baseline: Any, metric: str, seed: int
+    items: list[Item], baseline: Any, metric: str, key: stats.OrderKey
 ) -> tuple[list[Item], list[Item], dict[str, float]]:
-    """(paired items in the order of ``seed``, unpaired items, baseline per-item scores).
+    """(paired items in the order of ``key``, unpaired items, baseline per-item scores).
 
     The order is :func:`evalgate.stats.item_order`, the one ``evalgate compare`` reads the
     results in: what a look has seen is a prefix of the graded tests' process (the betting
@@ -88,7 +87,7 @@ def plan_order(
     unpaired = [it for it in items if it.id not in chosen]
     grouping = {it.id: it.group for it in paired}
     grouped = any(g is not None for g in grouping.values())
-    ranked = stats.item_order(chosen, seed, grouping if grouped else None)
+    ranked = stats.item_order(chosen, key, grouping if grouped else None)
     rank = {i: r for r, i in enumerate(ranked)}
     order = sorted(paired, key=lambda it: rank[it.id])
     return order, unpaired, base_scores
@@ -103,7 +102,7 @@ async def run_sequential(
     looks: int,
     margin: float,
     alpha: float,
-    seed: int,
+    key: stats.OrderKey,
     run_items: Callable[[Subset], Awaitable[RolloutTable]],
     prior: Iterable[dict[str, Any]] | None = None,
     scale: str | Sequence[float] | None = None,
@@ -117,9 +116,11 @@ async def run_sequential(
     ``scale``: the metric's declared scale (``gate.scales``): each look uses the range
     :func:`evalgate.stats.metric_scale` gives, as ``evalgate compare`` does reading the run.
     With groups the looks end at group ends (:func:`evalgate.stats.look_sizes`), so each
-    look's groups are complete.
+    look's groups are complete. ``key``: the order's key, the exam's (drawn by the gate when the
+    run started and recorded in its plan, so a resume and `evalgate compare` read the same
+    order), never the candidate's ``sampling.seed``, which a PR could shop for.
     """
-    order, unpaired, base_scores = plan_order(suite.items, baseline, metric, seed)
+    order, unpaired, base_scores = plan_order(suite.items, baseline, metric, key)
     if not order:
         return await run_items(Subset(suite, list(suite.items))), None
     groups = {it.id: it.group for it in order}
@@ -176,7 +177,6 @@ async def run_sequential(
                 items_total=len(order),
                 stopped_early=size < len(order),
                 history=history,
-                seed=seed,
                 groups_total=len(counts) if grouped else None,
                 group_size=max(counts) if grouped else None,
             )

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
 from evalgate.config.load import Config
-from evalgate.errors import ConfigError, InfraError
+from evalgate.errors import ConfigError, InfraError, UsageError
 from evalgate.run.baseline import baseline_reference
 from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
 from evalgate.run.cache import ResponseCache
@@ -32,10 +32,11 @@ from evalgate.run.journal import order_tables, read_journal, resume_journal
 from evalgate.run.lock import lock_run, unlock_run
 from evalgate.run.progress import Progress
 from evalgate.run.rollouts import RolloutTable
-from evalgate.run.rundir import LoadedRun, RunDir
+from evalgate.run.rundir import RUN_CONFIG, LoadedRun, RunDir, read_json_object
 from evalgate.run.summary import RunSummary, summarize
 from evalgate.serve import Endpoint, ServeContext
 from evalgate.serve.client import ChatClient, dumps
+from evalgate.stats._order import OrderKey
 from evalgate.suites import Suite
 
 if TYPE_CHECKING:
@@ -116,6 +117,7 @@ async def _execute(
     budget: BudgetMeter | None = None,
     judge_endpoint: Endpoint | None = None,
     replay: dict[tuple[bytes, int], tuple[str, dict[str, int]]] | None = None,
+    looks_key: OrderKey | None = None,
 ) -> tuple[RolloutTable, SequentialResult | None]:
     ev = bench.eval
     progress.start(suite.name, len(suite.items) * ev.rollouts - len(skip))
@@ -154,7 +156,7 @@ async def _execute(
                             slim=True,  # the journal holds the records; memory what summaries read
                         )
 
-                    if not (ev.sequential and baseline is not None):
+                    if not (ev.sequential and baseline is not None and looks_key is not None):
                         return await run_items(suite), None
                     from evalgate.run.sequential import run_sequential  # only with looks
 
@@ -167,7 +169,7 @@ async def _execute(
                         looks=ev.looks,
                         margin=gate.margin,
                         alpha=gate.alpha,
-                        seed=bench.sampling.seed or 0,
+                        key=looks_key,
                         run_items=run_items,
                         prior=kept,  # a resumed run's looks count the journal's rollouts
                         scale=(getattr(gate, "scales", None) or {}).get(metric),
@@ -263,17 +265,37 @@ def _cache_identity(model: Model, run_config: dict[str, Any]) -> str:
     )
 
 
-def _baseline_record(baseline: LoadedRun, bench: Benchmark, gate: GateSettings) -> dict[str, Any]:
-    """run_config.json's record of the baseline and, with sequential looks, the look plan, so
-    that `evalgate resume` compares with the same baseline and re-runs the same looks."""
+def _baseline_record(
+    baseline: LoadedRun, bench: Benchmark, gate: GateSettings, looks_key: OrderKey | None
+) -> dict[str, Any]:
+    """run_config.json's record of the baseline and, with sequential looks, the look plan (with
+    the key of the order the looks run the items in), so that `evalgate resume` compares with
+    the same baseline and re-runs the same looks."""
     out: dict[str, Any] = {"baseline": baseline_reference(baseline)}
-    if bench.eval.sequential:
+    if looks_key is not None:
         out["sequential"] = {
             "metric": _primary_metric(gate, baseline),
             "looks": bench.eval.looks,
-            "seed": bench.sampling.seed or 0,
+            "order_key": looks_key.record(),
         }
     return out
+
+
+def _recorded_looks_key(run_dir: RunDir) -> OrderKey:
+    """The key a sequential run being resumed recorded in its look plan when it started; a run
+    started before keys existed ran its looks in the public order of its seed, and goes on in
+    it (so the resumed looks are the ones an uninterrupted run would have made)."""
+    path = run_dir.path / RUN_CONFIG
+    plan = (read_json_object(path) or {}).get("sequential") or {}
+    if "order_key" not in plan:
+        try:
+            return OrderKey.legacy(int(plan.get("seed", 0)))
+        except (TypeError, ValueError):
+            raise UsageError(f"{path}: sequential.seed: not an integer; start a new run") from None
+    try:
+        return OrderKey.parse(plan["order_key"])
+    except ValueError as exc:
+        raise UsageError(f"{path}: sequential.order_key: {exc}; start a new run") from None
 
 
 def _primary_metric(gate: GateSettings, baseline: LoadedRun) -> str:
@@ -560,9 +582,16 @@ def _run_one(
     """One benchmark suite on one served model: run, journal, summarise, write metadata."""
     run_cfg = _run_config(ctx.config, model, bench, endpoint, suite, server)
     baseline = ctx.baselines.get((model.name, suite.name))
+    # Sequential looks run the items in the order of a key from the exam's side: drawn here, by
+    # the gate, before any output (never the candidate's sampling.seed, which a PR could shop
+    # for), recorded in the look plan; a resume goes on in the recorded one.
+    looks = bench.eval.sequential and baseline is not None
+    looks_key = OrderKey.draw() if looks and ctx.run_dirs is None else None
     if baseline is not None and ctx.run_dirs is None:  # resume finds the same baseline again
-        run_cfg.update(_baseline_record(baseline, bench, ctx.config.gate))
+        run_cfg.update(_baseline_record(baseline, bench, ctx.config.gate, looks_key))
     run_dir, kept, skip, replay = _open_run_dir(ctx, bench, suite, endpoint, run_cfg)
+    if looks and ctx.run_dirs is not None:
+        looks_key = _recorded_looks_key(run_dir)
     t0 = time.perf_counter()
     stats: dict[str, Any] = {}
     try:
@@ -583,6 +612,7 @@ def _run_one(
                 budget=ctx.budget,
                 judge_endpoint=judge_endpoint,
                 replay=replay,
+                looks_key=looks_key,
             )
         )
     except InfraError as exc:  # the endpoint is gone: what the journal kept is still reported
@@ -601,6 +631,10 @@ def _run_one(
         )
         summary.extra["unfinished"] = True  # no metadata.json: `evalgate resume` finishes it
         raise StoppedMidRun(dataclasses.replace(summary, infra_error=str(exc)), exc) from exc
+    # The order a fixed run's items are read in: its key is drawn now, every output recorded,
+    # so nothing the candidate sent can depend on it (a PR that knew the order could break the
+    # items read last: docs/gate.md, "The order of the items"). Sequential: the looks' key.
+    order = looks_key if looks_key is not None else OrderKey.draw()
     if kept:
         records = order_tables([kept, records], suite.items)
     elapsed = time.perf_counter() - t0
@@ -646,6 +680,8 @@ def _run_one(
     meta = _metadata(summary, bench, elapsed)
     meta.update(_costs(summary, model, records))
     meta["sequential"] = summary.extra.get("sequential")
+    if not order.public:  # a resumed run started before keys keeps its public order's seed
+        meta["order_key"] = order.record()
     meta["server_startup_ms"] = round(serve_s * 1000, 1)
     meta["requests"] = stats
     if "judge" in summary.extra:

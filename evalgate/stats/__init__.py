@@ -22,7 +22,8 @@ Layout (private modules; import everything from ``evalgate.stats``):
 * ``_exact``: the exact unconditional test for paired 0/1 scores and its inversion;
 * ``_betting``: the betting lower bound for bounded (fractional) differences;
 * ``_order``: :func:`item_order`, the one data-independent order of a run's items (keyed hash;
-  whole groups contiguous, the groups in a keyed order);
+  whole groups contiguous, the groups in a keyed order), and :class:`OrderKey`, the key the gate
+  draws for it;
 * ``_multiplicity``: :func:`holm`;
 * ``_power``: :func:`mde`, :func:`mde_paired`, :func:`mde_for_test`;
 * ``_passk``: :func:`pass_at_k`, :func:`pass_hat_k`;
@@ -70,6 +71,7 @@ _WHERE = {
     "verdict": "_paired",
     "_mcnemar_p": "_paired",
     "item_order": "_order",
+    "OrderKey": "_order",
     "pass_at_k": "_passk",
     "pass_hat_k": "_passk",
     "_mcnemar_critical": "_power",
@@ -94,7 +96,7 @@ if TYPE_CHECKING:
     from evalgate.stats._display import decimals_against
     from evalgate.stats._estimates import Estimate, item_scores, mean_ci
     from evalgate.stats._multiplicity import holm
-    from evalgate.stats._order import item_order
+    from evalgate.stats._order import OrderKey, item_order
     from evalgate.stats._paired import FAIL as FAIL
     from evalgate.stats._paired import INCONCLUSIVE as INCONCLUSIVE
     from evalgate.stats._paired import MIN_GROUPS as MIN_GROUPS
@@ -135,6 +137,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Estimate",
+    "OrderKey",
     "PairedResult",
     "Scale",
     "binom_cdf",

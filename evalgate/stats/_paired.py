@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from evalgate.stats._betting import betting_lower, betting_lower_groups
+from evalgate.stats._coherent import coherent
 from evalgate.stats._common import (
     _as_pair,
     _check_alpha,
@@ -416,16 +417,21 @@ def _compare(
         se = float(_binary_delta_se(*discordant, n)[1])
     else:
         se = _plain_se(d)
+    # The row holds its own estimate, and so does the verdict (L ≤ Δ̂ ≤ U: ._coherent).
+    lo, hi, p_ni, p_reg = coherent(
+        float(d.mean()), max(found.lo, -width), min(found.hi, width),
+        float(found.p_ni), float(found.p_reg), float(margin),
+    )  # fmt: skip
     return PairedResult(
         n=n,
         base_mean=float(b.mean()),
         head_mean=float(h.mean()),
         delta=float(d.mean()),
         se=se,
-        lo=max(found.lo, -width),
-        hi=min(found.hi, width),
-        p_regression=float(found.p_reg),
-        p_noninferiority=float(found.p_ni),
+        lo=lo,
+        hi=hi,
+        p_regression=p_reg,
+        p_noninferiority=p_ni,
         method=method,
         discordant=discordant,
         margin=float(margin),

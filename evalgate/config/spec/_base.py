@@ -238,8 +238,9 @@ class EvalSettings(Strict):
     """Reuse the cached completion of an identical earlier request (same model config, request
     body and rollout index); errors are never cached. `--no-cache` turns it off for one run."""
     sequential: bool = False
-    """With a baseline: run items in a seeded order and look at the paired result after each
-    quarter (Wang–Tsiatis repeated confidence bounds); stop model calls once it is decided."""
+    """With a baseline: run items in an order keyed by the gate (never by the candidate's seed)
+    and look at the paired result after each quarter (Wang–Tsiatis repeated confidence bounds);
+    stop model calls once it is decided."""
     looks: int = Field(4, ge=1, le=20)
     """Number of equally spaced looks for `sequential`."""
 
