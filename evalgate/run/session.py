@@ -413,7 +413,6 @@ def _serve_judges(
     its own server like any model: the judge never shares a process with the judged. Each
     judge is priced for the budget (a `usd` cap needs a known price)."""
     from evalgate.run.budget import model_price
-    from evalgate.suites.judge_labels import labels_path, load_labels
 
     served: dict[str, Endpoint] = {}
     out: dict[str, Endpoint] = {}
@@ -421,6 +420,8 @@ def _serve_judges(
         judge = getattr(suite, "judge", None)
         if judge is None:
             continue
+        from evalgate.suites.judge_labels import labels_path, load_labels  # judged runs only
+
         model = judge.spec.model
         judge.price = model_price(model)
         labels = labels_path(ctx.config, bench)
