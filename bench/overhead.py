@@ -89,6 +89,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         env = eng._client_env(tmp, args.root.resolve())
+        # Bytecode cached, as pip leaves an installed package (bench/startup.py does the same): a
+        # PYTHONDONTWRITEBYTECODE environment would time the compiler on every run instead.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "evalgate-bench-pycache")
         one = None
         for latency in args.latency_ms:
             stub, base_url = eng._start_stub(latency, tmp)

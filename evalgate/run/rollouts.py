@@ -29,6 +29,8 @@ def unusable(rec: dict[str, Any]) -> str | None:
     no mean and no bound: the rollout is counted as errored, against ``eval.max_error_rate``,
     like any other rollout that produced no score, instead of stopping the gate.
     """
+    if _finite_floats(rec):  # the common record, answered without building the list below
+        return None
     values = [("reward", rec.get("reward")), *(rec.get("metrics") or {}).items()]
     for name, value in values:
         if value is None and name == "reward":
@@ -92,9 +94,7 @@ class RolloutTable:
             self._items.append((rec["example_id"], rec.get("group"), rec.get("item_hash", "")))
         self._item.append(index)
         self._rollout.append(rec.get("rollout", 0))  # a hand-made record may leave it out
-        error = rec["error"]
-        if error is None and not _finite_floats(rec):
-            error = unusable(rec)
+        error = rec["error"] if rec["error"] is not None else unusable(rec)
         if error is not None and rec["error"] is None:  # kept as an error, its values dropped
             rec = {**rec, "reward": None, "metrics": {}, "error": error}
         reward = rec["reward"]
