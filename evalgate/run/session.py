@@ -570,7 +570,7 @@ def _run_one(
         model=model.name,
         model_id=endpoint.model_id,
         run_dir=str(run_dir.path),
-        n_items=len({r["example_id"] for r in records}),
+        n_items=len(records.items()),  # the table's distinct items: no pass over its rows
         rollouts=bench.eval.rollouts,
         time_s=elapsed,
     )
