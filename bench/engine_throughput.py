@@ -50,8 +50,11 @@ STUB_CORE, CLIENT_CORE = 0, 1
 # Raw asyncio protocol rather than aiohttp.web: the stub must never be the bottleneck.
 
 _PROMPT = re.compile(rb"What is (-?\d+) ([-+*]) (-?\d+)\?")
+_MODEL = re.compile(rb'"model":\s*"([^"]*)"')
+# The reply names the model asked for, as a server serving it does: one naming another model is
+# a fallback (evalgate.serve.served), which every record would note.
 _RESPONSE = (
-    '{"id":"cmpl-stub","object":"chat.completion","model":"stub","choices":[{"index":0,'
+    '{"id":"cmpl-stub","object":"chat.completion","model":"%s","choices":[{"index":0,'
     '"message":{"role":"assistant","content":"%s"},"finish_reason":"stop"}],'
     '"usage":{"prompt_tokens":20,"completion_tokens":2,"total_tokens":22}}'
 )
@@ -64,7 +67,8 @@ def _answer(body: bytes) -> bytes:
     else:
         a, op, b = int(m[1]), m[2], int(m[3])
         text = str(a + b if op == b"+" else a - b if op == b"-" else a * b)
-    payload = (_RESPONSE % text).encode()
+    model = _MODEL.search(body)
+    payload = (_RESPONSE % (model[1].decode() if model else "stub", text)).encode()
     head = (
         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
         b"Content-Length: %d\r\nConnection: keep-alive\r\n\r\n" % len(payload)

@@ -117,6 +117,7 @@ def gate_runs(
     output_root: Path,
     link: str | None = None,
     saved: bool = False,
+    error_budgets: dict[str, float] | None = None,
 ) -> Verdict:
     """Compare finished runs with their baselines, decide, and write scorecard.md/verdict.json.
 
@@ -124,25 +125,36 @@ def gate_runs(
     own summaries; a live run passes its own (they carry infrastructure failures, which left no
     run directory). ``saved``: the heads are saved folders (`compare`), so what the base gates
     and they lack is a FAIL (:func:`~evalgate.compare.paired.missing_from_head`).
+    ``error_budgets``: benchmark → ``eval.max_error_rate`` of runs not passed as ``heads`` (a
+    live run with nothing to compare reads no journal back).
     """
-    from evalgate.compare.paired import compare_with_baselines, missing_from_head, summary_of
     from evalgate.gate import decide
 
-    comparisons = _apply_sequential(compare_with_baselines(heads, baselines, gate), decisions or {})
-    if saved:
-        comparisons += missing_from_head(heads, baselines, gate)
-    if summaries is None:
-        summaries = [summary_of(h) for h in heads]
+    comparisons: list[RunComparison] = []
+    if heads and (baselines or saved or summaries is None):  # else there is nothing to compare
+        from evalgate.compare.paired import compare_with_baselines, missing_from_head, summary_of
+
+        comparisons = _apply_sequential(
+            compare_with_baselines(heads, baselines, gate), decisions or {}
+        )
+        if saved:
+            comparisons += missing_from_head(heads, baselines, gate)
+        if summaries is None:
+            summaries = [summary_of(h) for h in heads]
+    if summaries is None:  # no heads: nothing ran, nothing to summarise
+        summaries = []
     # Each run's error budget is the one it ran with (its run_config), so a run gated later
     # (compare, resume) is held to the same budget as when it ran.
-    budgets = {h.benchmark: _error_budget(h) for h in heads}
+    budgets = {h.benchmark: _error_budget(h.config) for h in heads}
+    if error_budgets is not None:  # a live run without baselines: read from its run_config.json
+        budgets.update(error_budgets)
     verdict = decide(summaries, gate, error_budgets=budgets, comparisons=comparisons)
     write_report(verdict, output_root, report_url=link)
     return verdict
 
 
-def _error_budget(run: LoadedRun) -> float:
-    bench = run.config.get("benchmark") or {}
+def _error_budget(run_config: dict[str, Any]) -> float:
+    bench = run_config.get("benchmark") or {}
     budget = (bench.get("eval") or {}).get("max_error_rate")
     return float(budget) if budget is not None else EvalSettings().max_error_rate
 
@@ -260,13 +272,20 @@ def _gate(
     summaries: list[RunSummary],
     decisions: dict[tuple[str, str], SequentialResult],
 ) -> Verdict:
-    from evalgate.compare.paired import load_run
     from evalgate.report.html import report_url
 
     # A run the endpoint stopped mid-way is ERROR and unfinished (no metadata.json): not read.
-    heads = [
-        load_run(Path(s.run_dir)) for s in summaries if s.run_dir and not s.extra.get("unfinished")
-    ]
+    dirs = [Path(s.run_dir) for s in summaries if s.run_dir and not s.extra.get("unfinished")]
+    heads: list[LoadedRun] = []
+    budgets: dict[str, float] = {}
+    if ctx.baselines:  # read back whole to be compared (a 2,000-item journal: ~0.1 s)
+        from evalgate.compare.paired import load_run
+
+        heads = [load_run(d) for d in dirs]
+    else:  # nothing to compare: each run's error budget is all the gate reads of it
+        for d in dirs:
+            cfg, _ = read_run_config(d)
+            budgets[str(cfg["benchmark"]["name"])] = _error_budget(cfg)
     return gate_runs(
         heads,
         ctx.baselines,
@@ -275,6 +294,7 @@ def _gate(
         decisions=decisions,
         output_root=ctx.output_root,
         link=report_url(ctx.environ),
+        error_budgets=budgets,
     )
 
 

@@ -7,6 +7,7 @@ whole); a prompt template whose output is over the cap fails ``validate`` as it 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +110,43 @@ def test_validate_caps_template_output_like_local(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2, proc.stderr
     assert "more than 4,000,000 characters" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _ask_chunked(text: str, cap: int) -> Any:
+    """A reply sent without Content-Length (chunked, as a streaming proxy sends it), in pieces:
+    the size check that cannot look at the header counts what arrives."""
+    from aiohttp import web
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        body = json.dumps({"choices": [{"message": {"content": text}}], "usage": {}}).encode()
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for start in range(0, len(body), 1 << 18):
+            await resp.write(body[start : start + (1 << 18)])
+        await resp.write_eof()
+        return resp
+
+    async def go() -> Any:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            endpoint = Endpoint(base_url=f"http://127.0.0.1:{port}/v1", model="m")
+            async with ChatClient(endpoint, Sampling(), max_retries=0, max_reply_bytes=cap) as c:
+                return await c.chat([{"role": "user", "content": "hi"}])
+        finally:
+            await runner.cleanup()
+
+    return asyncio.run(go())
+
+
+def test_a_chunked_reply_is_capped_as_it_arrives() -> None:
+    with pytest.raises(RequestFailed) as caught:
+        _ask_chunked("a" * (3 << 20), 1 << 20)
+    assert caught.value.kind == "too_large"
+    assert _ask_chunked("b" * (1 << 19), 1 << 20).text == "b" * (1 << 19)

@@ -53,6 +53,11 @@ NEVER = [
     "evalgate.suites.agent",
     "evalgate.suites.verifiers",
     "evalgate.suites.humaneval",
+    # a judge is a scorer some benchmarks use: its runtime, labels and relay load with one
+    "evalgate.suites.judge",
+    "evalgate.suites.judge_labels",
+    "evalgate.suites.judge_relay",
+    "evalgate.suites.inspect_task",
     "evalgate.sandbox.base",  # a qa run opens no sandbox
     "evalgate.sandbox.docker",
     "evalgate.sandbox.bubblewrap",

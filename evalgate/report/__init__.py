@@ -12,7 +12,7 @@ import datetime
 import math
 import os
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -345,7 +345,12 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
             "checks": [asdict(c) for c in verdict.checks],
             "comparisons": [asdict(c) for c in verdict.comparisons],
             "runs": [
-                {k: v for k, v in asdict(r).items() if k not in ("per_item", "groups")}
+                # Emptied before asdict, which would deep-copy every item's values to drop them.
+                {
+                    k: v
+                    for k, v in asdict(replace(r, per_item={}, groups={})).items()
+                    if k not in ("per_item", "groups")
+                }
                 for r in verdict.runs
             ],
             "evalgate_version": __version__,

@@ -52,14 +52,14 @@ class _Journal:
         self.fh = fh
         self.every = max(1, every)
         self.interval_s = interval_s
-        self.lines: list[str] = []
+        self.lines: list[bytes] = []  # encoded once, joined and written as bytes
         self._timer: asyncio.TimerHandle | None = None
         self._error: InfraError | None = None  # a failed timed flush, raised at the next add
 
     def add(self, rec: dict[str, Any]) -> None:
         if self._error is not None:
             raise self._error  # disk full or gone: fail the run, don't drop results quietly
-        self.lines.append(dumps(rec).decode("utf-8"))
+        self.lines.append(dumps(rec))
         if len(self.lines) >= self.every or self.interval_s <= 0:
             self.flush()
         elif self._timer is None:
@@ -80,7 +80,7 @@ class _Journal:
             self._timer = None
         if self.lines:
             try:
-                _append(self.fh, ("\n".join(self.lines) + "\n").encode("utf-8"))
+                _append(self.fh, b"\n".join(self.lines) + b"\n")
             except OSError as exc:  # disk full, quota, file too large, folder gone read-only
                 name = getattr(self.fh, "name", None)
                 raise InfraError(

@@ -29,6 +29,8 @@ def unusable(rec: dict[str, Any]) -> str | None:
     no mean and no bound: the rollout is counted as errored, against ``eval.max_error_rate``,
     like any other rollout that produced no score, instead of stopping the gate.
     """
+    if _finite_floats(rec):  # the common record, answered without building the list below
+        return None
     values = [("reward", rec.get("reward")), *(rec.get("metrics") or {}).items()]
     for name, value in values:
         if value is None and name == "reward":
@@ -38,6 +40,25 @@ def unusable(rec: dict[str, Any]) -> str | None:
         if not math.isfinite(value):
             return f"non-finite score: {name} = {value!r}"
     return None
+
+
+def _finite_floats(rec: dict[str, Any]) -> bool:
+    """The common case of :func:`unusable` answered fast: a float reward (or none) and float
+    metrics, all finite (``x - x`` is 0 exactly when ``x`` is finite). False sends the record
+    to :func:`unusable`, which decides."""
+    reward = rec.get("reward")
+    if reward is not None and (type(reward) is not float or reward - reward != 0.0):
+        return False
+    for value in (rec.get("metrics") or {}).values():
+        if type(value) is not float or value - value != 0.0:
+            return False
+    return True
+
+
+def _fill(columns: dict[str, array[Any]], row: int, fill: float) -> None:
+    for col in columns.values():
+        if len(col) == row:  # a name this record lacks
+            col.append(fill)  # 0 for usage's "q" columns, NaN for the metrics' "d"
 
 
 class RolloutTable:
@@ -81,21 +102,23 @@ class RolloutTable:
         completion = rec.get("completion")
         blank = completion is None or (isinstance(completion, str) and not completion.strip())
         self._blank.append(1 if blank else 0)
-        for column, values in (
-            (self._usage, rec.get("usage") or {}),
-            (self._metrics, rec["metrics"]),
-        ):
-            for name, value in values.items():
-                col = column.get(name)
-                if col is None:  # a new name: earlier rows did not have it
-                    typecode = "q" if column is self._usage else "d"
-                    fill = 0 if typecode == "q" else _NAN
-                    col = column[name] = array(typecode, [fill]) * row
-                col.append(int(value) if column is self._usage else float(value))
-        for column, fill in ((self._usage, 0), (self._metrics, _NAN)):
-            for col in column.values():
-                if len(col) == row:  # a name this record lacks
-                    col.append(fill)
+        usage, metrics = rec.get("usage") or {}, rec["metrics"]
+        columns = self._usage
+        for name, value in usage.items():
+            col = columns.get(name)
+            if col is None:  # a new name: earlier rows did not have it
+                col = columns[name] = array("q", [0]) * row
+            col.append(int(value))
+        if len(usage) != len(columns):  # names this record lacks (the common record has all)
+            _fill(columns, row, 0)
+        columns = self._metrics
+        for name, value in metrics.items():
+            col = columns.get(name)
+            if col is None:
+                col = columns[name] = array("d", [_NAN]) * row
+            col.append(float(value))
+        if len(metrics) != len(columns):
+            _fill(columns, row, _NAN)
         if rec["error"] is not None:
             self._errors[row] = rec["error"]
         if rec.get("cost_usd") is not None:

@@ -448,7 +448,6 @@ def _serve_judges(
     its own server like any model: the judge never shares a process with the judged. Each
     judge is priced for the budget (a `usd` cap needs a known price)."""
     from evalgate.run.budget import model_price
-    from evalgate.suites.judge_labels import labels_path, load_labels
 
     served: dict[str, Endpoint] = {}
     out: dict[str, Endpoint] = {}
@@ -456,6 +455,8 @@ def _serve_judges(
         judge = getattr(suite, "judge", None)
         if judge is None:
             continue
+        from evalgate.suites.judge_labels import labels_path, load_labels  # judged runs only
+
         model = judge.spec.model
         judge.price = model_price(model)
         labels = labels_path(ctx.config, bench)
@@ -525,13 +526,23 @@ def _costs(summary: RunSummary, model: Model, records: Iterable[dict[str, Any]])
     models), else what the agents said they spent (command agents on their own API keys)."""
     params = getattr(model, "params", None)
     others: dict[str, dict[str, int]] = {}  # tokens a fallback served, by the model that did
-    for rec in records:
-        for name, seen in (rec.get("served_by") or {}).items():
-            mine = others.setdefault(
-                name, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
-            )
-            for k in mine:
-                mine[k] += int(seen.get(k) or 0)
+    fallback_rollouts = 0
+    reported: list[float] = []  # what command agents said they spent
+    judged: list[Any] = []  # judgements (dicts: their tokens and cost)
+    for rec in records:  # one pass: a table builds a dict per row on each
+        served_by = rec.get("served_by")
+        if served_by:
+            fallback_rollouts += 1
+            for name, seen in served_by.items():
+                mine = others.setdefault(
+                    name, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+                )
+                for k in mine:
+                    mine[k] += int(seen.get(k) or 0)
+        if rec.get("cost_usd") is not None:
+            reported.append(rec["cost_usd"])
+        if rec.get("judge"):
+            judged.append(rec["judge"])
     own_in = summary.usage.get("prompt_tokens", 0) - sum(
         o["prompt_tokens"] for o in others.values()
     )
@@ -547,13 +558,11 @@ def _costs(summary: RunSummary, model: Model, records: Iterable[dict[str, Any]])
     summary.extra["cost_usd"] = None if None in parts else sum(p for p in parts if p is not None)
     if others:
         summary.extra["served_by"] = others
-        summary.extra["fallback_rollouts"] = sum(1 for r in records if r.get("served_by"))
-    reported = [r["cost_usd"] for r in records if r.get("cost_usd") is not None]
+        summary.extra["fallback_rollouts"] = fallback_rollouts
     agent_cost = sum(reported) if reported else None
     if summary.extra["cost_usd"] is None:
         summary.extra["cost_usd"] = agent_cost
     out = {"cost_usd": summary.extra["cost_usd"], "agent_cost_usd": agent_cost}
-    judged = [r["judge"] for r in records if r.get("judge")]
     if judged:  # a judge's tokens and cost are the run's too, shown apart from the model's
         usage = {
             k: sum(int((j.get("usage") or {}).get(k) or 0) for j in judged)
@@ -644,7 +653,7 @@ def _run_one(
         model=model.name,
         model_id=endpoint.model_id,
         run_dir=str(run_dir.path),
-        n_items=len({r["example_id"] for r in records}),
+        n_items=len(records.items()),  # the table's distinct items: no pass over its rows
         rollouts=bench.eval.rollouts,
         time_s=elapsed,
     )

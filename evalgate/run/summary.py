@@ -109,7 +109,7 @@ def _example(errors: list[str], kinds: Counter[str], limit: int = 200) -> str | 
 
 
 def summarize(
-    records: Collection[dict[str, Any]] | RolloutTable,  # iterated once per field
+    records: Collection[dict[str, Any]] | RolloutTable,  # iterated twice (no list of rows)
     *,
     benchmark: str,
     model: str,
@@ -119,7 +119,21 @@ def summarize(
     rollouts: int,
     time_s: float,
 ) -> RunSummary:
-    groups = {r["example_id"]: r.get("group") for r in records}
+    # One pass for what is counted per rollout (a table builds a dict per row on each pass).
+    groups: dict[str, str | None] = {}
+    errors: list[str] = []  # a rollout with a NaN or infinite score is an error of its own kind
+    empty = 0
+    usage: Counter[str] = Counter()
+    for r in records:
+        groups[r["example_id"]] = r.get("group")
+        error = r["error"]
+        why = error or unusable(r)
+        if why is not None:
+            errors.append(why)
+        if error is None and why is None:
+            completion = r.get("completion")
+            empty += isinstance(completion, str | None) and not (completion or "").strip()
+        usage.update(r.get("usage") or {})
     clustered = any(g is not None for g in groups.values())
     metrics = {}
     values = item_metrics(records, rollouts)
@@ -129,20 +143,7 @@ def summarize(
         scores = [per_item[i] for i in ids]
         clusters = [groups[i] or i for i in ids] if clustered else None
         metrics[name] = stats.mean_ci(scores, clusters=clusters)
-    # A rollout without an error but with a NaN or infinite score is an error of its own kind.
-    errors = [e for e in (r["error"] or unusable(r) for r in records) if e is not None]
-    empty = sum(
-        1
-        for r in records
-        if r["error"] is None
-        and unusable(r) is None
-        and isinstance(r.get("completion"), str | None)
-        and not (r.get("completion") or "").strip()
-    )
     kinds = Counter(_error_kind(e) for e in errors)
-    usage: Counter[str] = Counter()
-    for rec in records:
-        usage.update(rec.get("usage") or {})
     return RunSummary(
         benchmark=benchmark,
         model=model,

@@ -228,6 +228,12 @@ class AdaptiveLimit:
                 fut.set_result(None)
 
 
+def _too_large(cap: int) -> RequestFailed:
+    # Built only when a reply is too large: an exception and its message per request cost more
+    # than the rest of the size check.
+    return RequestFailed("too_large", f"the reply is over {cap} bytes (eval.max_reply_mib)")
+
+
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP date (RFC 9110).
     None when absent or unparseable (the caller falls back to its own backoff)."""
@@ -444,7 +450,13 @@ class ChatClient:
             if breaker.waiting is not None:  # the endpoint is restarting: wait for it
                 await breaker.wait()
             breaker.check()
-            epoch = await limit.acquire() if limit is not None else 0
+            if limit is None:
+                epoch = 0
+            elif limit.in_flight < limit._cap and not limit._waiters:  # acquire()'s fast path,
+                limit.in_flight += 1  # inline: no coroutine per request when a slot is free
+                epoch = limit.epoch
+            else:
+                epoch = await limit.acquire()
             self.stats.requests += 1
             try:
                 status, raw, headers = await self._exchange(session, payload, result)
@@ -537,9 +549,10 @@ class ChatClient:
             else:
                 request = session.post(url, data=payload, allow_redirects=False)
             async with request as resp:
-                location = resp.headers.get("Location")
-                if resp.status not in _REDIRECT_STATUS or not location:
-                    return resp.status, await self._read_capped(resp), resp.headers
+                status = resp.status
+                location = resp.headers.get("Location") if status in _REDIRECT_STATUS else None
+                if not location:
+                    return status, await self._read_capped(resp), resp.headers
                 await resp.release()
             target = resp.url.join(URL(location))
             if resp.status in (307, 308) and not result:
@@ -558,16 +571,18 @@ class ChatClient:
         """The body, read no further than ``max_reply_bytes`` (a 50 MiB completion is an error,
         never a 50 MiB string in memory, in results.jsonl and in every report)."""
         cap = self.max_reply_bytes
-        too_large = RequestFailed(
-            "too_large", f"the reply is over {cap} bytes (eval.max_reply_mib)"
-        )
-        if (resp.content_length or 0) > cap:
-            raise too_large
-        chunks, size = [], 0
+        length = resp.content_length
+        if length is not None:
+            if length > cap:
+                raise _too_large(cap)
+            # aiohttp's parser stops at Content-Length: read() cannot go past it, and it is the
+            # per-request path (no async iterator, no chunk list) every sized reply takes.
+            return await resp.read()
+        chunks, size = [], 0  # chunked or close-delimited: counted as it arrives
         async for chunk in resp.content.iter_chunked(1 << 16):
             size += len(chunk)
             if size > cap:
-                raise too_large
+                raise _too_large(cap)
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -576,7 +591,7 @@ class ChatClient:
         tokens priced as that model) and marked on a :class:`Reply` (never cached as the
         configured model's answer). The body is read again only on LiteLLM's fallback header,
         for a result that is not a Reply (tool calls)."""
-        other = getattr(parsed, "served_by", None)
+        named = other = getattr(parsed, "served_by", None)  # what the reply's body named
         if other is None and served.fell_back(headers):
             with contextlib.suppress(ValueError, TypeError, AttributeError):
                 other = served.other_model(
@@ -592,7 +607,7 @@ class ChatClient:
             with contextlib.suppress(ValueError, TypeError, AttributeError):
                 usage = loads(raw).get("usage") or {}
         served.note(other, usage or {})
-        if isinstance(parsed, Reply):
+        if other != named and isinstance(parsed, Reply):  # only the header named it
             return dataclasses.replace(parsed, served_by=other)
         return parsed
 

@@ -6,8 +6,7 @@ record, its price and the comparison can name the model that really answered."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -53,12 +52,18 @@ def note(model: str, usage: Mapping[str, int]) -> None:
     seen["completion_tokens"] += int(usage.get("completion_tokens") or 0)
 
 
-@contextmanager
-def collect() -> Iterator[dict[str, dict[str, int]]]:
-    """The replies another model served during this block: {model: requests and tokens}."""
-    notes: dict[str, dict[str, int]] = {}
-    token = _NOTES.set(notes)
-    try:
-        yield notes
-    finally:
-        _NOTES.reset(token)
+class collect:  # lower case: used as a function, ``with served.collect() as notes``
+    """The replies another model served during this block: {model: requests and tokens}.
+
+    A class, not a ``@contextmanager`` generator: it is entered once per rollout, and the
+    generator machinery cost more than the rest of the rollout's bookkeeping."""
+
+    __slots__ = ("_token", "notes")
+
+    def __enter__(self) -> dict[str, dict[str, int]]:
+        self.notes: dict[str, dict[str, int]] = {}
+        self._token = _NOTES.set(self.notes)
+        return self.notes
+
+    def __exit__(self, *exc: object) -> None:
+        _NOTES.reset(self._token)

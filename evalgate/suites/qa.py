@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.datasets import DataError, load_items
-from evalgate.suites.judge import Judge, JudgeFailed
 from evalgate.suites.scorers import Scorer, make_scorer
 from evalgate.suites.templating import TemplateProblem, compile_template, names_used, render
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the judge loads with a judged benchmark only (start-up: tests/test_startup.py)
     from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
     from evalgate.sandbox import Sandboxes
+    from evalgate.suites.judge import Judge
 
 __all__ = ["QASuite"]
 
@@ -112,6 +112,8 @@ class QASuite(SuiteDefaults):
         if self.judge is not None:
             context = _judge_context(self.judge, item, prompt, reply.text)
             metric = "win_rate" if self.judge.spec.mode == "pairwise" else "accuracy"
+            from evalgate.suites.judge import JudgeFailed  # loaded already: the judge's module
+
             try:
                 if metric == "accuracy":
                     judgement = await self.judge.grade(context, usage=reply.usage)
@@ -172,6 +174,8 @@ def _judge_context(
 def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str, str]]]) -> Judge:
     """The benchmark's judge, its template rendered for every item before any model call (with
     a stand-in completion), as the prompt template is: a mistake is a config error up front."""
+    from evalgate.suites.judge import Judge
+
     try:
         judge = Judge.from_spec(spec.scorer)
     except TemplateProblem as exc:

@@ -152,11 +152,53 @@ def _address_space_capped() -> Iterator[None]:
 def compile_template(text: str) -> jinja2.Template:
     try:
         with _address_space_capped():  # compiling folds constants: it evaluates, too
-            return _JINJA.from_string(text)
+            template = _JINJA.from_string(text)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateProblem(f"template line {exc.lineno}: {exc.message}") from None
     except MemoryError:
         raise TemplateProblem("the template needs more memory than any prompt could") from None
+    template.evalgate_plain = _plain(text, template)  # type: ignore[attr-defined]
+    return template
+
+
+# `{{ name }}` and nothing else inside the braces: what most prompt templates are made of.
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def _plain(text: str, template: jinja2.Template) -> tuple[list[str], list[str]] | None:
+    """(literals, names) when the template is literal text and ``{{ name }}`` placeholders only
+    (``What is {{ prompt }}?``), so that rendering it is a concatenation; None otherwise.
+
+    Rendering 2,000 items through Jinja costs more than the rest of a run's start-up. The plan
+    is kept only if Jinja itself renders a probe (a distinct marker per name) to exactly what the
+    concatenation gives: newline handling, a name Jinja reads as a constant (``none``), anything
+    this parse does not foresee sends the template down Jinja's path instead."""
+    pieces = _PLACEHOLDER.split(text)
+    literals, names = pieces[0::2], pieces[1::2]
+    if any(tag in lit for lit in literals for tag in ("{{", "{%", "{#")):
+        return None
+    probe = {name: f"\x00{i}\x00" for i, name in enumerate(dict.fromkeys(names))}
+    try:
+        expected = _render(template, probe)
+    except TemplateProblem:
+        return None
+    if _concat(literals, [probe[n] for n in names]) != expected:
+        # Jinja drops one trailing newline and writes \r\n as \n: the literals as it keeps them
+        lines = re.split(r"(\r\n|\r|\n)", text)[0::2]
+        if lines[-1] == "":
+            del lines[-1]
+        pieces = _PLACEHOLDER.split("\n".join(lines))
+        literals, names = pieces[0::2], pieces[1::2]
+        if _concat(literals, [probe.get(n, "") for n in names]) != expected:
+            return None
+    return literals, names
+
+
+def _concat(literals: list[str], values: list[str]) -> str:
+    out = [literals[0]]
+    for value, literal in zip(values, literals[1:], strict=True):
+        out += (value, literal)
+    return "".join(out)
 
 
 def names_used(text: str) -> set[str]:
@@ -172,6 +214,16 @@ def names_used(text: str) -> set[str]:
 def render(template: jinja2.Template, context: dict[str, Any]) -> str:
     """The rendered text; generated piece by piece so that a loop that would write gigabytes
     stops at :data:`MAX_CHARS` instead of eating the machine."""
+    plain = getattr(template, "evalgate_plain", None)
+    if plain is not None:  # literal text and {{ name }}: joined here when every value is text
+        literals, names = plain
+        values: list[Any] = [context.get(name) for name in names]
+        if all(type(v) is str for v in values):
+            if sum(map(len, values)) + sum(map(len, literals)) > MAX_CHARS:
+                raise TemplateProblem(
+                    f"the template renders more than {MAX_CHARS:,} characters (a huge value?)"
+                )
+            return _concat(literals, values)
     try:
         with _address_space_capped():
             return _render(template, context)

@@ -1,0 +1,143 @@
+"""evalgate's overhead over a raw aiohttp loop in the same run: the figures of issue #36.
+
+Against a free OpenAI-compatible stub (bench/engine_throughput.py's: its own process on core 0,
+the clients on core 1), 2,000 in-memory ``arith`` items at concurrency 64, no cache, at 0 ms and
+20 ms of added latency, repeats interleaved so a noisy spell hits both alike:
+
+- ``raw loop``: 64 aiohttp workers, one ClientSession, pre-encoded bodies (the floor);
+- ``evalgate local``: ``python -m evalgate local CONFIG --no-cache``, as a user runs it;
+
+and prints, per latency, the median whole-process time of each and their ratio (goal ≤ 1.3× at
+0 ms, ≤ 1.1× at 20 ms), and the request phase at the stub (first request start → last end; the
+raw loop's own perf_counter phase beside it). Then a 1-item run, whole process, beside a bare
+aiohttp request and ``python -c pass`` (goal: under 0.5 s on an idle 2-core machine). It never
+fails on a figure: CI prints them (.ci/run); the load average is printed with them, since on a
+shared machine ratios are the figures to read.
+
+Usage: python bench/overhead.py [--n 2000] [--repeats 3] [--latency-ms 0 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import engine_throughput as eng  # the stub, the raw loop and the CLI runner
+from startup import BARE_REQUEST  # the 1-item floor: import aiohttp, one POST
+
+ROOT = Path(__file__).resolve().parent.parent
+GOALS = {0.0: 1.3, 20.0: 1.1}  # evalgate local / raw loop, whole process (issue #36)
+
+
+def _wall(args: list[str], env: dict[str, str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    wall = time.perf_counter() - t0
+    if proc.returncode not in (0, 1):
+        sys.exit(f"{' '.join(args[:4])}… failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return wall
+
+
+def _one_item(tmp: Path, base_url: str, env: dict[str, str], repeats: int) -> dict[str, float]:
+    """Medians of a 1-item `evalgate local` run, a bare aiohttp request and `python -c pass`."""
+    folder = tmp / "one-item"
+    folder.mkdir(exist_ok=True)
+    config = eng._write_config(folder, base_url, 1, 1)
+    url = base_url  # BARE_REQUEST posts to {url}/chat/completions
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "bare aiohttp request": [sys.executable, "-c", BARE_REQUEST, url],
+        "evalgate local, 1 item": [
+            sys.executable,
+            "-m",
+            "evalgate",
+            "local",
+            str(config),
+            "--output",
+            str(tmp / "one"),
+            "--no-cache",
+        ],
+    }
+    for argv in commands.values():  # warm-up: bytecode and compiled templates written once
+        _wall(argv, env, tmp)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, argv in commands.items():
+            times[name].append(_wall(argv, env, tmp))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 20.0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="the evalgate checkout to measure")
+    args = parser.parse_args()
+    load0 = os.getloadavg()[0]
+    rows = []
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        env = eng._client_env(tmp, args.root.resolve())
+        # Bytecode cached, as pip leaves an installed package (bench/startup.py does the same): a
+        # PYTHONDONTWRITEBYTECODE environment would time the compiler on every run instead.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "evalgate-bench-pycache")
+        one = None
+        for latency in args.latency_ms:
+            stub, base_url = eng._start_stub(latency, tmp)
+            try:
+                config = eng._write_config(tmp, base_url, args.n, args.concurrency)
+                url = f"{base_url}/chat/completions"
+                raw: list[dict[str, float]] = []
+                ours: list[dict[str, float]] = []
+                eng._evalgate_cli(config, tmp, args.n, env)  # warm-up (bytecode, templates)
+                for _ in range(args.repeats):  # interleaved
+                    raw.append(eng._ceiling(url, args.n, args.concurrency, env))
+                    ours.append(eng._evalgate_cli(config, tmp, args.n, env))
+                if one is None:  # against the 0 ms stub (any will do: one request)
+                    one = _one_item(tmp, base_url, env, args.repeats)
+            finally:
+                stub.kill()
+                stub.wait()
+            med = {
+                k: {f: statistics.median(r[f] for r in runs) for f in ("wall_s", "phase_s")}
+                for k, runs in (("raw", raw), ("ours", ours))
+            }
+            rows.append((latency, med))
+    load1 = os.getloadavg()[0]
+    print(
+        f"evalgate overhead: {args.n} arith items, concurrency {args.concurrency}, no cache, "
+        f"median of {args.repeats}; {os.cpu_count()} CPUs, load average {load0:.1f} → {load1:.1f}"
+    )
+    print("| latency | raw loop | evalgate local | ratio (goal) | request phase: raw | evalgate |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for latency, med in rows:
+        raw, ours = med["raw"], med["ours"]
+        goal = GOALS.get(latency)
+        print(
+            f"| {latency:g} ms | {raw['wall_s']:.2f} s | {ours['wall_s']:.2f} s | "
+            f"{ours['wall_s'] / raw['wall_s']:.2f}×{f' (≤ {goal}×)' if goal else ''} | "
+            f"{raw['phase_s']:.2f} s | {ours['phase_s']:.2f} s "
+            f"({ours['phase_s'] / raw['phase_s']:.2f}×) |"
+        )
+    assert one is not None
+    bare = one["bare aiohttp request"]
+    print()
+    for name, seconds in one.items():
+        print(f"{name:<24} {seconds * 1000:6.0f} ms  ({seconds / bare:.2f}× a bare request)")
+    print(json.dumps({"load": [load0, load1], "rows": rows, "one_item": one}))
+
+
+if __name__ == "__main__":
+    main()
