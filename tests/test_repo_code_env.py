@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from evalgate._repo_code import repo_env
 from evalgate.config.load import load_config
 from evalgate.suites import build_suites
-from evalgate.suites.repo_code import repo_env
 
 SECRETS = ("GITHUB_TOKEN", "INPUT_GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "OPENAI_API_KEY")
 DAEMON = "evalgate-test-daemon-left-by-a-task"
@@ -202,7 +202,7 @@ def test_the_environment_is_cleared_to_what_is_needed_and_declared() -> None:
 # Run by a non-root gate: its child (same uid, no capabilities to lose) tries the gate's environ.
 _NON_ROOT_GATE = """
 import os, subprocess, sys
-from evalgate.suites.repo_code import spawn_options
+from evalgate._repo_code import spawn_options
 protect = sys.argv[1] == "protect"
 options = spawn_options() if protect else {}
 probe = (
@@ -257,7 +257,7 @@ def test_the_runners_variables_cannot_be_declared(tmp_path: Path, name: str) -> 
 def test_a_root_gates_child_keeps_only_roots_file_access() -> None:
     import sys
 
-    from evalgate.suites.repo_code import spawn_options
+    from evalgate._repo_code import spawn_options
 
     probe = "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])"
     done = subprocess.run(

@@ -62,7 +62,7 @@ def read_host_file(
     try:
         fd = os.open(real, flags)
     except OSError as exc:
-        raise ConfigError(f"{what}: cannot open {path} ({exc.strerror})") from None
+        raise ConfigError(f"{what}: cannot open {path} ({exc.strerror})") from exc
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             raise ConfigError(f"{what}: {path} is not a regular file; refused")

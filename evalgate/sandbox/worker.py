@@ -212,7 +212,7 @@ def jail(
     read-only when not among them, unless it is ``/`` or holds the runner's home; the private
     ``/tmp`` when None); the fallback where
     bubblewrap cannot run (see the module's docstring). End it with :meth:`Jail.end`."""
-    from evalgate.suites.repo_code import protect_gate
+    from evalgate._repo_code import protect_gate
 
     reason = fallback_reason()
     if reason is not None:
@@ -275,7 +275,7 @@ def _fallback(
     runs it as ``nobody`` (no capabilities, nothing of root's to read or write, only its
     output folders made nobody's) wherever nobody can reach the interpreter and the files it
     reads; else with root's file access capabilities only (``repo_code.spawn_options``)."""
-    from evalgate.suites.repo_code import protect_gate, spawn_options
+    from evalgate._repo_code import protect_gate, spawn_options
 
     options: dict[str, Any] = {"start_new_session": True}
     writes = [str(p) for p in writes]

@@ -6,7 +6,7 @@ group, so stopping it reaches the engine-core and tensor-parallel worker process
 SIGTERM to the group, a grace period for vLLM's own shutdown, then SIGKILL to whatever is left.
 
 vLLM runs code the candidate names (a model's ``trust_remote_code``, a ``--tool-parser-plugin``
-file), so it is repository code too (``suites.repo_code``). It cannot run in the bubblewrap jail
+file), so it is repository code too (``evalgate._repo_code``). It cannot run in the bubblewrap jail
 the inspect and verifiers workers use: it needs the GPU's device files and driver libraries and
 writes the weights into the Hugging Face cache. What it gets instead: a scrubbed environment
 (:func:`server_env`: what a program needs, the GPU runtime's and vLLM's own settings, the Hugging
@@ -26,13 +26,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalgate._repo_code import RESERVED, repo_env, spawn_options
 from evalgate.errors import InfraError
 from evalgate.serve._health import NotReady, wait_until_ready
 from evalgate.serve._process import die_with_parent, stop_group
 from evalgate.serve._vllm_args import serve_command
 from evalgate.serve.base import Endpoint
 from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
-from evalgate.suites.repo_code import RESERVED, repo_env, spawn_options
 
 if TYPE_CHECKING:
     from evalgate.config.spec import VLLMModel

@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalgate._repo_code import repo_env
 from evalgate.errors import ConfigError, InfraError
 from evalgate.sandbox.worker import jail
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest
 from evalgate.suites.judge import JudgeFailed
 from evalgate.suites.judge_relay import Grader
-from evalgate.suites.repo_code import repo_env
 
 if TYPE_CHECKING:
     from evalgate.config.spec import InspectBenchmark

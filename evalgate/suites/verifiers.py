@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import evalgate
+from evalgate._repo_code import repo_env
 from evalgate.errors import ConfigError, InfraError
 from evalgate.sandbox.worker import Jail, jail
 from evalgate.serve.client import RequestFailed
@@ -41,7 +42,6 @@ from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest, tree_digest
 from evalgate.suites.judge import JudgeFailed
 from evalgate.suites.judge_relay import Grader
-from evalgate.suites.repo_code import repo_env
 
 if TYPE_CHECKING:
     from evalgate.config.spec import VerifiersBenchmark

@@ -91,7 +91,7 @@ Scorer = Annotated[
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_RUNNER_ENV = ("GITHUB_", "INPUT_", "ACTIONS_", "RUNNER_")  # as suites.repo_code.RESERVED
+_RUNNER_ENV = ("GITHUB_", "INPUT_", "ACTIONS_", "RUNNER_")  # as evalgate._repo_code.RESERVED
 
 
 def _declarable_env(names: list[str]) -> list[str]:
