@@ -179,6 +179,19 @@ def test_proxy_environment_passes_the_run_environment_through() -> None:
     assert "PATH" in env
 
 
+def test_proxy_environment_never_holds_the_jobs_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxy runs the candidate's LiteLLM settings: the runner's token, the Action's inputs
+    and the Actions runtime's tokens stay with the gate (from the run or this process)."""
+    monkeypatch.setenv("ACTIONS_RUNTIME_TOKEN", "rt-secret")
+    env = lt.proxy_environment(
+        {"GITHUB_TOKEN": "ghs-1", "INPUT_GITHUB_TOKEN": "ghs-2", "RUNNER_TEMP": "/t",
+         "OPENAI_API_KEY": PROVIDER_KEY},
+        "mk",
+    )  # fmt: skip
+    assert not [k for k in env if k.startswith(("GITHUB_", "INPUT_", "ACTIONS_", "RUNNER_"))]
+    assert env["OPENAI_API_KEY"] == PROVIDER_KEY  # a provider's key is the proxy's to use
+
+
 # --- Langfuse tracing switch (offline: only the config is checked) ------------------------------
 
 KEYS = {"LANGFUSE_PUBLIC_KEY": "pk-lf-1", "LANGFUSE_SECRET_KEY": "sk-lf-1"}

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from evalgate._repo_code import RESERVED
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve._process import die_with_parent, stop_group
 from evalgate.serve.base import Endpoint
@@ -101,12 +102,14 @@ def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, A
 
 
 def proxy_environment(environ: Mapping[str, str], master_key: str) -> dict[str, str]:
-    """The proxy's environment: the run's (provider keys, Langfuse) plus fixed settings."""
+    """The proxy's environment: the run's (provider keys, Langfuse) plus fixed settings; never
+    the job's tokens (``GITHUB_*``, ``INPUT_*``, ``ACTIONS_*``, ``RUNNER_*``): the proxy runs
+    the candidate's LiteLLM settings, and no provider reads those."""
     # os.environ underneath keeps PATH and HOME when a caller passes only a few variables; the
     # CLI passes a copy of os.environ, so there the two are the same.
+    merged = {**os.environ, **environ}
     return {
-        **os.environ,
-        **environ,
+        **{k: v for k, v in merged.items() if not k.startswith(RESERVED)},
         MASTER_KEY_ENV: master_key,
         # The price list bundled in the wheel: no fetch at start-up (the network may be closed).
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
