@@ -7,6 +7,7 @@ id when the data has groups. The tests themselves live in :mod:`evalgate.stats`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate import stats
 from evalgate.run.baseline import results_digest
+from evalgate.run.imputed import worst_case_result, worst_case_values
 from evalgate.run.rundir import LoadedRun, load_run
 from evalgate.run.summary import RunSummary, item_metrics, summarize
 
@@ -56,6 +58,10 @@ class MetricComparison:
     mde: float | None
     reason: str = ""
     scale: stats.Scale | None = None  # the metric's scale (None: a proportion, as before)
+    # PR rollouts that errored and were scored the scale's worst value for the PASS decision
+    # (evalgate.run.imputed); the FAIL side and the counts shown read the scores the PR has.
+    imputed: int = 0
+    imputed_as: float | None = None  # the worst value those rollouts were scored
 
 
 @dataclass(frozen=True)
@@ -522,22 +528,58 @@ def compare_runs(
         groups = [head_items[i][0] for i in ids]
         clusters = [g if g is not None else f"item:{i}" for g, i in zip(groups, ids, strict=True)]
         use_clusters = clusters if any(g is not None for g in groups) else None
-        results.append(
-            compare_metric(
-                name,
-                b,
-                h,
-                clusters=use_clusters,
-                margin=margin,
-                alpha=alpha,
-                seed=seed,
-                design=design,
-                scale=(scales or {}).get(name),
-                horizon=max(horizon or 0, len(ids)),
-                groups_total=groups_total,
-                group_size=group_size,
-            )
+        common_args: dict[str, Any] = {
+            "margin": margin,
+            "alpha": alpha,
+            "seed": seed,
+            "design": design,
+            "groups_total": groups_total,
+            "group_size": group_size,
+        }
+        mc = compare_metric(
+            name,
+            b,
+            h,
+            clusters=use_clusters,
+            scale=(scales or {}).get(name),
+            horizon=max(horizon or 0, len(ids)),
+            **common_args,
         )
+        if head.records.errored and mc.result is not None:
+            # The PASS side with the PR's errored rollouts at the worst score: an error never
+            # helps a PASS (evalgate.run.imputed). The same items in the same order as above,
+            # with those whose every PR rollout errored put back.
+            scale = stats.metric_scale(
+                np.concatenate([b, h, [b_vals[i] for i in same if i in b_vals]]),
+                (scales or {}).get(name),
+            )
+            worst = worst_case_values(head.records, name, scale.low)
+            kept = [i for i in same if i in b_vals and i in worst.values]
+            kept_groups = {i: head_items[i][0] for i in kept}
+            kept_grouped = any(g is not None for g in kept_groups.values())
+            in_order = stats.item_order(kept, order_seed, kept_groups if kept_grouped else None)
+            passing = compare_metric(
+                name,
+                np.array([b_vals[i] for i in in_order]),
+                np.array([worst.values[i] for i in in_order]),
+                clusters=(
+                    [kept_groups[i] or f"item:{i}" for i in in_order] if kept_grouped else None
+                ),
+                scale=[scale.low, scale.high],
+                horizon=max(horizon or 0, len(in_order)),
+                with_mde=False,
+                **common_args,
+            )
+            if passing.result is not None:
+                result = worst_case_result(mc.result, passing.result)
+                mc = dataclasses.replace(
+                    mc,
+                    result=result,
+                    status=stats.verdict(result),
+                    imputed=worst.imputed(kept),
+                    imputed_as=worst.worst,
+                )
+        results.append(mc)
         n_paired = max(n_paired, len(ids))
         if not flips:
             flips = _flips(ids, b, h, base, head)
