@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate import stats
 from evalgate.run.baseline import results_digest
-from evalgate.run.imputed import worst_case_result, worst_case_values
+from evalgate.run.imputed import pass_side, worst_case_result
 from evalgate.run.rundir import LoadedRun, load_run
 from evalgate.run.summary import RunSummary, item_metrics, summarize
 
@@ -549,36 +549,41 @@ def compare_runs(
             # The PASS side with the PR's errored rollouts at the worst score: an error never
             # helps a PASS (evalgate.run.imputed). The same items in the same order as above,
             # with those whose every PR rollout errored put back.
-            scale = stats.metric_scale(
-                np.concatenate([b, h, [b_vals[i] for i in same if i in b_vals]]),
+            ran = {i: head_items[i][0] for i in same if i in b_vals}
+            ran_grouped = any(g is not None for g in ran.values())
+            side = pass_side(
+                head.records,
+                name,
+                b_vals,
+                stats.item_order(ran, order_seed, ran if ran_grouped else None),
+                np.concatenate([b, h]),
                 (scales or {}).get(name),
             )
-            worst = worst_case_values(head.records, name, scale.low)
-            kept = [i for i in same if i in b_vals and i in worst.values]
-            kept_groups = {i: head_items[i][0] for i in kept}
-            kept_grouped = any(g is not None for g in kept_groups.values())
-            in_order = stats.item_order(kept, order_seed, kept_groups if kept_grouped else None)
-            passing = compare_metric(
-                name,
-                np.array([b_vals[i] for i in in_order]),
-                np.array([worst.values[i] for i in in_order]),
-                clusters=(
-                    [kept_groups[i] or f"item:{i}" for i in in_order] if kept_grouped else None
-                ),
-                scale=[scale.low, scale.high],
-                horizon=max(horizon or 0, len(in_order)),
-                with_mde=False,
-                **common_args,
-            )
-            if passing.result is not None:
-                result = worst_case_result(mc.result, passing.result)
-                mc = dataclasses.replace(
-                    mc,
-                    result=result,
-                    status=stats.verdict(result),
-                    imputed=worst.imputed(kept),
-                    imputed_as=worst.worst,
+            if side.imputed:  # else the same data as above
+                kept_groups = [head_items[i][0] for i in side.ids]
+                passing = compare_metric(
+                    name,
+                    side.base,
+                    side.head,
+                    clusters=(
+                        [g or f"item:{i}" for i, g in zip(side.ids, kept_groups, strict=True)]
+                        if any(g is not None for g in kept_groups)
+                        else None
+                    ),
+                    scale=[side.scale.low, side.scale.high],
+                    horizon=max(horizon or 0, len(side.ids)),
+                    with_mde=False,
+                    **common_args,
                 )
+                if passing.result is not None:
+                    result = worst_case_result(mc.result, passing.result)
+                    mc = dataclasses.replace(
+                        mc,
+                        result=result,
+                        status=stats.verdict(result),
+                        imputed=side.imputed,
+                        imputed_as=side.worst,
+                    )
         results.append(mc)
         n_paired = max(n_paired, len(ids))
         if not flips:

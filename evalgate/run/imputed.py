@@ -33,7 +33,7 @@ alike.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,11 @@ from evalgate import stats
 from evalgate.run.rollouts import unusable
 
 if TYPE_CHECKING:
-    from evalgate.stats import PairedResult
+    import numpy as np
 
-__all__ = ["WorstCase", "worst_case_result", "worst_case_values"]
+    from evalgate.stats import PairedResult, Scale
+
+__all__ = ["PassSide", "WorstCase", "pass_side", "worst_case_result", "worst_case_values"]
 
 SUCCESS = 1.0 - 1e-9  # a rollout at full marks (for pass@k), as evalgate.run.summary counts it
 
@@ -73,9 +75,7 @@ def _derived(metric: str) -> tuple[str, int] | None:
     return None
 
 
-def worst_case_values(
-    records: Iterable[dict[str, Any]], metric: str, worst: float
-) -> WorstCase:
+def worst_case_values(records: Iterable[dict[str, Any]], metric: str, worst: float) -> WorstCase:
     """The PR's per-item values of ``metric`` with each errored rollout scored ``worst``.
 
     A rollout is errored when it recorded an error or its scores are unusable (NaN, ±inf,
@@ -116,6 +116,52 @@ def worst_case_values(
     return WorstCase(values, errored, float(worst))
 
 
+@dataclass(frozen=True)
+class PassSide:
+    """The paired data the PASS decision reads: ``ids`` in the order given, their base values
+    and the PR's worst-case values (:class:`WorstCase`), on ``scale``."""
+
+    ids: list[str]
+    base: np.ndarray
+    head: np.ndarray
+    scale: Scale
+    imputed: int  # errored PR rollouts of these items, scored ``worst``
+    worst: float
+
+
+def pass_side(
+    records: Iterable[dict[str, Any]],
+    metric: str,
+    base: Mapping[str, float],
+    candidates: Sequence[str],
+    observed: np.ndarray,
+    declared: str | Sequence[float] | None,
+) -> PassSide:
+    """The PASS side's data: ``candidates`` (items with a base value and PR rollouts, in the
+    run's order) with the PR's errored rollouts at the worst value of the metric's scale.
+
+    The scale is :func:`evalgate.stats.metric_scale` of the ``observed`` values (both runs'
+    paired values) and the candidates' base values, so the worst value is inside it and the
+    bounds' range holds every value tested. ``records``: the PR's rollouts (read twice).
+    """
+    import numpy as np
+
+    wide = stats.metric_scale(
+        np.concatenate([observed, np.array([base[i] for i in candidates], dtype=float)]),
+        declared,
+    )
+    worst = worst_case_values(records, metric, wide.low)
+    ids = [i for i in candidates if i in worst.values]
+    return PassSide(
+        ids,
+        np.array([base[i] for i in ids], dtype=float),
+        np.array([worst.values[i] for i in ids], dtype=float),
+        wide,
+        worst.imputed(ids),
+        worst.worst,
+    )
+
+
 def worst_case_result(observed: PairedResult, passing: PairedResult) -> PairedResult:
     """``observed`` (the test on the scores the PR has) with its PASS side taken from
     ``passing`` (the same test with every errored PR rollout at the worst score).
@@ -123,6 +169,4 @@ def worst_case_result(observed: PairedResult, passing: PairedResult) -> PairedRe
     The lower bound and ``p_noninferiority`` are the worst-case data's: an error can only make
     PASS harder. Everything else, the FAIL side included, is the observed data's.
     """
-    return dataclasses.replace(
-        observed, lo=passing.lo, p_noninferiority=passing.p_noninferiority
-    )
+    return dataclasses.replace(observed, lo=passing.lo, p_noninferiority=passing.p_noninferiority)
