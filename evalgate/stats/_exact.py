@@ -13,7 +13,9 @@ methods). Taking the supremum over ψ is what holds the size in the "PR only bre
 (ψ = δ, p_c = 0), where the Wald test gives ≈ 0.15 and the asymptotic score test ≈ 0.058 at
 n = 200. The rejection region is made monotone in b for each discordant count m (a region
 {b ≤ b*(m)} nested in the observed z), so the tail probability is a sum over m of binomial CDFs
-and the whole computation is a (ψ grid) x (m) array.
+and the whole computation is a (ψ grid) x (m) array. The supremum itself is bounded from above
+(:func:`_sup_tail`: branch and bound over ψ with bounds on every interval), so the reported p is
+never below the true one (a grid's maximum was, by up to 2.2 % relative near α).
 
 The one-sided (1 − α) bounds are the inversion of the same test: L is the infimum of the Δ0 that
 H0: Δ ≤ Δ0 does not reject, U the supremum of the Δ0 that H0: Δ ≥ Δ0 does not reject. The
@@ -267,8 +269,9 @@ def _sup_tail(
     low = abs(d0)
     if low >= 1.0:
         return float(_tail(z_obs, n, d0, np.array([1.0]))[0])
-    # b*(m) does not depend on ψ: found once for every m, not once per point evaluated.
-    edges = _region_edge(z_obs, n, d0, np.arange(n + 1, dtype=float))
+    # b*(m) does not depend on ψ: found once for every m when many points will be evaluated
+    # (the branch and bound), not once per point.
+    edges = None if grid_only else _region_edge(z_obs, n, d0, np.arange(n + 1, dtype=float))
     u = np.linspace(0.0, 1.0, _PSI_POINTS)
     grid = low + (1.0 - low) * u * u
     values = _tail(z_obs, n, d0, grid, edges)
