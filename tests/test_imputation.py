@@ -90,6 +90,8 @@ def test_erroring_on_the_items_it_would_get_wrong_does_not_pass(
     assert comparison["result"]["lo"] < -0.05
     scorecard = (tmp_path / "sly" / "scorecard.md").read_text()
     assert "9 PR rollouts errored, scored 0 for PASS" in scorecard
+    report = (tmp_path / "sly" / "report.html").read_text()
+    assert "9 PR rollouts errored, scored 0 for PASS" in report
 
     # `evalgate compare` on the saved runs reproduces the verdict, check for check.
     compared = main(["compare", str(tmp_path / "base"), str(tmp_path / "sly"), "--output",
@@ -97,3 +99,72 @@ def test_erroring_on_the_items_it_would_get_wrong_does_not_pass(
     saved = json.loads((tmp_path / "cmp" / "verdict.json").read_text())
     assert compared == code and saved["status"] == verdict["status"]
     assert _baseline_check(saved)["comparison"] == comparison
+
+
+def _run(where: Path, records: list[dict[str, Any]], k: int) -> Any:
+    """A saved run (its journal written to ``where``) as compare reads it."""
+    from evalgate.run.rollouts import RolloutTable
+    from evalgate.run.rundir import LoadedRun
+
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    table = RolloutTable()
+    table.extend(records)
+    config = {
+        "benchmark": {"name": "qa", "eval": {"rollouts": k}},
+        "model": {"name": "m"},
+        "fingerprint": {"measurement": {"scorer": {"type": "judge"}}},
+    }
+    return LoadedRun(where, config, table, {})
+
+
+def _rec(item: int, rollout: int, score: float | None, error: str | None = None) -> dict:
+    return {
+        "example_id": f"q{item:03d}",
+        "item_hash": f"h{item}",
+        "rollout": rollout,
+        "group": None,
+        "prompt": "p",
+        "completion": "c",
+        "reward": score,
+        "metrics": {} if score is None else {"score": score},
+        "usage": {},
+        "error": error,
+    }
+
+
+def test_a_graded_scale_imputes_its_minimum_rollout_by_rollout(tmp_path: Path) -> None:
+    # A 1–5 judge score (gate.scales: [1, 5]), k = 4: the PR errors on the one rollout in four
+    # of 20 items where it would score 1 instead of the base's 5 (2.5 % of rollouts). Dropped,
+    # those items average 5 and the PR looks as good as the base; on the PASS side each errored
+    # rollout scores 1, the scale's minimum, as answering it would have.
+    from evalgate.compare.paired import compare_runs
+
+    n, k = 200, 4
+    base = [_rec(i, r, 5.0 if i % 2 else 3.0) for i in range(n) for r in range(k)]
+    hidden = {i for i in range(n) if i % 10 == 1}  # 20 items the base scored 5: Δ = −δ
+    head = [
+        _rec(i, r, None, "http_500: internal error")
+        if i in hidden and r == 0
+        else _rec(i, r, 5.0 if i % 2 else 3.0)
+        for i in range(n)
+        for r in range(k)
+    ]
+    answered = [_rec(i, r, 1.0 if i in hidden and r == 0 else 5.0 if i % 2 else 3.0)
+                for i in range(n) for r in range(k)]  # fmt: skip
+    common = {"margin": 0.1, "alpha": 0.05, "scales": {"score": [1, 5]}}
+    base_run = _run(tmp_path / "base", base, k)
+    (sly,) = compare_runs(base_run, _run(tmp_path / "sly", head, k), **common).metrics
+    (honest,) = compare_runs(base_run, _run(tmp_path / "honest", answered, k), **common).metrics
+    assert sly.result is not None and honest.result is not None
+    assert (sly.imputed, sly.imputed_as) == (len(hidden), 1.0)
+    assert sly.result.delta == 0.0 and sly.result.n == n  # the FAIL side: the scores it has
+    # The PASS side is the honest run's: the same values, the same items, the same order.
+    assert sly.result.lo == honest.result.lo
+    assert sly.result.p_noninferiority == honest.result.p_noninferiority
+    assert sly.status != "PASS" and honest.status != "PASS"
+    # Without the errored rollouts (the gate before), the same PR PASSes on Δ = 0.
+    dropped = [r for r in head if r["error"] is None]
+    (before,) = compare_runs(base_run, _run(tmp_path / "dropped", dropped, k), **common).metrics
+    assert before.status == "PASS" and before.imputed == 0
+    assert (honest.imputed, honest.imputed_as) == (0, None)
