@@ -147,16 +147,40 @@ def _log_choose(n: int) -> np.ndarray:
     return sp.gammaln(n + 1.0) - sp.gammaln(m + 1.0) - sp.gammaln(n - m + 1.0)
 
 
+class _Edges:
+    """b*(m) of one test (z_obs, n, d0), found on demand and kept: it does not depend on ψ, and
+    a branch and bound evaluates many ψ whose windows overlap."""
+
+    def __init__(self, z_obs: float, n: int, d0: float) -> None:
+        self.z_obs, self.n, self.d0 = z_obs, n, d0
+        self.known = np.full(n + 1, np.nan)
+
+    def __call__(self, m: np.ndarray) -> np.ndarray:
+        index = m.astype(np.intp)
+        missing = np.unique(index[np.isnan(self.known[index])])
+        if missing.size:
+            found = _region_edge(self.z_obs, self.n, self.d0, missing.astype(float))
+            self.known[missing] = found
+        return self.known[index]
+
+
 def _tail(
-    z_obs: float, n: int, d0: float, psi: np.ndarray, edges: np.ndarray | None = None
+    z_obs: float, n: int, d0: float, psi: np.ndarray, edges: _Edges | None = None
 ) -> np.ndarray:
     """P_{Δ0, ψ}(b ≤ b*(M)) for each ψ: Σ_m Bin(m; n, ψ)·Bin-CDF(b*(m); m, p_b/ψ), the sum
-    over the window of m that carries the probability (see _windows). ``edges``: b*(m) for
-    every m in 0..n, when already known (it does not depend on ψ)."""
+    over the window of m that carries the probability (see _windows). ``edges``: b*(m), kept
+    across calls (it does not depend on ψ)."""
     sp = _special()
     psi = np.clip(psi, 1e-300, 1.0)
+    # Many ψ at once (a branch and bound's level): in blocks of about 2^20 cells, so memory
+    # stays that of a few windows whatever the number of points.
+    rows = max(1, (1 << 20) // (2 * int(9.0 * math.sqrt(n / 4.0) + 31.0) + 1))
+    if psi.size > rows:
+        return np.concatenate(
+            [_tail(z_obs, n, d0, psi[i : i + rows], edges) for i in range(0, psi.size, rows)]
+        )
     m = _windows(n, psi)
-    edge = _region_edge(z_obs, n, d0, m) if edges is None else edges[m.astype(np.intp)]
+    edge = _region_edge(z_obs, n, d0, m) if edges is None else edges(m)
     psi = psi[:, None]
     log_choose = _log_choose(n)[m.astype(np.intp)]
     log_pmf = log_choose + sp.xlogy(m, psi) + sp.xlog1py(n - m, -psi)
@@ -269,9 +293,8 @@ def _sup_tail(
     low = abs(d0)
     if low >= 1.0:
         return float(_tail(z_obs, n, d0, np.array([1.0]))[0])
-    # b*(m) does not depend on ψ: found once for every m when many points will be evaluated
-    # (the branch and bound), not once per point.
-    edges = None if grid_only else _region_edge(z_obs, n, d0, np.arange(n + 1, dtype=float))
+    # b*(m) does not depend on ψ: kept across the branch and bound's many points.
+    edges = None if grid_only else _Edges(z_obs, n, d0)
     u = np.linspace(0.0, 1.0, _PSI_POINTS)
     grid = low + (1.0 - low) * u * u
     values = _tail(z_obs, n, d0, grid, edges)
