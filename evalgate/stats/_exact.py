@@ -525,12 +525,15 @@ def regression_edge(n: int, alpha: float) -> np.ndarray:
         mid = (lo + hi) / 2.0
         lo, hi = (mid, hi) if p_reg(mid) <= alpha else (lo, mid)
     # The grid's p is below the supremum by up to a few %: move down until the supremum,
-    # bounded from above, rejects too.
-    step = 1e-6
-    while lo > floor and _sup_tail(-lo, n, 0.0, alpha) > alpha:
-        lo, step = max(floor, lo - step), 2.0 * step
-    if _sup_tail(-lo, n, 0.0, alpha) > alpha:
-        return m + 1.0
+    # bounded from above, rejects too. A step first (in z: p moves by ~1e-4, 0.2 % of α):
+    # deciding at the very crossing would need the supremum to a few 1e-5.
+    step = 1e-3
+    lo = max(floor, lo - step)
+    while _sup_tail(-lo, n, 0.0, alpha) > alpha:
+        if lo <= floor:
+            return m + 1.0
+        step *= 2.0
+        lo = max(floor, lo - step)
     z_crit = lo + _Z_TIES * (1.0 + abs(lo))
     with np.errstate(invalid="ignore", divide="ignore"):
         first = np.ceil((m - z_crit * np.sqrt(m)) / 2.0)
@@ -568,10 +571,12 @@ def noninferiority_edge(n: int, margin: float, alpha: float) -> np.ndarray:
         mid = (lo + hi) / 2.0
         lo, hi = (lo, mid) if p_ni(mid) <= alpha else (mid, hi)
     # The grid's p is below the supremum by up to a few %: move up until the supremum, bounded
-    # from above, rejects too.
-    step = 1e-6
-    while hi < bound and _sup_tail(hi, n, d0, alpha) > alpha:
-        hi, step = min(bound, hi + step), 2.0 * step
-    if _sup_tail(hi, n, d0, alpha) > alpha:
-        return np.full(n + 1, -1.0)
+    # from above, rejects too (a step first, as regression_edge does).
+    step = 1e-3
+    hi = min(bound, hi + step)
+    while _sup_tail(hi, n, d0, alpha) > alpha:
+        if hi >= bound:
+            return np.full(n + 1, -1.0)
+        step *= 2.0
+        hi = min(bound, hi + step)
     return _region_edge(hi, n, d0, m)
