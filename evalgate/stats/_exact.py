@@ -237,7 +237,7 @@ def _interval_bounds(
     # U-statistic with E[(s² + s')²] = 2n(n − 1)·E[u²]² ≤ 2·I². By Cauchy–Schwarz on R,
     # |P''| ≤ √(2·P)·I: with P at most the Lipschitz bound above and I (convex) at most its
     # value at an end, P is below the chord plus M·(ψ − a)(b − ψ)/2.
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         info = n * np.maximum(
             1.0 / (2.0 * (a - d0)) + 1.0 / (2.0 * (a + d0)) + 1.0 / (1.0 - a),
             1.0 / (2.0 * (b - d0)) + 1.0 / (2.0 * (b + d0)) + 1.0 / (1.0 - b),
