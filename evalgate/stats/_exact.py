@@ -45,6 +45,11 @@ _REFINE_POINTS = 8
 _SUP_RTOL = 5e-4
 _SUP_ATOL = 1e-6
 _SUP_LEVELS = 60
+# A tail's cells of less probability than this are left out of its sum, and a tail computed
+# may be below the true one by at most _TAIL_SLACK (the windows' e^−39 ≈ 1.2e-17 plus at most
+# 10^6 cells below the floor): the bounds on the supremum allow for it.
+_CELL_FLOOR = 1e-24
+_TAIL_SLACK = 1e-16
 # Bounds are found to this precision on the Δ scale (the scorecard shows 0.1 pp); the decision
 # never depends on it.
 _BOUND_TOL = 2e-4
@@ -187,7 +192,7 @@ def _tail(
     weight = np.exp(log_pmf)
     q = np.broadcast_to(np.clip((psi - d0) / (2.0 * psi), 0.0, 1.0), weight.shape)
     # Only cells that carry probability and are neither empty nor full need a binomial CDF.
-    partial = (weight > 1e-16) & (edge >= 0) & (edge < m)
+    partial = (weight > _CELL_FLOOR) & (edge >= 0) & (edge < m)
     total = np.sum(np.where(edge >= m, weight, 0.0), axis=1)
     cdf = sp.bdtr(edge[partial].astype(np.int64), m[partial].astype(np.int64), q[partial])
     np.add.at(total, np.nonzero(partial)[0], weight[partial] * cdf)
@@ -227,7 +232,8 @@ def _interval_bounds(
       far from the maximum, where the tail is tiny and the Lipschitz bound is not.
 
     The tails are windowed sums (_windows: the mass left out is below e^−39), so each is
-    raised by 1e-16 before Hölder's bound uses it.
+    raised by _TAIL_SLACK before Hölder's bound uses it (the windows' e^−39, and the cells
+    below _CELL_FLOOR each window leaves out: at most 10^6 of them).
     """
     sa, sb = np.sqrt(np.maximum(ta, 0.0)), np.sqrt(np.maximum(tb, 0.0))
     span = _hellinger_scale(n, d0, b) - _hellinger_scale(n, d0, a)
@@ -254,7 +260,7 @@ def _interval_bounds(
         for ref, other, t_ref in ((cells_a, cells_b, ta), (cells_b, cells_a, tb)):
             # A cell with no probability at the reference end but some at the other: S = ∞.
             usable = np.all((ref > 0.0) | (other <= 0.0), axis=1)
-            log_t = np.log(np.maximum(t_ref, 0.0) + 1e-16)
+            log_t = np.log(np.maximum(t_ref, 0.0) + _TAIL_SLACK)
             for p in (2.0, 8.0, 64.0):
                 terms = np.where(
                     other > 0.0, other**p * np.where(ref > 0.0, ref, 1.0) ** (1 - p), 0.0
