@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate import stats
 from evalgate.run.rollouts import unusable
+from evalgate.run.summary import SUCCESS  # a rollout at full marks, for pass@k
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,8 +47,6 @@ if TYPE_CHECKING:
     from evalgate.stats import PairedResult, Scale
 
 __all__ = ["PassSide", "WorstCase", "pass_side", "worst_case_result", "worst_case_values"]
-
-SUCCESS = 1.0 - 1e-9  # a rollout at full marks (for pass@k), as evalgate.run.summary counts it
 
 
 @dataclass(frozen=True)
