@@ -521,6 +521,120 @@ def run_cell(cell: Cell, index: int, args: argparse.Namespace, mdes: dict[Cell, 
     return row
 
 
+# --------------------------------------------------------------- errored PR rollouts (issue 35)
+# The PR's errored rollouts drop out of the FAIL side and score 0 on the PASS side
+# (evalgate.run.imputed), as compare_runs reads a run: each cell here is drawn at the rollout
+# level (k rollouts an item, the "breaks" or "noise" kinds above), some PR rollouts error, and
+# both readings are decided: "dropped" (errored rollouts left out on both sides, the gate before
+# issue 35) and "imputed" (the gate now).
+ERROR_CELLS = (
+    ("selective", Cell("breaks", 200)),
+    ("selective", Cell("breaks", 500)),
+    ("selective", Cell("breaks", 200, k=4)),
+    ("random 1%", Cell("breaks", 200)),
+    ("random 2%", Cell("breaks", 200)),
+    ("random 1%", Cell("breaks", 200, k=4)),
+    ("random 2%", Cell("breaks", 200, k=4)),
+    ("random 2%", Cell("noise", 200)),
+)
+ERROR_BUDGET = 0.05  # eval.max_error_rate's default: a run with more errors is an ERROR
+
+
+def _rollouts(cell: Cell, rng: np.random.Generator, drop: float) -> tuple[np.ndarray, ...]:
+    """(base, head) 0/1 rollouts, n x k, at population Δ = −drop ("breaks": the PR replays the
+    base's rollouts and breaks passes; "noise": each arm draws its own)."""
+    p = expit(1.6 + 2.8 * rng.standard_normal(cell.n))[:, None]
+    f = drop / _mean_pass(cell.kind)
+    base = rng.random((cell.n, cell.k)) < p
+    if cell.kind == "breaks":
+        return base, base & (rng.random((cell.n, cell.k)) >= f)
+    return base, rng.random((cell.n, cell.k)) < p * (1.0 - f)
+
+
+def _errors(pattern: str, base: np.ndarray, head: np.ndarray, rng: np.random.Generator) -> Any:
+    """Which PR rollouts error: "selective" (the adversary: every rollout the PR broke errors,
+    as many as the error budget allows, the PR's server returning 500 on exactly those), or
+    "random e%" (an honest endpoint: each rollout errors with probability e)."""
+    if pattern == "selective":
+        broken = np.argwhere(base & ~head)
+        budget = int(ERROR_BUDGET * head.size)
+        chosen = broken[rng.permutation(len(broken))[:budget]]
+        errored = np.zeros(head.shape, dtype=bool)
+        errored[chosen[:, 0], chosen[:, 1]] = True
+        return errored
+    rate = float(pattern.split()[1].rstrip("%")) / 100.0
+    return rng.random(head.shape) < rate
+
+
+def decide_with_errors(
+    base: np.ndarray, head: np.ndarray, errored: np.ndarray, *, margin: float, alpha: float
+) -> tuple[str, str, float, float]:
+    """(status dropped, status imputed, Δ̂ − L dropped, Δ̂ − L imputed) of one PR, read as
+    compare_runs reads it (the observed test, its PASS side replaced by the worst-case one)."""
+    from evalgate.run.imputed import worst_case_result
+
+    k = head.shape[1]
+    b = base.mean(axis=1)
+    answered = (~errored).sum(axis=1)
+    kept = answered > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        h = np.where(kept, (head & ~errored).sum(axis=1) / answered, np.nan)
+    common: dict[str, Any] = {"clusters": None, "margin": margin, "alpha": alpha,
+                              "n_resamples": SIM_RESAMPLES, "with_mde": False}  # fmt: skip
+    observed = compare_metric("accuracy", b[kept], h[kept], horizon=int(kept.sum()), **common)
+    worst_head = (head & ~errored).sum(axis=1) / k  # an errored rollout scores 0
+    passing = compare_metric("accuracy", b, worst_head, horizon=b.size, scale=[0.0, 1.0], **common)
+    assert observed.result is not None and passing.result is not None
+    both = worst_case_result(observed.result, passing.result)
+    return (
+        observed.status,
+        stats.verdict(both),
+        observed.result.delta - observed.result.lo,
+        observed.result.delta - both.lo,
+    )
+
+
+def run_error_cells(args: argparse.Namespace) -> None:
+    print(
+        f"\nErrored PR rollouts: {args.runs} runs a cell; 'dropped' leaves them out of both sides"
+        " (before issue 35), 'imputed' scores them 0 on the PASS side (now)."
+    )
+    print(
+        f"{'pattern':<11}{'cell':<22}{'Δ':>6}{'P(PASS) dropped':>17}{'imputed':>9}"
+        f"{'Δ̂ − L dropped':>16}{'imputed':>9}{'errors':>8}"
+    )
+    for index, (pattern, cell) in enumerate(ERROR_CELLS):
+        label = f"{pattern} {cell.label}"
+        if args.only and not any(part in label for part in args.only.split(",")):
+            continue
+        t0 = time.perf_counter()
+        drop = args.margin if pattern == "selective" else 0.0
+        rng = np.random.default_rng(args.seed + 7_919 * index)
+        rows = []
+        for _ in range(args.runs):
+            base, head = _rollouts(cell, rng, drop)
+            errored = _errors(pattern, base, head, rng)
+            decided = decide_with_errors(base, head, errored, margin=args.margin, alpha=args.alpha)
+            rows.append((*decided, errored.mean()))
+        dropped, imputed, w_dropped, w_imputed, rate = zip(*rows, strict=True)
+        p_dropped = float(np.mean(np.array(dropped) == "PASS"))
+        p_imputed = float(np.mean(np.array(imputed) == "PASS"))
+        bound = args.alpha + 2.0 * math.sqrt(args.alpha * (1.0 - args.alpha) / args.runs)
+        mark = f" {_mark(p_imputed <= bound)}" if drop > 0 else "  "
+        print(
+            f"{pattern:<11}{cell.label:<22}{0.0 - 100 * drop:>5.1f} "
+            f"{p_dropped:>16.3f}{p_imputed:>9.3f}"
+            f"{mark}{100 * float(np.mean(w_dropped)):>14.2f}{100 * float(np.mean(w_imputed)):>9.2f}"
+            f"{100 * float(np.mean(rate)):>7.2f}%  ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
+    print(
+        "P(PASS) at Δ = −δ (selective: the PR errors on the rollouts it broke, up to the 5 % error"
+        " budget) is a false PASS, ok when ≤ α + 2 MC SE; at Δ = 0 (random) it is the power to"
+        " PASS an honest PR. Δ̂ − L: the mean width of the PASS bound below the estimate, in pp."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000, help="simulated PRs per cell")
@@ -554,7 +668,16 @@ def main(argv: list[str] | None = None) -> int:
         help="adversarial cells: also the false PASS they got when the order was public or the "
         "candidate's seed (the same draws)",
     )
+    parser.add_argument(
+        "--errored",
+        action="store_true",
+        help="only the errored-rollout cells: selective errors (false PASS) and honest random "
+        "errors (the cost of scoring them 0 on the PASS side)",
+    )
     args = parser.parse_args(argv)
+    if args.errored:
+        run_error_cells(args)
+        return 0
     global LOOKS  # the sequential cells' design, set once per invocation
     LOOKS = args.looks
     started = time.perf_counter()

@@ -434,7 +434,21 @@ def test_a_looks_verdict_is_the_one_compare_reads_from_the_results(tmp_path: Pat
             horizon=len(order),
         )
         assert mc.result is not None and mc.result.n == len(seen) < len(order)
-        assert (mc.result.lo, mc.result.p_noninferiority) == (look.lo, look.p_noninferiority)
+        assert (mc.result.hi, mc.result.p_regression) == (look.hi, look.p_regression)
+        # The PASS side reads the errored items too, scored 0 (evalgate.run.imputed), in the
+        # same order, with the same horizon.
+        tried = [it.id for it in order[: result.items_used]]
+        worst = stats.sequential_compare(
+            np.array([base[i] for i in tried]),
+            np.array([0.0 if i in errored else head[i] for i in tried]),
+            look=result.look,
+            looks=4,
+            margin=0.05,
+            alpha=0.05,
+            horizon=len(order),
+        )
+        assert mc.imputed == len(errored & set(tried)) > 0
+        assert (mc.result.lo, mc.result.p_noninferiority) == (worst.lo, worst.p_noninferiority)
     assert decisions >= {"PASS", "FAIL"}  # both sides were exercised
 
 

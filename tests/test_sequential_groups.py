@@ -298,7 +298,8 @@ def test_a_grouped_looks_verdict_is_the_one_compare_reads_from_the_results(
     # bounds are the ones the look computed, errored items or not.
     decisions = set()
     for seed in (11, 25, 47, 3, 8, 14):
-        drop = (0.25 if seed % 2 else -0.1) if binary else (0.1 if seed % 2 else -0.08)
+        # Gains large enough to PASS with the errored items scored 0 (evalgate.run.imputed).
+        drop = (0.25 if seed % 2 else -0.2) if binary else (0.1 if seed % 2 else -0.15)
         items, base, head, baseline = _grouped_pr(seed, 60, binary, drop)
         errored = {it.id for it in items[seed::23]}
         records, result, ran = _run_looks(items, baseline, head, seed, errored)
@@ -329,7 +330,24 @@ def test_a_grouped_looks_verdict_is_the_one_compare_reads_from_the_results(
             group_size=result.group_size,
         )
         assert mc.result is not None and mc.result.n == len(seen)
-        assert (mc.result.lo, mc.result.p_noninferiority) == (look.lo, look.p_noninferiority)
+        assert (mc.result.hi, mc.result.p_regression) == (look.hi, look.p_regression)
+        # The PASS side reads the errored items too, scored 0 (evalgate.run.imputed), in the
+        # same order, with the same plan of groups.
+        tried = [it for it in order[: result.items_used]]
+        worst = stats.sequential_compare(
+            np.array([base[it.id] for it in tried]),
+            np.array([0.0 if it.id in errored else head[it.id] for it in tried]),
+            look=result.look,
+            looks=4,
+            margin=0.05,
+            alpha=0.05,
+            clusters=[it.group or f"item:{it.id}" for it in tried],
+            horizon=len(order),
+            groups_total=result.groups_total,
+            group_size=result.group_size,
+        )
+        assert mc.imputed == len(errored & {it.id for it in tried}) > 0
+        assert (mc.result.lo, mc.result.p_noninferiority) == (worst.lo, worst.p_noninferiority)
     assert decisions >= {"PASS", "FAIL"}  # both sides were exercised
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from evalgate import stats
 from evalgate.compare import position
 from evalgate.run.baseline import results_digest
+from evalgate.run.imputed import pass_side, worst_case_result
 from evalgate.run.rundir import LoadedRun, load_run
 from evalgate.run.summary import RunSummary, item_metrics, summarize
 
@@ -63,6 +64,10 @@ class MetricComparison:
     # Why this comparison cannot PASS whatever its bounds say (a pairwise judge's position
     # bias, compare/position.py); the scorecard says it first.
     blocked: str = ""
+    # PR rollouts that errored and were scored the scale's worst value for the PASS decision
+    # (evalgate.run.imputed); the FAIL side and the counts shown read the scores the PR has.
+    imputed: int = 0
+    imputed_as: float | None = None  # the worst value those rollouts were scored
 
 
 @dataclass(frozen=True)
@@ -527,11 +532,11 @@ def compare_runs(
         m for m in head_metrics if m in base_metrics and not m.startswith(_DERIVED_PREFIXES)
     ]
     if not names:  # every rollout of one side errored: a baseline was given, nothing pairs
-        side = "baseline" if not base_metrics else "PR run"
+        which = "baseline" if not base_metrics else "PR run"
         return RunComparison(
             **common,
             comparable=False,
-            reason=f"no scored item in common: every rollout of the {side} errored",
+            reason=f"no scored item in common: every rollout of the {which} errored",
             n_paired=0,
             **counts,
             metrics=(),
@@ -563,28 +568,75 @@ def compare_runs(
         groups = [head_items[i][0] for i in ids]
         clusters = [g if g is not None else f"item:{i}" for g, i in zip(groups, ids, strict=True)]
         use_clusters = clusters if any(g is not None for g in groups) else None
+        common_args: dict[str, Any] = {
+            "margin": margin,
+            "alpha": alpha,
+            "seed": seed,
+            "design": design,
+            "groups_total": groups_total,
+            "group_size": group_size,
+        }
         test = functools.partial(
             compare_metric,
             name,
             b,
             clusters=use_clusters,
+            scale=(scales or {}).get(name),
+            horizon=max(horizon or 0, len(ids)),
             margin=margin,
             alpha=alpha,
             seed=seed,
             design=design,
-            scale=(scales or {}).get(name),
-            horizon=max(horizon or 0, len(ids)),
             groups_total=groups_total,
             group_size=group_size,
         )
-        result = test(h)
-        if pairwise is not None and name == "win_rate":  # position bias: compare/position.py
-            result = position.guard(result, ids, pairwise, functools.partial(test, with_mde=False))
-        if order.public:
-            result = dataclasses.replace(
-                result, reason="; ".join(x for x in (result.reason, LEGACY_ORDER) if x)
+        mc = test(h)
+        if head.records.errored and mc.result is not None:
+            # The PASS side with the PR's errored rollouts at the worst score: an error never
+            # helps a PASS (evalgate.run.imputed). The same items in the same order as above,
+            # with those whose every PR rollout errored put back.
+            ran = {i: head_items[i][0] for i in same if i in b_vals}
+            ran_grouped = any(g is not None for g in ran.values())
+            side = pass_side(
+                head.records,
+                name,
+                b_vals,
+                stats.item_order(ran, order, ran if ran_grouped else None),
+                np.concatenate([b, h]),
+                (scales or {}).get(name),
             )
-        results.append(result)
+            if side.imputed:  # else the same data as above
+                kept_groups = [head_items[i][0] for i in side.ids]
+                passing = compare_metric(
+                    name,
+                    side.base,
+                    side.head,
+                    clusters=(
+                        [g or f"item:{i}" for i, g in zip(side.ids, kept_groups, strict=True)]
+                        if any(g is not None for g in kept_groups)
+                        else None
+                    ),
+                    scale=[side.scale.low, side.scale.high],
+                    horizon=max(horizon or 0, len(side.ids)),
+                    with_mde=False,
+                    **common_args,
+                )
+                if passing.result is not None:
+                    result = worst_case_result(mc.result, passing.result)
+                    mc = dataclasses.replace(
+                        mc,
+                        result=result,
+                        status=stats.verdict(result),
+                        imputed=side.imputed,
+                        imputed_as=side.worst,
+                    )
+        if pairwise is not None and name == "win_rate":  # position bias: compare/position.py
+            mc = position.guard(mc, ids, pairwise, functools.partial(test, with_mde=False))
+        if order.public:
+            mc = dataclasses.replace(
+                mc, reason="; ".join(x for x in (mc.reason, LEGACY_ORDER) if x)
+            )
+        results.append(mc)
         n_paired = max(n_paired, len(ids))
         if not flips:
             flips = _flips(ids, b, h, base, head)

@@ -264,6 +264,11 @@ def _matrix(verdict: Verdict) -> dict[str, Any]:
     return {"models": models, "rows": rows, "best": best}
 
 
+def _worst(mc: Any) -> str:
+    """The score an errored PR rollout was given on the PASS side (evalgate.run.imputed)."""
+    return "–" if mc.imputed_as is None else f"{mc.imputed_as:g}"
+
+
 def render_scorecard(
     verdict: Verdict,
     *,
@@ -314,6 +319,7 @@ def render_scorecard(
         where=where,
         origin=_origin,
         n_flips=n_flips,
+        worst=_worst,
         matrix=_matrix(verdict),
         show_details=show_details,
         max_flips=max_flips,

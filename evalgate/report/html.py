@@ -387,6 +387,9 @@ def _benchmarks(verdict: Verdict, trend: Trend) -> list[dict[str, Any]]:
                     "lo_digits": stats.decimals_against(r.lo, -r.margin) if r else 1,
                     "hi_digits": stats.decimals_against(r.hi, 0.0) if r else 1,
                     "status": status.get((comp.model, comp.benchmark, mc.metric), mc.status),
+                    # PR rollouts that errored, scored the worst value for PASS (run.imputed)
+                    "imputed": mc.imputed,
+                    "imputed_as": mc.imputed_as,
                 }
             )
     for (model, bench, metric), points in trend.items():

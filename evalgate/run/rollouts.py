@@ -85,6 +85,11 @@ class RolloutTable:
     def __len__(self) -> int:
         return self._n
 
+    @property
+    def errored(self) -> int:
+        """Rollouts that errored (or scored NaN, ±inf: :func:`unusable`)."""
+        return len(self._errors)
+
     def append(self, rec: dict[str, Any]) -> int:
         """Add one record; returns its item's index (in the order items were first seen)."""
         row = self._n

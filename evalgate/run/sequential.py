@@ -7,7 +7,10 @@ run started: :class:`evalgate.stats.OrderKey`, never the candidate's seed), and 
 ``looks`` equal
 slices the paired test looks at what it has, at the look's nominal level, so that its bounds are
 repeated confidence intervals that keep the overall error rates at α. The decision is
-:func:`evalgate.stats.sequential_decision`; this module only schedules the calls. On ``resume``
+:func:`evalgate.stats.sequential_decision`'s (the verdict of :func:`evalgate.stats.
+sequential_compare`), its PASS side read with the PR's errored rollouts at the worst score
+(:mod:`evalgate.run.imputed`), as ``evalgate compare`` reads it; this module only schedules the
+calls. On ``resume``
 the rollouts kept from the journal count at every look (``prior``): the looks see the same items
 as an uninterrupted run would.
 """
@@ -23,7 +26,8 @@ import numpy as np
 
 from evalgate import stats
 from evalgate.run.fingerprint import identity
-from evalgate.run.rollouts import RolloutTable
+from evalgate.run.imputed import pass_side, worst_case_result
+from evalgate.run.rollouts import RolloutTable, unusable
 from evalgate.run.summary import item_metrics
 from evalgate.suites.base import Item, Outcome
 
@@ -139,33 +143,54 @@ async def run_sequential(
         head = item_metrics(chain(prior or (), records), rollouts).get(metric, {})
         # The items seen so far in the order they ran in, which is the order `evalgate compare`
         # pairs them in: graded bounds (betting, sign-flips) depend on order, and this way each
-        # look reads one betting process at its prefix. Errored items drop out (the rest keep
-        # their order: the key is the id's own).
+        # look reads one betting process at its prefix. Errored items drop out of the FAIL side
+        # (the rest keep their order: the key is the id's own).
         seen = [it.id for it in order[:size] if it.id in head]
         if not seen:
             continue
         b = np.array([base_scores[i] for i in seen])
         h = np.array([head[i] for i in seen])
-        clustered = any(groups[i] is not None for i in seen)
-        clusters = [groups[i] or f"item:{i}" for i in seen] if clustered else None
         # The metric's range as `evalgate compare` finds it from the same values (its scale).
         found = stats.metric_scale(np.concatenate([b, h]), scale)
-        decision = stats.sequential_decision(
-            b,
-            h,
-            look=look,
-            looks=looks,
-            margin=margin,
-            alpha=alpha,
-            n_total=len(order),
-            clusters=clusters,
-            bounds=(found.low, found.high),
-            groups_total=len(counts) if clustered else None,
-            group_size=max(counts) if clustered else None,
+        common: dict[str, Any] = {
+            "look": look,
+            "looks": looks,
+            "margin": margin,
+            "alpha": alpha,
+            "horizon": len(order),
             # The statistics' seed (sign-flip draws, betting order) is the one `evalgate
             # compare` uses, so the scorecard reproduces this decision exactly.
-            seed=0,
+            "seed": 0,
+        }
+        paired = stats.sequential_compare(
+            b, h, bounds=(found.low, found.high), **_grouping(seen, groups, counts), **common
         )
+        if records.errored or any(_errored(r) for r in prior or ()):
+            # The PASS side with every errored rollout at the worst score (evalgate.run.imputed),
+            # on the items run so far, those whose every rollout errored included, as
+            # `evalgate compare` reads it.
+            ran = {r["example_id"] for r in chain(prior or (), records)}
+            candidates = [it.id for it in order[:size] if it.id in ran]
+            side = pass_side(
+                chain(prior or (), records),
+                metric,
+                base_scores,
+                candidates,
+                np.concatenate([b, h]),
+                scale,
+            )
+            if side.imputed:
+                passing = stats.sequential_compare(
+                    side.base,
+                    side.head,
+                    bounds=(side.scale.low, side.scale.high),
+                    **_grouping(side.ids, groups, counts),
+                    **common,
+                )
+                paired = worst_case_result(paired, passing)
+        decision = stats.verdict(paired)
+        if decision == stats.INCONCLUSIVE and look < looks:
+            decision = None
         history.append({"look": look, "items": len(seen), "decision": decision})
         if decision is not None:
             result = SequentialResult(
@@ -182,6 +207,23 @@ async def run_sequential(
             )
             return records, result
     return records, None
+
+
+def _errored(rec: dict[str, Any]) -> bool:
+    return rec["error"] is not None or unusable(rec) is not None
+
+
+def _grouping(seen: list[str], groups: dict[str, str | None], counts: list[int]) -> dict[str, Any]:
+    """The clusters of the items ``seen`` and the plan of the betting process over groups
+    (the groups planned and the largest of them), as :func:`stats.sequential_decision` takes
+    them; no clusters when none of ``seen`` has a group."""
+    if not any(groups[i] is not None for i in seen):
+        return {"clusters": None, "groups_total": None, "group_size": None}
+    return {
+        "clusters": [groups[i] or f"item:{i}" for i in seen],
+        "groups_total": len(counts),
+        "group_size": max(counts),
+    }
 
 
 def _group_sizes(groups: list[str]) -> list[int]:

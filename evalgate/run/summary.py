@@ -1,9 +1,11 @@
 """Per-rollout records → per-item scores → per-metric estimates with confidence intervals.
 
 The unit of analysis is the item (Miller 2024): rollouts of one item are averaged first, and
-errored rollouts are excluded and counted, never scored as 0. Empty replies (``content: null``
-at ``finish_reason: length``, or blank text) are scored 0 by their suite and counted apart
-(``empty_replies``), so the scorecard says how many of the 0s the model never answered.
+errored rollouts are excluded and counted, never scored as 0 (only the PASS side of a
+comparison with a baseline scores the PR's as the worst value: :mod:`evalgate.run.imputed`).
+Empty replies (``content: null`` at ``finish_reason: length``, or blank text) are scored 0 by
+their suite and counted apart (``empty_replies``), so the scorecard says how many of the 0s the
+model never answered.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ methods). Taking the supremum over ψ is what holds the size in the "PR only bre
 (ψ = δ, p_c = 0), where the Wald test gives ≈ 0.15 and the asymptotic score test ≈ 0.058 at
 n = 200. The rejection region is made monotone in b for each discordant count m (a region
 {b ≤ b*(m)} nested in the observed z), so the tail probability is a sum over m of binomial CDFs
-and the whole computation is a (ψ grid) x (m) array.
+and the whole computation is a (ψ grid) x (m) array. The supremum itself is bounded from above
+(:func:`_sup_tail`: branch and bound over ψ with bounds on every interval), so the reported p is
+never below the true one (a grid's maximum was, by up to 2.2 % relative near α).
 
 The one-sided (1 − α) bounds are the inversion of the same test: L is the infimum of the Δ0 that
 H0: Δ ≤ Δ0 does not reject, U the supremum of the Δ0 that H0: Δ ≥ Δ0 does not reject. The
@@ -36,6 +38,18 @@ import numpy as np
 # sits in the "PR only breaks items" corner; the best grid point is then refined locally.
 _PSI_POINTS = 31
 _REFINE_POINTS = 8
+# The supremum is then bounded from above on every interval between evaluated points, and the
+# intervals whose bound is above the best value by more than this (relative) are halved, up
+# to this many times (see _sup_tail): p is never below the true supremum, and above it by at
+# most this much.
+_SUP_RTOL = 5e-4
+_SUP_ATOL = 1e-6
+_SUP_LEVELS = 60
+# A tail's cells of less probability than this are left out of its sum, and a tail computed
+# may be below the true one by at most _TAIL_SLACK (the windows' e^−39 ≈ 1.2e-17 plus at most
+# 10^6 cells below the floor): the bounds on the supremum allow for it.
+_CELL_FLOOR = 1e-24
+_TAIL_SLACK = 1e-16
 # Bounds are found to this precision on the Δ scale (the scorecard shows 0.1 pp); the decision
 # never depends on it.
 _BOUND_TOL = 2e-4
@@ -130,53 +144,209 @@ def _windows(n: int, psi: np.ndarray) -> np.ndarray:
     return start[:, None] + np.arange(width, dtype=float)[None, :]
 
 
-def _tail(z_obs: float, n: int, d0: float, psi: np.ndarray) -> np.ndarray:
+@functools.lru_cache(maxsize=8)
+def _log_choose(n: int) -> np.ndarray:
+    """log C(n, m) for m = 0..n: looked up by every tail evaluation, computed once per n."""
+    sp = _special()
+    m = np.arange(n + 1, dtype=float)
+    return sp.gammaln(n + 1.0) - sp.gammaln(m + 1.0) - sp.gammaln(n - m + 1.0)
+
+
+class _Edges:
+    """b*(m) of one test (z_obs, n, d0), found on demand and kept: it does not depend on ψ, and
+    a branch and bound evaluates many ψ whose windows overlap."""
+
+    def __init__(self, z_obs: float, n: int, d0: float) -> None:
+        self.z_obs, self.n, self.d0 = z_obs, n, d0
+        self.known = np.full(n + 1, np.nan)
+
+    def __call__(self, m: np.ndarray) -> np.ndarray:
+        index = m.astype(np.intp)
+        missing = np.unique(index[np.isnan(self.known[index])])
+        if missing.size:
+            found = _region_edge(self.z_obs, self.n, self.d0, missing.astype(float))
+            self.known[missing] = found
+        return self.known[index]
+
+
+def _tail(
+    z_obs: float, n: int, d0: float, psi: np.ndarray, edges: _Edges | None = None
+) -> np.ndarray:
     """P_{Δ0, ψ}(b ≤ b*(M)) for each ψ: Σ_m Bin(m; n, ψ)·Bin-CDF(b*(m); m, p_b/ψ), the sum
-    over the window of m that carries the probability (see _windows)."""
+    over the window of m that carries the probability (see _windows). ``edges``: b*(m), kept
+    across calls (it does not depend on ψ)."""
     sp = _special()
     psi = np.clip(psi, 1e-300, 1.0)
+    # Many ψ at once (a branch and bound's level): in blocks of about 2^20 cells, so memory
+    # stays that of a few windows whatever the number of points.
+    rows = max(1, (1 << 20) // (2 * int(9.0 * math.sqrt(n / 4.0) + 31.0) + 1))
+    if psi.size > rows:
+        return np.concatenate(
+            [_tail(z_obs, n, d0, psi[i : i + rows], edges) for i in range(0, psi.size, rows)]
+        )
     m = _windows(n, psi)
-    edge = _region_edge(z_obs, n, d0, m)
+    edge = _region_edge(z_obs, n, d0, m) if edges is None else edges(m)
     psi = psi[:, None]
-    log_pmf = (
-        sp.gammaln(n + 1.0)
-        - sp.gammaln(m + 1.0)
-        - sp.gammaln(n - m + 1.0)
-        + sp.xlogy(m, psi)
-        + sp.xlog1py(n - m, -psi)
-    )
+    log_choose = _log_choose(n)[m.astype(np.intp)]
+    log_pmf = log_choose + sp.xlogy(m, psi) + sp.xlog1py(n - m, -psi)
     weight = np.exp(log_pmf)
     q = np.broadcast_to(np.clip((psi - d0) / (2.0 * psi), 0.0, 1.0), weight.shape)
     # Only cells that carry probability and are neither empty nor full need a binomial CDF.
-    partial = (weight > 1e-16) & (edge >= 0) & (edge < m)
+    partial = (weight > _CELL_FLOOR) & (edge >= 0) & (edge < m)
     total = np.sum(np.where(edge >= m, weight, 0.0), axis=1)
     cdf = sp.bdtr(edge[partial].astype(np.int64), m[partial].astype(np.int64), q[partial])
     np.add.at(total, np.nonzero(partial)[0], weight[partial] * cdf)
     return total
 
 
-def _sup_tail(z_obs: float, n: int, d0: float) -> float:
-    """Supremum over ψ ∈ [|d0|, 1] of the tail probability (grid, then a local refinement)."""
+def _hellinger_scale(n: int, d0: float, psi: np.ndarray) -> np.ndarray:
+    """J(ψ): an antiderivative of an upper bound on √I(ψ)/2, I the Fisher information of the
+    trinomial (b, c, rest) along the null curve p_b = (ψ − d0)/2, p_c = (ψ + d0)/2.
+
+    For any region R, |d/dψ P_ψ(R)| ≤ √(P_ψ(R)·I(ψ)) (Cauchy–Schwarz on the score), so √P_ψ(R)
+    moves by at most J(b) − J(a) between a and b. I = n·Σ p_k'²/p_k and √ of a sum is at most
+    the sum of the √s: J = (√n/2)·(√(2(ψ − d0)) + √(2(ψ + d0)) − 2√(1 − ψ)), finite on
+    [|d0|, 1] although I is not at the ends.
+    """
+    psi = np.clip(psi, abs(d0), 1.0)
+    return (math.sqrt(n) / 2.0) * (
+        np.sqrt(2.0 * (psi - d0)) + np.sqrt(2.0 * (psi + d0)) - 2.0 * np.sqrt(1.0 - psi)
+    )
+
+
+def _cells(psi: np.ndarray, d0: float) -> np.ndarray:
+    """The trinomial's cell probabilities (p_b, p_c, 1 − ψ) at each ψ, as rows."""
+    return np.column_stack([(psi - d0) / 2.0, (psi + d0) / 2.0, 1.0 - psi]).clip(0.0, 1.0)
+
+
+def _interval_bounds(
+    n: int, d0: float, a: np.ndarray, b: np.ndarray, ta: np.ndarray, tb: np.ndarray
+) -> np.ndarray:
+    """An upper bound on sup over ψ ∈ [a, b] of P_ψ(R), for each interval, from the tail
+    probabilities ``ta`` / ``tb`` at its ends: the least of
+
+    * the Lipschitz bound on √P (see :func:`_hellinger_scale`): √P ≤ (√ta + √tb + J(b) − J(a))/2;
+    * Hölder's bound from either end r: P_ψ(R) ≤ P_r(R)^(1−1/p) · (E_r[L^p])^(1/p), L the
+      likelihood ratio, E_r[L^p] = S(ψ)^n with S(ψ) = Σ_k p_k(ψ)^p p_k(r)^(1−p). The p_k are
+      affine in ψ, so S is convex and its maximum over the interval is at the other end. Tight
+      far from the maximum, where the tail is tiny and the Lipschitz bound is not.
+
+    The tails are windowed sums (_windows: the mass left out is below e^−39), so each is
+    raised by _TAIL_SLACK before Hölder's bound uses it (the windows' e^−39, and the cells
+    below _CELL_FLOOR each window leaves out: at most 10^6 of them).
+    """
+    sa, sb = np.sqrt(np.maximum(ta, 0.0)), np.sqrt(np.maximum(tb, 0.0))
+    span = _hellinger_scale(n, d0, b) - _hellinger_scale(n, d0, a)
+    best = np.maximum(((sa + sb + span) / 2.0) ** 2, np.maximum(ta, tb))
+    # The curvature bound. P'' = Σ_R f·(s² + s') with s = Σ_i u_i the score of a cell, a sum
+    # over the n trials, and s' = −Σ_i u_i², so s² + s' = Σ_{i≠j} u_i·u_j, a degenerate
+    # U-statistic with E[(s² + s')²] = 2n(n − 1)·E[u²]² ≤ 2·I². By Cauchy–Schwarz on R,
+    # |P''| ≤ √(2·P)·I: with P at most the Lipschitz bound above and I (convex) at most its
+    # value at an end, P is below the chord plus M·(ψ − a)(b − ψ)/2.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        info = n * np.maximum(
+            1.0 / (2.0 * (a - d0)) + 1.0 / (2.0 * (a + d0)) + 1.0 / (1.0 - a),
+            1.0 / (2.0 * (b - d0)) + 1.0 / (2.0 * (b + d0)) + 1.0 / (1.0 - b),
+        )
+        curve, width = np.sqrt(2.0 * best) * info, b - a
+        at = np.clip(width / 2.0 + (tb - ta) / (curve * width), 0.0, width)
+        chord = ta + (tb - ta) * at / width + curve * at * (width - at) / 2.0
+    chord = np.where(
+        np.isfinite(chord) & (width > 0.0), np.maximum(chord, np.maximum(ta, tb)), np.inf
+    )
+    best = np.minimum(best, chord)
+    cells_a, cells_b = _cells(a, d0), _cells(b, d0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for ref, other, t_ref in ((cells_a, cells_b, ta), (cells_b, cells_a, tb)):
+            # A cell with no probability at the reference end but some at the other: S = ∞.
+            usable = np.all((ref > 0.0) | (other <= 0.0), axis=1)
+            log_t = np.log(np.maximum(t_ref, 0.0) + _TAIL_SLACK)
+            for p in (2.0, 8.0, 64.0):
+                terms = np.where(
+                    other > 0.0, other**p * np.where(ref > 0.0, ref, 1.0) ** (1 - p), 0.0
+                )
+                log_s = np.log(np.sum(terms, axis=1))
+                bound = np.exp((1.0 - 1.0 / p) * log_t + (n / p) * log_s)
+                best = np.where(usable & np.isfinite(bound), np.minimum(best, bound), best)
+    return np.minimum(best, 1.0)  # a probability
+
+
+def _grid_tail(z_obs: float, n: int, d0: float) -> float:
+    """The grid's maximum of the tail probability: a value the tail reaches (so a lower bound
+    on the supremum, within a few % of it), cheap. It steers the searches for the bounds;
+    every decision they return is checked against :func:`_sup_tail`."""
+    return _sup_tail(z_obs, n, d0, grid_only=True)
+
+
+def _sup_tail(
+    z_obs: float, n: int, d0: float, decide: float | None = None, *, grid_only: bool = False
+) -> float:
+    """Supremum over ψ ∈ [|d0|, 1] of the tail probability, from above.
+
+    A grid, refined near its best point, gives values of the tail; then every interval
+    between two evaluated points is bounded from above (:func:`_interval_bounds`), and those
+    whose bound exceeds the best value found by more than ``_SUP_RTOL`` relative (and
+    ``_SUP_ATOL``) are halved, their midpoints evaluated, until none is left (branch and
+    bound). The result is the largest bound over the intervals: never below the true
+    supremum (up to the windows' e^−39), above it by at most that tolerance.
+
+    ``decide``: only whether the supremum is at most ``decide`` is wanted (a test at that
+    level), which takes far fewer intervals. A result ≤ ``decide`` is then an upper bound on
+    the supremum (the test rejects); a result above it is a value the tail reaches, or an
+    upper bound within the tolerance of one (it does not reject): the decision is never
+    less conservative than the exact supremum's, and the value can still steer a search.
+    """
     low = abs(d0)
     if low >= 1.0:
         return float(_tail(z_obs, n, d0, np.array([1.0]))[0])
+    # b*(m) does not depend on ψ: kept across the branch and bound's many points.
+    edges = None if grid_only else _Edges(z_obs, n, d0)
     u = np.linspace(0.0, 1.0, _PSI_POINTS)
     grid = low + (1.0 - low) * u * u
-    values = _tail(z_obs, n, d0, grid)
+    values = _tail(z_obs, n, d0, grid, edges)
     best = int(np.argmax(values))
     near = np.linspace(grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)], _REFINE_POINTS)
-    return float(min(1.0, max(values.max(), _tail(z_obs, n, d0, near).max())))
+    psi = np.concatenate([grid, near])
+    values = np.concatenate([values, _tail(z_obs, n, d0, near, edges)])
+    order = np.argsort(psi, kind="stable")
+    psi, values = psi[order], values[order]
+    found = float(values.max())
+    if grid_only:
+        return float(min(1.0, found))
+    a, b, ta, tb = psi[:-1], psi[1:], values[:-1], values[1:]
+    settled = 0.0
+    for _ in range(_SUP_LEVELS):
+        if decide is not None and found > decide:
+            return found  # the tail reaches above the level: the test does not reject
+        bound = _interval_bounds(n, d0, a, b, ta, tb)
+        enough = found * (1.0 + _SUP_RTOL) + _SUP_ATOL
+        if decide is not None:
+            enough = max(enough, decide)
+        open_ = (bound > enough) & (b - a > 1e-15)
+        settled = max(settled, float(bound[~open_].max(initial=0.0)))
+        if not open_.any():
+            return float(min(1.0, max(found, settled)))
+        a, b, ta, tb = a[open_], b[open_], ta[open_], tb[open_]
+        mid = (a + b) / 2.0
+        tm = _tail(z_obs, n, d0, mid, edges)
+        found = max(found, float(tm.max()))
+        a, b = np.concatenate([a, mid]), np.concatenate([mid, b])
+        ta, tb = np.concatenate([ta, tm]), np.concatenate([tm, tb])
+    # Not settled in _SUP_LEVELS halvings (never seen): the bounds still hold, only looser.
+    bound = _interval_bounds(n, d0, a, b, ta, tb)
+    return float(min(1.0, max(found, settled, float(bound.max(initial=0.0)))))
 
 
-def p_greater(b: int, c: int, n: int, d0: float) -> float:
-    """Exact unconditional p-value of H0: Δ ≤ d0 against H1: Δ > d0."""
+def p_greater(b: int, c: int, n: int, d0: float, decide: float | None = None) -> float:
+    """Exact unconditional p-value of H0: Δ ≤ d0 against H1: Δ > d0 (``decide``: only
+    whether it is at most that level, see :func:`_sup_tail`)."""
     z_obs = float(score_z(np.array(b), np.array(c), n, d0))
-    return _sup_tail(z_obs, n, d0)
+    return _sup_tail(z_obs, n, d0, decide)
 
 
-def p_less(b: int, c: int, n: int, d0: float) -> float:
+def p_less(b: int, c: int, n: int, d0: float, decide: float | None = None) -> float:
     """Exact unconditional p-value of H0: Δ ≥ d0 against H1: Δ < d0 (b and c swapped)."""
-    return p_greater(c, b, n, -d0)
+    return p_greater(c, b, n, -d0, decide)
 
 
 def _bisect(
@@ -219,6 +389,20 @@ def _bisect(
         rejected, accepted = outer, again[-1]
 
 
+def _rejected_end(rejects: Callable[[float], bool], x: float, known: float, se: float) -> float:
+    """``x`` (a bound found on the grid's p), moved towards ``known`` (a point the exact test
+    rejects) until the test, with its supremum bounded from above, rejects there too: steps
+    of _BOUND_TOL or SE/20 (the smaller), doubling, and ``known`` itself at the latest."""
+    # The search ends where the grid's p is at alpha, and the supremum is a little above it:
+    # a step out first (deciding at the very crossing would need the supremum to 0.1 %).
+    step = math.copysign(min(_BOUND_TOL, se / 20.0), known - x)
+    x = x + step
+    while (known - x) * step > 0.0 and not rejects(x):
+        step = 2.0 * step
+        x = x + step
+    return x if (known - x) * step > 0.0 else known
+
+
 def _envelope(
     pvalue: Callable[[float], float], d0: float, beyond: float, alpha: float
 ) -> tuple[float, float]:
@@ -258,35 +442,58 @@ def exact_paired(
     def p_upper(d0: float) -> float:
         return p_less(b, c, n, d0)
 
+    # The searches for the bounds run on the grid's p (a lower bound on the supremum, within
+    # a few %: cheap), and every point they return as rejected is checked with the supremum
+    # bounded from above, settled only as far as "≤ alpha?" needs (_sup_tail's ``decide``),
+    # and moved outwards until it is (_rejected_end): the bounds are never narrower than the
+    # exact supremum's test gives.
+    @functools.cache
+    def search_lower(d0: float) -> float:
+        return _grid_tail(float(score_z(np.array(b), np.array(c), n, d0)), n, d0)
+
+    @functools.cache
+    def search_upper(d0: float) -> float:
+        return _grid_tail(float(score_z(np.array(c), np.array(b), n, -d0)), n, -d0)
+
     p_ni, at_ni = _envelope(p_lower, -margin, -1.0, alpha)
     p_reg, at_reg = _envelope(p_upper, 0.0, 1.0, alpha)
 
+    @functools.cache
     def lower_rejects(d0: float) -> bool:
-        return p_lower(d0) <= alpha
+        return p_greater(b, c, n, d0, alpha) <= alpha
 
+    @functools.cache
     def upper_rejects(d0: float) -> bool:
-        return p_upper(d0) <= alpha
+        return p_less(b, c, n, d0, alpha) <= alpha
 
     # Lower bound: the decision point −margin brackets the search on one side.
     if p_ni <= alpha:
         accepted = est if not lower_rejects(est) else min(1.0, est + 4.0 * se)
-        lo = _bisect(p_lower, alpha, -margin, max(accepted, -margin + _BOUND_TOL))
+        lo = _bisect(search_lower, alpha, -margin, max(accepted, -margin + _BOUND_TOL))
+        lo = _rejected_end(lower_rejects, lo, -margin, se)
         lo = max(lo, math.nextafter(-margin, math.inf))
     else:
         far = max(-1.0, min(est, at_ni) - 3.0 * se)  # most bounds lie within 2.5 SE
         while far > -1.0 and not lower_rejects(far):
             far = max(-1.0, far - 3.0 * se)
-        lo = -1.0 if not lower_rejects(far) else _bisect(p_lower, alpha, far, at_ni)
+        if not lower_rejects(far):
+            lo = -1.0
+        else:
+            lo = _rejected_end(lower_rejects, _bisect(search_lower, alpha, far, at_ni), far, se)
     # Upper bound: bracketed by the decision point 0.
     if p_reg <= alpha:
         accepted = est if not upper_rejects(est) else max(-1.0, est - 4.0 * se)
-        hi = _bisect(p_upper, alpha, 0.0, min(accepted, -_BOUND_TOL))
+        hi = _bisect(search_upper, alpha, 0.0, min(accepted, -_BOUND_TOL))
+        hi = _rejected_end(upper_rejects, hi, 0.0, se)
         hi = min(hi, math.nextafter(0.0, -math.inf))
     else:
         far = min(1.0, max(est, at_reg) + 3.0 * se)
         while far < 1.0 and not upper_rejects(far):
             far = min(1.0, far + 3.0 * se)
-        hi = 1.0 if not upper_rejects(far) else _bisect(p_upper, alpha, far, at_reg)
+        if not upper_rejects(far):
+            hi = 1.0
+        else:
+            hi = _rejected_end(upper_rejects, _bisect(search_upper, alpha, far, at_reg), far, se)
     return lo, hi, p_ni, p_reg
 
 
@@ -304,7 +511,7 @@ def regression_edge(n: int, alpha: float) -> np.ndarray:
     """
 
     def p_reg(z0: float) -> float:  # = p_less at any table with this z0 (b and c swapped)
-        return _sup_tail(-z0, n, 0.0)
+        return _grid_tail(-z0, n, 0.0)
 
     m = np.arange(n + 1, dtype=float)
     floor, ceiling = -math.sqrt(n) - 1e-6, math.sqrt(n) + 1e-6  # every attainable z0 is inside
@@ -323,6 +530,12 @@ def regression_edge(n: int, alpha: float) -> np.ndarray:
     while hi - lo > 1e-8 * (1.0 + abs(lo)):
         mid = (lo + hi) / 2.0
         lo, hi = (mid, hi) if p_reg(mid) <= alpha else (lo, mid)
+    # The grid's p, not the supremum bounded from above: the grid's is never above it, so
+    # this region holds the gate's FAIL region (an outer bound: the A/A false-FAIL rates
+    # computed from it are upper bounds, the MDE's power a hair generous), and the bound
+    # would cost minutes at 10^6 items (the regression test's size is near α at every ψ
+    # there, a plateau the bound must cover finely). The gate's own p-values and bounds
+    # (exact_paired) use the bound.
     z_crit = lo + _Z_TIES * (1.0 + abs(lo))
     with np.errstate(invalid="ignore", divide="ignore"):
         first = np.ceil((m - z_crit * np.sqrt(m)) / 2.0)
@@ -350,7 +563,7 @@ def noninferiority_edge(n: int, margin: float, alpha: float) -> np.ndarray:
     m = np.arange(n + 1, dtype=float)
 
     def p_ni(z: float) -> float:
-        return _sup_tail(z, n, d0)
+        return _grid_tail(z, n, d0)  # steers the search; the end is checked exactly below
 
     bound = 2.0 * math.sqrt(n) / max(math.sqrt(1.0 - d0 * d0), 1e-6) + 10.0
     if p_ni(bound) > alpha:  # not even the most extreme table rejects
@@ -359,4 +572,14 @@ def noninferiority_edge(n: int, margin: float, alpha: float) -> np.ndarray:
     while hi - lo > 1e-8 * (1.0 + abs(hi)):
         mid = (lo + hi) / 2.0
         lo, hi = (lo, mid) if p_ni(mid) <= alpha else (mid, hi)
+    # The grid's p is below the supremum by up to a few %: move up until the supremum, bounded
+    # from above, rejects too (a step first: deciding at the very crossing would need the
+    # supremum to a few 1e-5).
+    step = 1e-3
+    hi = min(bound, hi + step)
+    while _sup_tail(hi, n, d0, alpha) > alpha:
+        if hi >= bound:
+            return np.full(n + 1, -1.0)
+        step *= 2.0
+        hi = min(bound, hi + step)
     return _region_edge(hi, n, d0, m)
