@@ -15,9 +15,10 @@ import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["GUARD_SHELL", "SANDBOX_UID", "reachable_source"]
+__all__ = ["GUARD_SHELL", "SANDBOX_UID", "reachable_source", "system_binds"]
 
 SANDBOX_UID = 1000
 _DROP_UID = 65534  # when evalgate runs as root, bwrap runs as nobody
@@ -164,3 +165,23 @@ def _etc_dir() -> str:
 
     atexit.register(shutil.rmtree, path, True)
     return path
+
+
+def system_binds(etc: Iterable[str], made: Iterable[str]) -> list[str]:
+    """bwrap arguments for the system a sandboxed program runs on: ``/usr`` read-only, the
+    ``/bin``, ``/lib``… links or folders, the host's ``/etc`` files named in ``etc`` (where
+    present), and the generated ones named in ``made`` (passwd, group, hosts: no host
+    accounts). One list for the agent sandbox and the repository-code jail."""
+    a = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = f"/{name}"
+        if os.path.islink(host):
+            a += ["--symlink", os.readlink(host), host]
+        elif os.path.isdir(host):
+            a += ["--ro-bind", host, host]
+    for name in etc:
+        a += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    generated = _etc_dir()
+    for name in made:
+        a += ["--ro-bind", f"{generated}/{name}", f"/etc/{name}"]
+    return a

@@ -63,10 +63,10 @@ from evalgate.sandbox._host import (
     SANDBOX_UID,
     _bwrap,
     _drop_prefix,
-    _etc_dir,
     _guard_shell,
     _python,
     reachable_source,
+    system_binds,
 )
 from evalgate.sandbox._io import Drain, Feed, read_line, wait_exit
 from evalgate.sandbox.base import (
@@ -141,18 +141,7 @@ class BubblewrapSandbox(Sandbox):
             a.append("--disable-userns")  # no nested user namespaces: less kernel to attack
         a += ["--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox"]
         a += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--clearenv"]
-        a += ["--ro-bind", "/usr", "/usr"]
-        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-            host = f"/{name}"
-            if os.path.islink(host):
-                a += ["--symlink", os.readlink(host), host]
-            elif os.path.isdir(host):
-                a += ["--ro-bind", host, host]
-        for name in _ETC:
-            a += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        etc = _etc_dir()
-        for name in ("passwd", "group", "hosts"):
-            a += ["--ro-bind", f"{etc}/{name}", f"/etc/{name}"]
+        a += system_binds(_ETC, ("passwd", "group", "hosts"))
         disk = cfg.disk_mb << 20
         a += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
         for path, mode, size in (("/dev/shm", "1777", min(disk, 64 << 20)),

@@ -53,8 +53,8 @@ from evalgate.sandbox._host import (
     SANDBOX_UID,
     _bwrap,
     _drop_prefix,
-    _etc_dir,
     _reachable_by_others,
+    system_binds,
 )
 
 __all__ = ["HOME", "Jail", "fallback_reason", "granted", "interpreter_paths", "jail"]
@@ -236,18 +236,7 @@ def jail(
         a.append("--disable-userns")
     a += ["--die-with-parent", "--new-session", "--hostname", "evalgate-worker"]
     a += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
-    a += ["--ro-bind", "/usr", "/usr"]
-    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = f"/{name}"
-        if os.path.islink(host):
-            a += ["--symlink", os.readlink(host), host]
-        elif os.path.isdir(host):
-            a += ["--ro-bind", host, host]
-    for name in _ETC:
-        a += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    etc = _etc_dir()
-    for name in ("passwd", "group"):
-        a += ["--ro-bind", f"{etc}/{name}", f"/etc/{name}"]
+    a += system_binds(_ETC, ("passwd", "group"))
     a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for path in ro:
         a += ["--ro-bind", path, path, *_masks(path)]
