@@ -140,54 +140,15 @@ async def run_sequential(
         chunk = order[done:size] + (unpaired if look == 1 else [])
         records.extend(await run_items(Subset(suite, chunk)))
         done = size
-        head = item_metrics(chain(prior or (), records), rollouts).get(metric, {})
-        # The items seen so far in the order they ran in, which is the order `evalgate compare`
-        # pairs them in: graded bounds (betting, sign-flips) depend on order, and this way each
-        # look reads one betting process at its prefix. Errored items drop out of the FAIL side
-        # (the rest keep their order: the key is the id's own).
-        seen = [it.id for it in order[:size] if it.id in head]
-        if not seen:
-            continue
-        b = np.array([base_scores[i] for i in seen])
-        h = np.array([head[i] for i in seen])
-        # The metric's range as `evalgate compare` finds it from the same values (its scale).
-        found = stats.metric_scale(np.concatenate([b, h]), scale)
-        common: dict[str, Any] = {
-            "look": look,
-            "looks": looks,
-            "margin": margin,
-            "alpha": alpha,
-            "horizon": len(order),
-            # The statistics' seed (sign-flip draws, betting order) is the one `evalgate
-            # compare` uses, so the scorecard reproduces this decision exactly.
-            "seed": 0,
-        }
-        paired = stats.sequential_compare(
-            b, h, bounds=(found.low, found.high), **_grouping(seen, groups, counts), **common
+        common = {"look": look, "looks": looks, "margin": margin, "alpha": alpha}
+        seen, paired = _compare_look(
+            _Look(order[:size], base_scores, groups, counts, metric, rollouts, scale),
+            lambda: chain(prior or (), records),
+            errored=bool(records.errored) or any(_errored(r) for r in prior or ()),
+            common={**common, "horizon": len(order)},
         )
-        if records.errored or any(_errored(r) for r in prior or ()):
-            # The PASS side with every errored rollout at the worst score (evalgate.run.imputed),
-            # on the items run so far, those whose every rollout errored included, as
-            # `evalgate compare` reads it.
-            ran = {r["example_id"] for r in chain(prior or (), records)}
-            candidates = [it.id for it in order[:size] if it.id in ran]
-            side = pass_side(
-                chain(prior or (), records),
-                metric,
-                base_scores,
-                candidates,
-                np.concatenate([b, h]),
-                scale,
-            )
-            if side.imputed:
-                passing = stats.sequential_compare(
-                    side.base,
-                    side.head,
-                    bounds=(side.scale.low, side.scale.high),
-                    **_grouping(side.ids, groups, counts),
-                    **common,
-                )
-                paired = worst_case_result(paired, passing)
+        if paired is None:
+            continue
         decision = stats.verdict(paired)
         if decision == stats.INCONCLUSIVE and look < looks:
             decision = None
@@ -207,6 +168,72 @@ async def run_sequential(
             )
             return records, result
     return records, None
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What one look compares: the items read so far in the run's order and what pairs them."""
+
+    items: list[Item]  # the ordered paired items up to this look's end
+    base_scores: dict[str, float]
+    groups: dict[str, str | None]
+    counts: list[int]  # group sizes in the run's order (empty: no groups)
+    metric: str
+    rollouts: int
+    scale: str | Sequence[float] | None
+
+
+def _compare_look(
+    look: _Look,
+    rows: Callable[[], Iterable[dict[str, Any]]],
+    *,
+    errored: bool,
+    common: dict[str, Any],
+) -> tuple[list[str], Any]:
+    """The paired comparison at one look (the worse of it and its errors-imputed PASS side),
+    and the ids it read; None when no item has a result yet. ``rows``: the records so far,
+    read afresh on each call (a table builds its rows as it is read)."""
+    head = item_metrics(rows(), look.rollouts).get(look.metric, {})
+    # The items seen so far in the order they ran in, which is the order `evalgate compare`
+    # pairs them in: graded bounds (betting, sign-flips) depend on order, and this way each
+    # look reads one betting process at its prefix. Errored items drop out of the FAIL side
+    # (the rest keep their order: the key is the id's own).
+    seen = [it.id for it in look.items if it.id in head]
+    if not seen:
+        return seen, None
+    b = np.array([look.base_scores[i] for i in seen])
+    h = np.array([head[i] for i in seen])
+    # The metric's range as `evalgate compare` finds it from the same values (its scale).
+    found = stats.metric_scale(np.concatenate([b, h]), look.scale)
+    # The statistics' seed (sign-flip draws, betting order) is the one `evalgate compare`
+    # uses, so the scorecard reproduces this decision exactly.
+    common = {**common, "seed": 0}
+    paired = stats.sequential_compare(
+        b,
+        h,
+        bounds=(found.low, found.high),
+        **_grouping(seen, look.groups, look.counts),
+        **common,
+    )
+    if errored:
+        # The PASS side with every errored rollout at the worst score (evalgate.run.imputed),
+        # on the items run so far, those whose every rollout errored included, as
+        # `evalgate compare` reads it.
+        ran = {r["example_id"] for r in rows()}
+        candidates = [it.id for it in look.items if it.id in ran]
+        side = pass_side(
+            rows(), look.metric, look.base_scores, candidates, np.concatenate([b, h]), look.scale
+        )
+        if side.imputed:
+            passing = stats.sequential_compare(
+                side.base,
+                side.head,
+                bounds=(side.scale.low, side.scale.high),
+                **_grouping(side.ids, look.groups, look.counts),
+                **common,
+            )
+            paired = worst_case_result(paired, passing)
+    return seen, paired
 
 
 def _errored(rec: dict[str, Any]) -> bool:
