@@ -40,6 +40,51 @@ AGENT_BIN_DIR = "/opt/evalgate/bin"  # where a command agent's binary from the h
 _SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib")  # already inside every sandbox
 
 
+def _make_agent(
+    spec: AgentBenchmark,
+    variant: AgentVariant | None,
+    mounts: list[Mount],
+    skills_dir: str | None,
+    mcp_config: str | None,
+) -> tuple[Any, str]:
+    """The agent ``spec`` (and ``variant``) configure, and the sandbox network it runs with; a
+    command agent's binary is added to ``mounts``."""
+    agent_spec = spec.agent
+    if agent_spec.type == "builtin":
+        if mcp_config is not None and variant is not None:  # only a variant sets one
+            raise ConfigError(
+                f"benchmark {spec.name!r}: variant {variant.name!r}: the built-in agent does "
+                "not speak MCP; use `agent: {type: command}` for MCP variants"
+            )
+        if variant is not None and variant.args:
+            raise ConfigError(
+                f"benchmark {spec.name!r}: variant {variant.name!r}: args apply to command "
+                "agents only"
+            )
+        agent: Any = BuiltinAgent(
+            max_turns=agent_spec.max_turns,
+            skills=find_skills(skills_dir) if skills_dir else (),
+        )
+        network = "none"  # the built-in agent calls the model from the host
+    else:
+        if not agent_spec.command:
+            raise ConfigError(
+                f"benchmark {spec.name!r}: agent.command is required for a command agent"
+            )
+        command, binary = _agent_binary(list(agent_spec.command))
+        mounts.extend(binary)
+        agent = CommandAgent(
+            command,
+            max_turns=agent_spec.max_turns,
+            env=agent_spec.env,
+            skills=skills_dir is not None,
+            mcp_config=mcp_config is not None,
+            args=variant.args if variant is not None else (),
+        )
+        network = spec.sandbox.network
+    return agent, network
+
+
 def _variant(spec: AgentBenchmark, variant: AgentVariant | str | None) -> AgentVariant | None:
     if variant is None or not isinstance(variant, str):
         return variant
@@ -147,39 +192,7 @@ class AgentSuite(SuiteDefaults):
         if variant is not None and variant.mcp_config:
             mcp_config = _host_path(variant.mcp_config, "mcp_config", spec, folder=False)
             mounts.append(Mount(mcp_config, MCP_CONFIG_PATH))
-        agent_spec = spec.agent
-        if agent_spec.type == "builtin":
-            if mcp_config is not None and variant is not None:  # only a variant sets one
-                raise ConfigError(
-                    f"benchmark {spec.name!r}: variant {variant.name!r}: the built-in agent does "
-                    "not speak MCP; use `agent: {type: command}` for MCP variants"
-                )
-            if variant is not None and variant.args:
-                raise ConfigError(
-                    f"benchmark {spec.name!r}: variant {variant.name!r}: args apply to command "
-                    "agents only"
-                )
-            agent: Any = BuiltinAgent(
-                max_turns=agent_spec.max_turns,
-                skills=find_skills(skills_dir) if skills_dir else (),
-            )
-            network = "none"  # the built-in agent calls the model from the host
-        else:
-            if not agent_spec.command:
-                raise ConfigError(
-                    f"benchmark {spec.name!r}: agent.command is required for a command agent"
-                )
-            command, binary = _agent_binary(list(agent_spec.command))
-            mounts.extend(binary)
-            agent = CommandAgent(
-                command,
-                max_turns=agent_spec.max_turns,
-                env=agent_spec.env,
-                skills=skills_dir is not None,
-                mcp_config=mcp_config is not None,
-                args=variant.args if variant is not None else (),
-            )
-            network = spec.sandbox.network
+        agent, network = _make_agent(spec, variant, mounts, skills_dir, mcp_config)
         name = spec.name if variant is None else f"{spec.name}.{variant.name}"
         labels = {"evalgate.benchmark": spec.name}
         if variant is not None:
