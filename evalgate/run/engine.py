@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from collections.abc import Set as AbstractSet
 from typing import IO, Any
 
@@ -177,6 +177,40 @@ def _record(
     return rec
 
 
+def _work_plan(
+    suite: Suite, rollouts: int, skip: Collection[tuple[str, int]]
+) -> tuple[int, Iterator[tuple[Item, int]]]:
+    """How many (item, rollout) pairs are to run, and the pairs, as workers will take them."""
+    items = suite.items
+    skip = skip if isinstance(skip, AbstractSet) else set(skip)  # journal.Pairs is one
+    plan = getattr(suite, "plan", None)
+    if plan is not None:  # the suite sees the whole plan first (a list)
+        pairs = [(it, r) for it in items for r in range(rollouts) if (it.id, r) not in skip]
+        plan(pairs)
+        return len(pairs), iter(pairs)
+    # Generated as workers take them: no list of a million pairs.
+    n_pairs = len(items) * rollouts
+    if skip:
+        n_pairs -= sum(1 for it in items for r in range(rollouts) if (it.id, r) in skip)
+    return n_pairs, ((it, r) for it in items for r in range(rollouts) if (it.id, r) not in skip)
+
+
+async def _run_workers(
+    worker: Callable[[], Awaitable[None]], n_workers: int, sink: _Journal | None
+) -> None:
+    tasks = [asyncio.ensure_future(worker()) for _ in range(n_workers)]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        # On an error or a cancellation, stop the other workers before the last flush, so no
+        # record finishes after it; then write the batch: a clean exit loses nothing.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if sink is not None:
+            sink.flush()
+
+
 async def run_suite(
     suite: Suite,
     client: Any,
@@ -203,23 +237,7 @@ async def run_suite(
     record, in finishing order; the journal has it all), so memory does not grow with prompts
     and completions.
     """
-    items = suite.items
-    order = {item.id: i for i, item in enumerate(items)}
-    skip = skip if isinstance(skip, AbstractSet) else set(skip)  # journal.Pairs is one
-    plan = getattr(suite, "plan", None)
-    work: Iterator[tuple[Item, int]]
-    if plan is not None:  # the suite sees the whole plan first (a list)
-        pairs = [(it, r) for it in items for r in range(rollouts) if (it.id, r) not in skip]
-        plan(pairs)
-        n_pairs, work = len(pairs), iter(pairs)
-    else:  # generated as workers take them: no list of a million pairs
-        n_pairs = (
-            len(items) * rollouts
-            - sum(1 for it in items for r in range(rollouts) if (it.id, r) in skip)
-            if skip
-            else len(items) * rollouts
-        )
-        work = ((it, r) for it in items for r in range(rollouts) if (it.id, r) not in skip)
+    n_pairs, work = _work_plan(suite, rollouts, skip)
     # With ``slim``, columns of what summaries read (evalgate.run.rollouts): the journal has
     # the records, and memory must not grow by a prompt and a completion per rollout.
     results: Any = RolloutTable() if slim else []
@@ -264,18 +282,8 @@ async def run_suite(
             if on_result is not None:
                 on_result(rec)
 
-    n_workers = max(1, min(max_concurrent, n_pairs))
-    tasks = [asyncio.ensure_future(worker()) for _ in range(n_workers)]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        # On an error or a cancellation, stop the other workers before the last flush, so no
-        # record finishes after it; then write the batch: a clean exit loses nothing.
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if sink is not None:
-            sink.flush()
+    await _run_workers(worker, max(1, min(max_concurrent, n_pairs)), sink)
     if not slim:  # a table stays in finishing order: what reads it does not depend on order
+        order = {item.id: i for i, item in enumerate(suite.items)}
         results.sort(key=lambda r: (order[r["example_id"]], r["rollout"]))
     return results
