@@ -1116,6 +1116,7 @@ def test_windowed_tail_keeps_the_exact_p(b: int, c: int, n: int) -> None:
         assert _exact.p_greater(b, c, n, d0) >= full - 1e-12
 
 
+@pytest.mark.slow  # 200,000 items under tracemalloc: a minute on 2 cores
 def test_compare_and_mde_need_memory_linear_in_n() -> None:
     # 200,000 paired 0/1 items: an (n + 1)² array would need 320 GB; the comparison and its MDE
     # must fit in a few dozen MB.

@@ -161,7 +161,8 @@ ADVERSARIAL: dict[str, Finite] = {
 }
 
 
-@pytest.mark.parametrize("n", [50, 200, 500])
+# n = 500 (six simulations, ~1.5 min on 2 cores) runs with the long tests (`-m slow`).
+@pytest.mark.parametrize("n", [50, 200, pytest.param(500, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
 def test_fixed_design_bound_keeps_alpha_on_adversarial_distributions(name: str, n: int) -> None:
     # Distributions at Δ = −δ exactly, skewed towards either end of [−1, 1], on a lattice and
