@@ -192,28 +192,13 @@ def read_base_policy(
         prefix = gitops.git(workdir, "rev-parse", "--show-prefix").strip()
         has_config = _git_state(workdir, base_sha, config_path, token)  # relative to workdir
         exam.materialise(workdir, base_sha, into)
-        # An override of an exam field is the PR's workflow changing the exam (not applied:
-        # a FAIL), unless the base's own workflows pass it too: then it is the base's.
-        passed = workflow_inputs.base_overrides(into, environ or {})
-        exam_fields, candidate = workflow_inputs.exam_overrides(
-            tuple(o for o in overrides if o.strip() not in passed)
-        )
-        candidate += tuple(o for o in overrides if o.strip() in passed)
-        workflow = [f"{name} (the `overrides` input)" for name in exam_fields]
+        candidate, workflow = _split_overrides(into, overrides, environ or {})
         where, found = _base_config(into, prefix, config_path, has_config, environ or {})
         workflow += found
         if where is None:
             return BasePolicy("first-adoption", base_sha, overrides=candidate,
                               baseline_input=baseline_input, store_input=store_input)  # fmt: skip
-        try:  # its host paths stay in the exam's tree (which has no .git of its own)
-            base = load_config(where, candidate, root=into)
-        except ConfigError:  # an override may name a benchmark only the PR has
-            base = load_config(where, root=into)
-        # Where `datasets` looks for local files (the working directory), in the base's tree.
-        here = Path.cwd().resolve()
-        if here == top or top in here.parents:
-            base = exam.anchor_local_data(base, into / here.relative_to(top))
-            config = exam.anchor_local_data(config, here)
+        base, config = _load_base(where, candidate, into, top, config)
     except gitops.GitFailed as exc:
         raise PolicyError(
             f"cannot read the base branch's {config_path} at {base_sha[:12]} ({exc}); the gate "
@@ -237,6 +222,38 @@ def read_base_policy(
         "base", base_sha, base, tuple(changes), tuple(workflow), candidate, rel,
         allowed.get("baseline", ""), allowed.get("results_store", ""),
     )  # fmt: skip
+
+
+def _split_overrides(
+    into: Path, overrides: tuple[str, ...], environ: Mapping[str, str]
+) -> tuple[tuple[str, ...], list[str]]:
+    """The workflow's overrides that apply (the candidate's) and, named, those that are refused.
+
+    An override of an exam field is the PR's workflow changing the exam (not applied: a FAIL),
+    unless the base's own workflows pass it too: then it is the base's."""
+    passed = workflow_inputs.base_overrides(into, environ)
+    exam_fields, candidate = workflow_inputs.exam_overrides(
+        tuple(o for o in overrides if o.strip() not in passed)
+    )
+    candidate += tuple(o for o in overrides if o.strip() in passed)
+    return candidate, [f"{name} (the `overrides` input)" for name in exam_fields]
+
+
+def _load_base(
+    where: Path, candidate: tuple[str, ...], into: Path, top: Path, config: Config
+) -> tuple[Config, Config]:
+    """The base's config (with the candidate's overrides where they apply) and the PR's, each
+    reading local `datasets` files from its own tree."""
+    try:  # its host paths stay in the exam's tree (which has no .git of its own)
+        base = load_config(where, candidate, root=into)
+    except ConfigError:  # an override may name a benchmark only the PR has
+        base = load_config(where, root=into)
+    # Where `datasets` looks for local files (the working directory), in the base's tree.
+    here = Path.cwd().resolve()
+    if here == top or top in here.parents:
+        base = exam.anchor_local_data(base, into / here.relative_to(top))
+        config = exam.anchor_local_data(config, here)
+    return base, config
 
 
 def _base_config(
