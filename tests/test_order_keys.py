@@ -300,7 +300,7 @@ def test_older_runs_keep_the_order_they_ran_in(tmp_path: Path) -> None:
     # reads it, and a resume goes on, in that seed's public order; a run with a key, in the key's.
     from evalgate.compare.paired import order_of
     from evalgate.run.rundir import LoadedRun, RunDir
-    from evalgate.run.session import _recorded_looks_key
+    from evalgate.run.runfiles import recorded_looks_key as _recorded_looks_key
 
     seq = {"look": 2, "looks": 4, "items_total": 300, "seed": 7}
     old = LoadedRun(tmp_path, {"sequential": {"seed": 7}}, None, {"sequential": seq})  # type: ignore[arg-type]

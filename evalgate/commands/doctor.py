@@ -175,7 +175,7 @@ def _tiny_eval(
     judges: Callable[[dict[str, Any]], dict[str, Any]] = lambda suites: {},
 ) -> None:
     from evalgate.run.engine import run_suite
-    from evalgate.run.session import bound_judge
+    from evalgate.run.judging import bound_judge
     from evalgate.serve.client import ChatClient
     from evalgate.suites import build_suite
 

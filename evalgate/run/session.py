@@ -13,26 +13,24 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalgate import __version__
 from evalgate.config.load import Config
-from evalgate.errors import ConfigError, InfraError, UsageError
-from evalgate.run.baseline import baseline_reference
+from evalgate.errors import ConfigError, InfraError
+from evalgate.run import runfiles
 from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
 from evalgate.run.cache import ResponseCache
-from evalgate.run.costs import cost_usd
 from evalgate.run.engine import run_suite
-from evalgate.run.fingerprint import fingerprint
 from evalgate.run.journal import order_tables, read_journal, resume_journal
+from evalgate.run.judging import bound_judge
 from evalgate.run.lock import lock_run, unlock_run
 from evalgate.run.progress import Progress
 from evalgate.run.rollouts import RolloutTable
-from evalgate.run.rundir import RUN_CONFIG, LoadedRun, RunDir, read_json_object
+from evalgate.run.rundir import LoadedRun, RunDir
 from evalgate.run.summary import RunSummary, summarize
 from evalgate.serve import Endpoint, ServeContext
 from evalgate.serve.client import ChatClient, dumps
@@ -45,59 +43,7 @@ if TYPE_CHECKING:
     from evalgate.serve import ModelServer
     from evalgate.serve.registry import ServerFactory
 
-__all__ = ["RunContext", "bound_judge", "evaluate", "failed_run"]
-
-
-def _run_config(
-    config: Config,
-    model: Model,
-    bench: Benchmark,
-    endpoint: Endpoint,
-    suite: Suite,
-    server: ModelServer,
-) -> dict[str, Any]:
-    # Which chat template the server applied (vLLM backends resolve one; others: the server's).
-    template = server.chat_template.record() if server.chat_template is not None else None
-    return {
-        "fingerprint": fingerprint(
-            bench,
-            model,
-            endpoint.model_id,
-            suite.items,
-            chat_template=template["sha256"] if template else None,
-            variant=suite.variant,
-        ),
-        "chat_template": template,
-        "suite": suite.name,
-        "evalgate_version": __version__,
-        "config_path": str(config.path),
-        "model": model.model_dump(mode="json"),
-        "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model},
-        "model_id": endpoint.model_id,
-        "benchmark": bench.model_dump(mode="json"),
-        "gate": config.gate.model_dump(mode="json"),
-        "budget": config.budget.model_dump(mode="json"),
-    }
-
-
-def _metadata(summary: RunSummary, bench: Benchmark, time_s: float) -> dict[str, Any]:
-    metrics = {k: v.mean for k, v in summary.metrics.items()}
-    return {
-        "benchmark": summary.benchmark,
-        "model": summary.model,
-        "model_id": summary.model_id,
-        "num_examples": summary.n_items,
-        "rollouts_per_example": summary.rollouts,
-        "sampling_args": bench.sampling.model_dump(mode="json"),
-        "time_ms": round(time_s * 1000, 1),
-        "avg_reward": metrics.get("accuracy", metrics.get("reward")),
-        "avg_metrics": {k: v for k, v in metrics.items() if not k.startswith("pass")},
-        "pass_at_k": {k: v for k, v in metrics.items() if k.startswith("pass")},
-        "errors": summary.errors,
-        "error_kinds": summary.error_kinds,
-        "usage": summary.usage,
-        "complete": True,
-    }
+__all__ = ["RunContext", "evaluate", "failed_run"]
 
 
 async def _execute(
@@ -160,7 +106,7 @@ async def _execute(
                         return await run_items(suite), None
                     from evalgate.run.sequential import run_sequential  # only with looks
 
-                    metric = _primary_metric(gate, baseline)
+                    metric = runfiles.primary_metric(gate, baseline)
                     return await run_sequential(
                         suite,
                         baseline,
@@ -179,136 +125,6 @@ async def _execute(
                     stats.update(client.stats.as_dict())
     finally:
         progress.finish()
-
-
-@contextlib.asynccontextmanager
-async def bound_judge(
-    suite: Suite,
-    endpoint: Endpoint | None,
-    ev: Any,
-    cache: ResponseCache | None,
-    stats: dict[str, Any] | None,
-    baseline: LoadedRun | None = None,
-) -> AsyncIterator[None]:
-    """Bind a judged suite's judge to its own client for the run: the judge's sampling, the
-    benchmark's retries, timeout and concurrency, the run's response cache under the judge's
-    identity. Its calls and cache hits go to ``stats["judge"]``."""
-    judge = getattr(suite, "judge", None)
-    if judge is None or endpoint is None:
-        yield
-        return
-    from evalgate.suites.judge import judge_identity
-
-    # One suite (and judge) serves every model of the run: this run's baseline and counts only.
-    pairwise = baseline is not None and getattr(judge.spec, "mode", None) == "pairwise"
-    judge.baseline = _baseline_completions(baseline) if pairwise else None  # type: ignore[arg-type]
-    judge.stats = {"calls": 0, "cache_hits": 0}
-    async with ChatClient(
-        endpoint,
-        judge.spec.sampling,
-        timeout_s=ev.request_timeout_s,
-        max_retries=ev.max_retries,
-        max_concurrent=ev.max_concurrent,
-        adaptive=ev.adaptive_concurrency,
-        cache=cache if ev.cache else None,
-        cache_identity=judge_identity(judge.spec),
-        max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
-    ) as client:
-        judge.client = client
-        try:
-            async with contextlib.AsyncExitStack() as relayed:
-                if hasattr(judge, "relay"):  # graded in another process: through the relay
-                    from evalgate.suites.judge_relay import JudgeRelay
-
-                    judge.relay = await relayed.enter_async_context(JudgeRelay(judge))
-                yield
-            if judge.labels:  # measured with the judge that graded, for the scorecard
-                from evalgate.suites.judge_labels import measure
-
-                graded = dict(judge.stats)
-                agreement = await measure(judge, judge.labels)
-                agreement.pop("details")
-                judge.stats.update(graded)  # the run's own judgements, not the labelled set's
-                if stats is not None:
-                    stats["judge_agreement"] = agreement
-        finally:
-            judge.client = None
-            if hasattr(judge, "relay"):
-                judge.relay = None
-            if stats is not None:
-                stats["judge"] = {**client.stats.as_dict(), **judge.stats}
-
-
-def _baseline_completions(baseline: LoadedRun) -> dict[str, list[str]]:
-    """The baseline's completions by item and rollout, for a pairwise judge (errored rollouts
-    left out: there is nothing to compare with)."""
-    by_rollout: dict[str, list[tuple[int, str]]] = {}
-    for rec in baseline.full_records():  # the table keeps no texts: read them from the journal
-        if rec.get("error") is None and isinstance(rec.get("completion"), str):
-            by_rollout.setdefault(rec["example_id"], []).append(
-                (rec.get("rollout", 0), rec["completion"])
-            )
-    # In rollout order (a stable sort: as sorting the whole journal by rollout would give).
-    return {
-        item: [text for _, text in sorted(texts, key=lambda t: t[0])]
-        for item, texts in by_rollout.items()
-    }
-
-
-def _cache_identity(model: Model, run_config: dict[str, Any]) -> str:
-    # What answers a request, stably across runs: the backend, the model and a digest of its
-    # config (base_url, weights file, quantisation...) and the chat template the server applied.
-    # Not the endpoint's URL alone: an embedded server listens on a new port each run.
-    subject = run_config["fingerprint"]["subject"]
-    return "\n".join(
-        [model.backend, subject["model_id"], subject["model"], subject.get("chat_template") or ""]
-    )
-
-
-def _baseline_record(
-    baseline: LoadedRun, bench: Benchmark, gate: GateSettings, looks_key: OrderKey | None
-) -> dict[str, Any]:
-    """run_config.json's record of the baseline and, with sequential looks, the look plan (with
-    the key of the order the looks run the items in), so that `evalgate resume` compares with
-    the same baseline and re-runs the same looks."""
-    out: dict[str, Any] = {"baseline": baseline_reference(baseline)}
-    if looks_key is not None:
-        out["sequential"] = {
-            "metric": _primary_metric(gate, baseline),
-            "looks": bench.eval.looks,
-            "order_key": looks_key.record(),
-        }
-    return out
-
-
-def _recorded_looks_key(run_dir: RunDir) -> OrderKey:
-    """The key a sequential run being resumed recorded in its look plan when it started; a run
-    started before keys existed ran its looks in the public order of its seed, and goes on in
-    it (so the resumed looks are the ones an uninterrupted run would have made)."""
-    path = run_dir.path / RUN_CONFIG
-    plan = (read_json_object(path) or {}).get("sequential") or {}
-    if "order_key" not in plan:
-        try:
-            return OrderKey.legacy(int(plan.get("seed", 0)))
-        except (TypeError, ValueError):
-            raise UsageError(f"{path}: sequential.seed: not an integer; start a new run") from None
-    try:
-        return OrderKey.parse(plan["order_key"])
-    except ValueError as exc:
-        raise UsageError(f"{path}: sequential.order_key: {exc}; start a new run") from None
-
-
-def _primary_metric(gate: GateSettings, baseline: LoadedRun) -> str:
-    """The metric sequential looks decide on: the first gated one, else accuracy/reward."""
-    from evalgate.run.summary import item_metrics
-
-    if gate.metrics:
-        return str(gate.metrics[0])
-    names = item_metrics(baseline.records, baseline.rollouts)
-    for name in ("accuracy", "reward"):
-        if name in names:
-            return name
-    return next((n for n in names if not n.startswith(("pass@", "pass^"))), "reward")
 
 
 class StoppedMidRun(Exception):
@@ -521,62 +337,6 @@ def _open_run_dir(
     return run_dir, state.records, state.done, replay  # columns and bits, not dicts
 
 
-def _costs(summary: RunSummary, model: Model, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The run's cost: priced from LiteLLM's bundled price list (None for unknown or self-hosted
-    models), else what the agents said they spent (command agents on their own API keys)."""
-    params = getattr(model, "params", None)
-    others: dict[str, dict[str, int]] = {}  # tokens a fallback served, by the model that did
-    fallback_rollouts = 0
-    reported: list[float] = []  # what command agents said they spent
-    judged: list[Any] = []  # judgements (dicts: their tokens and cost)
-    for rec in records:  # one pass: a table builds a dict per row on each
-        served_by = rec.get("served_by")
-        if served_by:
-            fallback_rollouts += 1
-            for name, seen in served_by.items():
-                mine = others.setdefault(
-                    name, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
-                )
-                for k in mine:
-                    mine[k] += int(seen.get(k) or 0)
-        if rec.get("cost_usd") is not None:
-            reported.append(rec["cost_usd"])
-        if rec.get("judge"):
-            judged.append(rec["judge"])
-    own_in = summary.usage.get("prompt_tokens", 0) - sum(
-        o["prompt_tokens"] for o in others.values()
-    )
-    own_out = summary.usage.get("completion_tokens", 0) - sum(
-        o["completion_tokens"] for o in others.values()
-    )
-    parts = [cost_usd(summary.model_id, own_in, own_out, params=params)]
-    if others and not (own_in or own_out):  # the configured model answered nothing
-        parts = []
-    # A fallback's tokens at the fallback's price (the config's custom prices are the primary's);
-    # one unknown price makes the total unknown rather than an undercount.
-    parts += [cost_usd(n, o["prompt_tokens"], o["completion_tokens"]) for n, o in others.items()]
-    summary.extra["cost_usd"] = None if None in parts else sum(p for p in parts if p is not None)
-    if others:
-        summary.extra["served_by"] = others
-        summary.extra["fallback_rollouts"] = fallback_rollouts
-    agent_cost = sum(reported) if reported else None
-    if summary.extra["cost_usd"] is None:
-        summary.extra["cost_usd"] = agent_cost
-    out = {"cost_usd": summary.extra["cost_usd"], "agent_cost_usd": agent_cost}
-    if judged:  # a judge's tokens and cost are the run's too, shown apart from the model's
-        usage = {
-            k: sum(int((j.get("usage") or {}).get(k) or 0) for j in judged)
-            for k in ("prompt_tokens", "completion_tokens")
-        }
-        costs = [j.get("cost_usd") for j in judged]
-        judge_cost = None if None in costs else sum(costs)
-        summary.extra["judge_usage"] = out["judge_usage"] = usage
-        summary.extra["judge_cost_usd"] = out["judge_cost_usd"] = judge_cost
-    if others:  # in metadata.json too: which models answered instead, and for how many rollouts
-        out |= {k: summary.extra[k] for k in ("served_by", "fallback_rollouts")}
-    return out
-
-
 def _run_one(
     ctx: RunContext,
     model: Model,
@@ -589,7 +349,7 @@ def _run_one(
     judge_endpoint: Endpoint | None = None,
 ) -> tuple[RunSummary, SequentialResult | None]:
     """One benchmark suite on one served model: run, journal, summarise, write metadata."""
-    run_cfg = _run_config(ctx.config, model, bench, endpoint, suite, server)
+    run_cfg = runfiles.run_config(ctx.config, model, bench, endpoint, suite, server)
     baseline = ctx.baselines.get((model.name, suite.name))
     # Sequential looks run the items in the order of a key from the exam's side: drawn here, by
     # the gate, before any output (never the candidate's sampling.seed, which a PR could shop
@@ -597,10 +357,10 @@ def _run_one(
     looks = bench.eval.sequential and baseline is not None
     looks_key = OrderKey.draw() if looks and ctx.run_dirs is None else None
     if baseline is not None and ctx.run_dirs is None:  # resume finds the same baseline again
-        run_cfg.update(_baseline_record(baseline, bench, ctx.config.gate, looks_key))
+        run_cfg.update(runfiles.baseline_record(baseline, bench, ctx.config.gate, looks_key))
     run_dir, kept, skip, replay = _open_run_dir(ctx, bench, suite, endpoint, run_cfg)
     if looks and ctx.run_dirs is not None:
-        looks_key = _recorded_looks_key(run_dir)
+        looks_key = runfiles.recorded_looks_key(run_dir)
     t0 = time.perf_counter()
     stats: dict[str, Any] = {}
     try:
@@ -614,7 +374,7 @@ def _run_one(
                 baseline=baseline,
                 gate=ctx.config.gate,
                 cache=ctx.cache,
-                cache_identity=_cache_identity(model, run_cfg),
+                cache_identity=runfiles.cache_identity(model, run_cfg),
                 skip=skip,
                 kept=kept,
                 stats=stats,
@@ -625,21 +385,7 @@ def _run_one(
             )
         )
     except InfraError as exc:  # the endpoint is gone: what the journal kept is still reported
-        kept_now = read_journal(
-            run_dir.results_path, items=suite.items, rollouts=bench.eval.rollouts
-        )
-        summary = summarize(
-            kept_now.records,
-            benchmark=suite.name,
-            model=model.name,
-            model_id=endpoint.model_id,
-            run_dir=str(run_dir.path),
-            n_items=len({r["example_id"] for r in kept_now.records}),
-            rollouts=bench.eval.rollouts,
-            time_s=time.perf_counter() - t0,
-        )
-        summary.extra["unfinished"] = True  # no metadata.json: `evalgate resume` finishes it
-        raise StoppedMidRun(dataclasses.replace(summary, infra_error=str(exc)), exc) from exc
+        raise _stopped_mid_run(model, endpoint, bench, suite, run_dir, t0, exc) from exc
     # The order a fixed run's items are read in: its key is drawn now, every output recorded,
     # so nothing the candidate sent can depend on it (a PR that knew the order could break the
     # items read last: docs/gate.md, "The order of the items"). Sequential: the looks' key.
@@ -647,6 +393,32 @@ def _run_one(
     if kept:
         records = order_tables([kept, records], suite.items)
     elapsed = time.perf_counter() - t0
+    summary, stopped = _summarise(ctx, model, endpoint, bench, suite, run_dir, records, elapsed)
+    _note_extras(summary, bench, suite, seq, stats, records)
+    meta = runfiles.metadata(summary, bench, elapsed)
+    meta.update(runfiles.run_costs(summary, model, records))
+    _add_run_facts(meta, summary, ctx, order, serve_s, stats, stopped)
+    if ctx.run_dirs is not None:
+        meta["resumed"] = {"kept": len(kept), "ran": len(records) - len(kept)}
+    run_dir.write_metadata(meta)
+    run_dir.attach_log(server.log_path)
+    run_dir.keep_artifacts(suite.name, suite.artifacts())
+    if ctx.run_dirs is None:  # a resume holds its runs until all are done (pipeline.resume)
+        unlock_run(run_dir.path)
+    return summary, seq
+
+
+def _summarise(
+    ctx: RunContext,
+    model: Model,
+    endpoint: Endpoint,
+    bench: Benchmark,
+    suite: Suite,
+    run_dir: RunDir,
+    records: RolloutTable,
+    elapsed: float,
+) -> tuple[RunSummary, str | None]:
+    """The run's summary, and why the budget stopped it early (None: it ran to the end)."""
     summary = summarize(
         records,
         benchmark=suite.name,
@@ -664,30 +436,20 @@ def _run_one(
             f"[evalgate] {suite.name}: {stopped}; to continue: evalgate resume "
             f"{run_dir.path.name} --budget.FIELD=HIGHER"
         )
-    summary.extra["benchmark"] = bench.name  # a variant's suite → its benchmark
-    if suite.unenforced_limits:  # a sandbox limit this runner cannot keep: said, not hidden
-        summary.extra["unenforced_limits"] = suite.unenforced_limits
-    if seq is not None:
-        summary.extra["sequential"] = dataclasses.asdict(seq)
-    judge_stats, agreement = stats.pop("judge", None), stats.pop("judge_agreement", None)
-    summary.extra["requests"] = stats  # the scorecard's Runs table shows them
-    if judge_stats is not None:  # the scorecard's judge line: who graded, at what cost, how well
-        judge: Any = getattr(suite, "judge", None)  # a judged suite: it left judge stats
-        judge_model = judge.spec.model
-        swaps = [
-            r["judge"]["consistent"] for r in records if "consistent" in (r.get("judge") or {})
-        ]
-        summary.extra["judge"] = {
-            "model_id": judge_model.model_id,
-            "backend": judge_model.backend,
-            "requests": judge_stats,
-            "agreement": agreement,
-            # Pairwise: the share of comparisons whose two orders agreed (position bias).
-            "position_consistency": sum(swaps) / len(swaps) if swaps else None,
-            "pairs": len(swaps),
-        }
-    meta = _metadata(summary, bench, elapsed)
-    meta.update(_costs(summary, model, records))
+    return summary, stopped
+
+
+def _add_run_facts(
+    meta: dict[str, Any],
+    summary: RunSummary,
+    ctx: RunContext,
+    order: OrderKey,
+    serve_s: float,
+    stats: dict[str, Any],
+    stopped: str | None,
+) -> None:
+    """metadata.json's account of how the run went: its looks, the order's key, the server's
+    start-up, request counts, the judge, and the budget it ran under."""
     meta["sequential"] = summary.extra.get("sequential")
     if not order.public:  # a resumed run started before keys keeps its public order's seed
         meta["order_key"] = order.record()
@@ -700,11 +462,50 @@ def _run_one(
     if ctx.budget is not None and ctx.budget.caps:
         meta["budget"] = {**ctx.budget.as_dict(), "stopped": stopped}
         meta["complete"] = not stopped
-    if ctx.run_dirs is not None:
-        meta["resumed"] = {"kept": len(kept), "ran": len(records) - len(kept)}
-    run_dir.write_metadata(meta)
-    run_dir.attach_log(server.log_path)
-    run_dir.keep_artifacts(suite.name, suite.artifacts())
-    if ctx.run_dirs is None:  # a resume holds its runs until all are done (pipeline.resume)
-        unlock_run(run_dir.path)
-    return summary, seq
+
+
+def _stopped_mid_run(
+    model: Model,
+    endpoint: Endpoint,
+    bench: Benchmark,
+    suite: Suite,
+    run_dir: RunDir,
+    t0: float,
+    exc: InfraError,
+) -> StoppedMidRun:
+    """The endpoint went away mid-run: a summary of what the journal kept (no metadata.json is
+    written, so `evalgate resume` finishes the run)."""
+    kept_now = read_journal(run_dir.results_path, items=suite.items, rollouts=bench.eval.rollouts)
+    summary = summarize(
+        kept_now.records,
+        benchmark=suite.name,
+        model=model.name,
+        model_id=endpoint.model_id,
+        run_dir=str(run_dir.path),
+        n_items=len({r["example_id"] for r in kept_now.records}),
+        rollouts=bench.eval.rollouts,
+        time_s=time.perf_counter() - t0,
+    )
+    summary.extra["unfinished"] = True
+    return StoppedMidRun(dataclasses.replace(summary, infra_error=str(exc)), exc)
+
+
+def _note_extras(
+    summary: RunSummary,
+    bench: Benchmark,
+    suite: Suite,
+    seq: SequentialResult | None,
+    stats: dict[str, Any],
+    records: RolloutTable,
+) -> None:
+    """What the scorecard shows of a run besides its scores: its benchmark (a variant's suite
+    names its own), unenforced sandbox limits, the looks, request counts and the judge line."""
+    summary.extra["benchmark"] = bench.name
+    if suite.unenforced_limits:  # a sandbox limit this runner cannot keep: said, not hidden
+        summary.extra["unenforced_limits"] = suite.unenforced_limits
+    if seq is not None:
+        summary.extra["sequential"] = dataclasses.asdict(seq)
+    judge_stats, agreement = stats.pop("judge", None), stats.pop("judge_agreement", None)
+    summary.extra["requests"] = stats  # the scorecard's Runs table shows them
+    if judge_stats is not None:  # a judged suite: it left judge stats
+        summary.extra["judge"] = runfiles.judge_summary(suite, records, judge_stats, agreement)

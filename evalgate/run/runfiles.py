@@ -1,0 +1,219 @@
+"""What a run directory's ``run_config.json`` and ``metadata.json`` say, made in one place: the
+run's identity (fingerprint, endpoint, the exam's sections), its baseline and look plan, and
+what it cost. :mod:`evalgate.run.session` writes them through :class:`~evalgate.run.rundir.RunDir`;
+:mod:`evalgate.run.rundir` reads them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from evalgate import __version__
+from evalgate.errors import UsageError
+from evalgate.run.baseline import baseline_reference
+from evalgate.run.costs import cost_usd
+from evalgate.run.fingerprint import fingerprint
+from evalgate.run.rundir import RUN_CONFIG, LoadedRun, RunDir, read_json_object
+from evalgate.run.summary import RunSummary
+from evalgate.stats._order import OrderKey
+
+if TYPE_CHECKING:
+    from evalgate.config.load import Config
+    from evalgate.config.spec import Benchmark, GateSettings, Model
+    from evalgate.serve import Endpoint, ModelServer
+    from evalgate.suites import Suite
+
+__all__ = [
+    "baseline_record",
+    "cache_identity",
+    "judge_summary",
+    "metadata",
+    "primary_metric",
+    "recorded_looks_key",
+    "run_config",
+    "run_costs",
+]
+
+
+def run_config(
+    config: Config,
+    model: Model,
+    bench: Benchmark,
+    endpoint: Endpoint,
+    suite: Suite,
+    server: ModelServer,
+) -> dict[str, Any]:
+    # Which chat template the server applied (vLLM backends resolve one; others: the server's).
+    template = server.chat_template.record() if server.chat_template is not None else None
+    return {
+        "fingerprint": fingerprint(
+            bench,
+            model,
+            endpoint.model_id,
+            suite.items,
+            chat_template=template["sha256"] if template else None,
+            variant=suite.variant,
+        ),
+        "chat_template": template,
+        "suite": suite.name,
+        "evalgate_version": __version__,
+        "config_path": str(config.path),
+        "model": model.model_dump(mode="json"),
+        "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model},
+        "model_id": endpoint.model_id,
+        "benchmark": bench.model_dump(mode="json"),
+        "gate": config.gate.model_dump(mode="json"),
+        "budget": config.budget.model_dump(mode="json"),
+    }
+
+
+def metadata(summary: RunSummary, bench: Benchmark, time_s: float) -> dict[str, Any]:
+    metrics = {k: v.mean for k, v in summary.metrics.items()}
+    return {
+        "benchmark": summary.benchmark,
+        "model": summary.model,
+        "model_id": summary.model_id,
+        "num_examples": summary.n_items,
+        "rollouts_per_example": summary.rollouts,
+        "sampling_args": bench.sampling.model_dump(mode="json"),
+        "time_ms": round(time_s * 1000, 1),
+        "avg_reward": metrics.get("accuracy", metrics.get("reward")),
+        "avg_metrics": {k: v for k, v in metrics.items() if not k.startswith("pass")},
+        "pass_at_k": {k: v for k, v in metrics.items() if k.startswith("pass")},
+        "errors": summary.errors,
+        "error_kinds": summary.error_kinds,
+        "usage": summary.usage,
+        "complete": True,
+    }
+
+
+def cache_identity(model: Model, run_config: dict[str, Any]) -> str:
+    # What answers a request, stably across runs: the backend, the model and a digest of its
+    # config (base_url, weights file, quantisation...) and the chat template the server applied.
+    # Not the endpoint's URL alone: an embedded server listens on a new port each run.
+    subject = run_config["fingerprint"]["subject"]
+    return "\n".join(
+        [model.backend, subject["model_id"], subject["model"], subject.get("chat_template") or ""]
+    )
+
+
+def baseline_record(
+    baseline: LoadedRun, bench: Benchmark, gate: GateSettings, looks_key: OrderKey | None
+) -> dict[str, Any]:
+    """run_config.json's record of the baseline and, with sequential looks, the look plan (with
+    the key of the order the looks run the items in), so that `evalgate resume` compares with
+    the same baseline and re-runs the same looks."""
+    out: dict[str, Any] = {"baseline": baseline_reference(baseline)}
+    if looks_key is not None:
+        out["sequential"] = {
+            "metric": primary_metric(gate, baseline),
+            "looks": bench.eval.looks,
+            "order_key": looks_key.record(),
+        }
+    return out
+
+
+def recorded_looks_key(run_dir: RunDir) -> OrderKey:
+    """The key a sequential run being resumed recorded in its look plan when it started; a run
+    started before keys existed ran its looks in the public order of its seed, and goes on in
+    it (so the resumed looks are the ones an uninterrupted run would have made)."""
+    path = run_dir.path / RUN_CONFIG
+    plan = (read_json_object(path) or {}).get("sequential") or {}
+    if "order_key" not in plan:
+        try:
+            return OrderKey.legacy(int(plan.get("seed", 0)))
+        except (TypeError, ValueError):
+            raise UsageError(f"{path}: sequential.seed: not an integer; start a new run") from None
+    try:
+        return OrderKey.parse(plan["order_key"])
+    except ValueError as exc:
+        raise UsageError(f"{path}: sequential.order_key: {exc}; start a new run") from None
+
+
+def primary_metric(gate: GateSettings, baseline: LoadedRun) -> str:
+    """The metric sequential looks decide on: the first gated one, else accuracy/reward."""
+    from evalgate.run.summary import item_metrics
+
+    if gate.metrics:
+        return str(gate.metrics[0])
+    names = item_metrics(baseline.records, baseline.rollouts)
+    for name in ("accuracy", "reward"):
+        if name in names:
+            return name
+    return next((n for n in names if not n.startswith(("pass@", "pass^"))), "reward")
+
+
+def run_costs(
+    summary: RunSummary, model: Model, records: Iterable[dict[str, Any]]
+) -> dict[str, Any]:
+    """The run's cost: priced from LiteLLM's bundled price list (None for unknown or self-hosted
+    models), else what the agents said they spent (command agents on their own API keys)."""
+    params = getattr(model, "params", None)
+    others: dict[str, dict[str, int]] = {}  # tokens a fallback served, by the model that did
+    fallback_rollouts = 0
+    reported: list[float] = []  # what command agents said they spent
+    judged: list[Any] = []  # judgements (dicts: their tokens and cost)
+    for rec in records:  # one pass: a table builds a dict per row on each
+        served_by = rec.get("served_by")
+        if served_by:
+            fallback_rollouts += 1
+            for name, seen in served_by.items():
+                mine = others.setdefault(
+                    name, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+                )
+                for k in mine:
+                    mine[k] += int(seen.get(k) or 0)
+        if rec.get("cost_usd") is not None:
+            reported.append(rec["cost_usd"])
+        if rec.get("judge"):
+            judged.append(rec["judge"])
+    own_in = summary.usage.get("prompt_tokens", 0) - sum(
+        o["prompt_tokens"] for o in others.values()
+    )
+    own_out = summary.usage.get("completion_tokens", 0) - sum(
+        o["completion_tokens"] for o in others.values()
+    )
+    parts = [cost_usd(summary.model_id, own_in, own_out, params=params)]
+    if others and not (own_in or own_out):  # the configured model answered nothing
+        parts = []
+    # A fallback's tokens at the fallback's price (the config's custom prices are the primary's);
+    # one unknown price makes the total unknown rather than an undercount.
+    parts += [cost_usd(n, o["prompt_tokens"], o["completion_tokens"]) for n, o in others.items()]
+    summary.extra["cost_usd"] = None if None in parts else sum(p for p in parts if p is not None)
+    if others:
+        summary.extra["served_by"] = others
+        summary.extra["fallback_rollouts"] = fallback_rollouts
+    agent_cost = sum(reported) if reported else None
+    if summary.extra["cost_usd"] is None:
+        summary.extra["cost_usd"] = agent_cost
+    out = {"cost_usd": summary.extra["cost_usd"], "agent_cost_usd": agent_cost}
+    if judged:  # a judge's tokens and cost are the run's too, shown apart from the model's
+        usage = {
+            k: sum(int((j.get("usage") or {}).get(k) or 0) for j in judged)
+            for k in ("prompt_tokens", "completion_tokens")
+        }
+        costs = [j.get("cost_usd") for j in judged]
+        judge_cost = None if None in costs else sum(costs)
+        summary.extra["judge_usage"] = out["judge_usage"] = usage
+        summary.extra["judge_cost_usd"] = out["judge_cost_usd"] = judge_cost
+    if others:  # in metadata.json too: which models answered instead, and for how many rollouts
+        out |= {k: summary.extra[k] for k in ("served_by", "fallback_rollouts")}
+    return out
+
+
+def judge_summary(
+    suite: Any, records: Iterable[dict[str, Any]], judge_stats: dict[str, Any], agreement: Any
+) -> dict[str, Any]:
+    """The scorecard's judge line of a judged run: who graded, at what cost, how well."""
+    judge_model = suite.judge.spec.model
+    swaps = [r["judge"]["consistent"] for r in records if "consistent" in (r.get("judge") or {})]
+    return {
+        "model_id": judge_model.model_id,
+        "backend": judge_model.backend,
+        "requests": judge_stats,
+        "agreement": agreement,
+        # Pairwise: the share of comparisons whose two orders agreed (position bias).
+        "position_consistency": sum(swaps) / len(swaps) if swaps else None,
+        "pairs": len(swaps),
+    }
