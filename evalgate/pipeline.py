@@ -1,4 +1,5 @@
-"""The one module that sees every stage: config → serve → run → score → gate → report.
+"""The one module that sees every stage: config → serve → sandbox → suites → run → compare →
+gate → report → publish (their numbers: docs/development.md).
 
 Backends come in as arguments (``open_server``), so tests and the Action can substitute their own.
 """

@@ -110,3 +110,19 @@ def test_lazy_imports_keep_the_stage_order_too() -> None:
     }
     assert wrong - LAZY_EXCEPTIONS == set(), "a stage imports a later one (lazily)"
     assert LAZY_EXCEPTIONS - wrong == set(), "an exception no longer needed: remove it"
+
+
+def test_the_package_map_in_the_docs_gives_these_stages() -> None:
+    # docs/development.md's map numbers each package with its stage: the same numbers as here,
+    # for every package (a renumbering or a new package changes both, or this fails).
+    import re
+
+    text = (PACKAGE.parent / "docs" / "development.md").read_text(encoding="utf-8")
+    block = text.split("```\nevalgate/", 1)[1].split("```", 1)[0]
+    found: dict[str, int] = {}
+    for line in block.splitlines():
+        m = re.match(r"  (\S.*?)\s+(\d+) ", line)
+        if m:
+            for name in re.split(r"[ ,]+", m.group(1)):
+                found[name.removesuffix("/").removesuffix(".py")] = int(m.group(2))
+    assert found == {k: v for k, v in STAGE.items() if k != "evalgate"}
