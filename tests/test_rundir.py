@@ -287,15 +287,29 @@ def test_runs_lists_a_run_whose_config_is_unreadable_with_the_reason(
 
 
 def test_one_loader_owns_the_layout() -> None:
-    """The run directory's file names are spelled in one module: everything else imports them."""
+    """The run directory's and the output root's file names are spelled in one module
+    (evalgate.run.rundir): everything else imports them. Read from the syntax tree, so a name in
+    an f-string, a path join or a tuple is found as surely as a plain literal; words about a file
+    in a message or a docstring ("… in run_config.json") are not a spelling of the layout."""
+    import ast
+
+    from evalgate.run import rundir
+
+    names = {
+        rundir.RUN_CONFIG, rundir.RESULTS, rundir.METADATA, rundir.SCORECARD, rundir.VERDICT,
+        rundir.JUNIT, rundir.REPORT_HTML,
+    }  # fmt: skip
     package = Path(__file__).resolve().parent.parent / "evalgate"
-    spelled = [
-        str(p.relative_to(package))
-        for p in package.rglob("*.py")
-        for line in p.read_text(encoding="utf-8").splitlines()
-        if ('"run_config.json"' in line or '"results.jsonl"' in line or "evals/*" in line)
-        and p.name != "rundir.py"
-    ]
+    spelled = []
+    for path in package.rglob("*.py"):
+        if path == Path(rundir.__file__).resolve():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            value = node.value.strip("/")
+            if value in names or value.startswith(f"{rundir.EVALS}/"):
+                spelled.append(f"{path.relative_to(package)}:{node.lineno}: {node.value!r}")
     assert spelled == []
 
 

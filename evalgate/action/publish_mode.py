@@ -16,6 +16,7 @@ from evalgate.errors import EvalgateError, ExitCode
 from evalgate.publish.artifact import read_artifact_text
 from evalgate.publish.github import GitHubClient
 from evalgate.publish.sanitize import inert_markdown
+from evalgate.run.rundir import SCORECARD, VERDICT
 
 if TYPE_CHECKING:
     from evalgate.action.main import _Publisher as Publisher
@@ -36,7 +37,7 @@ def publish_artifact(ctx: CIContext, inputs: ActionInputs, pub: Publisher) -> in
     shown as ``reported_verdict``, labelled "as reported by the PR's job".
     """
     results = ctx.workspace / inputs.results_dir
-    verdict_file, scorecard = results / "verdict.json", results / "scorecard.md"
+    verdict_file, scorecard = results / VERDICT, results / SCORECARD
     verdict_text = read_artifact_text(verdict_file, what="the run's verdict")
     raw = read_artifact_text(scorecard, what="the run's scorecard")
     if not ctx.is_pr and ctx.pr_run is None:

@@ -56,7 +56,7 @@ def run_files(run: str, output_root: Path) -> tuple[str, list[tuple[str, Path]]]
     ]
     card = _scorecard(run_id, dirs, output_root)
     if card is not None:
-        files.append((f"runs/{run_id}/scorecard.md", card))
+        files.append((f"runs/{run_id}/{SCORECARD}", card))
     return run_id, files
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import UsageError
-from evalgate.run.rundir import RESULTS, LoadedRun, load_run
+from evalgate.run.rundir import RESULTS, RUN_CONFIG, LoadedRun, load_run
 
 __all__ = ["baseline_reference", "load_recorded_baseline", "results_digest"]
 
@@ -49,7 +49,7 @@ def load_recorded_baseline(run_dir: Path, ref: dict[str, Any]) -> LoadedRun:
     gone or its results changed since the run started.
     """
     path = Path(str(ref.get("path", "")))
-    where = f"{run_dir / 'run_config.json'}: baseline.path {path}"
+    where = f"{run_dir / RUN_CONFIG}: baseline.path {path}"
     moved = run_dir / str(ref.get("relative_path", ""))
     if not (path / RESULTS).is_file() and ref.get("relative_path"):
         # The output tree moved (an artifact, a copy): the same relative place, if it is there.
