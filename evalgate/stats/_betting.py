@@ -181,6 +181,28 @@ def _grid_bound(
     return rejected, p
 
 
+def _bisect_bound(
+    log_capital: Callable[[float], float], low: float, top: float, d0: float, alpha: float
+) -> tuple[float, float]:
+    """(lower bound, p-value at d0) of the flat bets' test: the infimum of the candidates in
+    [low, top] it does not reject, by bisection with d0 as one end, so "bound > d0 ⇔ p ≤ alpha"
+    exactly (the fixed design's vectorised search: :func:`_grid_bound`)."""
+    level = math.log(1.0 / alpha)
+    p = min(1.0, math.exp(-log_capital(d0)))
+    if p <= alpha:
+        rejected, accepted = d0, top
+    else:
+        rejected, accepted = low, d0
+        if log_capital(rejected + 1e-12) < level:
+            return low, p
+    while accepted - rejected > _BOUND_TOL:
+        mid = (rejected + accepted) / 2.0
+        rejected, accepted = (mid, accepted) if log_capital(mid) >= level else (rejected, mid)
+    if p <= alpha:
+        rejected = max(rejected, math.nextafter(d0, math.inf))
+    return rejected, p
+
+
 def _log_capital(x: np.ndarray, bets: np.ndarray, m: float, cap: float = _MAX_BET) -> float:
     """log max_t K_t(m), the bets truncated at cap / m (cap < 1: no factor reaches 0)."""
     capped = np.minimum(bets, cap / max(m, 1e-12))
@@ -226,22 +248,7 @@ def betting_lower(
     def log_capital(m: float) -> float:  # m on the original scale
         return _log_capital(x, bets, (m - low) / width)
 
-    def reject(m: float) -> bool:
-        return log_capital(m) >= math.log(1.0 / alpha)
-
-    p = min(1.0, math.exp(-log_capital(d0)))
-    if p <= alpha:
-        rejected, accepted = d0, float(values.mean())
-    else:
-        rejected, accepted = low, d0
-        if not reject(rejected + 1e-12):
-            return low, p
-    while accepted - rejected > _BOUND_TOL:
-        mid = (rejected + accepted) / 2.0
-        rejected, accepted = (mid, accepted) if reject(mid) else (rejected, mid)
-    if p <= alpha:
-        rejected = max(rejected, math.nextafter(d0, math.inf))
-    return rejected, p
+    return _bisect_bound(log_capital, low, float(values.mean()), d0, alpha)
 
 
 def betting_lower_groups(
@@ -310,19 +317,4 @@ def betting_lower_groups(
         y = np.clip(y, 0.0, 1.0)  # rounding only: the bounds above hold exactly
         return _log_capital(y, _bets(y, alpha, horizon), (width + delta) / (2.0 * width))
 
-    def reject(delta: float) -> bool:
-        return log_capital(delta) >= math.log(1.0 / alpha)
-
-    p = min(1.0, math.exp(-log_capital(d0)))
-    if p <= alpha:
-        rejected, accepted = d0, max(estimate, d0)
-    else:
-        rejected, accepted = -width, d0
-        if not reject(rejected + 1e-12):
-            return -width, p
-    while accepted - rejected > _BOUND_TOL:
-        mid = (rejected + accepted) / 2.0
-        rejected, accepted = (mid, accepted) if reject(mid) else (rejected, mid)
-    if p <= alpha:
-        rejected = max(rejected, math.nextafter(d0, math.inf))
-    return rejected, p
+    return _bisect_bound(log_capital, -width, max(estimate, d0), d0, alpha)
