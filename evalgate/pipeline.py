@@ -181,12 +181,29 @@ def run(
     ``server_factory`` / ``sandbox_factory``: the backends (model servers, sandboxes), passed in
     so that tests and the Action can substitute their own; sandboxes are opened once per run.
     """
-    with _sandboxes(sandbox_factory) as sandboxes:
+    with _sandboxes(sandbox_factory) as sandboxes, _closing() as opened:
         # Load every dataset (and the baseline) before starting any server: a data error should
         # cost no model start-up.
-        suites = [(b, s) for b in config.benchmarks for s in build_suites(b, sandboxes)]
+        suites = [(b, opened(s)) for b in config.benchmarks for s in build_suites(b, sandboxes)]
         how = _Invocation(output_root, environ, progress, server_factory, log, cache_dir)
         return _run_suites(config, suites, how, baselines=baselines, run_id=run_id or new_run_id())
+
+
+@contextlib.contextmanager
+def _closing() -> Iterator[Callable[[Suite], Suite]]:
+    """``opened(suite)`` registers a suite to be closed (its worker stopped) when the block
+    ends, however it ends: a suite built before a later one failed to build is closed too."""
+    built: list[Suite] = []
+
+    def opened(suite: Suite) -> Suite:
+        built.append(suite)
+        return suite
+
+    try:
+        yield opened
+    finally:
+        for suite in built:
+            suite.close()
 
 
 @contextlib.contextmanager
@@ -380,10 +397,10 @@ def _resume_locked(
         ) from None
     if any(cfg["model"] != first["model"] for _, cfg in saved):
         raise UsageError(f"run {run!r} holds several models; resume one run directory at a time")
-    with _sandboxes(sandbox_factory) as sandboxes:
+    with _sandboxes(sandbox_factory) as sandboxes, _closing() as opened:
         how = _Invocation(output_root, environ, progress, server_factory, log, cache_dir)
         return _resume_runs(config, saved, sandboxes, how, run_id=dirs[0].name,
-                            retry_errors=retry_errors)  # fmt: skip
+                            retry_errors=retry_errors, opened=opened)  # fmt: skip
 
 
 def _recorded_baselines(
@@ -426,11 +443,12 @@ def _resume_runs(
     *,
     run_id: str,
     retry_errors: bool,
+    opened: Callable[[Suite], Suite],
 ) -> Verdict:
     suites = []
     for bench, (_, cfg) in zip(config.benchmarks, saved, strict=True):
         name = cfg.get("suite", bench.name)  # an agent variant's run: "{benchmark}.{variant}"
-        match = [s for s in build_suites(bench, sandboxes) if s.name == name]
+        match = [s for s in map(opened, build_suites(bench, sandboxes)) if s.name == name]
         if not match:
             raise UsageError(f"{name}: no such suite in the run's own config; start a new run")
         suites.append((bench, match[0]))

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import importlib.util
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,18 @@ def _offline_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
 
 
+_BUILT: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_built() -> Iterator[None]:
+    # Every suite a test builds is closed after it, as the pipeline closes a run's: a verifiers
+    # worker (~220 MB) must not outlive its test.
+    yield
+    while _BUILT:
+        _BUILT.pop().close()
+
+
 def _build(tmp_path: Path, kind: str, *, retries: int | None = None) -> list[Any]:
     entry, why_not = _entries(tmp_path)[kind]
     if why_not:
@@ -109,7 +122,9 @@ def _build(tmp_path: Path, kind: str, *, retries: int | None = None) -> list[Any
         # client's: the same policy for both.
         + (f"eval: {{max_retries: {retries}}}\n" if retries is not None else "")
     )
-    return build_suites(load_config(config, []).benchmarks[0])
+    suites = build_suites(load_config(config, []).benchmarks[0])
+    _BUILT.extend(suites)
+    return suites
 
 
 def _run(suite: Any, base_url: str, *, retries: int = 1) -> list[dict[str, Any]]:
@@ -153,6 +168,17 @@ def test_an_unreachable_model_is_an_error_not_a_zero(tmp_path: Path, kind: str) 
     records = _run(suite, "http://127.0.0.1:9/v1", retries=0)
     assert [r["error"] is not None for r in records] == [True]
     assert records[0]["reward"] is None
+
+
+@pytest.mark.parametrize("kind", sorted(SUITES))
+def test_close_releases_the_suite_and_may_be_repeated(tmp_path: Path, kind: str) -> None:
+    # The pipeline closes every suite it built, also after a failure: twice must be harmless.
+    (suite,) = _build(tmp_path, kind)
+    suite.close()
+    suite.close()
+    worker = getattr(suite, "worker", None)
+    if worker is not None:  # a worker process (verifiers): it has exited
+        assert worker.proc.poll() is not None
 
 
 def test_outcome_declares_what_the_engine_reads() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -278,3 +279,31 @@ benchmarks:
     assert len(first.requests) == len(second.requests) == 8
     assert {r["model"] for r in first.requests} == {"org/one"}
     assert {r["model"] for r in second.requests} == {"org/two"}
+
+
+def _workers() -> set[int]:
+    """This process's verifiers worker processes (their jail's or their own), by pid."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if b"evalgate.suites._vf_worker" in cmdline and int(stat[1]) == os.getpid():
+            found.add(int(entry.name))
+    return found
+
+
+@needs_v1
+def test_a_run_stops_its_suites_workers_when_it_ends(tmp_path: Path, scripted_server: Any) -> None:
+    # Suite.close(): each verifiers benchmark's worker (~220 MB: verifiers, the environment, its
+    # data) ends with the run that used it, not with the process (a test session, a long job).
+    server = scripted_server(_answer)
+    two = V1_BENCH + V1_BENCH.replace("name: vfa", "name: vfb")
+    before = _workers()
+    code, out = _run(tmp_path, _config(tmp_path, server.base_url, two))
+    assert code == 0 and len(_results(out, "vfb")) == 8
+    assert _workers() - before == set()

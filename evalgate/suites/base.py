@@ -72,6 +72,11 @@ class Suite(Protocol):
         """Sandbox limits this runner cannot enforce (the scorecard names them)."""
         ...
 
+    def close(self) -> None:
+        """Release what the suite holds (a worker process) once every run of it is done; the
+        pipeline calls it, also after a failure. Idempotent."""
+        ...
+
 
 class SuiteDefaults:
     """What most suites share: no variant, no artifacts, no sandbox limits left unenforced.
@@ -88,6 +93,9 @@ class SuiteDefaults:
 
     def plan(self, pairs: list[tuple[Item, int]]) -> None:
         return None  # one rollout at a time: nothing to prepare
+
+    def close(self) -> None:
+        return None  # nothing held between rollouts
 
 
 # kind → "module:Class"; each class has ``from_spec(spec) -> Suite``. Imported lazily: a kind's

@@ -284,6 +284,9 @@ class VerifiersSuite(SuiteDefaults):
         roles = dict(answer.get("roles") or {})
         return cls(spec.name, items, str(answer["api"]), worker, roles, judge)
 
+    def close(self) -> None:
+        self.worker.close()  # the worker process: verifiers, the environment and its data
+
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         e = client.endpoint
         endpoint = {"base_url": e.base_url, "model": e.model, "api_key": e.api_key}
