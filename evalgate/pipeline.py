@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # comparing, gating and reporting load when a run gets there 
     from evalgate.compare.paired import LoadedRun, RunComparison
     from evalgate.config.spec import Benchmark, GateSettings, HFHubSettings
     from evalgate.gate import Verdict
+    from evalgate.publish.report_link import ReportLink
     from evalgate.run.sequential import SequentialResult
     from evalgate.run.summary import RunSummary
     from evalgate.sandbox import SandboxBackend
@@ -92,15 +93,20 @@ def _apply_sequential(
     return out
 
 
-def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None = None) -> None:
+def write_report(verdict: Verdict, output_root: Path, *, link: ReportLink | None = None) -> None:
     """scorecard.md, verdict.json, junit.xml and report.html for this invocation; the scorecard
-    links the report when ``report_url`` (where the uploaded outputs are) is known."""
+    links the report when ``link`` (the artifact the job uploads the outputs in) is known."""
     from evalgate.report import render_scorecard, verdict_json
     from evalgate.report.html import write_html
     from evalgate.report.junit import render_junit
 
     output_root.mkdir(parents=True, exist_ok=True)
-    scorecard = render_scorecard(verdict, report_url=report_url, relative_to=output_root)
+    scorecard = render_scorecard(
+        verdict,
+        report_url=link.url if link else None,
+        report_artifact=link.artifact if link else None,
+        relative_to=output_root,
+    )
     (output_root / SCORECARD).write_text(scorecard, encoding="utf-8")
     write_html(verdict, output_root / REPORT_HTML)
     write_json(output_root / VERDICT, verdict_json(verdict))
@@ -115,7 +121,7 @@ def gate_runs(
     summaries: list[RunSummary] | None = None,
     decisions: dict[tuple[str, str], SequentialResult] | None = None,
     output_root: Path,
-    link: str | None = None,
+    link: ReportLink | None = None,
     saved: bool = False,
     error_budgets: dict[str, float] | None = None,
 ) -> Verdict:
@@ -149,7 +155,7 @@ def gate_runs(
     if error_budgets is not None:  # a live run without baselines: read from its run_config.json
         budgets.update(error_budgets)
     verdict = decide(summaries, gate, error_budgets=budgets, comparisons=comparisons)
-    write_report(verdict, output_root, report_url=link)
+    write_report(verdict, output_root, link=link)
     return verdict
 
 
@@ -272,7 +278,7 @@ def _gate(
     summaries: list[RunSummary],
     decisions: dict[tuple[str, str], SequentialResult],
 ) -> Verdict:
-    from evalgate.report.html import report_url
+    from evalgate.publish.report_link import report_link
 
     # A run the endpoint stopped mid-way is ERROR and unfinished (no metadata.json): not read.
     dirs = [Path(s.run_dir) for s in summaries if s.run_dir and not s.extra.get("unfinished")]
@@ -293,7 +299,7 @@ def _gate(
         summaries=summaries,
         decisions=decisions,
         output_root=ctx.output_root,
-        link=report_url(ctx.environ),
+        link=report_link(ctx.environ, ctx.output_root),
         error_budgets=budgets,
     )
 

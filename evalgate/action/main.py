@@ -53,9 +53,10 @@ from evalgate.errors import EvalgateError, ExitCode, crash_report, secret_values
 from evalgate.gate import Verdict
 from evalgate.publish import actions
 from evalgate.publish.github import GitHubClient, GitHubError
+from evalgate.publish.report_link import report_link
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
 from evalgate.report import code_span
-from evalgate.report.html import report_url, trend_points, write_html
+from evalgate.report.html import trend_points, write_html
 from evalgate.run.fingerprint import SCORING_VERSION
 from evalgate.run.progress import make_progress
 from evalgate.run.rundir import REPORT_HTML, SCORECARD, load_run, load_runs
@@ -361,7 +362,7 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
     marked = mark_proposals(verdict, policy)  # what only the PR has: gated after merge
     if checks or marked is not verdict:  # dropped, renamed or re-scored; the workflow's inputs
         verdict = apply_policy(marked, checks)
-        pipeline.write_report(verdict, out_root, report_url=report_url(dict(environ)))
+        pipeline.write_report(verdict, out_root, link=report_link(environ, out_root))
     (out_root / "pr.json").write_text(
         json.dumps({"pr_number": ctx.pr_number, "sha": ctx.sha, "repository": ctx.repository}),
         encoding="utf-8",

@@ -276,10 +276,12 @@ def render_scorecard(
     max_flips: int = 20,
     max_reasons: int = 20,
     report_url: str | None = None,
+    report_artifact: str | None = None,
     relative_to: Path | None = None,
 ) -> str:
     """The Markdown scorecard. ``show_details=False`` drops the collapsed sections (for size);
-    ``report_url``: where report.html can be opened (a link line when known); ``relative_to``:
+    ``report_url``: where report.html can be opened (a link line when known), in the artifact
+    ``report_artifact`` (named in the line; None: a URL the user gave); ``relative_to``:
     the scorecard's folder, that run folders inside it are named relative to (an absolute path
     is the writing machine's or container's, meaningless to the reader)."""
 
@@ -326,6 +328,7 @@ def render_scorecard(
         max_reasons=max_reasons,
         version=__version__,
         report_url=_link_target(report_url),
+        report_artifact=report_artifact,
     )
 
 
