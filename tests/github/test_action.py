@@ -214,9 +214,9 @@ def test_pr_cannot_loosen_its_own_gate(
     assert code == 1  # judged with the base branch's 5-point margin, not the PR's 60
     summary = (ws.tmp / "summary").read_text()
     assert "the base branch's policy" in summary and "was applied" in summary
-    assert "this PR changes the exam (gate; baseline): the gate used the base branch's exam" in (
-        summary
-    )
+    # Each changed field, with both values: not just the sections' names.
+    changed = "`gate.margin` `0.05` → `0.6`; `baseline.mode` `auto` → `none`"
+    assert f"this PR changes the exam ({changed}): the gate used the base branch's exam" in summary
     body = github.bodies(REPO, PR)[0]
     assert "margin δ = 5.0 pp" in body and "Compared with the baseline" in body
 
@@ -638,7 +638,10 @@ def test_a_scorer_change_cannot_pass(
     (body,) = github.bodies(REPO, PR)
     # Not an error: the run is scored by the base's scorer, and the comment says so first.
     first = body.split("\n\n")[1]
-    assert "this PR changes the exam (qa: scorer): the gate used the base branch's exam" in first
+    assert (
+        'this PR changes the exam (qa: `scorer` `{"type": "exact"}` → `{"type": "contains"}`): the gate used the base branch\'s exam'
+        in first
+    )
     run_config = next((ws.ws / "evalgate-outputs" / "evals").rglob("run_config.json"))
     assert json.loads(run_config.read_text())["benchmark"]["scorer"]["type"] == "exact"
     assert code == 0, log
