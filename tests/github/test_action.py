@@ -638,10 +638,8 @@ def test_a_scorer_change_cannot_pass(
     (body,) = github.bodies(REPO, PR)
     # Not an error: the run is scored by the base's scorer, and the comment says so first.
     first = body.split("\n\n")[1]
-    assert (
-        'this PR changes the exam (qa: `scorer` `{"type": "exact"}` → `{"type": "contains"}`): the gate used the base branch\'s exam'
-        in first
-    )
+    scorer = '`scorer` `{"type": "exact"}` → `{"type": "contains"}`'
+    assert f"this PR changes the exam (qa: {scorer}): the gate used the base branch's exam" in first
     run_config = next((ws.ws / "evalgate-outputs" / "evals").rglob("run_config.json"))
     assert json.loads(run_config.read_text())["benchmark"]["scorer"]["type"] == "exact"
     assert code == 0, log
