@@ -239,13 +239,41 @@ def _age(stored_at: str, now: datetime.datetime | None = None) -> str:
     return "just now"
 
 
+def _why_rerun(origin: dict[str, Any]) -> str:
+    """Why the Action re-ran the merge-base (``evalgate.action.main._baselines``)."""
+    why = origin.get("why")
+    if why == "rerun":
+        return ": `baseline: rerun`"
+    if why == "no-store":
+        return ": no result store (`results_store: none`)"
+    if why == "not-stored":
+        runs = ", ".join(code_span(str(m)) for m in origin.get("missing") or ())
+        return f": nothing usable stored for it or its ancestors ({runs})"
+    return ""
+
+
 def _origin(comp: Any) -> Markup:
+    """Where the baseline came from: the commit, and in the Action how it relates to the PR's
+    merge-base (that commit re-run, and why; or stored for it or its nearest ancestor)."""
     origin = comp.base_origin or {}
     if origin.get("commit"):
+        commit = str(origin["commit"])
+        merge_base = str(origin.get("merge_base") or "")
         stored = origin.get("stored_at")
         age = escape_text(f", stored {_age(stored)} ({stored})") if stored else ""
-        rerun = " (re-run for this PR)" if origin.get("rerun") else ""
-        return Markup(f"commit {code_span(str(origin['commit'])[:12])}{rerun}{age}")
+        if origin.get("rerun"):
+            where = "the merge-base " if merge_base == commit else ""
+            why = _why_rerun(origin)
+            return Markup(f"{where}commit {code_span(commit[:12])} (re-run for this PR{why})")
+        if merge_base == commit:
+            relation = ", the merge-base"
+        elif merge_base:
+            relation = (
+                f", the nearest stored ancestor of the merge-base {code_span(merge_base[:12])}"
+            )
+        else:
+            relation = ""
+        return Markup(f"commit {code_span(commit[:12])}{relation}{age}")
     return Markup(f"run {code_span(origin.get('run_id', comp.base_path))}")
 
 

@@ -247,7 +247,9 @@ def test_rerun_baseline_without_a_store(
     assert code == 1, log
     verdict = json.loads((ws.ws / "evalgate-outputs" / "verdict.json").read_text())
     (comp,) = verdict["comparisons"]
-    assert comp["base_origin"] == {"commit": ws.base, "rerun": True}
+    assert comp["base_origin"] == {
+        "commit": ws.base, "rerun": True, "merge_base": ws.base, "why": "no-store"
+    }  # fmt: skip
     assert github.requests() == []  # comment: false
 
 
@@ -463,7 +465,7 @@ def test_leaves_no_root_owned_file_in_the_runners_checkout(
         # The Action's own git read the checkout too: the base branch's policy, the baseline.
         summary = (ws.tmp / "summary").read_text()
         assert "the base branch has no" not in summary
-        assert f"baseline commit `{ws.base[:12]}`" in summary, summary
+        assert f"commit `{ws.base[:12]}`" in summary, summary
 
     for argv in (["git", "fetch", "origin"], ["git", "clean", "-ffdx"]):
         proc = _as_runner(ws.ws, *argv)

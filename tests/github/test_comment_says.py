@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from fake_github import FakeGitHub
-from test_action import PR, REPO, Workspace, _evals, _pr_env, _store_baseline
+from test_action import PR, REPO, Workspace, _evals, _git, _pr_env, _store_baseline
 from test_action import ws as ws
 
 from evalgate.action import run_action
@@ -130,3 +130,56 @@ def test_a_report_url_the_user_gives_is_linked_as_given(
     assert code == 0, log
     (body,) = github.bodies(REPO, PR)
     assert "📄 [Full report](https://r.example/x): per-item diffs" in body
+
+
+# -- the baseline line: the merge-base, and why it was re-run -------------------------------
+
+
+def _baseline_line(body: str) -> str:
+    (line,) = [ln for ln in body.splitlines() if ln.startswith("<sub>m / qa: baseline ")]
+    return line
+
+
+@pytest.mark.parametrize(
+    ("inputs", "why"),
+    [
+        ({"results_store": "none"}, "no result store (`results_store: none`)"),
+        ({"baseline": "rerun"}, "`baseline: rerun`"),
+        ({}, "nothing usable stored for it or its ancestors (`m/qa`)"),  # an empty store
+    ],
+    ids=["no-store", "rerun", "nothing-stored"],
+)
+def test_a_rerun_baseline_names_the_merge_base_and_why(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any], inputs: dict[str, str], why: str
+) -> None:
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head, **inputs))
+    assert code == 0, log
+    (body,) = github.bodies(REPO, PR)
+    expected = f"baseline the merge-base commit `{ws.base[:12]}` (re-run for this PR: {why})"
+    assert expected in _baseline_line(body), body
+
+
+def test_a_stored_baseline_says_whether_it_is_the_merge_bases(
+    ws: Workspace, github: FakeGitHub, pr_event: dict[str, Any]
+) -> None:
+    _store_baseline(ws, github)
+    head = ws.pr(_evals(ws.url, system="Answer briefly."))
+    code, log = _run(_pr_env(ws, github, pr_event, head))
+    assert code == 0, log
+    line = _baseline_line(github.bodies(REPO, PR)[0])
+    assert f"baseline commit `{ws.base[:12]}`, the merge-base, stored " in line, line
+
+    # main moves on without storing (say its push job was cancelled): the PR branched from the
+    # new commit is compared with the stored ancestor, and the line names both.
+    stored = ws.base
+    _git(ws.ws, "checkout", "-q", "main")
+    (ws.ws / "notes.txt").write_text("unrelated\n")
+    ws.base = ws.commit((ws.ws / "evals.yaml").read_text(), "main")
+    _git(ws.ws, "push", "-q", "origin", "main")
+    head = ws.pr(_evals(ws.url, system="Answer briefly."), name="feature-2")
+    code, log = _run(_pr_env(ws, github, pr_event, head))
+    assert code == 0, log
+    line = _baseline_line(github.bodies(REPO, PR)[0])
+    nearest = f"the nearest stored ancestor of the merge-base `{ws.base[:12]}`"
+    assert f"baseline commit `{stored[:12]}`, {nearest}, stored " in line, line
