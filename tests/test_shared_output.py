@@ -61,10 +61,10 @@ def test_two_local_runs_at_once_are_both_named(tmp_path: Path, scripted_server: 
         a = _local(_config(tmp_path / "a.yaml", "a", a_server.base_url), out)
         assert a_asked.wait(300), a.communicate()
         b = _local(_config(tmp_path / "b.yaml", "b", b_server.base_url), out)
-        b_out, b_err = b.communicate(timeout=600)
+        _, b_err = b.communicate(timeout=600)
         assert b.returncode == 0, b_err
         b_done.set()
-        a_out, a_err = a.communicate(timeout=600)
+        _, a_err = a.communicate(timeout=600)
         assert a.returncode == 0, a_err
 
     verdict = json.loads((out / "verdict.json").read_text())
