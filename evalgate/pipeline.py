@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # comparing, gating and reporting load when a run gets there 
     from evalgate.compare.paired import LoadedRun, RunComparison
     from evalgate.config.spec import Benchmark, GateSettings, HFHubSettings
     from evalgate.gate import Verdict
-    from evalgate.publish.report_link import ReportLink
+    from evalgate.report.link import ReportLink
     from evalgate.run.sequential import SequentialResult
     from evalgate.run.summary import RunSummary
     from evalgate.sandbox import SandboxBackend
@@ -309,7 +309,7 @@ def _gate(
     summaries: list[RunSummary],
     decisions: dict[tuple[str, str], SequentialResult],
 ) -> Verdict:
-    from evalgate.publish.report_link import report_link
+    from evalgate.report.link import report_link
 
     # A run the endpoint stopped mid-way is ERROR and unfinished (no metadata.json): not read.
     dirs = [Path(s.run_dir) for s in summaries if s.run_dir and not s.extra.get("unfinished")]

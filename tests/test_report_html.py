@@ -211,7 +211,7 @@ benchmarks:
     assert report_url({**actions, "EVALGATE_REPORT_URL": "https://x.example/r.html"}) == (
         "https://x.example/r.html"
     )
-    # Linked only where the job uploads the outputs (evalgate.publish.report_link): a job
+    # Linked only where the job uploads the outputs (evalgate.report.link): a job
     # whose `run:` step calls `evalgate local`, then uploads the folder whatever the verdict.
     (tmp_path / ".github" / "workflows").mkdir(parents=True)
     (tmp_path / ".github" / "workflows" / "ci.yml").write_text(

@@ -53,10 +53,10 @@ from evalgate.errors import EvalgateError, ExitCode, crash_report, secret_values
 from evalgate.gate import Verdict
 from evalgate.publish import actions
 from evalgate.publish.github import GitHubClient, GitHubError
-from evalgate.publish.report_link import report_link
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
 from evalgate.report import code_span
 from evalgate.report.html import trend_points, write_html
+from evalgate.report.link import report_link
 from evalgate.run.fingerprint import SCORING_VERSION
 from evalgate.run.progress import make_progress
 from evalgate.run.rundir import REPORT_HTML, SCORECARD, load_run, load_runs

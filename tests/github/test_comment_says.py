@@ -18,7 +18,7 @@ from test_action import ws as ws
 
 from evalgate.action import run_action
 from evalgate.action.workflow_inputs import _is_evalgate
-from evalgate.publish.report_link import uploaded_artifact
+from evalgate.report.link import uploaded_artifact
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "workflows" / "evalgate.yml"
