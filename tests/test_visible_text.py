@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_a_zero_width_space_in_a_url_is_shown_in_the_log_the_scorecard_and_stderr(
+def test_a_zero_width_space_in_a_url_is_refused_at_load_and_shown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"http://127.0.0.1:{_closed_port()}/v1{ZWSP}"
@@ -32,14 +33,29 @@ def test_a_zero_width_space_in_a_url_is_shown_in_the_log_the_scorecard_and_stder
         f'models: [{{name: m, backend: openai, base_url: "{url}", model: org/m}}]\n'
         "benchmarks: [{name: a, kind: arith, size: 3}]\n",
     )
+    assert main(["local", str(config), "--output", str(tmp_path / "o")], out=io.StringIO()) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"{config}:1: models[0].base_url: the URL contains an invisible character" in line
+    assert "(\\u200b, character " in line and ZWSP not in line
+
+
+def test_a_zero_width_space_in_a_url_a_server_sends_is_shown_in_the_log_and_scorecard(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    docs = f"https://docs.example/limits{ZWSP}"
+    error = f'{{"error": {{"message": "rate limit, see {docs}"}}}}'
+    server = scripted_server(lambda body, n: (400, error, {"Content-Type": "application/json"}))
+    config = write_config(
+        tmp_path,
+        f'models: [{{name: m, backend: openai, base_url: "{server.base_url}", model: org/m}}]\n'
+        "benchmarks: [{name: a, kind: arith, size: 3, eval: {max_retries: 0}}]\n",
+    )
     log = io.StringIO()
     assert main(["local", str(config), "--output", str(tmp_path / "o")], out=log) == 3
-    err = capsys.readouterr().err
-    shown = url.replace(ZWSP, "\\u200b")
-    assert f"cannot reach {shown} (" in log.getvalue()
-    assert ZWSP not in log.getvalue() + err  # none hidden anywhere in what was printed
+    assert "see https://docs.example/limits\\u200b" in log.getvalue()
+    assert ZWSP not in log.getvalue()  # none hidden in the log (GitHub's linking needs none)
     card = (tmp_path / "o" / "scorecard.md").read_text()
-    assert f"/v1{ZWSP}" not in card and "/v1\\\\u200b (" in card  # `\u200b` once rendered
+    assert f"limits{ZWSP}" not in card and "limits\\\\u200b" in card  # `\u200b` rendered
 
 
 def test_error_messages_show_invisible_and_bidi_characters() -> None:
