@@ -370,9 +370,19 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
         )
     checks = policy_checks(policy, config)
     marked = mark_proposals(verdict, policy)  # what only the PR has: gated after merge
+    link = report_link(environ, out_root)
     if checks or marked is not verdict:  # dropped, renamed or re-scored; the workflow's inputs
         verdict = apply_policy(marked, checks)
-        pipeline.write_report(verdict, out_root, link=report_link(environ, out_root))
+        pipeline.write_report(verdict, out_root, link=link)
+    if link is None and ctx.run_id:  # the comment links no report: say how it would
+        pub.log(
+            actions.annotation(
+                "notice",
+                f"evalgate: report.html is not linked from the comment: this job uploads no "
+                f"artifact with {inputs.output_dir} after a failing step (add "
+                "actions/upload-artifact with `if: always()`, as examples/workflows/evalgate.yml)",
+            )
+        )
     (out_root / "pr.json").write_text(
         json.dumps({"pr_number": ctx.pr_number, "sha": ctx.sha, "repository": ctx.repository}),
         encoding="utf-8",

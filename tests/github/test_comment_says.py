@@ -62,6 +62,7 @@ def test_the_copied_workflow_uploads_the_artifact_the_comment_links(
     assert code == 1, log  # a FAIL: the upload step still runs (if: always())
     (body,) = github.bodies(REPO, PR)
     assert f"📄 [Full report]({ARTIFACTS}): report.html in this run's `evalgate-outputs` " in body
+    assert "is not linked" not in log
 
 
 @pytest.mark.parametrize(
@@ -84,6 +85,7 @@ def test_a_job_that_does_not_upload_the_report_gets_no_link(
     assert code == 0, log
     (body,) = github.bodies(REPO, PR)
     assert "Full report" not in body and "#artifacts" not in body, body
+    assert "::notice::evalgate: report.html is not linked from the comment" in log
     summary = (ws.tmp / "summary").read_text()
     assert "evalgate: PASS" in summary and "#artifacts" not in summary
 
