@@ -18,6 +18,8 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from evalgate._text import visible
+
 __all__ = [
     "ConfigError",
     "EvalgateError",
@@ -50,6 +52,9 @@ class EvalgateError(Exception):
     exit_code: ExitCode = ExitCode.CONFIG
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        # A value quoted from the user's files with a zero-width or bidi character in it would
+        # print as a value that looks right: each is shown as its escape (evalgate._text).
+        message, hint = visible(message), None if hint is None else visible(hint)
         self.message = message
         self.hint = hint
         super().__init__(message if hint is None else f"{message} ({hint})")

@@ -14,6 +14,7 @@ Outcomes, most severe first:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -223,6 +224,27 @@ def _holm_stop(checks: list[Check], testable: list[int], rejected: list[bool]) -
     return min(kept, key=lambda i: checks[i].p or 0.0) if kept else None
 
 
+def _scale_notes(run: RunSummary, gate: GateSettings) -> list[str]:
+    """A line per metric whose values leave the range ``gate.scales`` declares for it."""
+    out = []
+    for metric, declared in gate.scales.items():
+        if declared == "count" or metric not in run.per_item:
+            continue
+        low, high = (0.0, 1.0) if declared == "proportion" else declared
+        values = [v for v in run.per_item[metric].values() if math.isfinite(v)]
+        if not values or (low <= min(values) and max(values) <= high):
+            continue
+        shown = "proportion ([0, 1])" if declared == "proportion" else f"[{low:g}, {high:g}]"
+        lo, hi = min(values), max(values)
+        seen = f"{lo:g}" if lo == hi else f"{lo:g} to {hi:g}"
+        out.append(
+            f"{run.model} / {run.benchmark} / {metric}: values outside the declared range "
+            f"gate.scales.{metric} = {shown} (seen: {seen}); fix the range, or name the "
+            "metric it is meant for"
+        )
+    return out
+
+
 def _holm_rank(checks: list[Check], testable: list[int], i: int) -> int:
     """m − j + 1 for the j-th smallest p: the divisor of α Holm applies to check i."""
     smaller = sum(1 for j in testable if (checks[j].p or 0.0) < (checks[i].p or 0.0))
@@ -288,6 +310,15 @@ def decide(
         # Scores with nothing to hold them to are not a PASS: say so, exit 0.
         status = "UNGATED"
         reasons = (NO_GATE,)
+    # A comparison says it in its own reason (compare.paired); a run compared with nothing
+    # would show scores in the units of a range they leave, with no word about it.
+    compared = {(c.model, c.benchmark) for c in comparisons}
+    reasons += tuple(
+        note
+        for run in runs
+        if (run.model, run.benchmark) not in compared
+        for note in _scale_notes(run, gate)
+    )
     return Verdict(
         status=status,  # type: ignore[arg-type]
         checks=tuple(checks),

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # comparing, gating and reporting load when a run gets there 
     from evalgate.compare.paired import LoadedRun, RunComparison
     from evalgate.config.spec import Benchmark, GateSettings, HFHubSettings
     from evalgate.gate import Verdict
+    from evalgate.report.link import ReportLink
     from evalgate.run.sequential import SequentialResult
     from evalgate.run.summary import RunSummary
     from evalgate.sandbox import SandboxBackend
@@ -93,18 +94,52 @@ def _apply_sequential(
     return out
 
 
-def write_report(verdict: Verdict, output_root: Path, *, report_url: str | None = None) -> None:
+def write_report(
+    verdict: Verdict,
+    output_root: Path,
+    *,
+    link: ReportLink | None = None,
+    run_id: str | None = None,
+) -> None:
     """scorecard.md, verdict.json, junit.xml and report.html for this invocation; the scorecard
-    links the report when ``report_url`` (where the uploaded outputs are) is known."""
+    links the report when ``link`` (the artifact the job uploads the outputs in) is known.
+
+    ``run_id``: this invocation's (``run`` and ``resume``): its scorecard and verdict are kept
+    under ``reports/{run_id}/`` too, and the root names every other invocation that wrote to
+    the folder while this one ran (:mod:`evalgate.report.shared_folder`)."""
     from evalgate.report import render_scorecard, verdict_json
+
+    output_root.mkdir(parents=True, exist_ok=True)
+    scorecard = render_scorecard(
+        verdict,
+        report_url=link.url if link else None,
+        report_artifact=link.artifact if link else None,
+        relative_to=output_root,
+    )
+    data = verdict_json(verdict)
+    if run_id is None:
+        _write_root(verdict, output_root, scorecard, data)
+        return
+    from evalgate.report import shared_folder
+
+    own = output_root / shared_folder.REPORTS / run_id
+    own.mkdir(parents=True, exist_ok=True)
+    (own / SCORECARD).write_text(scorecard, encoding="utf-8")
+    write_json(own / VERDICT, data)
+    with shared_folder.report_lock(output_root):  # one invocation's root files, never a mix
+        others = shared_folder.concurrent_invocations(output_root, run_id)
+        data["invocation"] = shared_folder.invocation_entry(run_id, data)
+        data["concurrent_invocations"] = others
+        _write_root(verdict, output_root, shared_folder.with_note(scorecard, others), data)
+
+
+def _write_root(verdict: Verdict, output_root: Path, scorecard: str, data: dict[str, Any]) -> None:
     from evalgate.report.html import write_html
     from evalgate.report.junit import render_junit
 
-    output_root.mkdir(parents=True, exist_ok=True)
-    scorecard = render_scorecard(verdict, report_url=report_url, relative_to=output_root)
     (output_root / SCORECARD).write_text(scorecard, encoding="utf-8")
     write_html(verdict, output_root / REPORT_HTML)
-    write_json(output_root / VERDICT, verdict_json(verdict))
+    write_json(output_root / VERDICT, data)
     (output_root / JUNIT).write_text(render_junit(verdict), encoding="utf-8")
 
 
@@ -116,9 +151,10 @@ def gate_runs(
     summaries: list[RunSummary] | None = None,
     decisions: dict[tuple[str, str], SequentialResult] | None = None,
     output_root: Path,
-    link: str | None = None,
+    link: ReportLink | None = None,
     saved: bool = False,
     error_budgets: dict[str, float] | None = None,
+    run_id: str | None = None,
 ) -> Verdict:
     """Compare finished runs with their baselines, decide, and write scorecard.md/verdict.json.
 
@@ -127,7 +163,8 @@ def gate_runs(
     run directory). ``saved``: the heads are saved folders (`compare`), so what the base gates
     and they lack is a FAIL (:func:`~evalgate.compare.paired.missing_from_head`).
     ``error_budgets``: benchmark → ``eval.max_error_rate`` of runs not passed as ``heads`` (a
-    live run with nothing to compare reads no journal back).
+    live run with nothing to compare reads no journal back). ``run_id``: the invocation's, see
+    :func:`write_report`.
     """
     from evalgate.gate import decide
 
@@ -150,7 +187,7 @@ def gate_runs(
     if error_budgets is not None:  # a live run without baselines: read from its run_config.json
         budgets.update(error_budgets)
     verdict = decide(summaries, gate, error_budgets=budgets, comparisons=comparisons)
-    write_report(verdict, output_root, report_url=link)
+    write_report(verdict, output_root, link=link, run_id=run_id)
     return verdict
 
 
@@ -290,7 +327,7 @@ def _gate(
     summaries: list[RunSummary],
     decisions: dict[tuple[str, str], SequentialResult],
 ) -> Verdict:
-    from evalgate.report.html import report_url
+    from evalgate.report.link import report_link
 
     # A run the endpoint stopped mid-way is ERROR and unfinished (no metadata.json): not read.
     dirs = [Path(s.run_dir) for s in summaries if s.run_dir and not s.extra.get("unfinished")]
@@ -311,8 +348,9 @@ def _gate(
         summaries=summaries,
         decisions=decisions,
         output_root=ctx.output_root,
-        link=report_url(ctx.environ),
+        link=report_link(ctx.environ, ctx.output_root),
         error_budgets=budgets,
+        run_id=ctx.run_id,
     )
 
 

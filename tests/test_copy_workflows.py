@@ -21,7 +21,9 @@ def test_the_docs_name_the_copyable_workflows_and_inline_one_verbatim() -> None:
     assert {p.name for p in COPIED} == {"evalgate.yml", "evalgate-pr.yml", "evalgate-publish.yml"}
     action = (ROOT / "docs" / "action.md").read_text(encoding="utf-8")
     assert "examples/workflows/" in action
-    for text in (README, action):
+    # Every page that inlines the copyable workflow (docs/index.md mirrors the README).
+    pages = [README, *(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md")))]
+    for text in (t for t in pages if "uses: org/evalgate@" in t):
         blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
         inline = [b for b in blocks if "uses: org/evalgate@" in b]
         assert inline == [(ROOT / "examples" / "workflows" / "evalgate.yml").read_text()]

@@ -335,7 +335,8 @@ def test_a_changed_judge_is_a_changed_measurement(tmp_path: Path, scripted_serve
     for name, scorer in variants.items():
         folder = tmp_path / name
         folder.mkdir()
-        config = load_config(_config(folder, url, url, scorer), [])
+        # mode rubric: a reference judge shows no rubric, and refuses one (spec/judge.py).
+        config = load_config(_config(folder, url, url, scorer, mode="rubric"), [])
         bench = config.benchmarks[0]
         prints[name] = json.dumps(
             fingerprint(bench, config.models[0], "m", [])["measurement"], sort_keys=True

@@ -162,6 +162,48 @@ def test_config_without_key_or_base_leaves_them_to_litellm() -> None:
     assert entry["litellm_params"] == {"model": "gemini/gemini-2.0-flash"}
 
 
+def test_params_fallbacks_become_router_fallbacks() -> None:
+    """Left in litellm_params, LiteLLM answers a fallback's reply in the primary's name (no
+    fallback header): as deployments behind router fallbacks the reply names the fallback
+    (tests/test_litellm_fallback_proxy.py runs the real proxy)."""
+    model = _model(
+        model="openai/gpt-4o",
+        api_key_env="KEY",
+        api_base="http://primary.invalid/v1",
+        params={
+            "timeout": 30,
+            "fallbacks": [
+                {"model": "openai/gpt-4o-mini", "api_base": "http://fallback.invalid/v1"},
+                "openai/gpt-4o-mini",  # a name alone: the primary's params, another model
+                {"model": "openai/gpt-4o", "api_base": "http://other.invalid/v1"},
+            ],
+        },
+    )
+    config = lt.proxy_config(model, {})
+    primary, *fallbacks = config["model_list"]
+    base = {"api_key": "os.environ/KEY", "timeout": 30}
+    assert primary == {
+        "model_name": "openai/gpt-4o",
+        "litellm_params": {
+            "model": "openai/gpt-4o",
+            "api_base": "http://primary.invalid/v1",
+            **base,
+        },
+    }
+    assert [f["model_name"] for f in fallbacks] == [
+        "openai/gpt-4o-mini",
+        "openai/gpt-4o-mini (fallback 2)",
+        "openai/gpt-4o (fallback 3)",
+    ]
+    assert fallbacks[0]["litellm_params"] == {
+        "model": "openai/gpt-4o-mini", "api_base": "http://fallback.invalid/v1", **base
+    }  # fmt: skip
+    assert fallbacks[1]["litellm_params"]["api_base"] == "http://primary.invalid/v1"
+    names = [f["model_name"] for f in fallbacks]
+    assert config["router_settings"] == {"fallbacks": [{"openai/gpt-4o": names}], "num_retries": 0}
+    assert "router_settings" not in lt.proxy_config(_model(), {})
+
+
 @pytest.mark.parametrize("param", ["api_key", "model", "api_base"])
 def test_params_may_not_shadow_a_field(param: str) -> None:
     with pytest.raises(ConfigError, match=param):

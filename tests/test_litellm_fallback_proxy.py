@@ -129,3 +129,60 @@ benchmarks: [{{name: arith, kind: arith, size: 4, eval: {{max_retries: 0}}}}]
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert meta["fallback_rollouts"] == 4
     assert "a fallback" in (out / "scorecard.md").read_text()
+
+
+@pytest.mark.slow
+def test_own_proxy_params_fallbacks_are_recorded_and_priced_as_the_fallback(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """evalgate's own proxy (no proxy_url) with `params.fallbacks` and its primary dead: LiteLLM
+    answers in the primary's name with `x-litellm-attempted-fallbacks: 0`; only its api-base
+    and cost headers say the fallback answered. Each reply is recorded as the fallback's and
+    priced at the proxy's own cost header (the fallback's price), never the primary's."""
+    from evalgate.run.costs import cost_usd
+
+    fallback = scripted_server(answer_arith)
+    dead = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens: the primary is down
+    evals = write_config(
+        tmp_path,
+        f"""
+models:
+  - name: routed
+    backend: litellm
+    model: openai/gpt-4o
+    api_base: "{dead}"
+    api_key_env: EVALGATE_TEST_PRIMARY_KEY
+    params:
+      fallbacks:
+        - model: openai/gpt-4o-mini
+          api_base: "{fallback.base_url}"
+          api_key: os.environ/EVALGATE_TEST_FALLBACK_KEY
+benchmarks: [{{name: arith, kind: arith, size: 4, eval: {{max_retries: 0}}}}]
+""",
+    )
+    out = tmp_path / "out"
+    environ = {
+        "CI": "1",
+        "EVALGATE_TEST_PRIMARY_KEY": "sk-primary",
+        "EVALGATE_TEST_FALLBACK_KEY": "sk-fallback",
+        **{k: v for k, v in os.environ.items() if k in ("EVALGATE_LITELLM_PYTHON", "PATH")},
+    }
+    code = main(["local", str(evals), "--output", str(out)], environ=environ)
+    assert code == 0
+    assert len(fallback.requests) == 4  # the fallback answered every item
+    (run_dir,) = (out / "evals").glob("*/*")
+    records = read_jsonl(run_dir / "results.jsonl")
+    assert len(records) == 4 and all(r["reward"] == 1.0 for r in records)
+    for rec in records:  # named as the reply names it (the upstream's own name, no provider)
+        ((name, seen),) = rec["served_by"].items()
+        assert name.endswith("gpt-4o-mini"), rec["served_by"]
+        assert seen["priced"] == 1 and seen["cost_usd"] > 0  # the proxy's cost header
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["fallback_rollouts"] == 4
+    proxy_said = sum(s["cost_usd"] for r in records for s in r["served_by"].values())
+    tokens = meta["usage"]["prompt_tokens"], meta["usage"]["completion_tokens"]
+    mini, primary = cost_usd("openai/gpt-4o-mini", *tokens), cost_usd("openai/gpt-4o", *tokens)
+    assert meta["cost_usd"] == pytest.approx(proxy_said)
+    assert meta["cost_usd"] == pytest.approx(mini) and primary > 10 * meta["cost_usd"]
+    scorecard = (out / "scorecard.md").read_text()
+    assert "a fallback" in scorecard and "4 of 4 rollouts, by `gpt-4o-mini`" in scorecard

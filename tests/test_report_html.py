@@ -211,9 +211,27 @@ benchmarks:
     assert report_url({**actions, "EVALGATE_REPORT_URL": "https://x.example/r.html"}) == (
         "https://x.example/r.html"
     )
+    # Linked only where the job uploads the outputs (evalgate.report.link): a job
+    # whose `run:` step calls `evalgate local`, then uploads the folder whatever the verdict.
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "ci.yml").write_text(
+        "jobs:\n  evals:\n    steps:\n      - run: evalgate local evals.yaml --output out\n"
+        "      - uses: actions/upload-artifact@v4\n        if: ${{ !cancelled() }}\n"
+        "        with: {name: evals, path: out}\n"
+    )
+    actions |= {
+        "GITHUB_WORKFLOW_REF": "acme/app/.github/workflows/ci.yml@refs/heads/main",
+        "GITHUB_JOB": "evals",
+        "GITHUB_WORKSPACE": str(tmp_path),
+    }
     out = tmp_path / "out"
     assert main(["local", str(cfg), "--output", str(out), "--no-cache"], environ=actions) == 0
-    assert f"]({url})" in (out / "scorecard.md").read_text()
+    assert (
+        f"]({url}): report.html in this run's `evals` artifact"
+        in (out / "scorecard.md").read_text()
+    )
+    assert main(["local", str(cfg), "--output", str(tmp_path / "o3")], environ=actions) == 0
+    assert "report.html" not in (tmp_path / "o3" / "scorecard.md").read_text()  # not uploaded
     assert (out / "report.html").is_file() and (out / "junit.xml").is_file()
     assert main(["local", str(cfg), "--output", str(tmp_path / "o2")], environ={}) == 0
     assert "report.html" not in (tmp_path / "o2" / "scorecard.md").read_text()  # no URL, no link

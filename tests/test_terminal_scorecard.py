@@ -42,13 +42,25 @@ def test_a_terminal_gets_the_scorecard_rendered(scripted_server, tmp_path: Path)
     assert any(ch in shown for ch in "┃│━─")  # a drawn table
 
 
-def test_a_log_or_pipe_gets_the_markdown(scripted_server, tmp_path: Path) -> None:
-    server = scripted_server(answer_arith)
+def test_a_log_or_pipe_gets_the_markdown_without_html_escapes(
+    scripted_server, tmp_path: Path
+) -> None:
+    """A CI log is read as plain text: the tables stay, but no `&gt;` / `&amp;`, no tags, no
+    backslash escapes and no zero-width spaces (scorecard.md keeps them all for GitHub)."""
+    error = '{"error": {"message": "top_p must be <= 1 & > 0, ask @ops *now* or _later_"}}'
+    server = scripted_server(lambda body, n: (400, error, {"Content-Type": "application/json"}))
     config = _config(tmp_path, server.base_url)
     log = io.StringIO()
-    assert main(["local", str(config), "--output", str(tmp_path / "o")], out=log) in (0, 1)
+    assert main(["local", str(config), "--output", str(tmp_path / "o")], out=log) == 3
     card = (tmp_path / "o" / "scorecard.md").read_text()
-    assert log.getvalue().strip() == card.strip()
+    shown = log.getvalue()
+    for escaped in ("&gt;", "&lt;", "&amp;", "\\*", "\\_", "<details>", "<sub>", "\u200b"):
+        assert escaped in card, escaped  # GitHub needs them there
+        assert escaped not in shown, escaped
+    assert "(100.0% > max_error_rate 5.0%)" in shown
+    assert "top_p must be <= 1 & > 0, ask @ops *now* or _later_" in shown
+    assert "| model | benchmark | metric |" in shown and "|---|" in shown  # still Markdown
+    assert "\n**Runs**\n" in shown
 
 
 def test_entities_and_tags_in_reasons_are_decoded_for_a_terminal() -> None:

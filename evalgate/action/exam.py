@@ -12,10 +12,11 @@ somewhere the base does not, and :func:`check_paths` refuses a path out of the r
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from evalgate.config.load import Config
 from evalgate.config.routes import routes
 from evalgate.config.split import field_role, merge_benchmark
 from evalgate.errors import ConfigError
+from evalgate.report import code_span
 
 __all__ = [
     "anchor_local_data",
@@ -178,12 +180,40 @@ def _path_change(name: str, old: Any, new: Any, base_root: Path, pr_root: Path) 
     return ""
 
 
+_SHOWN = 40  # characters of a changed value shown in the note; the rest is the diff's
+
+
+def _shown(value: Any) -> str:
+    """A changed value for the note: evalgate's own numbers as they are, anything else (text
+    from the PR: prompts, names) in a code span, cut to a few words."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # `120`, as written, not the loader's `120.0`
+    if value is None or isinstance(value, bool | int | float):
+        return code_span("null" if value is None else json.dumps(value))
+    if isinstance(value, BaseModel):  # a section of another kind: what it is, then its fields
+        value = value.model_dump(mode="json", exclude_defaults=True)
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return code_span(text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…")
+
+
 def _which(name: str, old: Any, new: Any) -> list[str]:
-    """``name``, or its sub-fields that differ (``eval.max_error_rate``) when it is a section."""
+    """Each changed leaf under ``name``, named and with both values: ``eval.max_error_rate``
+    of a section, a key of a map (``gate.thresholds.qa.accuracy``), added or removed."""
     if isinstance(old, BaseModel) and type(old) is type(new):
         subs = [f for f in type(old).model_fields if getattr(old, f) != getattr(new, f)]
-        return [f"{name}.{f}" for f in subs] or [name]
-    return [name]
+        out = [c for f in subs for c in _which(f"{name}.{f}", getattr(old, f), getattr(new, f))]
+        return out or [code_span(name)]
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out = []
+        for key in dict.fromkeys([*old, *new]):
+            if key not in new:
+                out.append(f"{code_span(f'{name}.{key}')} removed (was {_shown(old[key])})")
+            elif key not in old:
+                out.append(f"{code_span(f'{name}.{key}')} added ({_shown(new[key])})")
+            elif old[key] != new[key]:
+                out += _which(f"{name}.{key}", old[key], new[key])
+        return out or [code_span(name)]
+    return [f"{code_span(name)} {_shown(old)} → {_shown(new)}"]
 
 
 def _fields(obj: Any, prefix: str) -> Iterator[tuple[str, Any]]:
@@ -205,7 +235,7 @@ def exam_changes(base: Config, base_root: Path, pr: Config, pr_root: Path) -> li
             continue  # reported as removed by policy_checks
         changed: list[str] = []
         if type(other) is not type(bench):
-            changed.append("kind")
+            changed += _which("kind", getattr(bench, "kind", None), getattr(other, "kind", None))
         else:
             mine = dict(_fields(bench, "benchmarks[]"))
             for path, value in _fields(other, "benchmarks[]"):
@@ -227,7 +257,7 @@ def exam_changes(base: Config, base_root: Path, pr: Config, pr_root: Path) -> li
             out.append(f"{bench.name}: {', '.join(dict.fromkeys(changed))}")
     for section in ("gate", "baseline", "publish"):  # a budget is a ceiling: apply_ceiling's note
         if getattr(base, section) != getattr(pr, section):
-            out.append(section)
+            out.append(", ".join(_which(section, getattr(base, section), getattr(pr, section))))
     return out
 
 

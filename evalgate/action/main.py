@@ -55,7 +55,8 @@ from evalgate.publish import actions
 from evalgate.publish.github import GitHubClient, GitHubError
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
 from evalgate.report import code_span
-from evalgate.report.html import report_url, trend_points, write_html
+from evalgate.report.html import trend_points, write_html
+from evalgate.report.link import report_link
 from evalgate.run.fingerprint import SCORING_VERSION
 from evalgate.run.progress import make_progress
 from evalgate.run.rundir import REPORT_HTML, SCORECARD, load_run, load_runs
@@ -166,6 +167,8 @@ def _secret_values(config: Config, environ: Mapping[str, str]) -> list[str]:
 def _stored_baselines(
     store: ResultStore, commits: list[str], config: Config
 ) -> tuple[dict[tuple[str, str], LoadedRun], list[str]]:
+    """The runs stored for the merge-base (``commits[0]``) or its nearest stored ancestor, and
+    what has none (each with why, when it is there but unusable)."""
     found: dict[tuple[str, str], LoadedRun] = {}
     missing = []
     for model in config.models:
@@ -174,7 +177,7 @@ def _stored_baselines(
             if stored is None:
                 missing.append(f"{model.name}/{bench.name}")
                 continue
-            run = _load_stored(stored)
+            run = _load_stored(stored, commits[0])
             recorded = (run.config.get("fingerprint") or {}).get("measurement") or {}
             if recorded.get("scoring_version") != SCORING_VERSION:
                 # Stored by an evalgate that scored or identified items otherwise: it cannot
@@ -185,10 +188,10 @@ def _stored_baselines(
     return found, missing
 
 
-def _load_stored(stored: Any) -> LoadedRun:
+def _load_stored(stored: Any, merge_base: str) -> LoadedRun:
     """A stored baseline read back and checked for shape: a corrupt store is a one-line error
     naming the run and the fix, not a traceback from deep inside the comparison."""
-    origin = {"commit": stored.key.commit, "stored_at": stored.stored_at}
+    origin = {"commit": stored.key.commit, "stored_at": stored.stored_at, "merge_base": merge_base}
     where = f"stored baseline {stored.key.name} @ {stored.key.commit[:12]} ({stored.path})"
     fix = "delete it from the result store, or push to the default branch to store a new one"
     try:  # the run directory's one loader checks every file, line and field
@@ -199,16 +202,17 @@ def _load_stored(stored: Any) -> LoadedRun:
 
 def _rerun_baseline(
     workdir: Path, sha: str, policy: BasePolicy, out_root: Path, environ: Mapping[str, str],
-    server_factory: Callable[..., Any], log: Callable[[str], None],
+    server_factory: Callable[..., Any], log: Callable[[str], None], why: dict[str, Any],
 ) -> dict[tuple[str, str], LoadedRun]:  # fmt: skip
-    """Evaluate the base commit itself (same items, same seeds) in a detached worktree."""
+    """Evaluate the base commit itself (same items, same seeds) in a detached worktree;
+    ``why`` it is re-run goes with the runs, for the comment's baseline line."""
     tmp = Path(tempfile.mkdtemp(prefix="evalgate-base-"))
     try:
         gitops.git(workdir, "worktree", "add", "--detach", str(tmp / "wt"), sha)
         # The base's evals.yaml (the one its policy was read from), with only the overrides
         # that change the candidate: the workflow's inputs never change the exam.
         base_config = load_config(tmp / "wt" / policy.config_path, policy.overrides)
-        log(f"[evalgate] running the baseline at {sha[:12]}")
+        log(f"[evalgate] running the baseline at the merge-base {sha[:12]} ({why['why']})")
         pipeline.run(
             base_config,
             output_root=out_root,
@@ -217,7 +221,8 @@ def _rerun_baseline(
             server_factory=server_factory,
             log=log,
         )
-        return load_runs(out_root, origin=lambda _: {"commit": sha, "rerun": True})
+        origin = {"commit": sha, "rerun": True, "merge_base": sha, **why}
+        return load_runs(out_root, origin=lambda _: dict(origin))
     finally:
         with contextlib.suppress(gitops.GitFailed):
             gitops.git(workdir, "worktree", "remove", "--force", str(tmp / "wt"))
@@ -234,10 +239,16 @@ def _baselines(base: str, mode: str, store: ResultStore | None, config: Config, 
     if store is not None and mode in ("auto", "stored"):
         baselines, missing = _stored_baselines(store, gitops.ancestors(workdir, base), config)
     if mode == "rerun" or (mode == "auto" and (store is None or bool(missing))):
+        # Why, as the scorecard words it (evalgate.report._origin): the setting, or what is
+        # not stored at the merge-base or its ancestors.
+        why: dict[str, Any] = {"why": "rerun" if mode == "rerun" else "no-store"}
+        if mode != "rerun" and store is not None:
+            why = {"why": "not-stored", "missing": missing}
         with actions.group("evalgate: baseline run"):
             return _rerun_baseline(
-                workdir, base, policy, out_root / "baseline", environ, server_factory, pub.log
-            )
+                workdir, base, policy, out_root / "baseline", environ, server_factory, pub.log,
+                why,
+            )  # fmt: skip
     if missing:
         pub.notices.append(
             f"no stored baseline at {base[:12]} or its ancestors for: {', '.join(missing)}"
@@ -359,9 +370,19 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
         )
     checks = policy_checks(policy, config)
     marked = mark_proposals(verdict, policy)  # what only the PR has: gated after merge
+    link = report_link(environ, out_root)
     if checks or marked is not verdict:  # dropped, renamed or re-scored; the workflow's inputs
         verdict = apply_policy(marked, checks)
-        pipeline.write_report(verdict, out_root, report_url=report_url(dict(environ)))
+        pipeline.write_report(verdict, out_root, link=link)
+    if link is None and ctx.run_id:  # the comment links no report: say how it would
+        pub.log(
+            actions.annotation(
+                "notice",
+                f"evalgate: report.html is not linked from the comment: this job uploads no "
+                f"artifact with {inputs.output_dir} after a failing step (add "
+                "actions/upload-artifact with `if: always()`, as examples/workflows/evalgate.yml)",
+            )
+        )
     (out_root / "pr.json").write_text(
         json.dumps({"pr_number": ctx.pr_number, "sha": ctx.sha, "repository": ctx.repository}),
         encoding="utf-8",

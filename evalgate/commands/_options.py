@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from evalgate._text import visible
 from evalgate.errors import UsageError
 
 if TYPE_CHECKING:
@@ -42,8 +43,9 @@ def cache_dir(args: argparse.Namespace, environ: dict[str, str]) -> Path | None:
 
 
 def log_line(line: str) -> None:
-    """Progress and warnings go to stderr, at once: stdout is the command's result."""
-    print(line, file=sys.stderr, flush=True)
+    """Progress and warnings go to stderr, at once: stdout is the command's result. A value
+    quoted in it with an invisible character shows it (``\\u200b``: evalgate._text)."""
+    print(visible(line), file=sys.stderr, flush=True)
 
 
 def print_outcome(verdict: Verdict, output: Path, out: IO[str]) -> int:

@@ -217,7 +217,7 @@ def _check_judge(config: Any, bench: Any) -> str:
     try:
         rows = load_labels(path, bench.scorer)
     except ConfigError as exc:
-        raise ConfigError(f"{config.locate(bench.name, 'scorer')}: scorer.labels: {exc}") from None
+        raise ConfigError(f"{config.locate(bench.name, 'scorer.labels')}: {exc}") from None
     return f"{bench.name}: judge template rendered, {len(rows)} labelled examples read"
 
 

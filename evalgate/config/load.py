@@ -260,7 +260,7 @@ def _one_error(err: Any, data: Any, root: Any) -> tuple[Path_, str]:
     path: list[str | int] = []
     node: Any = data
     loc = err["loc"]
-    if err["type"] == "yes_no_number":  # raised by the model; the field is in its context
+    if err["type"] in ("yes_no_number", "field_combo"):  # the model names the field in ctx
         loc = (*loc, err["ctx"]["field"])
     for part in loc:
         in_dict = isinstance(node, dict) and part in node
@@ -306,6 +306,7 @@ _LOCATED = (
     "scorer",
     "scorer.prompt_template",
     "scorer.mode",
+    "scorer.labels",
     "id_field",
     "prompt_field",
     "env_id",
@@ -326,6 +327,8 @@ def _message(err: ErrorDetails, node: Any, root: Any, path: Path_, data: Any) ->
         return "unknown field" + _owners(path, root is not EvalsFile) + hint
     if kind in {"missing", "union_tag_not_found"}:
         return "required field is missing"
+    if kind == "field_combo":  # a model's check of one field against the others: its words
+        return err["msg"]
     ctx = err.get("ctx") or {}
     if kind == "string_too_short" and ctx.get("min_length") == 1:
         return "must not be empty"

@@ -239,13 +239,41 @@ def _age(stored_at: str, now: datetime.datetime | None = None) -> str:
     return "just now"
 
 
+def _why_rerun(origin: dict[str, Any]) -> str:
+    """Why the Action re-ran the merge-base (``evalgate.action.main._baselines``)."""
+    why = origin.get("why")
+    if why == "rerun":
+        return ": `baseline: rerun`"
+    if why == "no-store":
+        return ": no result store (`results_store: none`)"
+    if why == "not-stored":
+        runs = ", ".join(code_span(str(m)) for m in origin.get("missing") or ())
+        return f": nothing usable stored for it or its ancestors ({runs})"
+    return ""
+
+
 def _origin(comp: Any) -> Markup:
+    """Where the baseline came from: the commit, and in the Action how it relates to the PR's
+    merge-base (that commit re-run, and why; or stored for it or its nearest ancestor)."""
     origin = comp.base_origin or {}
     if origin.get("commit"):
+        commit = str(origin["commit"])
+        merge_base = str(origin.get("merge_base") or "")
         stored = origin.get("stored_at")
         age = escape_text(f", stored {_age(stored)} ({stored})") if stored else ""
-        rerun = " (re-run for this PR)" if origin.get("rerun") else ""
-        return Markup(f"commit {code_span(str(origin['commit'])[:12])}{rerun}{age}")
+        if origin.get("rerun"):
+            where = "the merge-base " if merge_base == commit else ""
+            why = _why_rerun(origin)
+            return Markup(f"{where}commit {code_span(commit[:12])} (re-run for this PR{why})")
+        if merge_base == commit:
+            relation = ", the merge-base"
+        elif merge_base:
+            relation = (
+                f", the nearest stored ancestor of the merge-base {code_span(merge_base[:12])}"
+            )
+        else:
+            relation = ""
+        return Markup(f"commit {code_span(commit[:12])}{relation}{age}")
     return Markup(f"run {code_span(origin.get('run_id', comp.base_path))}")
 
 
@@ -276,10 +304,12 @@ def render_scorecard(
     max_flips: int = 20,
     max_reasons: int = 20,
     report_url: str | None = None,
+    report_artifact: str | None = None,
     relative_to: Path | None = None,
 ) -> str:
     """The Markdown scorecard. ``show_details=False`` drops the collapsed sections (for size);
-    ``report_url``: where report.html can be opened (a link line when known); ``relative_to``:
+    ``report_url``: where report.html can be opened (a link line when known), in the artifact
+    ``report_artifact`` (named in the line; None: a URL the user gave); ``relative_to``:
     the scorecard's folder, that run folders inside it are named relative to (an absolute path
     is the writing machine's or container's, meaningless to the reader)."""
 
@@ -326,6 +356,7 @@ def render_scorecard(
         max_reasons=max_reasons,
         version=__version__,
         report_url=_link_target(report_url),
+        report_artifact=report_artifact,
     )
 
 

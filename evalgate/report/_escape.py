@@ -20,6 +20,8 @@ import re
 
 from markupsafe import Markup
 
+from evalgate._text import visible
+
 __all__ = ["code_span", "escape_text", "neutralise"]
 
 ZWSP = "\u200b"
@@ -45,15 +47,17 @@ def neutralise(text: str) -> str:
 
 
 def escape_text(value: object) -> Markup:
-    """``value`` as inert one-line Markdown text, safe in a table cell."""
-    text = " ".join(str(value).split())
+    """``value`` as inert one-line Markdown text, safe in a table cell; characters that cannot
+    be seen (a zero-width space in a URL, a bidi override) shown as their escape."""
+    text = " ".join(visible(str(value)).split())
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return Markup(_MARKDOWN.sub(lambda m: "\\" + m.group(0), neutralise(text)))
 
 
 def code_span(value: object, *, empty: str = "∅") -> Markup:
-    """``value`` verbatim (on one line) in a code span no content can break out of."""
-    text = " ".join(str(value).split())
+    """``value`` verbatim (on one line) in a code span no content can break out of; characters
+    that cannot be seen shown as their escape (:func:`evalgate._text.visible`)."""
+    text = " ".join(visible(str(value)).split())
     if not text:
         return Markup(empty)
     fence = "`" * (max((len(m) for m in _BACKTICKS.findall(text)), default=0) + 1)

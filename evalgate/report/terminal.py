@@ -3,17 +3,20 @@
 The scorecard is written for GitHub: tables, ``<details>``/``<summary>`` folds, ``<sub>`` notes
 and HTML-escaped text (``&amp;``). Printed raw to a terminal those read as markup. For a TTY it
 goes through rich's Markdown renderer (tables drawn, entities decoded); the folds become bold
-headings and the notes plain paragraphs, since a terminal has neither. Logs and files (CI, a
-pipe, ``scorecard.md``) keep the Markdown as it is.
+headings and the notes plain paragraphs, since a terminal has neither. A CI log or a pipe gets
+the Markdown as plain text (:func:`for_log`): its tables and code spans, but none of what only a
+Markdown renderer undoes — HTML tags and entities (``&gt;``, ``&amp;``), backslash escapes, the
+zero-width spaces that keep GitHub from linking mentions. ``scorecard.md`` keeps the Markdown.
 """
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 from typing import IO
 
-__all__ = ["for_terminal", "print_scorecard", "wants_rendering"]
+__all__ = ["for_log", "for_terminal", "print_scorecard", "wants_rendering"]
 
 _SUMMARY = re.compile(r"<details>\s*<summary>(.*?)</summary>", re.S)
 _TAGS = re.compile(r"</?(details|summary|sub|sup|br|p|span|b|i|em|strong)\b[^>]*>", re.I)
@@ -23,6 +26,31 @@ def for_terminal(markdown: str) -> str:
     """The scorecard's Markdown without its HTML: a fold's title becomes a bold line."""
     text = _SUMMARY.sub(lambda m: f"\n**{m.group(1).strip()}**\n", markdown)
     return _TAGS.sub("", text)
+
+
+# A code span (its content is verbatim: no entity or escape inside but the cell separator's).
+_CODE = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)")
+# escape_text's backslash escapes; `\|` stays, a table row would end at a bare pipe.
+_ESCAPED = re.compile(r"\\([\\`*~_\]])")
+_ZWSP = "\u200b"  # inserted by escape_text / neutralise; the user's own are shown as "\u200b"
+
+
+def _plain(text: str) -> str:
+    """Text outside code spans: evalgate's tags dropped, then the user's text unescaped."""
+    return _ESCAPED.sub(r"\1", html.unescape(for_terminal(text))).replace(_ZWSP, "")
+
+
+def for_log(markdown: str) -> str:
+    """The scorecard for a CI log or a pipe: Markdown a person reads as plain text."""
+    out = []
+    for line in markdown.splitlines(keepends=True):
+        pos = 0
+        for match in _CODE.finditer(line):
+            out.append(_plain(line[pos : match.start()]))
+            out.append(match.group(0).replace(_ZWSP, ""))
+            pos = match.end()
+        out.append(_plain(line[pos:]))
+    return "".join(out)
 
 
 def wants_rendering(out: IO[str]) -> bool:
@@ -35,9 +63,9 @@ def wants_rendering(out: IO[str]) -> bool:
 
 
 def print_scorecard(markdown: str, out: IO[str]) -> None:
-    """Print the scorecard to ``out``: rendered on a terminal, Markdown elsewhere."""
+    """Print the scorecard to ``out``: rendered on a terminal, as plain text in a log."""
     if not wants_rendering(out):
-        print(markdown, file=out)
+        print(for_log(markdown), file=out)
         return
     from rich.console import Console
     from rich.markdown import Markdown

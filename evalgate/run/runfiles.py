@@ -6,7 +6,7 @@ what it cost. :mod:`evalgate.run.session` writes them through :class:`~evalgate.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
@@ -144,13 +144,22 @@ def primary_metric(gate: GateSettings, baseline: LoadedRun) -> str:
     return next((n for n in names if not n.startswith(("pass@", "pass^"))), "reward")
 
 
+def _fallback_cost(name: str, seen: Mapping[str, float]) -> float | None:
+    """What a fallback's replies cost: the server's own price when it gave one for every reply
+    (LiteLLM's ``x-litellm-response-cost``: the fallback's price, its custom prices included),
+    else its tokens at the fallback's list price."""
+    if seen.get("priced") == seen["requests"] and seen.get("cost_usd") is not None:
+        return float(seen["cost_usd"])
+    return cost_usd(name, int(seen["prompt_tokens"]), int(seen["completion_tokens"]))
+
+
 def run_costs(
     summary: RunSummary, model: Model, records: Iterable[dict[str, Any]]
 ) -> dict[str, Any]:
     """The run's cost: priced from LiteLLM's bundled price list (None for unknown or self-hosted
     models), else what the agents said they spent (command agents on their own API keys)."""
     params = getattr(model, "params", None)
-    others: dict[str, dict[str, int]] = {}  # tokens a fallback served, by the model that did
+    others: dict[str, dict[str, float]] = {}  # tokens a fallback served, by the model that did
     fallback_rollouts = 0
     reported: list[float] = []  # what command agents said they spent
     judged: list[Any] = []  # judgements (dicts: their tokens and cost)
@@ -162,24 +171,27 @@ def run_costs(
                 mine = others.setdefault(
                     name, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
                 )
-                for k in mine:
+                for k in ("requests", "prompt_tokens", "completion_tokens"):
                     mine[k] += int(seen.get(k) or 0)
+                for k in ("priced", "cost_usd"):  # the server's own price (LiteLLM's header)
+                    if seen.get(k) is not None:
+                        mine[k] = mine.get(k, 0) + seen[k]
         if rec.get("cost_usd") is not None:
             reported.append(rec["cost_usd"])
         if rec.get("judge"):
             judged.append(rec["judge"])
     own_in = summary.usage.get("prompt_tokens", 0) - sum(
-        o["prompt_tokens"] for o in others.values()
+        int(o["prompt_tokens"]) for o in others.values()
     )
     own_out = summary.usage.get("completion_tokens", 0) - sum(
-        o["completion_tokens"] for o in others.values()
+        int(o["completion_tokens"]) for o in others.values()
     )
     parts = [cost_usd(summary.model_id, own_in, own_out, params=params)]
     if others and not (own_in or own_out):  # the configured model answered nothing
         parts = []
     # A fallback's tokens at the fallback's price (the config's custom prices are the primary's);
     # one unknown price makes the total unknown rather than an undercount.
-    parts += [cost_usd(n, o["prompt_tokens"], o["completion_tokens"]) for n, o in others.items()]
+    parts += [_fallback_cost(n, o) for n, o in others.items()]
     summary.extra["cost_usd"] = None if None in parts else sum(p for p in parts if p is not None)
     if others:
         summary.extra["served_by"] = others

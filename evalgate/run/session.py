@@ -277,7 +277,11 @@ def _serve_judges(
         judge.price = model_price(model)
         labels = labels_path(ctx.config, bench)
         if labels is not None:  # read before any server starts: a bad file is a config error
-            judge.labels = load_labels(labels, judge.spec)
+            try:
+                judge.labels = load_labels(labels, judge.spec)
+            except ConfigError as exc:  # named from the evals.yaml line that gave the file
+                where = ctx.config.locate(bench.name, "scorer.labels")
+                raise ConfigError(f"{where}: {exc}") from None
         budget = ctx.budget
         if judge.price is None and budget is not None and "usd" in budget.caps:
             raise ConfigError(

@@ -606,7 +606,7 @@ class ChatClient:
         if usage is None:
             with contextlib.suppress(ValueError, TypeError, AttributeError):
                 usage = loads(raw).get("usage") or {}
-        served.note(other, usage or {})
+        served.note(other, usage or {}, served.response_cost(headers))  # a fallback's only
         if other != named and isinstance(parsed, Reply):  # only the header named it
             return dataclasses.replace(parsed, served_by=other)
         return parsed

@@ -85,6 +85,7 @@ def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, A
     if model.api_key_env:
         params["api_key"] = f"os.environ/{model.api_key_env}"
     params.update(model.params)
+    model_list, router = _with_router_fallbacks(model.model, params)
     settings: dict[str, Any] = {
         # Retries belong to the ChatClient (backoff, Retry-After, error accounting); LiteLLM's
         # default retries would multiply every attempt by three.
@@ -94,11 +95,43 @@ def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, A
         "drop_params": True,
         **litellm_callback_settings(environ),
     }
-    return {
-        "model_list": [{"model_name": model.model, "litellm_params": params}],
+    config = {
+        "model_list": model_list,
         "litellm_settings": settings,
         "general_settings": {"master_key": f"os.environ/{MASTER_KEY_ENV}"},
     }
+    if router:
+        config["router_settings"] = router
+    return config
+
+
+def _with_router_fallbacks(
+    name: str, params: dict[str, Any]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The proxy's model list and router settings for ``params``, its ``fallbacks`` made router
+    fallbacks. Left in ``litellm_params``, LiteLLM would call a fallback itself and answer in the
+    primary's name, with no fallback header and the primary's api base in
+    ``x-litellm-model-api-base``: evalgate would record and price the fallback's reply as the
+    primary's. As a deployment of its own, behind ``router_settings.fallbacks``, its reply names
+    it and carries ``x-litellm-attempted-fallbacks`` (serve.served). Each fallback is the
+    primary's params with its own laid over them (a model name alone: only the model changes),
+    as LiteLLM's own fallbacks are."""
+    fallbacks = params.pop("fallbacks", None)
+    if not isinstance(fallbacks, list) or not fallbacks:
+        if fallbacks is not None:
+            params["fallbacks"] = fallbacks  # not a list: LiteLLM's to refuse, as before
+        return [{"model_name": name, "litellm_params": params}], {}
+    entries = [{"model_name": name, "litellm_params": params}]
+    names: list[str] = []
+    for entry in fallbacks:
+        own = {"model": entry} if isinstance(entry, str) else dict(entry)
+        label = str(own.get("model") or name)
+        if label in names or label == name:  # the same model elsewhere: another deployment
+            label = f"{label} (fallback {len(names) + 1})"
+        names.append(label)
+        entries.append({"model_name": label, "litellm_params": {**params, **own}})
+    # LiteLLM's router retries a deployment itself unless told not to: the ChatClient retries.
+    return entries, {"fallbacks": [{name: names}], "num_retries": 0}
 
 
 def proxy_environment(environ: Mapping[str, str], master_key: str) -> dict[str, str]:

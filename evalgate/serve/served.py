@@ -2,7 +2,14 @@
 than the one configured, and says so in the response's ``model`` (and LiteLLM in its
 ``x-litellm-attempted-fallbacks`` header). The client notes each such reply here; the engine
 collects the notes per rollout (a context variable: rollouts run concurrently in one loop), so a
-record, its price and the comparison can name the model that really answered."""
+record, its price and the comparison can name the model that really answered.
+
+A fallback's reply is priced at what the proxy says it cost (``x-litellm-response-cost``:
+:func:`response_cost`), the fallback's own price, custom prices included; read only for a reply
+already known to be a fallback's. (LiteLLM's other kind of fallback, ``fallbacks`` in a
+deployment's ``litellm_params``, says nothing of it in the reply, not even in
+``x-litellm-model-api-base``, which names the primary: evalgate's own proxy turns the model's
+``params.fallbacks`` into router fallbacks, :func:`evalgate.serve.litellm.proxy_config`.)"""
 
 from __future__ import annotations
 
@@ -10,9 +17,15 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["collect", "fell_back", "note", "other_model"]
+__all__ = [
+    "collect",
+    "fell_back",
+    "note",
+    "other_model",
+    "response_cost",
+]
 
-_NOTES: ContextVar[dict[str, dict[str, int]] | None] = ContextVar("evalgate_served", default=None)
+_NOTES: ContextVar[dict[str, dict[str, float]] | None] = ContextVar("evalgate_served", default=None)
 
 
 def fell_back(headers: Mapping[str, str] | None) -> bool:
@@ -41,8 +54,21 @@ def other_model(
     return responded
 
 
-def note(model: str, usage: Mapping[str, int]) -> None:
-    """Counts one reply's tokens against ``model`` for the rollout being run (if one is)."""
+def response_cost(headers: Mapping[str, str] | None) -> float | None:
+    """The proxy's own price of this reply in US dollars (``x-litellm-response-cost``)."""
+    if headers is None:
+        return None
+    try:
+        cost = float(headers.get("x-litellm-response-cost") or "nan")
+    except (TypeError, ValueError):
+        return None
+    return cost if cost >= 0.0 else None  # NaN (absent) compares False too
+
+
+def note(model: str, usage: Mapping[str, int], cost: float | None = None) -> None:
+    """Counts one reply's tokens against ``model`` for the rollout being run (if one is), and
+    the price the server put on it (``cost``, when it said: ``cost_usd`` over ``priced``
+    replies)."""
     notes = _NOTES.get()
     if notes is None:
         return
@@ -50,6 +76,9 @@ def note(model: str, usage: Mapping[str, int]) -> None:
     seen["requests"] += 1
     seen["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
     seen["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+    if cost is not None:
+        seen["priced"] = seen.get("priced", 0) + 1
+        seen["cost_usd"] = seen.get("cost_usd", 0.0) + cost
 
 
 class collect:  # lower case: used as a function, ``with served.collect() as notes``
@@ -60,8 +89,8 @@ class collect:  # lower case: used as a function, ``with served.collect() as not
 
     __slots__ = ("_token", "notes")
 
-    def __enter__(self) -> dict[str, dict[str, int]]:
-        self.notes: dict[str, dict[str, int]] = {}
+    def __enter__(self) -> dict[str, dict[str, float]]:
+        self.notes: dict[str, dict[str, float]] = {}
         self._token = _NOTES.set(self.notes)
         return self.notes
 

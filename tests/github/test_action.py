@@ -214,9 +214,9 @@ def test_pr_cannot_loosen_its_own_gate(
     assert code == 1  # judged with the base branch's 5-point margin, not the PR's 60
     summary = (ws.tmp / "summary").read_text()
     assert "the base branch's policy" in summary and "was applied" in summary
-    assert "this PR changes the exam (gate; baseline): the gate used the base branch's exam" in (
-        summary
-    )
+    # Each changed field, with both values: not just the sections' names.
+    changed = "`gate.margin` `0.05` → `0.6`; `baseline.mode` `auto` → `none`"
+    assert f"this PR changes the exam ({changed}): the gate used the base branch's exam" in summary
     body = github.bodies(REPO, PR)[0]
     assert "margin δ = 5.0 pp" in body and "Compared with the baseline" in body
 
@@ -247,7 +247,9 @@ def test_rerun_baseline_without_a_store(
     assert code == 1, log
     verdict = json.loads((ws.ws / "evalgate-outputs" / "verdict.json").read_text())
     (comp,) = verdict["comparisons"]
-    assert comp["base_origin"] == {"commit": ws.base, "rerun": True}
+    assert comp["base_origin"] == {
+        "commit": ws.base, "rerun": True, "merge_base": ws.base, "why": "no-store"
+    }  # fmt: skip
     assert github.requests() == []  # comment: false
 
 
@@ -463,7 +465,7 @@ def test_leaves_no_root_owned_file_in_the_runners_checkout(
         # The Action's own git read the checkout too: the base branch's policy, the baseline.
         summary = (ws.tmp / "summary").read_text()
         assert "the base branch has no" not in summary
-        assert f"baseline commit `{ws.base[:12]}`" in summary, summary
+        assert f"commit `{ws.base[:12]}`" in summary, summary
 
     for argv in (["git", "fetch", "origin"], ["git", "clean", "-ffdx"]):
         proc = _as_runner(ws.ws, *argv)
@@ -638,7 +640,8 @@ def test_a_scorer_change_cannot_pass(
     (body,) = github.bodies(REPO, PR)
     # Not an error: the run is scored by the base's scorer, and the comment says so first.
     first = body.split("\n\n")[1]
-    assert "this PR changes the exam (qa: scorer): the gate used the base branch's exam" in first
+    scorer = '`scorer` `{"type": "exact"}` → `{"type": "contains"}`'
+    assert f"this PR changes the exam (qa: {scorer}): the gate used the base branch's exam" in first
     run_config = next((ws.ws / "evalgate-outputs" / "evals").rglob("run_config.json"))
     assert json.loads(run_config.read_text())["benchmark"]["scorer"]["type"] == "exact"
     assert code == 0, log

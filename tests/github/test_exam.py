@@ -153,7 +153,8 @@ def test_a_looser_error_budget_is_the_bases(
     assert code == 3, log  # base's 5 % error budget: an infrastructure error, never a PASS
     body = github.bodies(REPO, PR)[0]
     assert "ERROR" in _head_lines(github, 2) or "could not finish" in _head_lines(github, 2)
-    assert "this PR changes the exam (qa: eval.max_error_rate, eval.max_retries)" in body
+    changed = "`eval.max_error_rate` `0.05` → `0.9`, `eval.max_retries` `1` → `0`"
+    assert f"this PR changes the exam (qa: {changed})" in body
 
 
 @pytest.mark.parametrize(
@@ -243,7 +244,8 @@ def test_publishing_and_sandbox_network_are_the_bases(
     head = exam.pr_files(_evals(exam.url, extra=extra))
     code, log = _run_pr(exam, github, pr_event, head)
     assert code == 0, log  # not an error: the base's exam ran, and the comment says so first
-    assert "this PR changes the exam (publish)" in _head_lines(github)
+    hub = '`publish.hf_hub` `null` → `{"repo": "any/repo", "private": false}`'
+    assert f"this PR changes the exam ({hub})" in _head_lines(github)
     assert "hf_hub" not in log  # nothing was pushed anywhere
 
 
@@ -305,7 +307,8 @@ def test_a_sandbox_change_is_the_bases_and_a_regression_fails(
     assert code == 1, log
     first = _head_lines(github)
     assert "evalgate: FAIL" in first
-    assert "this PR changes the exam (ag: sandbox.timeout_s, sandbox.verifier_network)" in first
+    changed = "`sandbox.timeout_s` `120` → `121`, `sandbox.verifier_network` `false` → `true`"
+    assert f"this PR changes the exam (ag: {changed})" in first
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="agent tasks run in bubblewrap")

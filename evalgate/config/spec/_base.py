@@ -16,6 +16,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from evalgate._text import visible
+
 __all__ = [
     "URL",
     "URL_NO_USERINFO",
@@ -79,6 +81,12 @@ def _check_url(value: str) -> str:
     fail only at its first request, after the model started)."""
     from urllib.parse import urlsplit
 
+    if visible(value) != value:  # a pasted zero-width space: looks right, fails at run time
+        at, char = next((i, c) for i, c in enumerate(value) if visible(c) != c)
+        raise ValueError(
+            f"the URL contains an invisible character ({visible(char)}, character {at + 1}); "
+            "retype it"
+        )
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError on a port out of range or not a number

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic_core import PydanticCustomError
 
 from evalgate.config.spec._base import Sampling, Strict
 from evalgate.config.spec.models import LocalModel, Model
@@ -90,12 +91,30 @@ class JudgeScorer(Strict):
     label), relative to the evals.yaml; the scorecard shows the judge's measured agreement."""
 
     @model_validator(mode="after")
-    def _reference_is_pass_fail(self) -> JudgeScorer:
+    def _fields_fit_the_mode(self) -> JudgeScorer:
+        # Raised on the field at fault (the loader names its line), not on the whole scorer.
         if self.mode == "reference" and self.scale != "pass-fail":
-            raise ValueError("mode reference grades pass/fail: leave `scale` out")
+            _wrong("scale", "mode reference grades pass/fail: leave `scale` out")
         if self.mode == "pairwise" and self.scale != "pass-fail":
-            raise ValueError("mode pairwise asks which is better (A, B or TIE): leave `scale` out")
+            _wrong("scale", "mode pairwise asks which is better (A, B or TIE): leave `scale` out")
+        # Compared with the default, not "was it set": a saved run_config.json sets every field.
+        if self.rubric != type(self).model_fields["rubric"].default:
+            if not self.rubric.strip():
+                _wrong("rubric", "is empty: the judge would grade against nothing")
+            # The reference prompt never shows a rubric: one given there is silently unused.
+            template = self.prompt_template
+            if self.mode == "reference" and (template is None or "rubric" not in template):
+                _wrong(
+                    "rubric",
+                    "mode reference checks the answer against the reference and shows no "
+                    "rubric: use mode rubric (the reference is shown too), or leave `rubric` out",
+                )
         return self
+
+
+def _wrong(field: str, message: str) -> None:
+    """A mistake of ``field`` that only the other fields reveal (loader: ``field_combo``)."""
+    raise PydanticCustomError("field_combo", message, {"field": field})
 
 
 class GraderSpec(Strict):
