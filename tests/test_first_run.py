@@ -138,12 +138,12 @@ def test_runs_limit_zero_lists_every_run(
 
 
 def test_doctor_suggests_the_readme_install_command() -> None:
-    from evalgate.commands import doctor
+    from evalgate.commands import _doctor_setup  # doctor's prerequisites phase
     from evalgate.serve.llama_cpp import INSTALL_COMMAND
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert INSTALL_COMMAND in readme
-    assert "fix=INSTALL_COMMAND" in Path(doctor.__file__).read_text(encoding="utf-8")
+    assert "fix=INSTALL_COMMAND" in Path(_doctor_setup.__file__).read_text(encoding="utf-8")
 
 
 def test_local_points_a_dataset_error_at_its_evals_yaml_line(

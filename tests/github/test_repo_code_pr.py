@@ -75,6 +75,7 @@ eval: {{max_retries: 0, request_timeout_s: 10}}
 """
 
 
+@pytest.mark.slow  # two inspect runs in their jail, PR mode, git: ~27 s on 2 cores
 def test_a_task_file_the_pr_adds_cannot_rewrite_the_bases_task(
     tmp_path: Path, scripted_server: Any, github: FakeGitHub, pr_event: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
