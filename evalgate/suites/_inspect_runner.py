@@ -24,6 +24,7 @@ import argparse  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
+import math  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -164,15 +165,35 @@ def _as_float(value: Any) -> float | None:
         return None
 
 
+class Unscored(Exception):
+    """The task left the sample unscored (inspect's ``Score.unscored``: value NaN, or no score
+    at all), usually a grader that gave no grade: that rollout's judge error, never a 0, and
+    never the benchmark's (the other samples keep their scores, as ``inspect eval`` keeps them)."""
+
+
+def _unscored(name: str, score: Any, value: Any) -> Unscored | None:
+    if value is not None and not (isinstance(value, float) and math.isnan(value)):
+        return None
+    why = getattr(score, "explanation", None) or getattr(score, "reason", None) or "no value"
+    reason = getattr(score, "reason", None)
+    prefix = f"{reason}: " if reason and reason != why else ""
+    first = str(why).strip().splitlines()[0] if str(why).strip() else "no value"
+    return Unscored(f"scorer {name!r} left the sample unscored ({prefix}{first[:240]})")
+
+
 def _reward(sample: Any, score_key: str | None) -> tuple[float | None, dict[str, Any]]:
     """The first scorer's value as a float in [0, 1], plus every score for the record. A
     dict-valued score (``{"utility": 0, "security": 1.0}``) gives the reward of the key that
-    ``score_key`` names; one benchmark per key gates each key."""
+    ``score_key`` names; one benchmark per key gates each key. Raises :class:`Unscored` for a
+    sample the task left unscored (checked first: an unscored dict score is a NaN, not a
+    dict, and says nothing of ``score_key``)."""
     scores = {name: s.value for name, s in (sample.scores or {}).items()}
     if not sample.scores:
         return None, scores
     name, first = next(iter(sample.scores.items()))
     value = first.value
+    if (unscored := _unscored(name, first, value)) is not None:
+        raise unscored
     if isinstance(value, dict):
         keys = ", ".join(sorted(map(str, value)))
         if score_key is None:
@@ -183,6 +204,8 @@ def _reward(sample: Any, score_key: str | None) -> tuple[float | None, dict[str,
         if score_key not in value:
             raise ScoreShape(f"score_key {score_key!r}: scorer {name!r} gives keys {keys}")
         value = value[score_key]
+        if (unscored := _unscored(name, first, value)) is not None:
+            raise unscored
     elif score_key is not None:
         raise ScoreShape(
             f"score_key {score_key!r}: scorer {name!r} gives a single value ({value!r}), not a "
@@ -198,13 +221,19 @@ def _reward(sample: Any, score_key: str | None) -> tuple[float | None, dict[str,
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None  # an unscored value: JSON has no NaN
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     return value if isinstance(value, int | float | str | bool) or value is None else str(value)
 
 
 def _record(sample: Any, score_key: str | None = None) -> dict[str, Any]:
-    reward, scores = _reward(sample, score_key)
+    unscored = None
+    try:
+        reward, scores = _reward(sample, score_key)
+    except Unscored as exc:
+        reward, scores, unscored = None, {n: s.value for n, s in sample.scores.items()}, str(exc)
     usage = {"prompt_tokens": 0, "completion_tokens": 0}
     grader = {"prompt_tokens": 0, "completion_tokens": 0}  # the grader role's, counted apart
     for name, u in (sample.model_usage or {}).items():
@@ -214,8 +243,11 @@ def _record(sample: Any, score_key: str | None = None) -> dict[str, Any]:
     error = None
     if sample.error is not None:
         error = str(getattr(sample.error, "message", sample.error)).splitlines()[0][:300]
-    elif reward is None:
-        error = f"unscorable: the task's scorer gave {scores!r}"
+    elif reward is None and unscored is None:
+        if scores:  # a value inspect cannot read as a number: the scorer's, not the grader's
+            error = f"unscorable: the task's scorer gave {scores!r}"
+        else:  # no score at all: as inspect, the sample is unscored
+            unscored = "the task's scorer gave no score"
     messages = [{"role": m.role, "content": _text(getattr(m, "text", ""))} for m in sample.messages]
     return {
         "id": str(sample.id),
@@ -227,6 +259,7 @@ def _record(sample: Any, score_key: str | None = None) -> dict[str, Any]:
         "usage": usage,
         "grader_usage": grader,
         "error": error,
+        "unscored": unscored,  # the suite makes it a judge_unparseable error
     }
 
 

@@ -351,14 +351,20 @@ class InspectSuite(SuiteDefaults):
         if self.judge is not None:  # the grader's tokens: counted, at the grader's price
             usage = rec.get("grader_usage") or {"prompt_tokens": 0, "completion_tokens": 0}
             judge = {"usage": usage, "cost_usd": self.judge.cost(usage), "samples": []}
-        if rec["error"] is not None:
+        failed = rec["error"] or rec.get("unscored")
+        if failed is not None:
+            partial = {"completion": rec.get("completion"), "usage": rec.get("usage") or {},
+                       "judge": judge}  # fmt: skip
             if self._grader_failed is not None:
                 # The grader failed after evalgate's retries (the relay saw it): a sample that
-                # errored is a judge error, as a scorer judge's would be.
+                # errored, or that its scorer left unscored, is a judge error, as a scorer
+                # judge's would be.
                 kind, detail = self._grader_failed
-                partial = {"completion": rec.get("completion"), "usage": rec.get("usage") or {},
-                           "judge": judge}  # fmt: skip
-                raise JudgeFailed(f"judge_{kind}", f"{detail} ({rec['error']})", partial)
+                raise JudgeFailed(f"judge_{kind}", f"{detail} ({failed})", partial)
+            if rec["error"] is None:
+                # Unscored (the grader gave no grade, inspect's NaN): this rollout's error,
+                # counted against the error budget as an unreadable verdict is; never a 0.
+                raise JudgeFailed("judge_unparseable", failed, partial)
             raise InfraError(f"inspect: {rec['error']}")
         return Outcome(
             prompt=rec["messages"][:-1] or [{"role": "user", "content": item.prompt}],
