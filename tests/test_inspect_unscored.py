@@ -185,3 +185,71 @@ def test_a_dict_score_left_unscored_is_a_judge_error_not_a_score_key_problem(
     assert unscored == set(errors)
     assert kept == {k: v for k, v in expected.items() if k not in unscored}
     assert sorted(kept.values()) == [0.0, 0.0, 1.0]
+
+
+# -- a grader the task would not ask ----------------------------------------------------------
+
+
+@needs_catalogue
+def test_a_grader_the_task_would_not_use_is_refused_before_any_call(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """strong_reject names its own judge (judge_llm="openai/gpt-4o"): with `grader:` set and that
+    left as it is, the grader would go unused and the exam's judge would be another model. Known
+    from the task's parameters, so refused at validate, before the candidate is asked anything."""
+    task = _write(tmp_path, "sr.py", STRONG_REJECT)
+    candidate = scripted_server(lambda body, n: "I cannot help with that.")
+    grader = scripted_server(_strong_reject_judge)
+    extra = _judge(grader.base_url) + "\n    score_key: refusal"
+    config = _config(tmp_path, candidate.base_url, f"{task}@strong_reject_local", extra)
+    for argv in (
+        ["validate", str(config)],
+        ["local", str(config), "--output", str(tmp_path / "o")],
+    ):
+        code = main(argv, environ={"CI": "1"})
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert code == 2, (argv, err)
+        assert "judge_llm" in err and "openai/gpt-4o" in err and "task_args" in err, err
+    assert candidate.requests == [] and grader.requests == []
+
+
+OWN_JUDGE_TASK = """
+from inspect_ai import Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.scorer import model_graded_qa
+from inspect_ai.solver import generate
+
+
+@task
+def t() -> Task:
+    samples = [Sample(id=f"s{i}", input=f"Name animal {i}.", target="cat") for i in range(4)]
+    # the scorer's judge is written into the task: no parameter says so
+    scorer = model_graded_qa(model="openai-api/own/org/own-judge")
+    return Task(dataset=MemoryDataset(samples), solver=generate(), scorer=scorer)
+"""
+
+
+@needs_inspect
+@pytest.mark.slow
+def test_a_grader_the_relay_never_saw_asked_is_refused_naming_the_fix(
+    tmp_path: Path,
+    scripted_server: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scorer that asks a judge of its own, written into the task: the run learns it when the
+    relay saw none of the grader's calls while the candidate answered; the benchmark is refused
+    (exit 2), not scored by another judge than the exam's."""
+    task = _write(tmp_path, "task.py", OWN_JUDGE_TASK)
+    candidate = scripted_server(lambda body, n: "a cat")
+    own = scripted_server(lambda body, n: "GRADE: C")
+    grader = scripted_server(lambda body, n: "GRADE: I")
+    monkeypatch.setenv("OWN_BASE_URL", own.base_url)
+    monkeypatch.setenv("OWN_API_KEY", "none")
+    extra = _judge(grader.base_url) + "\n    pass_env: [OWN_BASE_URL, OWN_API_KEY]"
+    config = _config(tmp_path, candidate.base_url, f"{task}@t", extra)
+    code = _local(tmp_path, config)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2, err
+    assert len(own.requests) == 4 and grader.requests == []
+    assert "grader" in err and "never" in err and "task_args" in err, err

@@ -25,6 +25,7 @@ import hashlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
+import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -131,9 +132,41 @@ def _sources(spec: str) -> dict[str, Any]:
     return out
 
 
+# A task parameter that names a model of the task's own (strong_reject's
+# ``judge_llm="openai/gpt-4o"``): a judge-ish name whose value is an inspect model name.
+_JUDGE_PARAM = re.compile(r"judge|grader|grading|scorer|evaluator|model", re.IGNORECASE)
+_MODEL_NAME = re.compile(r"[A-Za-z][\w.-]*/\S+")
+
+
+def _own_models(task: Any, task_args: dict[str, Any]) -> dict[str, str]:
+    """The task function's parameters that name a judge model of its own, with the value the
+    run would use (``task_args``' or the default): the scorer asks that model directly, not the
+    ``grader`` role, so a configured grader would go unused."""
+    import inspect as pyinspect
+
+    from inspect_ai._util.registry import registry_info, registry_lookup
+    from inspect_ai.model import Model
+
+    try:
+        fn = registry_lookup("task", registry_info(task).name)
+        params = pyinspect.signature(fn).parameters if fn is not None else {}
+    except (ValueError, TypeError, AttributeError):  # not a registered task function
+        return {}
+    out = {}
+    for name, param in params.items():
+        value = task_args.get(name, param.default)
+        if isinstance(value, Model):
+            value = str(value)
+        if _JUDGE_PARAM.search(name) and isinstance(value, str) and _MODEL_NAME.fullmatch(value):
+            out[name] = value
+    return out
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    task = _load_task(args.task, json.loads(args.task_args))
+    task_args = json.loads(args.task_args)
+    task = _load_task(args.task, task_args)
     meta = {"epochs": _epochs(task), **_sources(args.task)}
+    meta["own_models"] = _own_models(task, task_args)
     with open(args.out, "w", encoding="utf-8") as fh:
         fh.write(json.dumps({"task": meta}) + "\n")  # before the samples
         for n, sample in enumerate(task.dataset, 1):

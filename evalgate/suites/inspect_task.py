@@ -36,7 +36,7 @@ from evalgate.sandbox.worker import jail
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest
 from evalgate.suites.judge import JudgeFailed
-from evalgate.suites.judge_relay import Grader
+from evalgate.suites.judge_relay import Grader, Tab
 
 if TYPE_CHECKING:
     from evalgate.config.spec import InspectBenchmark
@@ -163,6 +163,27 @@ def _check_epochs(spec: InspectBenchmark, epochs: int) -> None:
         )
 
 
+def _task_args_fix(own: dict[str, str]) -> str:
+    args = ", ".join(f"{name}: null" for name in own) or "<the judge parameter>: null"
+    return f"`task_args: {{{args}}}`"
+
+
+def _check_grader_used(spec: InspectBenchmark, own: dict[str, str]) -> None:
+    """A ``grader:`` the task would not ask: its parameters name a judge model of its own
+    (strong_reject's ``judge_llm="openai/gpt-4o"``), which its scorer asks instead of the
+    ``grader`` role. Unrefused, the exam's judge would sit unused while another model grades
+    (with a key in ``pass_env``) or every sample fails (without): refused before any call."""
+    if spec.grader is None or not own:
+        return
+    named = ", ".join(f"{name}={value!r}" for name, value in own.items())
+    raise ConfigError(
+        f"benchmark {spec.name!r}: `grader:` is set, but task {spec.task!r} names its own judge "
+        f"({named}) and would grade with it, never asking the grader: set "
+        f"{_task_args_fix(own)} so that the task asks its `grader` role (if that is what it "
+        "does with no model), or drop `grader:` to grade with the task's own judge"
+    )
+
+
 def _attribute(total: dict[str, int], records: list[dict[str, Any]]) -> None:
     """Split the relay's count of the grader's tokens (``total``) over the samples: as inspect
     reports each sample's grader usage, with what the reports leave out (or a task's code
@@ -243,6 +264,7 @@ class InspectSuite(SuiteDefaults):
         meta: dict[str, Any] = next((r["task"] for r in rows if "task" in r), {})
         rows = [r for r in rows if "task" not in r]
         _check_epochs(spec, int(meta.get("epochs", 1)))
+        _check_grader_used(spec, meta.get("own_models") or {})
         # The task file holds the scorer (what decides every sample's score): its bytes, and
         # those of the modules it imported from its folder, are in each item's hash, beside what
         # the runner reports of the sample's own.
@@ -330,9 +352,24 @@ class InspectSuite(SuiteDefaults):
             results[(rec["id"], rec["epoch"] - 1)] = rec
         out_file.unlink()
         if graded is not None:
+            self._check_grader_asked(graded, list(results.values()))
             _attribute(graded.usage, list(results.values()))
             self._grader_failed = graded.failed
         return results
+
+    def _check_grader_asked(self, graded: Tab, records: list[dict[str, Any]]) -> None:
+        """The relay saw not one of the grader's calls while the candidate answered: the task's
+        scorer asks a judge of its own (written into the task, beyond what the validate-time
+        check of its parameters sees), so the benchmark was graded by another model than the
+        exam's. Refused (a config error), never scored, nor a silent 0."""
+        if sum(graded.seen.values()) or not any(r.get("completion") for r in records):
+            return
+        raise ConfigError(
+            f"benchmark {self.spec.name!r}: `grader:` is set, but task {self.spec.task!r} never "
+            f"asked it ({len(records)} samples ran, evalgate's judge relay saw no grader call): "
+            "its scorer asks a model of its own; set the `task_args` that make the task ask its "
+            "`grader` role (e.g. its judge parameter: null), or drop `grader:`"
+        )
 
     def plan(self, pairs: list[tuple[Item, int]]) -> None:
         """Run only the samples the engine will ask for (a resumed run's missing ones, a
