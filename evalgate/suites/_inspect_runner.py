@@ -162,11 +162,30 @@ def _own_models(task: Any, task_args: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _score_keys(task: Any) -> list[str] | None:
+    """The keys of the dict-valued score the task's first scorer declares (metrics per key,
+    ``@scorer(metrics={"utility": [...], "security": [...]})``), or None where it declares
+    none (or a pattern): what ``score_key`` must name, known before any sample runs."""
+    from inspect_ai._util.registry import registry_info
+
+    scorers = task.scorer or []
+    try:
+        metrics = registry_info(scorers[0]).metadata.get("metrics") if scorers else None
+    except (ValueError, TypeError, AttributeError):  # a scorer without registry info
+        return None
+    parts = metrics if isinstance(metrics, list) else [metrics]
+    keys = sorted({str(k) for part in parts if isinstance(part, dict) for k in part})
+    if not keys or any(ch in key for key in keys for ch in "*?["):
+        return None
+    return keys
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     task_args = json.loads(args.task_args)
     task = _load_task(args.task, task_args)
     meta = {"epochs": _epochs(task), **_sources(args.task)}
     meta["own_models"] = _own_models(task, task_args)
+    meta["score_keys"] = _score_keys(task)
     with open(args.out, "w", encoding="utf-8") as fh:
         fh.write(json.dumps({"task": meta}) + "\n")  # before the samples
         for n, sample in enumerate(task.dataset, 1):

@@ -34,6 +34,7 @@ from evalgate._repo_code import repo_env
 from evalgate.errors import ConfigError, InfraError
 from evalgate.sandbox.worker import jail
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
+from evalgate.suites.datasets import DataError
 from evalgate.suites.identity import digest
 from evalgate.suites.judge import JudgeFailed
 from evalgate.suites.judge_relay import Grader, Tab
@@ -163,6 +164,28 @@ def _check_epochs(spec: InspectBenchmark, epochs: int) -> None:
         )
 
 
+def _check_score_key(spec: InspectBenchmark, keys: list[str] | None) -> None:
+    """A dict-valued score the task's scorer declares (metrics per key) needs ``score_key``,
+    one of its keys: known when the task loads, so refused before the first call rather than
+    after every sample was generated and graded."""
+    if not keys:
+        return
+    listed = ", ".join(keys)
+    if spec.score_key is None:
+        raise DataError(
+            f"benchmark {spec.name!r}: task {spec.task!r} declares a dict-valued score (keys: "
+            f"{listed}): set `score_key` to the key this benchmark gates (one benchmark per key "
+            "to gate several)",
+            field="task",
+        )
+    if spec.score_key not in keys:
+        raise DataError(
+            f"benchmark {spec.name!r}: score_key {spec.score_key!r}: task {spec.task!r} "
+            f"declares keys {listed}",
+            field="score_key",
+        )
+
+
 def _task_args_fix(own: dict[str, str]) -> str:
     args = ", ".join(f"{name}: null" for name in own) or "<the judge parameter>: null"
     return f"`task_args: {{{args}}}`"
@@ -176,11 +199,12 @@ def _check_grader_used(spec: InspectBenchmark, own: dict[str, str]) -> None:
     if spec.grader is None or not own:
         return
     named = ", ".join(f"{name}={value!r}" for name, value in own.items())
-    raise ConfigError(
+    raise DataError(
         f"benchmark {spec.name!r}: `grader:` is set, but task {spec.task!r} names its own judge "
         f"({named}) and would grade with it, never asking the grader: set "
         f"{_task_args_fix(own)} so that the task asks its `grader` role (if that is what it "
-        "does with no model), or drop `grader:` to grade with the task's own judge"
+        "does with no model), or drop `grader:` to grade with the task's own judge",
+        field="grader",
     )
 
 
@@ -265,6 +289,7 @@ class InspectSuite(SuiteDefaults):
         rows = [r for r in rows if "task" not in r]
         _check_epochs(spec, int(meta.get("epochs", 1)))
         _check_grader_used(spec, meta.get("own_models") or {})
+        _check_score_key(spec, meta.get("score_keys"))
         # The task file holds the scorer (what decides every sample's score): its bytes, and
         # those of the modules it imported from its folder, are in each item's hash, beside what
         # the runner reports of the sample's own.
