@@ -150,6 +150,22 @@ LEGACY_OWN_CLIENT_ENV = LEGACY_SYNC_ENV.replace(
 ).replace("rubric = vf.JudgeRubric(", "rubric = vf.Rubric(); _unused = dict(")
 
 
+# A legacy environment with a JudgeRubric that its reward function never asks: it grades with a
+# client of its own and scores 0 when that fails (a silent 0 on every rollout).
+LEGACY_UNASKED_ENV = LEGACY_OWN_CLIENT_ENV.replace(
+    "rubric = vf.Rubric(); _unused = dict(", "rubric = vf.JudgeRubric("
+).replace(
+    "    reply = judge_client.chat.completions.create(",
+    "    try:\n"
+    "        reply = judge_client.chat.completions.create(",
+).replace(
+    "    verdict = reply.choices[0].message.content\n",
+    "    except Exception:\n"
+    "        return 0.0\n"
+    "    verdict = reply.choices[0].message.content\n",
+)
+
+
 def _has(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -220,6 +236,7 @@ def _setup(tmp_path: Path, api: str, model_url: str, judge_url: str) -> Path:
         "legacy-raises": LEGACY_RAISING_ENV,
         "v1-schema": V1_SCHEMA_ENV,
         "legacy-own": LEGACY_OWN_CLIENT_ENV,
+        "legacy-unasked": LEGACY_UNASKED_ENV,
     }[api]
     (env_dir / "judged_arith" / "__init__.py").write_text(textwrap.dedent(source))
     config = tmp_path / "evals.yaml"
@@ -473,3 +490,20 @@ eval:
     expected = _vf_eval(tmp_path, env_dir, model.base_url, judge.base_url)
     assert rewards == expected
     assert sorted(rewards.values()) == [1.0, 1.0, 1.0, 3.0, 3.0, 3.0]
+
+
+@pytest.mark.skipif(not _has("verifiers.legacy"), reason="no legacy")
+@pytest.mark.slow
+def test_a_judge_never_asked_in_the_whole_run_is_an_error_not_zeros(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The environment has a JudgeRubric, but its reward function grades with a client of its
+    own and scores 0 when that fails: every rollout scored, evalgate's judge never asked. The run
+    ends in a config error naming it, not a gate on zeros."""
+    model, judge = scripted_server(_candidate), scripted_server(_strict_judge)
+    config = _setup(tmp_path, "legacy-unasked", model.base_url, judge.base_url)
+    code, _ = _run(tmp_path, config)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2, err
+    assert "judge:" in err and "never asked" in err, err
+    assert judge.requests == [] and len(model.requests) == 3
