@@ -152,17 +152,20 @@ LEGACY_OWN_CLIENT_ENV = LEGACY_SYNC_ENV.replace(
 
 # A legacy environment with a JudgeRubric that its reward function never asks: it grades with a
 # client of its own and scores 0 when that fails (a silent 0 on every rollout).
-LEGACY_UNASKED_ENV = LEGACY_OWN_CLIENT_ENV.replace(
-    "rubric = vf.Rubric(); _unused = dict(", "rubric = vf.JudgeRubric("
-).replace(
-    "    reply = judge_client.chat.completions.create(",
-    "    try:\n"
-    "        reply = judge_client.chat.completions.create(",
-).replace(
-    "    verdict = reply.choices[0].message.content\n",
-    "    except Exception:\n"
-    "        return 0.0\n"
-    "    verdict = reply.choices[0].message.content\n",
+LEGACY_UNASKED_ENV = (
+    LEGACY_OWN_CLIENT_ENV.replace(
+        "rubric = vf.Rubric(); _unused = dict(", "rubric = vf.JudgeRubric("
+    )
+    .replace(
+        "    reply = judge_client.chat.completions.create(",
+        "    try:\n        reply = judge_client.chat.completions.create(",
+    )
+    .replace(
+        "    verdict = reply.choices[0].message.content\n",
+        "    except Exception:\n"
+        "        return 0.0\n"
+        "    verdict = reply.choices[0].message.content\n",
+    )
 )
 
 
