@@ -77,7 +77,7 @@ key = sys.argv[2] or None
 out = {}
 for s in log.samples:
     v = next(iter(s.scores.values())).value
-    v = v[key] if key else v
+    v = v[key] if key and isinstance(v, dict) else v  # an unscored sample's value is NaN
     out[f"{s.id}|{s.epoch - 1}"] = float(value_to_float()(v))
 print(json.dumps(out))
 """
@@ -91,6 +91,7 @@ def _inspect_eval(
     score_key: str = "",
     grader: str = "",
     limit: int | None = None,
+    task_args: tuple[str, ...] = (),
 ) -> dict[tuple[str, int], float]:
     """Per-sample scores from `inspect eval` itself, against the same scripted model."""
     logs = tmp_path / "inspect-logs"
@@ -101,6 +102,8 @@ def _inspect_eval(
         argv += ["--model-role", f"grader={grader}"]
     if limit is not None:  # the first N samples, as evalgate's eval.num_examples
         argv += ["--limit", str(limit)]
+    for arg in task_args:  # `-T name=value`, as evalgate's task_args
+        argv += ["-T", arg]
     env = {**os.environ, "EVALGATE_API_KEY": "none", "GRADER_API_KEY": "none"}
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

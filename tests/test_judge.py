@@ -1063,35 +1063,6 @@ def test_a_huge_completion_is_capped_in_the_judges_prompt_with_the_cut_marked(
     assert _results(out)[0]["completion"] == huge  # the record keeps it all
 
 
-def test_the_judge_docs_yaml_blocks_validate(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Every ```yaml block of docs/judges.md, as the `scorer:` of a benchmark, validates (the
-    first one asked `mode: reference` for a `scale`, which that mode refuses)."""
-    import textwrap
-
-    from tests.conftest import ROOT
-
-    text = (ROOT / "docs" / "judges.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
-    assert blocks
-    for i, block in enumerate(blocks):
-        assert block.startswith("scorer:"), block
-        folder = tmp_path / str(i)
-        folder.mkdir()
-        config = write_config(
-            folder,
-            "models:\n  - {name: m, backend: openai, base_url: http://127.0.0.1:9/v1}\n"
-            "benchmarks:\n  - name: arith\n" + textwrap.indent(block, "    "),
-        )
-        if "labels:" in block:  # a labelled set that fits the block's scale
-            label = 4 if "scale:" in block else "pass"
-            row = {"question": "q", "completion": "c", "reference": "r", "label": label}
-            (folder / "judge-labels.jsonl").write_text(json.dumps(row) + "\n")
-        code = main(["validate", str(config)], environ={"CI": "true", "OPENAI_API_KEY": "k"})
-        assert code == 0, capsys.readouterr().err
-
-
 @pytest.mark.parametrize(
     ("scorer", "message"),
     [

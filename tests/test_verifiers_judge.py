@@ -140,6 +140,35 @@ LEGACY_RAISING_ENV = LEGACY_SYNC_ENV.replace(
 )
 
 
+# A legacy environment that grades with a client of its own, in a plain Rubric: nothing in it is
+# a JudgeRubric, so nothing would ask evalgate's judge (with a key it would grade with its own).
+LEGACY_OWN_CLIENT_ENV = LEGACY_SYNC_ENV.replace(
+    "def judged(completion, answer, judge_client, judge_model, **kwargs) -> float:",
+    "def judged(completion, answer, **kwargs) -> float:\n"
+    "    from openai import OpenAI\n"
+    "    judge_client, judge_model = OpenAI(base_url='http://127.0.0.1:9/v1', api_key='x'), 'm'",
+).replace("rubric = vf.JudgeRubric(", "rubric = vf.Rubric(); _unused = dict(")
+
+
+# A legacy environment with a JudgeRubric that its reward function never asks: it grades with a
+# client of its own and scores 0 when that fails (a silent 0 on every rollout).
+LEGACY_UNASKED_ENV = (
+    LEGACY_OWN_CLIENT_ENV.replace(
+        "rubric = vf.Rubric(); _unused = dict(", "rubric = vf.JudgeRubric("
+    )
+    .replace(
+        "    reply = judge_client.chat.completions.create(",
+        "    try:\n        reply = judge_client.chat.completions.create(",
+    )
+    .replace(
+        "    verdict = reply.choices[0].message.content\n",
+        "    except Exception:\n"
+        "        return 0.0\n"
+        "    verdict = reply.choices[0].message.content\n",
+    )
+)
+
+
 def _has(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -209,6 +238,8 @@ def _setup(tmp_path: Path, api: str, model_url: str, judge_url: str) -> Path:
         "legacy-sync": LEGACY_SYNC_ENV,
         "legacy-raises": LEGACY_RAISING_ENV,
         "v1-schema": V1_SCHEMA_ENV,
+        "legacy-own": LEGACY_OWN_CLIENT_ENV,
+        "legacy-unasked": LEGACY_UNASKED_ENV,
     }[api]
     (env_dir / "judged_arith" / "__init__.py").write_text(textwrap.dedent(source))
     config = tmp_path / "evals.yaml"
@@ -353,3 +384,129 @@ def test_a_reward_function_that_raised_is_an_error_never_a_zero(
     assert raised["reward"] is None, raised
     assert raised["error"].startswith("vf_reward_error: judged: KeyError"), raised["error"]
     assert records["add-2-3"]["reward"] == 1.0 and records["sub-9-3"]["error"] is None
+
+
+@pytest.mark.skipif(not _has("verifiers.legacy"), reason="no legacy")
+def test_a_judge_the_environment_has_no_place_for_is_refused_before_any_call(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`judge:` on a legacy environment without a JudgeRubric: nothing would ask it (a reward
+    function's own client grades instead, or fails and scores 0): refused when the environment
+    loads, before the candidate or the judge is asked anything."""
+    model, judge = scripted_server(_candidate), scripted_server(_strict_judge)
+    code, _ = _run(tmp_path, _setup(tmp_path, "legacy-own", model.base_url, judge.base_url))
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2, err
+    assert "judge:" in err and "JudgeRubric" in err, err
+    assert model.requests == [] and judge.requests == []
+
+
+# -- a third-party-style JudgeRubric environment, per item as vf-eval scores it ---------------
+# Modelled on prime-environments' TruthfulQA (local rows here): a plain-string `task` column,
+# a synchronous `OpenAI` judge client in a JudgeRubric, reward functions that call
+# `rubric.judge_client.chat.completions.create(...)` themselves, scores kept in the state.
+TRUTHFUL_ENV = Path(__file__).parent / "data" / "vf_truthful" / "truthful_local" / "__init__.py"
+
+TRUTHFUL_ANSWERS = {
+    "gum": "It stays in you for seven years",
+    "Great Wall": "No",
+    "10%": "I have no comment",
+    "sun": "White",
+    "knuckles": "Yes",
+    "bats": "No",
+}
+
+
+def _truthful_candidate(body: dict[str, Any], n: int) -> str:
+    text = body["messages"][-1]["content"]
+    return next(v for k, v in TRUTHFUL_ANSWERS.items() if k in text)
+
+
+def _truthful_judge(body: dict[str, Any], n: int) -> str:
+    text = body["messages"][-1]["content"]
+    said = text.split("Answer: ")[1].split("\n")[0]
+    if text.startswith("TRUTHFULNESS"):
+        wrong = text.split("Incorrect: ")[1]
+        return "UNTRUTHFUL" if said.split()[0] in wrong or "seven" in said else "TRUTHFUL"
+    return "UNINFORMATIVE" if "no comment" in said else "INFORMATIVE"
+
+
+def _vf_eval(tmp_path: Path, env_dir: Path, model_url: str, judge_url: str) -> dict[str, float]:
+    """vf-eval 0.3.1 itself (its env server, as users run it) on the same scripted servers:
+    reward per question."""
+    import os
+    import subprocess
+    import sys
+
+    vf_eval = Path(sys.executable).with_name("vf-eval")
+    if not vf_eval.exists():
+        pytest.skip("no vf-eval beside this interpreter")
+    out = tmp_path / "vf-eval"
+    argv = [str(vf_eval), "truthful-local", "-m", "org/candidate", "-b", model_url, "-k", "KEY"]
+    argv += ["-n", "6", "-r", "1", "-s", "-o", str(out), "--disable-tui"]
+    argv += ["-a", json.dumps({"judge_base_url": judge_url, "judge_model": "org/judge"})]
+    env = {**os.environ, "PYTHONPATH": str(env_dir), "KEY": "none"}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (results,) = out.glob("evals/*/*/results.jsonl")
+    return {r["prompt"][-1]["content"]: r["reward"] for r in read_jsonl(results)}
+
+
+@pytest.mark.skipif(not _has("verifiers.legacy"), reason="no legacy")
+@pytest.mark.slow
+def test_a_third_party_judge_rubric_environment_scores_as_vf_eval(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    env_dir = tmp_path / "envs"
+    (env_dir / "truthful_local").mkdir(parents=True)
+    (env_dir / "truthful_local" / "__init__.py").write_text(TRUTHFUL_ENV.read_text())
+    model, judge = scripted_server(_truthful_candidate), scripted_server(_truthful_judge)
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        f"""
+models:
+  - {{name: scripted, backend: openai, base_url: "{model.base_url}", model: org/candidate}}
+benchmarks:
+  - name: truthful
+    kind: verifiers
+    env_id: truthful-local
+    env_path: envs
+    api: legacy
+    eval: {{rollouts: 1}}
+    judge:
+      model: {{name: judge, backend: openai, base_url: "{judge.base_url}", model: org/judge}}
+eval:
+  max_retries: 0
+"""
+    )
+    code, out = _run(tmp_path, config)
+    (run,) = (out / "evals").glob("truthful--org--candidate/*")
+    records = read_jsonl(run / "results.jsonl")
+    assert [r["error"] for r in records] == [None] * 6, [r["error"] for r in records]
+    rewards = {r["prompt"][-1]["content"]: r["reward"] for r in records}
+    # Both judgements of each rollout went through evalgate's judge (the relay counted them).
+    assert len(judge.requests) == 12 and {b["model"] for b in judge.requests} == {"org/judge"}
+    assert all(r["judge"]["calls"] == 2 for r in records)
+    assert code in (0, 1)
+    # vf-eval on the same scripted candidate and judge (the environment's own client pointed at
+    # it): the same reward for every question.
+    expected = _vf_eval(tmp_path, env_dir, model.base_url, judge.base_url)
+    assert rewards == expected
+    assert sorted(rewards.values()) == [1.0, 1.0, 1.0, 3.0, 3.0, 3.0]
+
+
+@pytest.mark.skipif(not _has("verifiers.legacy"), reason="no legacy")
+@pytest.mark.slow
+def test_a_judge_never_asked_in_the_whole_run_is_an_error_not_zeros(
+    tmp_path: Path, scripted_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The environment has a JudgeRubric, but its reward function grades with a client of its
+    own and scores 0 when that fails: every rollout scored, evalgate's judge never asked. The run
+    ends in a config error naming it, not a gate on zeros."""
+    model, judge = scripted_server(_candidate), scripted_server(_strict_judge)
+    config = _setup(tmp_path, "legacy-unasked", model.base_url, judge.base_url)
+    code, _ = _run(tmp_path, config)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2, err
+    assert "judge:" in err and "never asked" in err, err
+    assert judge.requests == [] and len(model.requests) == 3

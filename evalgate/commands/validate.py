@@ -154,6 +154,21 @@ def _check_chat_templates(config: Config) -> None:
             raise ConfigError(f"{at}: {exc}") from None
 
 
+def _check_vllm_versions(config: Config) -> None:
+    """A Modal vLLM model's ``vllm_version`` is one whose CUDA this evalgate recorded: `local`
+    refuses any other only when it builds the image, after the run began."""
+    from evalgate.serve._cuda import cuda_image
+
+    for model in config.models:
+        if getattr(model, "backend", None) != "modal-vllm":
+            continue
+        try:
+            cuda_image(model.vllm_version)  # type: ignore[union-attr]
+        except ConfigError as exc:
+            at = config.where.get(f"models:{model.name}:vllm_version") or str(config.path)
+            raise ConfigError(f"{at}: models.{model.name}.{exc}") from None
+
+
 def check_data(config: Config, built: dict[str, list[Any]] | None = None) -> list[str]:
     """Read every dataset and render every template; one line per benchmark for the plan.
 
@@ -165,6 +180,7 @@ def check_data(config: Config, built: dict[str, list[Any]] | None = None) -> lis
     notes: list[str] = []
     problems: list[str] = []  # every benchmark's first problem, said together at the end
     _check_chat_templates(config)
+    _check_vllm_versions(config)
     for bench in config.benchmarks:
         try:
             _check_one(config, bench, built, notes)

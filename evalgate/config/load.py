@@ -507,9 +507,8 @@ def _load_config(
             f"no benchmark named {name!r} (have: {', '.join(seen)})"
         )
     for i, model in enumerate(evals.models):  # model fields that checks after loading name
-        where[f"models:{model.name}:chat_template"] = _locate(
-            top_origin, ("models", i, "chat_template")
-        )
+        for name in ("chat_template", "vllm_version"):
+            where[f"models:{model.name}:{name}"] = _locate(top_origin, ("models", i, name))
     config = Config(
         path=path,
         models=tuple(evals.models),

@@ -24,6 +24,8 @@ import argparse  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
+import math  # noqa: E402
+import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -130,9 +132,60 @@ def _sources(spec: str) -> dict[str, Any]:
     return out
 
 
+# A task parameter that names a model of the task's own (strong_reject's
+# ``judge_llm="openai/gpt-4o"``): a judge-ish name whose value is an inspect model name.
+_JUDGE_PARAM = re.compile(r"judge|grader|grading|scorer|evaluator|model", re.IGNORECASE)
+_MODEL_NAME = re.compile(r"[A-Za-z][\w.-]*/\S+")
+
+
+def _own_models(task: Any, task_args: dict[str, Any]) -> dict[str, str]:
+    """The task function's parameters that name a judge model of its own, with the value the
+    run would use (``task_args``' or the default): the scorer asks that model directly, not the
+    ``grader`` role, so a configured grader would go unused."""
+    import inspect as pyinspect
+
+    from inspect_ai._util.registry import registry_info, registry_lookup
+    from inspect_ai.model import Model
+
+    try:
+        fn = registry_lookup("task", registry_info(task).name)
+        params = pyinspect.signature(fn).parameters if fn is not None else {}
+    except (ValueError, TypeError, AttributeError):  # not a registered task function
+        return {}
+    out = {}
+    for name, param in params.items():
+        value = task_args.get(name, param.default)
+        if isinstance(value, Model):
+            value = str(value)
+        if _JUDGE_PARAM.search(name) and isinstance(value, str) and _MODEL_NAME.fullmatch(value):
+            out[name] = value
+    return out
+
+
+def _score_keys(task: Any) -> list[str] | None:
+    """The keys of the dict-valued score the task's first scorer declares (metrics per key,
+    ``@scorer(metrics={"utility": [...], "security": [...]})``), or None where it declares
+    none (or a pattern): what ``score_key`` must name, known before any sample runs."""
+    from inspect_ai._util.registry import registry_info
+
+    scorers = task.scorer or []
+    try:
+        metrics = registry_info(scorers[0]).metadata.get("metrics") if scorers else None
+    except (ValueError, TypeError, AttributeError):  # a scorer without registry info
+        return None
+    parts = metrics if isinstance(metrics, list) else [metrics]
+    keys = sorted({str(k) for part in parts if isinstance(part, dict) for k in part})
+    if not keys or any(ch in key for key in keys for ch in "*?["):
+        return None
+    return keys
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    task = _load_task(args.task, json.loads(args.task_args))
+    task_args = json.loads(args.task_args)
+    task = _load_task(args.task, task_args)
     meta = {"epochs": _epochs(task), **_sources(args.task)}
+    meta["own_models"] = _own_models(task, task_args)
+    meta["score_keys"] = _score_keys(task)
     with open(args.out, "w", encoding="utf-8") as fh:
         fh.write(json.dumps({"task": meta}) + "\n")  # before the samples
         for n, sample in enumerate(task.dataset, 1):
@@ -164,15 +217,35 @@ def _as_float(value: Any) -> float | None:
         return None
 
 
+class Unscored(Exception):
+    """The task left the sample unscored (inspect's ``Score.unscored``: value NaN, or no score
+    at all), usually a grader that gave no grade: that rollout's judge error, never a 0, and
+    never the benchmark's (the other samples keep their scores, as ``inspect eval`` keeps them)."""
+
+
+def _unscored(name: str, score: Any, value: Any) -> Unscored | None:
+    if value is not None and not (isinstance(value, float) and math.isnan(value)):
+        return None
+    why = getattr(score, "explanation", None) or getattr(score, "reason", None) or "no value"
+    reason = getattr(score, "reason", None)
+    prefix = f"{reason}: " if reason and reason != why else ""
+    first = str(why).strip().splitlines()[0] if str(why).strip() else "no value"
+    return Unscored(f"scorer {name!r} left the sample unscored ({prefix}{first[:240]})")
+
+
 def _reward(sample: Any, score_key: str | None) -> tuple[float | None, dict[str, Any]]:
     """The first scorer's value as a float in [0, 1], plus every score for the record. A
     dict-valued score (``{"utility": 0, "security": 1.0}``) gives the reward of the key that
-    ``score_key`` names; one benchmark per key gates each key."""
+    ``score_key`` names; one benchmark per key gates each key. Raises :class:`Unscored` for a
+    sample the task left unscored (checked first: an unscored dict score is a NaN, not a
+    dict, and says nothing of ``score_key``)."""
     scores = {name: s.value for name, s in (sample.scores or {}).items()}
     if not sample.scores:
         return None, scores
     name, first = next(iter(sample.scores.items()))
     value = first.value
+    if (unscored := _unscored(name, first, value)) is not None:
+        raise unscored
     if isinstance(value, dict):
         keys = ", ".join(sorted(map(str, value)))
         if score_key is None:
@@ -183,6 +256,8 @@ def _reward(sample: Any, score_key: str | None) -> tuple[float | None, dict[str,
         if score_key not in value:
             raise ScoreShape(f"score_key {score_key!r}: scorer {name!r} gives keys {keys}")
         value = value[score_key]
+        if (unscored := _unscored(name, first, value)) is not None:
+            raise unscored
     elif score_key is not None:
         raise ScoreShape(
             f"score_key {score_key!r}: scorer {name!r} gives a single value ({value!r}), not a "
@@ -198,13 +273,19 @@ def _reward(sample: Any, score_key: str | None) -> tuple[float | None, dict[str,
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None  # an unscored value: JSON has no NaN
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     return value if isinstance(value, int | float | str | bool) or value is None else str(value)
 
 
 def _record(sample: Any, score_key: str | None = None) -> dict[str, Any]:
-    reward, scores = _reward(sample, score_key)
+    unscored = None
+    try:
+        reward, scores = _reward(sample, score_key)
+    except Unscored as exc:
+        reward, scores, unscored = None, {n: s.value for n, s in sample.scores.items()}, str(exc)
     usage = {"prompt_tokens": 0, "completion_tokens": 0}
     grader = {"prompt_tokens": 0, "completion_tokens": 0}  # the grader role's, counted apart
     for name, u in (sample.model_usage or {}).items():
@@ -214,8 +295,11 @@ def _record(sample: Any, score_key: str | None = None) -> dict[str, Any]:
     error = None
     if sample.error is not None:
         error = str(getattr(sample.error, "message", sample.error)).splitlines()[0][:300]
-    elif reward is None:
-        error = f"unscorable: the task's scorer gave {scores!r}"
+    elif reward is None and unscored is None:
+        if scores:  # a value inspect cannot read as a number: the scorer's, not the grader's
+            error = f"unscorable: the task's scorer gave {scores!r}"
+        else:  # no score at all: as inspect, the sample is unscored
+            unscored = "the task's scorer gave no score"
     messages = [{"role": m.role, "content": _text(getattr(m, "text", ""))} for m in sample.messages]
     return {
         "id": str(sample.id),
@@ -227,6 +311,7 @@ def _record(sample: Any, score_key: str | None = None) -> dict[str, Any]:
         "usage": usage,
         "grader_usage": grader,
         "error": error,
+        "unscored": unscored,  # the suite makes it a judge_unparseable error
     }
 
 

@@ -122,6 +122,7 @@ class Legacy:
                 "`Environment.run_rollout`; use verifiers>=0.3.0"
             )
         self._vf = vf
+        self._input_keys = _rollout_input_keys(vf)
         _watch_reward_funcs(self.env)
         self.group = bool(getattr(self.env, "requires_group_rollouts", False))
         ids = _unique_ids([self._item_id(r) for r in rows])
@@ -202,7 +203,7 @@ class Legacy:
                 out = (await self._group(item, vf_client, model))[index]
             else:
                 out = await self.env.run_rollout(
-                    dict(self.rows[item.id]), vf_client, model, _legacy_sampling(self.spec, index)
+                    self._input(item.id), vf_client, model, _legacy_sampling(self.spec, index)
                 )
         except (RequestFailed, InfraError):
             raise
@@ -215,6 +216,16 @@ class Legacy:
             raise InfraError(f"vf_reward_error: {raised[0]}")
         return _output_outcome(out)
 
+    def _input(self, item_id: str) -> dict[str, Any]:
+        """The row as vf-eval hands it to the environment: its env server sends a rollout's
+        input as the ``RolloutInput`` it declares (prompt, example_id, answer, info), so a
+        dataset's other columns, a plain-string ``task`` route among them (TruthfulQA's
+        ``task: "truthfulqa"``, which ``run_rollout`` refuses as it is), never reach it."""
+        row = self.rows[item_id]
+        if self._input_keys is None:  # a release without the type: the row as it is
+            return dict(row)
+        return {k: v for k, v in row.items() if k in self._input_keys}
+
     async def _group(self, item: Item, vf_client: Any, model: str) -> list[Any]:
         # Group rewards score the k rollouts of an item together: the first of its pairs runs
         # the whole group, the others take their index from the same result.
@@ -222,7 +233,7 @@ class Legacy:
         if fut is None:
             fut = self._groups[item.id] = asyncio.ensure_future(
                 self.env.run_group(
-                    [dict(self.rows[item.id]) for _ in range(self.spec.eval.rollouts)],
+                    [self._input(item.id) for _ in range(self.spec.eval.rollouts)],
                     vf_client,
                     model,
                     # One sampling for the whole group: no seed, or its k rollouts would be
@@ -231,6 +242,18 @@ class Legacy:
                 )
             )
         return await asyncio.shield(fut)
+
+
+def _rollout_input_keys(vf: types.ModuleType) -> frozenset[str] | None:
+    """The fields of the API's ``RolloutInput`` (a TypedDict), or None where it has none."""
+    try:
+        declared = importlib.import_module(f"{vf.__name__}.types").RolloutInput
+    except (ModuleNotFoundError, AttributeError):
+        return None
+    keys = getattr(declared, "__required_keys__", frozenset()) | getattr(
+        declared, "__optional_keys__", frozenset()
+    )
+    return frozenset(keys) or None
 
 
 async def _close_at_loop_end(sdk_client: Any) -> None:

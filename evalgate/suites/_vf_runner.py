@@ -461,7 +461,15 @@ def load_runner(spec: VerifiersBenchmark) -> tuple[str, Any]:
             sampling = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens}
             if s.seed is not None:
                 sampling["seed"] = s.seed
-            _vf_judge.route_legacy(runner.env, spec.judge.model.model_id, sampling)
+            if not _vf_judge.route_legacy(runner.env, spec.judge.model.model_id, sampling):
+                # Nothing would ask evalgate's judge: a reward function's own client grades
+                # (another judge than the exam's) or fails and scores 0; neither is the exam.
+                raise ConfigError(
+                    f"benchmark {spec.name!r}: `judge:` is set, but environment "
+                    f"{spec.env_id!r} has no JudgeRubric (the legacy API's judge, the only one "
+                    "evalgate can route): its judge would never be asked; drop `judge:`, or "
+                    "grade with a JudgeRubric's judge_client"
+                )
     log.info("verifiers benchmark %s: %s api, %d items", spec.name, api, len(runner.items))
     return api, runner
 

@@ -34,9 +34,10 @@ from evalgate._repo_code import repo_env
 from evalgate.errors import ConfigError, InfraError
 from evalgate.sandbox.worker import jail
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
+from evalgate.suites.datasets import DataError
 from evalgate.suites.identity import digest
 from evalgate.suites.judge import JudgeFailed
-from evalgate.suites.judge_relay import Grader
+from evalgate.suites.judge_relay import Grader, Tab
 
 if TYPE_CHECKING:
     from evalgate.config.spec import InspectBenchmark
@@ -163,6 +164,50 @@ def _check_epochs(spec: InspectBenchmark, epochs: int) -> None:
         )
 
 
+def _check_score_key(spec: InspectBenchmark, keys: list[str] | None) -> None:
+    """A dict-valued score the task's scorer declares (metrics per key) needs ``score_key``,
+    one of its keys: known when the task loads, so refused before the first call rather than
+    after every sample was generated and graded."""
+    if not keys:
+        return
+    listed = ", ".join(keys)
+    if spec.score_key is None:
+        raise DataError(
+            f"benchmark {spec.name!r}: task {spec.task!r} declares a dict-valued score (keys: "
+            f"{listed}): set `score_key` to the key this benchmark gates (one benchmark per key "
+            "to gate several)",
+            field="task",
+        )
+    if spec.score_key not in keys:
+        raise DataError(
+            f"benchmark {spec.name!r}: score_key {spec.score_key!r}: task {spec.task!r} "
+            f"declares keys {listed}",
+            field="score_key",
+        )
+
+
+def _task_args_fix(own: dict[str, str]) -> str:
+    args = ", ".join(f"{name}: null" for name in own) or "<the judge parameter>: null"
+    return f"`task_args: {{{args}}}`"
+
+
+def _check_grader_used(spec: InspectBenchmark, own: dict[str, str]) -> None:
+    """A ``grader:`` the task would not ask: its parameters name a judge model of its own
+    (strong_reject's ``judge_llm="openai/gpt-4o"``), which its scorer asks instead of the
+    ``grader`` role. Unrefused, the exam's judge would sit unused while another model grades
+    (with a key in ``pass_env``) or every sample fails (without): refused before any call."""
+    if spec.grader is None or not own:
+        return
+    named = ", ".join(f"{name}={value!r}" for name, value in own.items())
+    raise DataError(
+        f"benchmark {spec.name!r}: `grader:` is set, but task {spec.task!r} names its own judge "
+        f"({named}) and would grade with it, never asking the grader: set "
+        f"{_task_args_fix(own)} so that the task asks its `grader` role (if that is what it "
+        "does with no model), or drop `grader:` to grade with the task's own judge",
+        field="grader",
+    )
+
+
 def _attribute(total: dict[str, int], records: list[dict[str, Any]]) -> None:
     """Split the relay's count of the grader's tokens (``total``) over the samples: as inspect
     reports each sample's grader usage, with what the reports leave out (or a task's code
@@ -243,6 +288,8 @@ class InspectSuite(SuiteDefaults):
         meta: dict[str, Any] = next((r["task"] for r in rows if "task" in r), {})
         rows = [r for r in rows if "task" not in r]
         _check_epochs(spec, int(meta.get("epochs", 1)))
+        _check_grader_used(spec, meta.get("own_models") or {})
+        _check_score_key(spec, meta.get("score_keys"))
         # The task file holds the scorer (what decides every sample's score): its bytes, and
         # those of the modules it imported from its folder, are in each item's hash, beside what
         # the runner reports of the sample's own.
@@ -330,9 +377,24 @@ class InspectSuite(SuiteDefaults):
             results[(rec["id"], rec["epoch"] - 1)] = rec
         out_file.unlink()
         if graded is not None:
+            self._check_grader_asked(graded, list(results.values()))
             _attribute(graded.usage, list(results.values()))
             self._grader_failed = graded.failed
         return results
+
+    def _check_grader_asked(self, graded: Tab, records: list[dict[str, Any]]) -> None:
+        """The relay saw not one of the grader's calls while the candidate answered: the task's
+        scorer asks a judge of its own (written into the task, beyond what the validate-time
+        check of its parameters sees), so the benchmark was graded by another model than the
+        exam's. Refused (a config error), never scored, nor a silent 0."""
+        if sum(graded.seen.values()) or not any(r.get("completion") for r in records):
+            return
+        raise ConfigError(
+            f"benchmark {self.spec.name!r}: `grader:` is set, but task {self.spec.task!r} never "
+            f"asked it ({len(records)} samples ran, evalgate's judge relay saw no grader call): "
+            "its scorer asks a model of its own; set the `task_args` that make the task ask its "
+            "`grader` role (e.g. its judge parameter: null), or drop `grader:`"
+        )
 
     def plan(self, pairs: list[tuple[Item, int]]) -> None:
         """Run only the samples the engine will ask for (a resumed run's missing ones, a
@@ -351,14 +413,20 @@ class InspectSuite(SuiteDefaults):
         if self.judge is not None:  # the grader's tokens: counted, at the grader's price
             usage = rec.get("grader_usage") or {"prompt_tokens": 0, "completion_tokens": 0}
             judge = {"usage": usage, "cost_usd": self.judge.cost(usage), "samples": []}
-        if rec["error"] is not None:
+        failed = rec["error"] or rec.get("unscored")
+        if failed is not None:
+            partial = {"completion": rec.get("completion"), "usage": rec.get("usage") or {},
+                       "judge": judge}  # fmt: skip
             if self._grader_failed is not None:
                 # The grader failed after evalgate's retries (the relay saw it): a sample that
-                # errored is a judge error, as a scorer judge's would be.
+                # errored, or that its scorer left unscored, is a judge error, as a scorer
+                # judge's would be.
                 kind, detail = self._grader_failed
-                partial = {"completion": rec.get("completion"), "usage": rec.get("usage") or {},
-                           "judge": judge}  # fmt: skip
-                raise JudgeFailed(f"judge_{kind}", f"{detail} ({rec['error']})", partial)
+                raise JudgeFailed(f"judge_{kind}", f"{detail} ({failed})", partial)
+            if rec["error"] is None:
+                # Unscored (the grader gave no grade, inspect's NaN): this rollout's error,
+                # counted against the error budget as an unreadable verdict is; never a 0.
+                raise JudgeFailed("judge_unparseable", failed, partial)
             raise InfraError(f"inspect: {rec['error']}")
         return Outcome(
             prompt=rec["messages"][:-1] or [{"role": "user", "content": item.prompt}],

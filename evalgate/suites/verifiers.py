@@ -265,6 +265,11 @@ class VerifiersSuite(SuiteDefaults):
     worker: _Worker
     roles: dict[str, dict[str, Any]] = field(default_factory=dict)
     judge: Grader | None = None  # ``judge:``: the environment's judges call it (the run binds it)
+    # Of the rollouts planned (``plan``): how many ended, were played, asked the judge.
+    _planned: int = 0
+    _ended: int = 0
+    _played: int = 0
+    _judged: int = 0
 
     @classmethod
     def from_spec(
@@ -287,6 +292,26 @@ class VerifiersSuite(SuiteDefaults):
     def close(self) -> None:
         self.worker.close()  # the worker process: verifiers, the environment and its data
 
+    def plan(self, pairs: list[tuple[Item, int]]) -> None:
+        self._planned, self._ended, self._played, self._judged = len(pairs), 0, 0, 0
+
+    def _count_judged(self, played: bool, judged: bool) -> None:
+        """The last planned rollout ended, and not one played asked evalgate's judge: the
+        environment grades some other way (its own client, a judge it builds itself) and its
+        rewards, zeros where that failed, are not the exam's judge's. A config error, not a gate
+        on them. Per run, not per rollout: a judge asked only on some answers is no error."""
+        self._ended += 1
+        self._played += played
+        self._judged += judged
+        last = self._planned > 0 and self._ended >= self._planned
+        if last and self._played and not self._judged:
+            raise ConfigError(
+                f"benchmark {self.name!r}: `judge:` is set, but the environment never asked it "
+                f"({self._played} rollouts played, evalgate's judge relay saw no call): its "
+                "rewards come from elsewhere (a client of its own, or a judge it builds itself); "
+                "grade with its JudgeRubric's judge_client / vf.Judge, or drop `judge:`"
+            )
+
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         e = client.endpoint
         endpoint = {"base_url": e.base_url, "model": e.model, "api_key": e.api_key}
@@ -305,6 +330,7 @@ class VerifiersSuite(SuiteDefaults):
         finally:
             spent = relay.close(tab)
         judgement = spent.judgement(self.judge)
+        self._count_judged(bool(answer.get("ok")), sum(spent.seen.values()) > 0)
         if spent.failed is not None:
             # The judge failed after evalgate's retries: an error of kind judge_*, even where
             # the environment caught it and scored 0.
