@@ -28,7 +28,7 @@ import httpx
 
 from evalgate import __version__
 from evalgate.errors import InfraError
-from evalgate.serve.client import parse_retry_after
+from evalgate.serve._pacing import parse_retry_after
 
 __all__ = [
     "API_VERSION",

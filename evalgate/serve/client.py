@@ -29,11 +29,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import email.utils
 import json
 import random
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -42,6 +41,7 @@ import aiohttp
 from yarl import URL
 
 from evalgate.serve import served
+from evalgate.serve._pacing import AdaptiveLimit, parse_retry_after, retry_after
 from evalgate.serve.base import Endpoint
 from evalgate.serve.breaker import RESTART_GRACE_S, Breaker
 from evalgate.serve.keys import check_api_key
@@ -161,100 +161,10 @@ class ClientStats:
         }
 
 
-class AdaptiveLimit:
-    """AIMD bound on requests in flight: halve on throttling, +1 per window of successes.
-
-    Like TCP congestion avoidance: a 429 means the server is saturated, so the limit is halved
-    (never below ``minimum``) — but only once per window: requests that were already in flight
-    when the limit dropped carry no news, or one burst of 429s would collapse the limit to 1.
-    Each success adds ``1 / limit``, i.e. about one slot per window of successes, up to
-    ``maximum``. Waiters are served first-in first-out. Not thread-safe: one event loop.
-    """
-
-    def __init__(self, maximum: int, *, minimum: int = 1, decrease: float = 0.5) -> None:
-        self.maximum = max(1, maximum)
-        self.minimum = max(1, min(minimum, self.maximum))
-        self.decrease_factor = decrease
-        self.limit = float(self.maximum)
-        self.epoch = 0  # bumped on every decrease; requests remember the epoch they started in
-        self.in_flight = 0
-        self.lowest = self.maximum
-        self.decreases = 0
-        self._cap = self.maximum  # int(limit), cached: the fast path reads it per request
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    async def acquire(self) -> int:
-        """Wait for a slot; returns the epoch to pass to :meth:`throttled`."""
-        if self.in_flight < self._cap and not self._waiters:
-            self.in_flight += 1
-            return self.epoch
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
-        try:
-            await fut  # release() hands the slot over: in_flight already counts it
-        except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                self.release()  # the slot was handed over just as we were cancelled: pass it on
-            else:
-                self._waiters.remove(fut)
-            raise
-        return self.epoch
-
-    def release(self) -> None:
-        self.in_flight -= 1
-        self._wake()
-
-    def succeeded(self) -> None:
-        if self.limit < self.maximum:
-            self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
-            self._cap = int(self.limit)
-            self._wake()
-
-    def throttled(self, epoch: int) -> None:
-        """The server said 429 to a request that acquired its slot in ``epoch``."""
-        if epoch != self.epoch:
-            return  # started before the last decrease: that decrease already answered it
-        self.epoch += 1
-        self.decreases += 1
-        self.limit = max(float(self.minimum), self.limit * self.decrease_factor)
-        self._cap = int(self.limit)
-        self.lowest = min(self.lowest, self._cap)
-
-    def _wake(self) -> None:
-        while self._waiters and self.in_flight < self._cap:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                self.in_flight += 1
-                fut.set_result(None)
-
-
 def _too_large(cap: int) -> RequestFailed:
     # Built only when a reply is too large: an exception and its message per request cost more
     # than the rest of the size check.
     return RequestFailed("too_large", f"the reply is over {cap} bytes (eval.max_reply_mib)")
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP date (RFC 9110).
-    None when absent or unparseable (the caller falls back to its own backoff)."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, parsed.timestamp() - (time.time() if now is None else now))
-
-
-def retry_after(headers: Any) -> float | None:
-    """The server's wait hint from response headers (chat servers and LiteLLM's proxy)."""
-    if not headers:
-        return None
-    # A LiteLLM proxy passes an upstream 429's header on as llm_provider-retry-after.
-    return parse_retry_after(headers.get("Retry-After") or headers.get("llm_provider-retry-after"))
 
 
 class ReplyCache(Protocol):
@@ -473,22 +383,8 @@ class ChatClient:
                     limit.throttled(epoch)
                     self.stats.throttle_decreases = limit.decreases
                     self.stats.min_concurrency = limit.lowest
-            except RequestFailed as exc:  # a 200 whose body is not a chat completion; too many hops
-                error = exc
-                retryable = exc.kind not in _FINAL_KINDS
-            except TimeoutError:  # before ClientError: aiohttp's timeouts are both
-                error = RequestFailed("timeout", f"no answer within {self.hop_timeout_s:g} s")
-                timed_out = True  # the breaker asks the server, outside the concurrency slot
-            except aiohttp.ClientPayloadError as exc:  # body cut short, Content-Length lied
-                error = RequestFailed("truncated", str(exc) or type(exc).__name__)
-            except aiohttp.ClientConnectionError as exc:  # refused, reset, closed before reply
-                error = RequestFailed("connection", str(exc) or type(exc).__name__)
-                # Refused: nobody listens. Reset or closed: a live server dropped this one
-                # request, which counts only when the server's owner says it is gone.
-                refused = isinstance(exc, aiohttp.ClientConnectorError)
-                breaker.no_answer("connection", str(error), self.endpoint.base_url, counts=refused)
-            except aiohttp.ClientError as exc:  # an HTTP response aiohttp could not parse
-                error = RequestFailed("bad_response", str(exc) or type(exc).__name__)
+            except (RequestFailed, TimeoutError, aiohttp.ClientError) as exc:
+                error, retryable, timed_out = self._failed(exc)
             finally:
                 if limit is not None:
                     limit.release()
@@ -512,6 +408,29 @@ class ChatClient:
             self.stats.retries += 1
             await self._sleep(delay)
             attempt += 1
+
+    def _failed(self, exc: Exception) -> tuple[RequestFailed, bool, bool]:
+        """What a failed exchange was: (the error, whether a retry may help, whether it timed
+        out: then the breaker asks the server, outside the concurrency slot)."""
+        if isinstance(exc, RequestFailed):  # a 200 whose body is no chat completion; too many hops
+            return exc, exc.kind not in _FINAL_KINDS, False
+        if isinstance(exc, TimeoutError):  # before ClientError: aiohttp's timeouts are both
+            return (
+                RequestFailed("timeout", f"no answer within {self.hop_timeout_s:g} s"),
+                True,
+                True,
+            )
+        detail = str(exc) or type(exc).__name__
+        if isinstance(exc, aiohttp.ClientPayloadError):  # body cut short, Content-Length lied
+            return RequestFailed("truncated", detail), True, False
+        if isinstance(exc, aiohttp.ClientConnectionError):  # refused, reset, closed before reply
+            error = RequestFailed("connection", detail)
+            # Refused: nobody listens. Reset or closed: a live server dropped this one request,
+            # which counts only when the server's owner says it is gone.
+            refused = isinstance(exc, aiohttp.ClientConnectorError)
+            self.breaker.no_answer("connection", str(error), self.endpoint.base_url, counts=refused)
+            return error, True, False
+        return RequestFailed("bad_response", detail), True, False  # a response aiohttp can't parse
 
     async def _probe(self) -> str | None:
         """Is the server there? One chat request for one token (the generation path, not only
