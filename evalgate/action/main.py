@@ -330,21 +330,7 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
         baseline_input=inputs.baseline,
         store_input=inputs.results_store,
     )
-    if note := policy.workflow_note():  # the workflow's inputs change the exam: FAIL, said first
-        pub.notices.append(note)
-    if note := policy.exam_note(inputs.config):  # first on the scorecard, under its title
-        pub.notices.append(note)
-    config, raised = policy.applied(config)
-    if raised:  # the PR lifted a budget cap the base branch sets
-        pub.notices.append(raised)
-    baseline_settings = config.baseline
-    # The inputs the policy allows: in PR mode one that would change the baseline FAILs instead.
-    mode = policy.baseline_input or baseline_settings.mode
-    if policy.source == "first-adoption" and mode != "none":
-        # The base has no evals.yaml: there is nothing to re-run and nothing stored to compare.
-        pub.notices.append("no baseline: the base branch does not use evalgate yet")
-        mode = "none"
-    store_spec = policy.store_input or baseline_settings.store
+    config, mode, store_spec = _apply_policy(policy, config, inputs, pub)
     pub.comment(in_progress_body(run_url=ctx.run_url))
 
     store: ResultStore | None = None
@@ -389,6 +375,27 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
     )
 
     return _report(ctx, inputs, pub, verdict, policy, config, store, out_root)
+
+
+def _apply_policy(
+    policy: Any, config: Config, inputs: ActionInputs, pub: _Publisher
+) -> tuple[Config, str, str]:
+    """The config the base's policy makes of the PR's, the baseline mode and the result store
+    it allows; what it changed or refused is noted first on the scorecard."""
+    if note := policy.workflow_note():  # the workflow's inputs change the exam: FAIL, said first
+        pub.notices.append(note)
+    if note := policy.exam_note(inputs.config):  # first on the scorecard, under its title
+        pub.notices.append(note)
+    config, raised = policy.applied(config)
+    if raised:  # the PR lifted a budget cap the base branch sets
+        pub.notices.append(raised)
+    # The inputs the policy allows: in PR mode one that would change the baseline FAILs instead.
+    mode = policy.baseline_input or config.baseline.mode
+    if policy.source == "first-adoption" and mode != "none":
+        # The base has no evals.yaml: there is nothing to re-run and nothing stored to compare.
+        pub.notices.append("no baseline: the base branch does not use evalgate yet")
+        mode = "none"
+    return config, mode, policy.store_input or config.baseline.store
 
 
 def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verdict, policy: Any,
