@@ -337,7 +337,7 @@ def test_the_judge_process_is_out_of_the_completions_reach() -> None:
     import secrets
 
     from evalgate.sandbox import SandboxConfig, open_backend
-    from evalgate.suites.humaneval import _JUDGE, build_solution
+    from evalgate.suites.humaneval import _TESTS, build_solution
 
     probe = (
         "    import ctypes, os, sys\n"
@@ -356,12 +356,12 @@ def test_the_judge_process_is_out_of_the_completions_reach() -> None:
         "solution": build_solution(problem, probe),
         "exam": f"{problem['prompt']}\n\n{problem['test']}\n",
         "entry": problem["entry_point"],
-        "source": _JUDGE,
+        "source": _TESTS,
     }
 
     async def go() -> Any:
         async with await open_backend("local").create(SandboxConfig(timeout_s=60)) as box:
-            argv = ["python3", "-I", "-S", "-c", _JUDGE, "judge"]
+            argv = ["python3", "-I", "-S", "-c", _TESTS, "tests"]
             return await box.exec(argv, stdin=json.dumps(job), timeout_s=30)
 
     result = asyncio.run(go())

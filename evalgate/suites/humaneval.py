@@ -6,16 +6,16 @@ runs generated code in the evaluating process behind a best-effort "reliability 
 each completion runs in its own sandbox (``sandbox.backend``, bubblewrap by default) with no
 network.
 
-The code under test and the code that judges it never share an interpreter (see
-``_humaneval_judge.py``): inside the sandbox a non-dumpable **judge** process runs the problem's
-``check(candidate)``, where ``candidate`` is a proxy that sends the arguments to a **worker**
-process running the completion and gets plain literals back (numbers, strings, bools, None, lists,
-tuples, dicts, sets). Frame walking (``sys._getframe``, ``inspect.stack``, a decorator at
-definition time) finds no verdict to forge, ``/proc/PID/mem`` of the judge is closed to the
-worker, and an object whose ``__eq__`` is always true never crosses. The verdict is not an exit
-status the completion controls (``sys.exit(0)``, ``os._exit(0)``): the judge writes a per-run
+The code under test and the code that tests it never share an interpreter (see
+``_humaneval_tests.py``): inside the sandbox a non-dumpable **test runner** process runs the
+problem's ``check(candidate)``, where ``candidate`` is a proxy that sends the arguments to a
+**worker** process running the completion and gets plain literals back (numbers, strings, bools,
+None, lists, tuples, dicts, sets). Frame walking (``sys._getframe``, ``inspect.stack``, a decorator
+at definition time) finds no verdict to forge, ``/proc/PID/mem`` of the test runner is closed to
+the worker, and an object whose ``__eq__`` is always true never crosses. The verdict is not an exit
+status the completion controls (``sys.exit(0)``, ``os._exit(0)``): the test runner writes a per-run
 random nonce, which it alone holds, on a descriptor the worker never had, and a pass needs that
-line *and* the judge's exit status 0.
+line *and* the test runner's exit status 0.
 
 Completions are post-processed as standard harnesses do for chat models: the code is taken from
 a Markdown fence when there is one; a completion that defines the entry point is a whole
@@ -61,9 +61,9 @@ __all__ = [
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
 _PASS, _FAIL = "EVALGATE-PASS", "EVALGATE-FAIL"
-# Runs inside the sandbox as ``python3 -I -S -c _JUDGE judge`` (it starts the worker from the same
+# Runs inside the sandbox as ``python3 -I -S -c _TESTS tests`` (it starts the worker from the same
 # source); stdin is the JSON job.
-_JUDGE = (Path(__file__).with_name("_humaneval_judge.py")).read_text(encoding="utf-8")
+_TESTS = (Path(__file__).with_name("_humaneval_tests.py")).read_text(encoding="utf-8")
 _KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -124,7 +124,7 @@ def _body_until_top_level(code: str) -> str:
 
 
 def build_program(problem: dict[str, Any], completion: str) -> str:
-    """The whole program as one file: solution + the problem's tests (what the judge splits)."""
+    """The whole program as one file: solution + the problem's tests (the test runner splits it)."""
     solution, entry = build_solution(problem, completion), problem["entry_point"]
     return f"{solution}\n\n{problem['test']}\n\ncheck({entry})\n"
 
@@ -142,7 +142,7 @@ def build_solution(problem: dict[str, Any], completion: str) -> str:
 
 
 def verdict(result: Any, nonce: str, timeout_s: float) -> tuple[float, str]:
-    """(reward, reason) of one judge run: a pass needs the nonce line and exit status 0."""
+    """(reward, reason) of one test run: a pass needs the nonce line and exit status 0."""
     if result.timed_out:
         return 0.0, f"timed out after {timeout_s:g} s"
     lines = result.stdout.splitlines()
@@ -155,7 +155,7 @@ def verdict(result: Any, nonce: str, timeout_s: float) -> tuple[float, str]:
     if failed:
         return 0.0, f"failed: {(failed[-1] + [''])[2][:200]}"
     last = (result.stderr.strip().splitlines() or [f"exit {result.exit_code}"])[-1]
-    return 0.0, f"failed: the judge gave no verdict ({last[:200]})"
+    return 0.0, f"failed: the test runner gave no verdict ({last[:200]})"
 
 
 @dataclass
@@ -222,11 +222,11 @@ class HumanEvalSuite(SuiteDefaults):
             "solution": build_solution(problem, completion),
             "exam": f"{problem['prompt']}\n\n{problem['test']}\n",
             "entry": problem["entry_point"],
-            "source": _JUDGE,
+            "source": _TESTS,
         }
         async with await self.backend.create(self.sandbox) as box:
             result = await box.exec(
-                ["python3", "-I", "-S", "-c", _JUDGE, "judge"],
+                ["python3", "-I", "-S", "-c", _TESTS, "tests"],
                 stdin=json.dumps(job),
                 timeout_s=self.sandbox.timeout_s,
                 max_output=64 << 10,

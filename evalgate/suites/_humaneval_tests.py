@@ -1,24 +1,25 @@
-"""HumanEval's judge and worker: two processes inside one sandbox, only literals between them.
+"""HumanEval's test runner and worker (not a model judge: the problem's own tests decide): two
+processes inside one sandbox, only literals between them.
 
 This file runs *inside* the sandbox, under the sandbox's own ``python3`` (stdlib only), as
-``python3 -I -S -c <this source> judge`` with a JSON job on stdin: ``nonce``, ``solution`` (the
+``python3 -I -S -c <this source> tests`` with a JSON job on stdin: ``nonce``, ``solution`` (the
 prompt and the post-processed completion), ``exam`` (the prompt and the problem's tests, both
 from the installed data file) and ``entry`` (the function under test). It never imports evalgate.
 
-Why two processes: generated code that runs in the interpreter that judges it can walk its frames
+Why two processes: generated code that runs in the interpreter that tests it can walk its frames
 (``sys._getframe``, ``inspect.stack``, ``gc``) to the verdict, or return an object whose
-``__eq__`` is always true. So the **judge** makes itself non-dumpable first (the worker, the same
-uid without capabilities, can then neither ptrace it nor open its ``/proc/PID/mem`` or
+``__eq__`` is always true. So the **test runner** makes itself non-dumpable first (the worker,
+the same uid without capabilities, can then neither ptrace it nor open its ``/proc/PID/mem`` or
 ``/proc/PID/fd``), runs the exam's ``check(candidate)`` in its own interpreter, and starts the
 **worker**, which alone runs the generated code. ``candidate`` is a proxy: each call sends its
 arguments to the worker as tagged JSON and gets back a value or an error message in the same
 form. Only ``None``, bools, ints, floats, strings, lists, tuples, dicts and sets cross; anything
 else the completion returns is an error, so no object of its making ever reaches ``check``.
 
-The judge writes its verdict on a descriptor the worker never had: ``EVALGATE-PASS NONCE`` once
-``check`` has returned, else ``EVALGATE-FAIL NONCE reason``. The worker's own output goes to
-stderr. What the worker can still do is answer wrongly, crash, hang or kill the judge: each is a
-0, never a pass.
+The test runner writes its verdict on a descriptor the worker never had: ``EVALGATE-PASS
+NONCE`` once ``check`` has returned, else ``EVALGATE-FAIL NONCE reason``. The worker's own output
+goes to stderr. What the worker can still do is answer wrongly, crash, hang or kill the test
+runner: each is a 0, never a pass.
 """
 
 import json
@@ -88,7 +89,7 @@ def _last_line(exc):
 
 
 def worker():
-    """Runs the generated code and answers calls. Its stdin/stdout are its channel to the judge."""
+    """Runs the generated code and answers calls. Its stdin/stdout: its channel to the tests."""
     rx = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
     tx = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -121,46 +122,41 @@ class CandidateError(Exception):
     """The completion raised, returned a non-literal, or stopped answering."""
 
 
-def judge():
-    """Runs the exam's ``check`` against a proxy of the worker's function; writes the verdict."""
-    try:
-        import ctypes
+class _Candidate:
+    """The worker process seen from the test runner: the generated function, called through
+    its channel (literals only), and its exit status once reaped."""
 
-        if ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-            raise OSError("prctl failed")
-    except Exception as exc:  # fail closed: a dumpable judge could be patched by the worker
-        os.write(1, f"EVALGATE-FAIL - judge cannot become non-dumpable ({exc})\n".encode())
-        return
-    job = json.loads(sys.stdin.buffer.read())
-    nonce = job["nonce"]
-    verdict = os.dup(1)  # not inheritable: the worker never gets it
-    os.dup2(2, 1)
-    if hasattr(sys, "set_int_max_str_digits"):
-        sys.set_int_max_str_digits(0)
-    # posix_spawn, not subprocess (whose import costs more than the spawn): the pipes' other
-    # ends and ``verdict`` are close-on-exec, so the worker gets its channel, stderr, nothing else.
-    down_r, to_worker = os.pipe()
-    from_r, up_w = os.pipe()
-    pid = os.posix_spawn(
-        sys.executable,
-        [sys.executable, "-I", "-c", job["source"], "worker"],
-        os.environ,
-        file_actions=[(os.POSIX_SPAWN_DUP2, down_r, 0), (os.POSIX_SPAWN_DUP2, up_w, 1)],
-    )
-    os.close(down_r)
-    os.close(up_w)
-    from_worker = os.fdopen(from_r, "rb")
-    ended: list[int] = []
+    def __init__(self, source):
+        # posix_spawn, not subprocess (whose import costs more than the spawn): the pipes'
+        # other ends and the verdict descriptor are close-on-exec, so the worker gets its
+        # channel, stderr, nothing else.
+        down_r, self.to_worker = os.pipe()
+        from_r, up_w = os.pipe()
+        self.pid = os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-I", "-c", source, "worker"],
+            os.environ,
+            file_actions=[(os.POSIX_SPAWN_DUP2, down_r, 0), (os.POSIX_SPAWN_DUP2, up_w, 1)],
+        )
+        os.close(down_r)
+        os.close(up_w)
+        self.from_worker = os.fdopen(from_r, "rb")
+        self.ended = []
 
-    def wait():
-        if not ended:
-            ended.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
-        return ended[0]
+    def wait(self):
+        if not self.ended:
+            self.ended.append(os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1]))
+        return self.ended[0]
 
-    def receive():
-        line = from_worker.readline(_MAX_LINE)
+    def stop(self):
+        if not self.ended:  # not reaped yet: the pid is still the worker's (a zombie at worst)
+            os.kill(self.pid, 9)
+        self.wait()
+
+    def receive(self):
+        line = self.from_worker.readline(_MAX_LINE)
         if not line:
-            status = wait()
+            status = self.wait()
             raise CandidateError(
                 f"the program exited before its tests finished (status {status})"
                 if status >= 0
@@ -178,18 +174,36 @@ def judge():
             raise CandidateError(str(reply["error"])[:300])
         return reply
 
-    def candidate(*args, **kwargs):
-        _offer(to_worker, {"args": _encode(list(args)), "kwargs": _encode(kwargs)})
-        reply = receive()
+    def __call__(self, *args, **kwargs):
+        _offer(self.to_worker, {"args": _encode(list(args)), "kwargs": _encode(kwargs)})
+        reply = self.receive()
         try:
             return _decode(reply["value"])
         except (KeyError, ValueError, TypeError, RecursionError) as exc:
             raise CandidateError(f"a malformed reply ({_last_line(exc)})") from None
 
+
+def run_tests():
+    """Runs the exam's ``check`` against a proxy of the worker's function; writes the verdict."""
+    try:
+        import ctypes
+
+        if ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            raise OSError("prctl failed")
+    except Exception as exc:  # fail closed: a dumpable test runner could be patched by the worker
+        os.write(1, f"EVALGATE-FAIL - test runner cannot become non-dumpable ({exc})\n".encode())
+        return
+    job = json.loads(sys.stdin.buffer.read())
+    nonce = job["nonce"]
+    verdict = os.dup(1)  # not inheritable: the worker never gets it
+    os.dup2(2, 1)
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)
+    candidate = _Candidate(job["source"])
     reason = None
     try:
-        _offer(to_worker, {"solution": job["solution"], "entry": job["entry"]})
-        receive()
+        _offer(candidate.to_worker, {"solution": job["solution"], "entry": job["entry"]})
+        candidate.receive()
         exam: dict[str, Any] = {"__name__": "__exam__", "__builtins__": __builtins__}
         exec(compile(job["exam"], "<humaneval-tests>", "exec"), exam)
         exam[job["entry"]] = candidate  # tests that name the function call the worker's too
@@ -199,9 +213,7 @@ def judge():
     except Exception as exc:
         reason = _last_line(exc)
     finally:
-        if not ended:  # not reaped yet: the pid is still the worker's (a zombie at worst)
-            os.kill(pid, 9)
-        wait()
+        candidate.stop()
     sys.stdout.flush()
     if reason is None:
         os.write(verdict, f"EVALGATE-PASS {nonce}\n".encode())
@@ -210,4 +222,4 @@ def judge():
 
 
 if __name__ == "__main__":
-    {"judge": judge, "worker": worker}[sys.argv[1]]()
+    run_tests() if sys.argv[1] == "tests" else worker()
