@@ -17,6 +17,13 @@ from typing import Any
 
 __all__ = ["RolloutTable", "unusable"]
 
+# Per-item means are sums of 8-byte floats: numpy adds them in row order, fmean (what a pass over
+# the records computes) rounds the exact sum once. The two agree when every value is a multiple
+# of 2^-_DYADIC_BITS below 2^_DYADIC_ROOM (0/1 rewards, k-ths of a power of two...): the row-order
+# sums are then exact. Other values take math.fsum per item, as the records' pass did.
+_DYADIC_BITS = 24
+_DYADIC_ROOM = 2**26
+
 _NAN = math.nan
 _JUDGE_FIELDS = ("usage", "cost_usd", "consistent", "worse_order")
 
@@ -66,7 +73,8 @@ class RolloutTable:
 
     def __init__(self) -> None:
         self._item_index: dict[str, int] = {}
-        self._items: list[tuple[str, str | None, str]] = []  # (example_id, group, item_hash)
+        # (example_id, group, item_hash); the hash is None in a record that has none
+        self._items: list[tuple[str, str | None, str | None]] = []
         self._item = array("I")
         self._rollout = array("I")
         self._reward = array("d")
@@ -182,6 +190,173 @@ class RolloutTable:
             rec["served_by"] = self._served[row]
         return rec
 
+    def add_checked(self, value: dict[str, Any]) -> int:
+        """:meth:`append` of a record the run-folder reader has checked field by field (types,
+        ranges), taken as read: keys only summaries read may be missing (an older or hand-made
+        run: read as the engine writes them), and an errored rollout's scores, which nothing
+        reads, are not kept. No copy of the record is made (a million rollouts are read)."""
+        if value.get("error") is not None or not _finite_floats(value):
+            # The rare record (errored; an int, NaN or infinite score): the general path, on a
+            # copy with the defaults filled in and an error's scores dropped.
+            row_value = {"rollout": 0, "item_hash": None, "reward": None, "metrics": {}, **value}
+            if row_value.get("error") is not None:
+                row_value["reward"], row_value["metrics"] = None, {}
+            else:
+                row_value["error"] = None
+            return self.append(row_value)
+        row = self._n
+        example_id = value["example_id"]
+        index = self._item_index.get(example_id)
+        if index is None:
+            index = self._item_index[example_id] = len(self._items)
+            self._items.append((example_id, value.get("group"), value.get("item_hash")))
+        self._item.append(index)
+        self._rollout.append(value.get("rollout", 0))
+        metrics = value.get("metrics") or {}
+        reward = value.get("reward")
+        self._reward.append(_NAN if reward is None else reward)
+        completion = value.get("completion")
+        blank = completion is None or (isinstance(completion, str) and not completion.strip())
+        self._blank.append(1 if blank else 0)
+        usage = value.get("usage") or {}
+        columns = self._usage
+        for name, amount in usage.items():
+            col = columns.get(name)
+            if col is None:
+                col = columns[name] = array("q", [0]) * row
+            col.append(int(amount))
+        if len(usage) != len(columns):
+            _fill(columns, row, 0)
+        columns = self._metrics
+        for name, score in metrics.items():
+            col = columns.get(name)
+            if col is None:
+                col = columns[name] = array("d", [_NAN]) * row
+            col.append(score)
+        if len(metrics) != len(columns):
+            _fill(columns, row, _NAN)
+        if value.get("cost_usd") is not None:
+            self._costs[row] = value["cost_usd"]
+        judge = value.get("judge")
+        if judge:
+            self._judges[row] = {k: judge[k] for k in _JUDGE_FIELDS if k in judge}
+        if value.get("served_by"):
+            self._served[row] = value["served_by"]
+        self._n += 1
+        return index
+
+    def _scored(self) -> Any:
+        """A bool mask of the rows without an error (numpy)."""
+        import numpy as np
+
+        ok = np.ones(self._n, dtype=bool)
+        if self._errors:
+            ok[np.fromiter(self._errors, dtype=np.int64, count=len(self._errors))] = False
+        return ok
+
+    def tally(self) -> tuple[dict[str, str | None], list[str], int, dict[str, int]]:
+        """What a summary counts per rollout, from the columns (no dict per row): each item's
+        group, the error messages in row order, the scored rollouts whose completion was blank,
+        and the token usage summed per name; as a pass over the rows would count them."""
+        import numpy as np
+
+        groups = {example_id: group for example_id, group, _ in self._items}
+        errors = [self._errors[row] for row in sorted(self._errors) if self._errors[row]]
+        ok = self._scored()
+        blank = np.frombuffer(bytes(self._blank), dtype=np.uint8).astype(bool)
+        empty = int(np.count_nonzero(blank & ok))
+        usage = {name: int(sum(col)) for name, col in self._usage.items()}
+        return groups, errors, empty, usage
+
+    def item_metrics(self, rollouts: int, success: float) -> dict[str, dict[str, float]]:
+        """metric → {item id: mean of its scored rollouts' values}, plus pass@k / pass^k (k =
+        ``rollouts`` > 1, a rollout succeeding at reward ≥ ``success``) for items with k scored
+        rollouts: what :func:`evalgate.run.summary.item_metrics` computes from the records, in
+        the same order and to the same bits, from the columns (numpy, a few arrays of n)."""
+        import numpy as np
+
+        from evalgate import stats
+
+        if not self._n:
+            return {}
+        n_items = len(self._items)
+        ok = self._scored()
+        item = np.frombuffer(self._item, dtype=np.uint32).astype(np.intp)
+        rows = np.nonzero(ok)[0]
+        if not rows.size:
+            return {}
+        # Items in the order of their first scored rollout (the records' pass keeps that order).
+        first = np.full(n_items, self._n, dtype=np.int64)
+        np.minimum.at(first, item[rows], rows)
+        seen = np.nonzero(first < self._n)[0]
+        ranked = seen[np.argsort(first[seen], kind="stable")]
+        rank = np.full(n_items, n_items, dtype=np.int64)
+        rank[ranked] = np.arange(ranked.size)
+        ids = [self._items[i][0] for i in ranked.tolist()]
+        keyed: list[tuple[int, int, str, dict[str, float]]] = []
+        for name, col in self._metrics.items():
+            values = np.frombuffer(col, dtype=np.float64)
+            has = ok & ~np.isnan(values)
+            where = np.nonzero(has)[0]
+            if not where.size:
+                continue
+            per = item[where]
+            count = np.bincount(per, minlength=n_items)
+            picked = values[where]
+            scaled = picked * 2.0**_DYADIC_BITS
+            if np.all((scaled == np.floor(scaled)) & (np.abs(picked) < _DYADIC_ROOM)):
+                means = np.bincount(per, weights=picked, minlength=n_items) / np.maximum(count, 1)
+            else:  # rounding could differ from fmean: the exact sum per item, as it did
+                means = _fsum_means(per, picked, n_items, count)
+            present = ranked[count[ranked] > 0]
+            keyed.append(
+                (
+                    int(rank[present[0]]),
+                    0,
+                    name,
+                    dict(
+                        zip(
+                            [ids[r] for r in rank[present].tolist()],
+                            means[present].tolist(),
+                            strict=True,
+                        )
+                    ),
+                )
+            )
+        if rollouts > 1:
+            scored = np.bincount(item[rows], minlength=n_items)
+            reward = np.frombuffer(self._reward, dtype=np.float64)[rows]
+            wins = np.bincount(item[rows], weights=(reward >= success), minlength=n_items)
+            full = ranked[scored[ranked] >= rollouts]
+            if full.size:
+                pairs = list(
+                    zip(scored[full].tolist(), wins[full].astype(np.int64).tolist(), strict=True)
+                )
+                names = [ids[r] for r in rank[full].tolist()]
+                at, hat = {}, {}
+                for n_c in set(pairs):  # a few distinct (n, c): each computed once
+                    at[n_c] = stats.pass_at_k(n_c[0], n_c[1], rollouts)
+                    hat[n_c] = stats.pass_hat_k(n_c[0], n_c[1], rollouts)
+                start = int(rank[full[0]])
+                keyed.append(
+                    (
+                        start,
+                        1,
+                        f"pass@{rollouts}",
+                        {i: at[p] for i, p in zip(names, pairs, strict=True)},
+                    )
+                )
+                keyed.append(
+                    (
+                        start,
+                        2,
+                        f"pass^{rollouts}",
+                        {i: hat[p] for i, p in zip(names, pairs, strict=True)},
+                    )
+                )
+        keyed.sort(key=lambda entry: (entry[0], entry[1], entry[2] if entry[1] == 0 else ""))
+        return {name: values for _, _, name, values in keyed}
+
     @classmethod
     def ordered(cls, parts: Iterable[RolloutTable], order: dict[str, int]) -> RolloutTable:
         """The rows of ``parts`` in one table, sorted by (``order`` of their item, rollout):
@@ -221,3 +396,13 @@ class RolloutTable:
 
     def __radd__(self, other: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [*other, *self]
+
+
+def _fsum_means(per: Any, values: Any, n_items: int, count: Any) -> Any:
+    """Per-item math.fsum(values) / count, items given by ``per`` (numpy arrays)."""
+    import numpy as np
+
+    order = np.argsort(per, kind="stable")  # each item's values in row order, as fmean saw them
+    grouped = np.split(values[order], np.cumsum(np.bincount(per, minlength=n_items))[:-1])
+    sums = np.array([math.fsum(chunk.tolist()) for chunk in grouped])
+    return sums / np.maximum(count, 1)

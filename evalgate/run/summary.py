@@ -34,6 +34,8 @@ def item_metrics(records: Iterable[dict[str, Any]], rollouts: int) -> dict[str, 
     be a run's :class:`~evalgate.run.rollouts.RolloutTable`, read without building a dict list.
     Rollouts whose scores are unusable (NaN, ±inf; see :func:`unusable`) count as errored.
     """
+    if isinstance(records, RolloutTable):  # the same values from its columns (numpy)
+        return records.item_metrics(rollouts, SUCCESS)
     values: dict[str, dict[str, array[float]]] = {}  # item → metric → its rollouts' values
     counts: dict[str, list[int]] = {}  # item → [rollouts scored, rollouts at full marks]
     for rec in records:
@@ -126,7 +128,13 @@ def summarize(
     errors: list[str] = []  # a rollout with a NaN or infinite score is an error of its own kind
     empty = 0
     usage: Counter[str] = Counter()
-    for r in records:
+    if isinstance(records, RolloutTable):  # counted from its columns, not a dict per row
+        groups, errors, empty, totals = records.tally()
+        usage.update(totals)
+        rows: Iterable[dict[str, Any]] = ()
+    else:
+        rows = records
+    for r in rows:
         groups[r["example_id"]] = r.get("group")
         error = r["error"]
         why = error or unusable(r)

@@ -1,0 +1,130 @@
+"""The run-folder reader (orjson lines into a RolloutTable) and the table's column reads (per-item
+means, pass@k, the summary's counts with numpy) give what a pass over every record as a dict gave:
+the same values to the bit, in the same order, and the same comparison of a run pair."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import evalgate.compare.paired as paired
+from evalgate.compare.paired import compare_runs, summary_of
+from evalgate.run.rundir import RunDir, load_run
+from evalgate.run.summary import item_metrics, summarize
+
+K = 4
+
+
+def _records(n: int, seed: int, *, worse: float = 0.0) -> list[dict[str, Any]]:
+    """k = 4 rollouts of n items with what real journals hold: judge scores that are not
+    dyadic (0.7, 1/3), a metric some rollouts lack, int rewards, errors, NaN scores, usage names
+    some rollouts lack, interleaved items (as concurrent rollouts finish)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        for r in range(K):
+            p = rng.random()
+            reward: Any = float(p < 0.6 - worse)
+            rec: dict[str, Any] = {
+                "example_id": f"item-{i}",
+                "item_hash": f"h{i}",
+                "rollout": r,
+                "group": None,
+                "prompt": [{"role": "user", "content": f"question {i}"}],
+                "completion": "" if p > 0.97 else f"answer {i}.{r}",
+                "reward": reward,
+                "metrics": {"accuracy": reward, "judge": rng.choice([0.7, 1 / 3, 0.1, 0.9])},
+                "usage": {"prompt_tokens": 10 + i, "completion_tokens": r},
+                "error": None,
+            }
+            if i % 7 == 3:
+                rec["metrics"]["style"] = rng.random()  # a metric only some items have
+                rec["usage"]["reasoning_tokens"] = 5
+            if i % 11 == 5 and r == 2:
+                rec.update(reward=None, metrics={}, error="timeout: no answer", completion=None)
+            if i % 13 == 6 and r == 1:
+                rec["metrics"]["judge"] = float("nan")  # unusable: an error of its own kind
+            if i % 17 == 8:
+                rec["reward"] = int(reward)  # an int reward, as a hand-made journal has
+                rec["metrics"]["accuracy"] = int(reward)
+            out.append(rec)
+    # Rollouts finish out of order: a window of neighbours shuffled.
+    for at in range(0, len(out), 10):
+        window = out[at : at + 10]
+        rng.shuffle(window)
+        out[at : at + 10] = window
+    return out
+
+
+def _write(root: Path, records: list[dict[str, Any]]) -> Path:
+    run = RunDir.create(root, "b", "org/m", "20260101-000000-000abc")
+    run.write_config(
+        {
+            "model": {"name": "m"},
+            "benchmark": {"name": "b", "eval": {"rollouts": K}},
+            "gate": {},
+            "fingerprint": {"measurement": {"d": 1}, "subject": {"m": 1}},
+        }
+    )
+    # As the engine writes: json.dumps (NaN written as NaN, which orjson refuses to parse).
+    run.results_path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    run.write_metadata({"complete": True, "rollouts_per_example": K})
+    return run.path
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def test_the_columns_give_the_per_item_values_of_the_records(tmp_path: Path) -> None:
+    records = _records(300, seed=1)
+    run = load_run(_write(tmp_path, records))
+    parsed = [json.loads(json.dumps(r)) for r in records]
+    expected = item_metrics(parsed, K)
+    got = item_metrics(run.records, K)
+    assert list(got) == list(expected) == ["accuracy", "judge", "pass@4", "pass^4", "style"]
+    for name in expected:  # the same items, in the same order, to the bit
+        assert list(got[name].items()) == list(expected[name].items()), name
+    # And the table's own rows, iterated as dicts, through the records' pass.
+    assert _same(item_metrics(list(run.records), K), got)
+
+
+def test_the_columns_give_the_summary_of_the_records(tmp_path: Path) -> None:
+    records = _records(200, seed=2)
+    run = load_run(_write(tmp_path, records))
+    parsed = [json.loads(json.dumps(r)) for r in records]
+    args: dict[str, Any] = {"benchmark": "b", "model": "m", "model_id": "", "rollouts": K}
+    expected = summarize(parsed, run_dir=str(run.path), n_items=200, time_s=0.0, **args)
+    got = summary_of(run)
+    assert _same(asdict(got), asdict(expected))
+    assert got.errors > 0 and got.empty_replies > 0 and "reasoning_tokens" in got.usage
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_a_run_pair_compares_as_through_the_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    base = load_run(_write(tmp_path / "base", _records(400, seed)))
+    head = load_run(_write(tmp_path / "head", _records(400, seed + 100, worse=0.08)))
+    got = compare_runs(base, head, margin=0.05, alpha=0.05)
+
+    def through_rows(records: Any, rollouts: int) -> dict[str, dict[str, float]]:
+        return item_metrics(list(records), rollouts)  # a dict per row: the records' pass
+
+    monkeypatch.setattr(paired, "item_metrics", through_rows)
+    expected = compare_runs(base, head, margin=0.05, alpha=0.05)
+    assert got.comparable and got.n_paired > 300
+    assert [m.metric for m in got.metrics] == ["accuracy", "judge", "style"]
+    assert _same(asdict(got), asdict(expected))
