@@ -128,3 +128,43 @@ def test_a_run_pair_compares_as_through_the_records(
     assert got.comparable and got.n_paired > 300
     assert [m.metric for m in got.metrics] == ["accuracy", "judge", "style"]
     assert _same(asdict(got), asdict(expected))
+
+
+def test_the_report_page_lists_from_the_held_runs_what_the_journals_give(
+    tmp_path: Path,
+) -> None:
+    """The report step reads the runs a comparison holds (their tables; only the shown lines of
+    the journals are parsed): the page is the one read from the journals alone, byte for byte,
+    with the row caps binding (unchanged and changed rows left out)."""
+    import gc
+
+    import evalgate.report.html as html
+    from evalgate.config.spec import GateSettings
+    from evalgate.pipeline import gate_runs
+    from evalgate.run.rundir import loaded_run
+
+    base = load_run(_write(tmp_path / "base", _records(500, 5)))
+    head = load_run(_write(tmp_path / "head", _records(500, 6, worse=0.1)))
+    verdict = gate_runs(
+        [head], {head.key: base}, GateSettings(margin=0.05), output_root=tmp_path / "out"
+    )
+    assert loaded_run(head.path) is head and loaded_run(base.path) is base
+    held = html.render_html(verdict, unchanged_rows=7)
+    paths = head.path, base.path
+    del base, head
+    gc.collect()
+    assert loaded_run(paths[0]) is None and loaded_run(paths[1]) is None
+    read = html.render_html(verdict, unchanged_rows=7)
+    assert held == read
+    assert '"status":"errored"' in held and '"status":"regressed"' in held
+    assert '"status":"unchanged","n":' in held  # the cap bound: rows left out, and said
+
+
+def test_a_run_changed_since_it_was_read_is_read_again(tmp_path: Path) -> None:
+    from evalgate.run.rundir import loaded_run
+
+    run = load_run(_write(tmp_path, _records(20, 7)))
+    assert loaded_run(run.path) is run
+    with (run.path / "results.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(_records(21, 7)[-1]) + "\n")  # appended by a resume
+    assert loaded_run(run.path) is None

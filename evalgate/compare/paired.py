@@ -159,11 +159,11 @@ def _excerpt(value: Any, limit: int = 160) -> str:
 def _first_answers(run: LoadedRun, ids: set[str]) -> dict[str, dict[str, Any]]:
     """item → its first rollout without an error (its prompt and completion), for ``ids``: read
     again from the journal, which alone keeps the texts."""
-    out: dict[str, dict[str, Any]] = {}
-    for rec in run.full_records(ids):
-        if rec.get("error") is None and rec["example_id"] not in out:
-            out[rec["example_id"]] = {k: rec.get(k) for k in ("prompt", "completion")}
-    return out
+    # Only those lines are parsed (the run's table knows which): a million-line journal is not.
+    return {
+        item: {k: rec.get(k) for k in ("prompt", "completion")}
+        for item, rec in run.first_records(ids, answered=True)
+    }
 
 
 def _flips(

@@ -88,6 +88,9 @@ class RolloutTable:
         # figures); its reasoning and raw replies stay in the journal.
         self._judges: dict[int, dict[str, Any]] = {}
         self._served: dict[int, dict[str, Any]] = {}  # row → served_by, where a fallback answered
+        # row → the reward recorded, of a rollout kept as errored for an unusable score (the
+        # report page lists it by the journal's own fields: no error, that reward)
+        self._unusable: dict[int, Any] = {}
         self._n = 0
 
     def __len__(self) -> int:
@@ -109,6 +112,7 @@ class RolloutTable:
         self._rollout.append(rec.get("rollout", 0))  # a hand-made record may leave it out
         error = rec["error"] if rec["error"] is not None else unusable(rec)
         if error is not None and rec["error"] is None:  # kept as an error, its values dropped
+            self._unusable[row] = rec.get("reward")
             rec = {**rec, "reward": None, "metrics": {}, "error": error}
         reward = rec["reward"]
         self._reward.append(_NAN if reward is None else float(reward))
@@ -253,6 +257,54 @@ class RolloutTable:
         if self._errors:
             ok[np.fromiter(self._errors, dtype=np.int64, count=len(self._errors))] = False
         return ok
+
+    def first_rows(self, *, answered: bool = False) -> Any:
+        """Per item (in the order first seen), the row of its first rollout (``answered``: its
+        first whose record has no error; an unusable score is not one), −1 where none: which
+        journal line holds what a report shows of it."""
+        import numpy as np
+
+        item = np.frombuffer(self._item, dtype=np.uint32).astype(np.intp)
+        if answered:
+            ok = np.ones(self._n, dtype=bool)
+            recorded = [row for row in self._errors if row not in self._unusable]
+            ok[np.array(recorded, dtype=np.int64)] = False
+            rows = np.nonzero(ok)[0]
+        else:
+            rows = np.arange(self._n)
+        first = np.full(len(self._items), self._n, dtype=np.int64)
+        np.minimum.at(first, item[rows], rows)
+        return np.where(first < self._n, first, -1)
+
+    def index_of(self, example_id: str) -> int | None:
+        """The item's index (its place in :meth:`items`), None when the run has no such item."""
+        return self._item_index.get(example_id)
+
+    def outcomes(self) -> tuple[Any, Any, dict[int, str]]:
+        """Per item, as the journal's own fields give it: (mean of its finite rewards of
+        rollouts without a recorded error (NaN: none), rollouts counted, item index → its first
+        recorded error): the report page's per-item outcome, from the columns."""
+        import numpy as np
+
+        n_items = len(self._items)
+        item = np.frombuffer(self._item, dtype=np.uint32).astype(np.intp)
+        reward = np.frombuffer(self._reward, dtype=np.float64).copy()
+        recorded = {row: e for row, e in self._errors.items() if row not in self._unusable}
+        for row, value in self._unusable.items():  # an unusable score: its reward as recorded
+            ok = isinstance(value, int | float) and math.isfinite(value)
+            reward[row] = float(value) if ok else _NAN
+        if recorded:
+            reward[np.fromiter(recorded, dtype=np.int64, count=len(recorded))] = _NAN
+        good = ~np.isnan(reward) & np.isfinite(reward)
+        count = np.bincount(item[good], minlength=n_items)
+        total = np.bincount(item[good], weights=reward[good], minlength=n_items)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(count > 0, total / np.maximum(count, 1), _NAN)
+        first_error: dict[int, str] = {}
+        for row in sorted(recorded):
+            if recorded[row]:
+                first_error.setdefault(int(item[row]), recorded[row])
+        return mean, count, first_error
 
     def tally(self) -> tuple[dict[str, str | None], list[str], int, dict[str, int]]:
         """What a summary counts per rollout, from the columns (no dict per row): each item's

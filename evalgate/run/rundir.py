@@ -21,6 +21,7 @@ import re
 import secrets
 import shutil
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,7 @@ __all__ = [
     "iter_records",
     "load_run",
     "load_runs",
+    "loaded_run",
     "new_run_id",
     "read_json_object",
     "read_run_config",
@@ -468,6 +470,9 @@ class LoadedRun:
     records: RolloutTable
     metadata: dict[str, Any]
     origin: dict[str, Any] = field(default_factory=dict)  # e.g. {"commit": sha, "stored_at": ts}
+    # The journal's (size, mtime) when read: a report finds the run still held only while the
+    # file is what was read (loaded_run).
+    journal_stat: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def benchmark(self) -> str:
@@ -492,6 +497,35 @@ class LoadedRun:
         if configured is None:
             configured = 1 + max((int(r.get("rollout", 0)) for r in self.records), default=0)
         return int(configured)
+
+    def first_records(
+        self, items: Collection[str], *, answered: bool = False
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(item id, the journal's record of its first rollout: ``answered``, its first whose
+        record has no error) of each of ``items`` the run has, in journal order. The table knows
+        which lines those are: only they are parsed (a million-line journal is read, not
+        parsed)."""
+        firsts = self.records.first_rows(answered=answered)
+        wanted: dict[int, str] = {}
+        for item_id in items:
+            index = self.records.index_of(item_id)
+            if index is not None and firsts[index] >= 0:
+                wanted[int(firsts[index])] = item_id
+        if not wanted:
+            return
+        last, row = max(wanted), -1
+        for _, raw, _ in _journal_bytes(self.path / RESULTS):
+            if raw[:1] != b"{" and not raw.decode("utf-8", "replace").strip():
+                continue  # a blank line: no row (as the reader skipped it)
+            row += 1
+            if row in wanted:
+                try:
+                    rec = _fast_loads(raw)
+                except ValueError:
+                    rec = json.loads(raw)
+                yield wanted[row], rec
+                if row == last:
+                    return
 
     def full_records(self, items: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
         """The journal's records as written (prompt, completion, judge's reasons...), of
@@ -520,7 +554,31 @@ def load_run(path: Path, *, origin: dict[str, Any] | None = None) -> LoadedRun:
         RunMetadata.model_validate(metadata)
     except ValidationError as exc:
         raise UsageError(f"{meta_path}: {_field_error(exc)}") from None
-    return LoadedRun(path, config, records, metadata, origin or {})
+    run = LoadedRun(path, config, records, metadata, origin or {}, _stat(path / RESULTS))
+    _LOADED[str(path.resolve())] = run
+    return run
+
+
+# Runs loaded and still held by someone (a comparison, the gate): a report written meanwhile
+# reads their tables instead of parsing the journals again (loaded_run).
+_LOADED: weakref.WeakValueDictionary[str, LoadedRun] = weakref.WeakValueDictionary()
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def loaded_run(path: Path) -> LoadedRun | None:
+    """The run at ``path`` as :func:`load_run` read it, while something still holds it and its
+    journal is unchanged since; None otherwise (the caller reads the journal)."""
+    run = _LOADED.get(str(Path(path).resolve()))
+    if run is None or run.journal_stat is None or run.journal_stat != _stat(path / RESULTS):
+        return None
+    return run
 
 
 def run_dirs_under(root: Path, *, folder: str = "*", run: str = "*") -> list[Path]:
