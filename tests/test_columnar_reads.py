@@ -168,3 +168,15 @@ def test_a_run_changed_since_it_was_read_is_read_again(tmp_path: Path) -> None:
     with (run.path / "results.jsonl").open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(_records(21, 7)[-1]) + "\n")  # appended by a resume
     assert loaded_run(run.path) is None
+
+
+def test_the_item_order_is_the_sorted_keys_order() -> None:
+    """stats.item_order sorts a million ids' keys in one buffer (numpy): the order is the one
+    sorting (key, id) pairs gives, for the legacy public order and a drawn key."""
+    from evalgate.stats import OrderKey, item_order
+
+    ids = [f"item-{i}" for i in range(3000)] + ["", "a\x00", "é", "a"]
+    random.Random(0).shuffle(ids)
+    for key in (OrderKey.legacy(0), OrderKey.legacy(7), OrderKey.draw()):
+        assert item_order(ids, key) == sorted(ids, key=lambda i: (key.item(i), i))
+    assert item_order([], OrderKey.legacy(0)) == []

@@ -493,15 +493,35 @@ def compare_runs(
         "changes": _subject_changes(base, head),
         "base_origin": base.origin,
     }
-    # Per item, what its first rollout recorded (id, group, content hash): the tables keep it.
-    hashes = {i: ihash for i, _, ihash in base.records.items()}
-    head_items = {i: (group, ihash) for i, group, ihash in head.records.items()}
-    same = [i for i, (_, ihash) in head_items.items() if i in hashes and hashes[i] == ihash]
+    # Per item, what its first rollout recorded (id, group, content hash): the tables keep it,
+    # and index their items by id; nothing per item is built here beyond the paired ids (a
+    # million items compared: bench/compare_scale.py).
+    base_items, head_list = base.records.items(), head.records.items()
+    in_base = 0
+    same: list[str] = []
+    for i, _, ihash in head_list:
+        index = base.records.index_of(i)
+        if index is not None:
+            in_base += 1
+            if base_items[index][2] == ihash:
+                same.append(i)
+    del base_items
     base_served, head_served = base.records.served(), head.records.served()
     none: frozenset[str] = frozenset()
-    mixed = {i for i in same if base_served.get(i, none) != head_served.get(i, none)}
-    same = [i for i in same if i not in mixed]
-    base_only = len(hashes.keys() - head_items.keys())
+    mixed = (
+        {i for i in same if base_served.get(i, none) != head_served.get(i, none)}
+        if base_served or head_served
+        else set()
+    )
+    if mixed:
+        same = [i for i in same if i not in mixed]
+    grouped_run = any(group is not None for _, group, _ in head_list)
+
+    def group_of(item_id: str) -> str | None:
+        index = head.records.index_of(item_id)
+        return None if index is None else head_list[index][1]
+
+    base_only = len(base.records.items()) - in_base
     seq = head.metadata.get("sequential") or {}
     not_run = 0
     if seq.get("stopped_early"):
@@ -512,8 +532,8 @@ def compare_runs(
     counts: dict[str, Any] = {  # ints, splatted with `common` into RunComparison
         "n_base_only": base_only - not_run,
         "n_not_run": not_run,
-        "n_head_only": len(head_items.keys() - hashes.keys()),
-        "n_changed": sum(1 for i in head_items if i in hashes) - len(same) - len(mixed),
+        "n_head_only": len(head_list) - in_base,
+        "n_changed": in_base - len(same) - len(mixed),
         "n_fallback": len(mixed),
     }
     reason = _measurement_diff(base, head) or _pairwise_diff(base, head)
@@ -557,17 +577,21 @@ def compare_runs(
         # so the bounds stay valid and every reading (look or scorecard) is the same.
         # Grouped items go whole group by whole group (the looks' order: stats.item_order).
         pairs = [i for i in same if i in b_vals and i in h_vals]
-        grouping = {i: head_items[i][0] for i in pairs}
+        grouping = {i: group_of(i) for i in pairs} if grouped_run else {}
         grouped = any(g is not None for g in grouping.values())
         ids = stats.item_order(pairs, order, grouping if grouped else None)
+        del pairs
         if not ids:
             results.append(MetricComparison(name, None, "INCONCLUSIVE", None, "no paired items"))
             continue
-        b = np.array([b_vals[i] for i in ids])
-        h = np.array([h_vals[i] for i in ids])
-        groups = [head_items[i][0] for i in ids]
-        clusters = [g if g is not None else f"item:{i}" for g, i in zip(groups, ids, strict=True)]
-        use_clusters = clusters if any(g is not None for g in groups) else None
+        b = np.fromiter((b_vals[i] for i in ids), dtype=float, count=len(ids))
+        h = np.fromiter((h_vals[i] for i in ids), dtype=float, count=len(ids))
+        use_clusters = None
+        if grouped:  # else every item is its own cluster: none to build
+            groups = [grouping[i] for i in ids]
+            use_clusters = [
+                g if g is not None else f"item:{i}" for g, i in zip(groups, ids, strict=True)
+            ]
         common_args: dict[str, Any] = {
             "margin": margin,
             "alpha": alpha,
@@ -595,7 +619,7 @@ def compare_runs(
             # The PASS side with the PR's errored rollouts at the worst score: an error never
             # helps a PASS (evalgate.run.imputed). The same items in the same order as above,
             # with those whose every PR rollout errored put back.
-            ran = {i: head_items[i][0] for i in same if i in b_vals}
+            ran = {i: group_of(i) for i in same if i in b_vals}
             ran_grouped = any(g is not None for g in ran.values())
             side = pass_side(
                 head.records,
@@ -606,7 +630,7 @@ def compare_runs(
                 (scales or {}).get(name),
             )
             if side.imputed:  # else the same data as above
-                kept_groups = [head_items[i][0] for i in side.ids]
+                kept_groups = [group_of(i) for i in side.ids]
                 passing = compare_metric(
                     name,
                     side.base,
