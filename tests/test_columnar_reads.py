@@ -120,8 +120,8 @@ def test_a_run_pair_compares_as_through_the_records(
     head = load_run(_write(tmp_path / "head", _records(400, seed + 100, worse=0.08)))
     got = compare_runs(base, head, margin=0.05, alpha=0.05)
 
-    def through_rows(records: Any, rollouts: int) -> dict[str, dict[str, float]]:
-        return item_metrics(list(records), rollouts)  # a dict per row: the records' pass
+    def through_rows(records: Any, rollouts: int, **kw: Any) -> dict[str, dict[str, float]]:
+        return item_metrics(list(records), rollouts, **kw)  # a dict per row: the records' pass
 
     monkeypatch.setattr(paired, "item_metrics", through_rows)
     expected = compare_runs(base, head, margin=0.05, alpha=0.05)

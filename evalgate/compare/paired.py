@@ -210,7 +210,7 @@ def summary_of(run: LoadedRun) -> RunSummary:
         model=run.model,
         model_id=str(run.config.get("model_id", "")),
         run_dir=str(run.path),
-        n_items=len(run.records.items()),
+        n_items=run.records.n_items,
         rollouts=run.rollouts,
         time_s=float(run.metadata.get("time_ms", 0.0)) / 1000,
     )
@@ -281,7 +281,7 @@ def _not_run(model: str, benchmark: str, why: str, base: LoadedRun | None = None
         reason=f"not in the PR run ({why})",
         changes=(),
         n_paired=0,
-        n_base_only=len(base.records.items()) if base is not None else 0,
+        n_base_only=base.records.n_items if base is not None else 0,
         n_head_only=0,
         n_changed=0,
         metrics=(),
@@ -496,16 +496,15 @@ def compare_runs(
     # Per item, what its first rollout recorded (id, group, content hash): the tables keep it,
     # and index their items by id; nothing per item is built here beyond the paired ids (a
     # million items compared: bench/compare_scale.py).
-    base_items, head_list = base.records.items(), head.records.items()
+    base_table, head_table = base.records, head.records
     in_base = 0
     same: list[str] = []
-    for i, _, ihash in head_list:
-        index = base.records.index_of(i)
-        if index is not None:
+    for index, i in enumerate(head_table.item_ids()):
+        at = base_table.index_of(i)
+        if at is not None:
             in_base += 1
-            if base_items[index][2] == ihash:
+            if base_table.same_hash(at, head_table.item_hash(index)):
                 same.append(i)
-    del base_items
     base_served, head_served = base.records.served(), head.records.served()
     none: frozenset[str] = frozenset()
     mixed = (
@@ -515,13 +514,13 @@ def compare_runs(
     )
     if mixed:
         same = [i for i in same if i not in mixed]
-    grouped_run = any(group is not None for _, group, _ in head_list)
+    grouped_run = head_table.has_groups
 
     def group_of(item_id: str) -> str | None:
-        index = head.records.index_of(item_id)
-        return None if index is None else head_list[index][1]
+        index = head_table.index_of(item_id)
+        return None if index is None else head_table.item_group(index)
 
-    base_only = len(base.records.items()) - in_base
+    base_only = base_table.n_items - in_base
     seq = head.metadata.get("sequential") or {}
     not_run = 0
     if seq.get("stopped_early"):
@@ -532,7 +531,7 @@ def compare_runs(
     counts: dict[str, Any] = {  # ints, splatted with `common` into RunComparison
         "n_base_only": base_only - not_run,
         "n_not_run": not_run,
-        "n_head_only": len(head_list) - in_base,
+        "n_head_only": head_table.n_items - in_base,
         "n_changed": in_base - len(same) - len(mixed),
         "n_fallback": len(mixed),
     }
@@ -546,8 +545,10 @@ def compare_runs(
             **common, comparable=False, reason=reason, n_paired=0, **counts, metrics=(), flips=()
         )
 
-    base_metrics = item_metrics(base.records, base.rollouts)
-    head_metrics = item_metrics(head.records, head.rollouts)
+    # pass@k / pass^k are gated only when named (_DERIVED_PREFIXES): else none is computed.
+    derived = any(m.startswith(_DERIVED_PREFIXES) for m in metrics or ())
+    base_metrics = item_metrics(base.records, base.rollouts, derived=derived)
+    head_metrics = item_metrics(head.records, head.rollouts, derived=derived)
     names = metrics or [
         m for m in head_metrics if m in base_metrics and not m.startswith(_DERIVED_PREFIXES)
     ]

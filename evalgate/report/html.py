@@ -250,7 +250,7 @@ class _RunRows:
         import numpy as np
 
         mean_h, count_h, error_h = head.records.outcomes()
-        ids = [item_id for item_id, _, _ in head.records.items()]
+        ids = head.records.item_ids()
         n = len(ids)
         has_h = count_h > 0
         errored = np.zeros(n, dtype=bool)

@@ -73,8 +73,14 @@ class RolloutTable:
 
     def __init__(self) -> None:
         self._item_index: dict[str, int] = {}
-        # (example_id, group, item_hash); the hash is None in a record that has none
-        self._items: list[tuple[str, str | None, str | None]] = []
+        # Per item, in the order first seen: its id, its group (where it has one) and its
+        # content hash, as its first record gave them. The usual hash (64 lowercase hex digits)
+        # is kept as its 32 bytes in one buffer, any other (None, a hand-made one) beside it:
+        # a million items, 32 MB where a tuple and a hash string each took ~180.
+        self._ids: list[str] = []
+        self._groups: dict[int, str] = {}
+        self._hashes = bytearray()
+        self._odd_hashes: dict[int, str | None] = {}
         self._item = array("I")
         self._rollout = array("I")
         self._reward = array("d")
@@ -106,8 +112,8 @@ class RolloutTable:
         row = self._n
         index = self._item_index.get(rec["example_id"])
         if index is None:
-            index = self._item_index[rec["example_id"]] = len(self._items)
-            self._items.append((rec["example_id"], rec.get("group"), rec.get("item_hash", "")))
+            index = self._item_index[rec["example_id"]] = len(self._ids)
+            self._add_item(rec["example_id"], rec.get("group"), rec.get("item_hash", ""))
         self._item.append(index)
         self._rollout.append(rec.get("rollout", 0))  # a hand-made record may leave it out
         error = rec["error"] if rec["error"] is not None else unusable(rec)
@@ -148,17 +154,64 @@ class RolloutTable:
         self._n += 1
         return index
 
+    def _add_item(self, example_id: str, group: str | None, ihash: str | None) -> None:
+        index = len(self._ids)
+        self._ids.append(example_id)
+        if group is not None:
+            self._groups[index] = group
+        packed = _pack_hash(ihash)
+        if packed is None:
+            self._odd_hashes[index] = ihash
+            packed = bytes(32)
+        self._hashes += packed
+
     def items(self) -> list[tuple[str, str | None, str | None]]:
         """(example_id, group, item_hash) of each item, as its first rollout recorded them, in
-        the order first seen: per item, what pairing a run with a baseline reads."""
-        return list(self._items)
+        the order first seen (a tuple per item: readers at scale use :attr:`n_items`,
+        :meth:`item_id`, :meth:`item_group`, :meth:`item_hash`)."""
+        return [
+            (self._ids[i], self._groups.get(i), self.item_hash(i)) for i in range(len(self._ids))
+        ]
+
+    @property
+    def n_items(self) -> int:
+        """Distinct items (no pass over the rows)."""
+        return len(self._ids)
+
+    def item_ids(self) -> list[str]:
+        """Each item's id, in the order first seen."""
+        return list(self._ids)
+
+    def item_id(self, index: int) -> str:
+        return self._ids[index]
+
+    def item_group(self, index: int) -> str | None:
+        return self._groups.get(index)
+
+    @property
+    def has_groups(self) -> bool:
+        """Whether any item has a group."""
+        return bool(self._groups)
+
+    def same_hash(self, index: int, ihash: str | None) -> bool:
+        """Whether ``ihash`` is the content hash item ``index``'s first record gave."""
+        if index in self._odd_hashes:
+            return self._odd_hashes[index] == ihash
+        packed = _pack_hash(ihash)
+        return packed is not None and self._hashes[32 * index : 32 * index + 32] == packed
+
+    def item_hash(self, index: int) -> str | None:
+        """The content hash the item's first record gave."""
+        if index in self._odd_hashes:
+            return self._odd_hashes[index]
+        return self._hashes[32 * index : 32 * index + 32].hex()
 
     def served(self) -> dict[str, frozenset[str]]:
         """item id → the models other than the configured one that answered its rollouts
         (items no fallback answered are left out)."""
         out: dict[str, set[str]] = {}
         for row, by in self._served.items():
-            out.setdefault(self._items[self._item[row]][0], set()).update(by)
+            out.setdefault(self._ids[self._item[row]], set()).update(by)
         return {item: frozenset(names) for item, names in out.items()}
 
     def extend(self, records: Iterable[dict[str, Any]]) -> None:
@@ -173,7 +226,8 @@ class RolloutTable:
     def _row(
         self, row: int, usage: list[tuple[str, array[Any]]], metrics: list[tuple[str, array[Any]]]
     ) -> dict[str, Any]:
-        example_id, group, ihash = self._items[self._item[row]]
+        index = self._item[row]
+        example_id, group, ihash = self._ids[index], self._groups.get(index), self.item_hash(index)
         reward = self._reward[row]
         rec: dict[str, Any] = {
             "example_id": example_id,
@@ -212,8 +266,8 @@ class RolloutTable:
         example_id = value["example_id"]
         index = self._item_index.get(example_id)
         if index is None:
-            index = self._item_index[example_id] = len(self._items)
-            self._items.append((example_id, value.get("group"), value.get("item_hash")))
+            index = self._item_index[example_id] = len(self._ids)
+            self._add_item(example_id, value.get("group"), value.get("item_hash"))
         self._item.append(index)
         self._rollout.append(value.get("rollout", 0))
         metrics = value.get("metrics") or {}
@@ -272,7 +326,7 @@ class RolloutTable:
             rows = np.nonzero(ok)[0]
         else:
             rows = np.arange(self._n)
-        first = np.full(len(self._items), self._n, dtype=np.int64)
+        first = np.full(len(self._ids), self._n, dtype=np.int64)
         np.minimum.at(first, item[rows], rows)
         return np.where(first < self._n, first, -1)
 
@@ -286,7 +340,7 @@ class RolloutTable:
         recorded error): the report page's per-item outcome, from the columns."""
         import numpy as np
 
-        n_items = len(self._items)
+        n_items = len(self._ids)
         item = np.frombuffer(self._item, dtype=np.uint32).astype(np.intp)
         reward = np.frombuffer(self._reward, dtype=np.float64).copy()
         recorded = {row: e for row, e in self._errors.items() if row not in self._unusable}
@@ -312,7 +366,7 @@ class RolloutTable:
         and the token usage summed per name; as a pass over the rows would count them."""
         import numpy as np
 
-        groups = {example_id: group for example_id, group, _ in self._items}
+        groups = {example_id: self._groups.get(i) for i, example_id in enumerate(self._ids)}
         errors = [self._errors[row] for row in sorted(self._errors) if self._errors[row]]
         ok = self._scored()
         blank = np.frombuffer(bytes(self._blank), dtype=np.uint8).astype(bool)
@@ -331,7 +385,7 @@ class RolloutTable:
 
         if not self._n:
             return {}
-        n_items = len(self._items)
+        n_items = len(self._ids)
         ok = self._scored()
         item = np.frombuffer(self._item, dtype=np.uint32).astype(np.intp)
         rows = np.nonzero(ok)[0]
@@ -344,7 +398,7 @@ class RolloutTable:
         ranked = seen[np.argsort(first[seen], kind="stable")]
         rank = np.full(n_items, n_items, dtype=np.int64)
         rank[ranked] = np.arange(ranked.size)
-        ids = [self._items[i][0] for i in ranked.tolist()]
+        ids = [self._ids[i] for i in ranked.tolist()]
         keyed: list[tuple[int, int, str, dict[str, float]]] = []
         for name, col in self._metrics.items():
             values = np.frombuffer(col, dtype=np.float64)
@@ -421,7 +475,7 @@ class RolloutTable:
         keys = []
         for part in parts:
             places = np.array(
-                [order.get(example_id, unknown) for example_id, _, _ in part._items], dtype=np.int64
+                [order.get(example_id, unknown) for example_id in part._ids], dtype=np.int64
             )
             item = np.frombuffer(part._item, dtype=np.uint32) if part._n else np.zeros(0, int)
             rollout = np.frombuffer(part._rollout, dtype=np.uint32) if part._n else np.zeros(0, int)
@@ -458,3 +512,14 @@ def _fsum_means(per: Any, values: Any, n_items: int, count: Any) -> Any:
     grouped = np.split(values[order], np.cumsum(np.bincount(per, minlength=n_items))[:-1])
     sums = np.array([math.fsum(chunk.tolist()) for chunk in grouped])
     return sums / np.maximum(count, 1)
+
+
+def _pack_hash(ihash: str | None) -> bytes | None:
+    """The 32 bytes of a hash of 64 lowercase hex digits (what the engine writes), else None."""
+    if type(ihash) is not str or len(ihash) != 64:
+        return None
+    try:
+        packed = bytes.fromhex(ihash)
+    except ValueError:
+        return None
+    return packed if packed.hex() == ihash else None

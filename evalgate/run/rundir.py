@@ -410,13 +410,13 @@ def _read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
     and so is a rollout index at or past the run's configured ``rollouts`` (k), when known.
 
     Streamed into a :class:`~evalgate.run.rollouts.RolloutTable` (the columns summaries and
-    comparisons read), with per item only its first content hash and a bit per rollout for the
-    checks: tens of bytes a rollout, however long the run (bench/gate_memory.py)."""
+    comparisons read; per item, its first content hash, which the checks read back) with a bit
+    per rollout for the checks: tens of bytes a rollout, however long the run
+    (bench/gate_memory.py)."""
     from evalgate.run.rollouts import RolloutTable
 
     table = RolloutTable()
     seen = _Seen()
-    hashes: list[Any] = []  # item index → the content hash its first record gave
     for lineno, raw, ended in _journal_bytes(path):
         try:
             value = _fast_loads(raw)
@@ -437,8 +437,6 @@ def _read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
             value.get("item_hash"),
         )
         index = table.add_checked(value)
-        if index == len(hashes):
-            hashes.append(content)
         if not seen.add(index, rollout):
             where, first = f"{path}:{lineno}", _first_line(path, item, rollout)
             raise UsageError(
@@ -446,7 +444,7 @@ def _read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
                 f"(first on line {first}; `evalgate resume {path.parent.name}` repairs the "
                 "journal)"
             )
-        if hashes[index] != content:
+        if not table.same_hash(index, content):
             where, first = f"{path}:{lineno}", _first_line(path, item)
             raise UsageError(
                 f"{where}: item_hash: item {item!r} has other content than on line "
