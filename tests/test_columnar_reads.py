@@ -15,13 +15,21 @@ import pytest
 
 import evalgate.compare.paired as paired
 from evalgate.compare.paired import compare_runs, summary_of
+from evalgate.run.fingerprint import item_hash
 from evalgate.run.rundir import RunDir, load_run
 from evalgate.run.summary import item_metrics, summarize
 
 K = 4
 
 
-def _records(n: int, seed: int, *, worse: float = 0.0) -> list[dict[str, Any]]:
+def _hash(i: int, changed: bool) -> str:
+    """The engine's content hash (16 hex digits) for most items, a hand-made one for some."""
+    if i % 5 == 4:
+        return f"h{i}{'x' if changed else ''}"
+    return item_hash(f"question {i}", "changed" if changed else "a")
+
+
+def _records(n: int, seed: int, *, worse: float = 0.0, changed: int = 0) -> list[dict[str, Any]]:
     """k = 4 rollouts of n items with what real journals hold: judge scores that are not
     dyadic (0.7, 1/3), a metric some rollouts lack, int rewards, errors, NaN scores, usage names
     some rollouts lack, interleaved items (as concurrent rollouts finish)."""
@@ -33,7 +41,7 @@ def _records(n: int, seed: int, *, worse: float = 0.0) -> list[dict[str, Any]]:
             reward: Any = float(p < 0.6 - worse)
             rec: dict[str, Any] = {
                 "example_id": f"item-{i}",
-                "item_hash": f"h{i}",
+                "item_hash": _hash(i, changed > 0 and i % changed == 0),
                 "rollout": r,
                 "group": None,
                 "prompt": [{"role": "user", "content": f"question {i}"}],
@@ -117,8 +125,10 @@ def test_a_run_pair_compares_as_through_the_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     base = load_run(_write(tmp_path / "base", _records(400, seed)))
-    head = load_run(_write(tmp_path / "head", _records(400, seed + 100, worse=0.08)))
+    head = load_run(_write(tmp_path / "head", _records(400, seed + 100, worse=0.08, changed=9)))
     got = compare_runs(base, head, margin=0.05, alpha=0.05)
+    # Items whose content changed are not paired: counted, from the records themselves.
+    assert got.n_changed == len(range(0, 400, 9)) and got.n_base_only == got.n_head_only == 0
 
     def through_rows(records: Any, rollouts: int, **kw: Any) -> dict[str, dict[str, float]]:
         return item_metrics(list(records), rollouts, **kw)  # a dict per row: the records' pass

@@ -23,6 +23,7 @@ __all__ = ["RolloutTable", "unusable"]
 # sums are then exact. Other values take math.fsum per item, as the records' pass did.
 _DYADIC_BITS = 24
 _DYADIC_ROOM = 2**26
+_HASH_BYTES = 8  # an item's content hash, as the engine writes it: 16 hex digits
 
 _NAN = math.nan
 _JUDGE_FIELDS = ("usage", "cost_usd", "consistent", "worse_order")
@@ -74,9 +75,10 @@ class RolloutTable:
     def __init__(self) -> None:
         self._item_index: dict[str, int] = {}
         # Per item, in the order first seen: its id, its group (where it has one) and its
-        # content hash, as its first record gave them. The usual hash (64 lowercase hex digits)
-        # is kept as its 32 bytes in one buffer, any other (None, a hand-made one) beside it:
-        # a million items, 32 MB where a tuple and a hash string each took ~180.
+        # content hash, as its first record gave them. The engine's hash (16 lowercase hex
+        # digits: run.fingerprint.item_hash) is kept as its 8 bytes in one buffer, any other
+        # (None, a hand-made one) beside it: a million items, 8 MB where a tuple and a hash
+        # string each took ~130.
         self._ids: list[str] = []
         self._groups: dict[int, str] = {}
         self._hashes = bytearray()
@@ -162,7 +164,7 @@ class RolloutTable:
         packed = _pack_hash(ihash)
         if packed is None:
             self._odd_hashes[index] = ihash
-            packed = bytes(32)
+            packed = bytes(_HASH_BYTES)
         self._hashes += packed
 
     def items(self) -> list[tuple[str, str | None, str | None]]:
@@ -198,13 +200,14 @@ class RolloutTable:
         if index in self._odd_hashes:
             return self._odd_hashes[index] == ihash
         packed = _pack_hash(ihash)
-        return packed is not None and self._hashes[32 * index : 32 * index + 32] == packed
+        at = _HASH_BYTES * index
+        return packed is not None and self._hashes[at : at + _HASH_BYTES] == packed
 
     def item_hash(self, index: int) -> str | None:
         """The content hash the item's first record gave."""
         if index in self._odd_hashes:
             return self._odd_hashes[index]
-        return self._hashes[32 * index : 32 * index + 32].hex()
+        return self._hashes[_HASH_BYTES * index : _HASH_BYTES * (index + 1)].hex()
 
     def served(self) -> dict[str, frozenset[str]]:
         """item id → the models other than the configured one that answered its rollouts
@@ -515,8 +518,8 @@ def _fsum_means(per: Any, values: Any, n_items: int, count: Any) -> Any:
 
 
 def _pack_hash(ihash: str | None) -> bytes | None:
-    """The 32 bytes of a hash of 64 lowercase hex digits (what the engine writes), else None."""
-    if type(ihash) is not str or len(ihash) != 64:
+    """The bytes of a hash of 2 × _HASH_BYTES lowercase hex digits (the engine's), else None."""
+    if type(ihash) is not str or len(ihash) != 2 * _HASH_BYTES:
         return None
     try:
         packed = bytes.fromhex(ihash)
