@@ -109,6 +109,24 @@ def test_the_columns_give_the_per_item_values_of_the_records(tmp_path: Path) -> 
     assert _same(item_metrics(list(run.records), K), got)
 
 
+def test_a_run_without_errors_reads_its_columns_as_the_records(tmp_path: Path) -> None:
+    """No errored rollout: the columns are read in place (views), items in their own order."""
+    records = [
+        r
+        for r in _records(300, seed=8)
+        if r["error"] is None and all(v == v for v in r["metrics"].values())
+    ]
+    run = load_run(_write(tmp_path, records))
+    assert not run.records.errored
+    parsed = [json.loads(json.dumps(r)) for r in records]
+    for derived in (True, False):
+        expected = item_metrics(parsed, K, derived=derived)
+        got = item_metrics(run.records, K, derived=derived)
+        assert list(got) == list(expected)
+        for name in expected:
+            assert list(got[name].items()) == list(expected[name].items()), name
+
+
 def test_the_columns_give_the_summary_of_the_records(tmp_path: Path) -> None:
     records = _records(200, seed=2)
     run = load_run(_write(tmp_path, records))

@@ -371,9 +371,8 @@ class RolloutTable:
 
         groups = {example_id: self._groups.get(i) for i, example_id in enumerate(self._ids)}
         errors = [self._errors[row] for row in sorted(self._errors) if self._errors[row]]
-        ok = self._scored()
-        blank = np.frombuffer(bytes(self._blank), dtype=np.uint8).astype(bool)
-        empty = int(np.count_nonzero(blank & ok))
+        blank = np.frombuffer(self._blank, dtype=bool)  # a view: 0 or 1 a row
+        empty = int(np.count_nonzero(blank if not self._errors else blank & self._scored()))
         usage = {name: int(sum(col)) for name, col in self._usage.items()}
         return groups, errors, empty, usage
 
@@ -381,7 +380,8 @@ class RolloutTable:
         """metric → {item id: mean of its scored rollouts' values}, plus pass@k / pass^k (k =
         ``rollouts`` > 1, a rollout succeeding at reward ≥ ``success``) for items with k scored
         rollouts: what :func:`evalgate.run.summary.item_metrics` computes from the records, in
-        the same order and to the same bits, from the columns (numpy, a few arrays of n)."""
+        the same order and to the same bits, from the columns (numpy: views of the columns
+        where every row counts, a few bytes a row of temporaries otherwise)."""
         import numpy as np
 
         from evalgate import stats
@@ -389,34 +389,41 @@ class RolloutTable:
         if not self._n:
             return {}
         n_items = len(self._ids)
-        ok = self._scored()
-        item = np.frombuffer(self._item, dtype=np.uint32).astype(np.intp)
-        rows = np.nonzero(ok)[0]
-        if not rows.size:
+        item = np.frombuffer(self._item, dtype=np.uint32)
+        clean = not self._errors
+        rows: Any = slice(None) if clean else np.nonzero(self._scored())[0]
+        item_ok = item[rows]
+        if not item_ok.size:
             return {}
-        # Items in the order of their first scored rollout (the records' pass keeps that order).
-        first = np.full(n_items, self._n, dtype=np.int64)
-        np.minimum.at(first, item[rows], rows)
-        seen = np.nonzero(first < self._n)[0]
-        ranked = seen[np.argsort(first[seen], kind="stable")]
+        # Items in the order of their first scored rollout (the records' pass keeps that order):
+        # item indices are given in the order first seen, so with no error that is theirs.
+        if clean:
+            ranked = np.arange(n_items)
+        else:
+            first = np.full(n_items, self._n, dtype=np.int64)
+            np.minimum.at(first, item_ok, rows)
+            seen = np.nonzero(first < self._n)[0]
+            ranked = seen[np.argsort(first[seen], kind="stable")]
         rank = np.full(n_items, n_items, dtype=np.int64)
         rank[ranked] = np.arange(ranked.size)
         ids = [self._ids[i] for i in ranked.tolist()]
         keyed: list[tuple[int, int, str, dict[str, float]]] = []
         for name, col in self._metrics.items():
             values = np.frombuffer(col, dtype=np.float64)
-            has = ok & ~np.isnan(values)
-            where = np.nonzero(has)[0]
-            if not where.size:
-                continue
+            missing = np.isnan(values)
+            where: Any = rows
+            if missing.any():
+                where = np.nonzero(~missing if clean else self._scored() & ~missing)[0]
+            del missing
             per = item[where]
+            if not per.size:
+                continue
             count = np.bincount(per, minlength=n_items)
             picked = values[where]
-            scaled = picked * 2.0**_DYADIC_BITS
-            if np.all((scaled == np.floor(scaled)) & (np.abs(picked) < _DYADIC_ROOM)):
+            if _dyadic(picked):
                 means = np.bincount(per, weights=picked, minlength=n_items) / np.maximum(count, 1)
             else:  # rounding could differ from fmean: the exact sum per item, as it did
-                means = _fsum_means(per, picked, n_items, count)
+                means = _fsum_means(per.astype(np.intp), picked, n_items, count)
             present = ranked[count[ranked] > 0]
             keyed.append(
                 (
@@ -433,26 +440,28 @@ class RolloutTable:
                 )
             )
         if rollouts > 1:
-            scored = np.bincount(item[rows], minlength=n_items)
+            scored = np.bincount(item_ok, minlength=n_items)
             reward = np.frombuffer(self._reward, dtype=np.float64)[rows]
-            wins = np.bincount(item[rows], weights=(reward >= success), minlength=n_items)
+            wins = np.bincount(item_ok[reward >= success], minlength=n_items)
             full = ranked[scored[ranked] >= rollouts]
             if full.size:
-                pairs = list(
-                    zip(scored[full].tolist(), wins[full].astype(np.int64).tolist(), strict=True)
-                )
+                # One float per distinct (n, c), shared by the items that have it.
+                code = scored[full].astype(np.int64) * (self._n + 1) + wins[full]
+                distinct, which = np.unique(code, return_inverse=True)
+                at, hat = [], []
+                for c in distinct.tolist():
+                    n_c = divmod(c, self._n + 1)
+                    at.append(stats.pass_at_k(n_c[0], n_c[1], rollouts))
+                    hat.append(stats.pass_hat_k(n_c[0], n_c[1], rollouts))
                 names = [ids[r] for r in rank[full].tolist()]
-                at, hat = {}, {}
-                for n_c in set(pairs):  # a few distinct (n, c): each computed once
-                    at[n_c] = stats.pass_at_k(n_c[0], n_c[1], rollouts)
-                    hat[n_c] = stats.pass_hat_k(n_c[0], n_c[1], rollouts)
+                picks = which.ravel().tolist()
                 start = int(rank[full[0]])
                 keyed.append(
                     (
                         start,
                         1,
                         f"pass@{rollouts}",
-                        {i: at[p] for i, p in zip(names, pairs, strict=True)},
+                        dict(zip(names, [at[w] for w in picks], strict=True)),
                     )
                 )
                 keyed.append(
@@ -460,7 +469,7 @@ class RolloutTable:
                         start,
                         2,
                         f"pass^{rollouts}",
-                        {i: hat[p] for i, p in zip(names, pairs, strict=True)},
+                        dict(zip(names, [hat[w] for w in picks], strict=True)),
                     )
                 )
         keyed.sort(key=lambda entry: (entry[0], entry[1], entry[2] if entry[1] == 0 else ""))
@@ -505,6 +514,20 @@ class RolloutTable:
 
     def __radd__(self, other: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [*other, *self]
+
+
+def _dyadic(values: Any) -> bool:
+    """Whether every value is a multiple of 2^-_DYADIC_BITS below 2^_DYADIC_ROOM (row-order sums
+    of them are then exact), checked a block at a time (no temporaries of the whole column)."""
+    import numpy as np
+
+    step = 1 << 16
+    for at in range(0, values.size, step):
+        block = values[at : at + step]
+        scaled = block * 2.0**_DYADIC_BITS
+        if not (np.all(scaled == np.floor(scaled)) and np.all(np.abs(block) < _DYADIC_ROOM)):
+            return False
+    return True
 
 
 def _fsum_means(per: Any, values: Any, n_items: int, count: Any) -> Any:
