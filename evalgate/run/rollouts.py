@@ -277,7 +277,10 @@ class RolloutTable:
         reward = value.get("reward")
         self._reward.append(_NAN if reward is None else reward)
         completion = value.get("completion")
-        blank = completion is None or (isinstance(completion, str) and not completion.strip())
+        # Blank as str.strip() sees it, without the stripped copy of a long completion.
+        blank = completion is None or (
+            type(completion) is str and (not completion or completion.isspace())
+        )
         self._blank.append(1 if blank else 0)
         usage = value.get("usage") or {}
         columns = self._usage

@@ -314,7 +314,7 @@ def _journal_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
             raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from None
 
 
-def _journal_bytes(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+def _journal_bytes(path: Path) -> Iterator[tuple[int, bytes]]:
     """:func:`_journal_lines` as bytes (orjson parses them without a decoded copy; a line that
     is not UTF-8 is refused by :func:`_slow_record`, as the decoding reader refused it)."""
     try:
@@ -328,7 +328,7 @@ def _journal_bytes(path: Path) -> Iterator[tuple[int, bytes, bool]]:
         try:
             for raw in fh:  # split on b"\n" only, as the writer does
                 lineno += 1
-                yield lineno, raw, raw.endswith(b"\n")
+                yield lineno, raw  # a line without its newline is the torn last one
         except OSError as exc:
             raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
 
@@ -356,7 +356,7 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
     """Every record of a run's journal, in file order, one at a time (unchecked: for readers of
     a run :func:`load_run` has checked, that need fields its table does not keep, such as the
     prompt and the completion)."""
-    for _, raw, _ in _journal_bytes(Path(path)):
+    for _, raw in _journal_bytes(Path(path)):
         try:
             yield _fast_loads(raw)
         except ValueError:
@@ -417,16 +417,24 @@ def _read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
 
     table = RolloutTable()
     seen = _Seen()
-    for lineno, raw, ended in _journal_bytes(path):
+    # Bound once: this loop runs once a rollout (a million times for a large run).
+    loads, plain, add, mark, same = (
+        _fast_loads,
+        _plain_record,
+        table.add_checked,
+        seen.add,
+        table.same_hash,
+    )
+    for lineno, raw in _journal_bytes(path):
         try:
-            value = _fast_loads(raw)
+            value = loads(raw)
         except ValueError:
             if not raw.decode("utf-8", "replace").strip():  # a blank line, as str.strip sees it
                 continue
-            value = _slow_record(path, lineno, raw, ended)
+            value = _slow_record(path, lineno, raw, raw.endswith(b"\n"))
         if not isinstance(value, dict):
             raise UsageError(f"{path}:{lineno}: not a JSON object (a {type(value).__name__})")
-        if not _plain_record(value):  # the model says what is wrong, field by field
+        if not plain(value):  # the model says what is wrong, field by field
             try:
                 RolloutRecord.model_validate(value)
             except ValidationError as exc:
@@ -436,15 +444,16 @@ def _read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
             value.get("rollout", 0),
             value.get("item_hash"),
         )
-        index = table.add_checked(value)
-        if not seen.add(index, rollout):
+        known = table.n_items
+        index = add(value)
+        if not mark(index, rollout):
             where, first = f"{path}:{lineno}", _first_line(path, item, rollout)
             raise UsageError(
                 f"{where}: duplicate record of item {item!r} rollout {rollout} "
                 f"(first on line {first}; `evalgate resume {path.parent.name}` repairs the "
                 "journal)"
             )
-        if not table.same_hash(index, content):
+        if index < known and not same(index, content):  # a new item's hash is its own
             where, first = f"{path}:{lineno}", _first_line(path, item)
             raise UsageError(
                 f"{where}: item_hash: item {item!r} has other content than on line "
@@ -512,7 +521,7 @@ class LoadedRun:
         if not wanted:
             return
         last, row = max(wanted), -1
-        for _, raw, _ in _journal_bytes(self.path / RESULTS):
+        for _, raw in _journal_bytes(self.path / RESULTS):
             if raw[:1] != b"{" and not raw.decode("utf-8", "replace").strip():
                 continue  # a blank line: no row (as the reader skipped it)
             row += 1
