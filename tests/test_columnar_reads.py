@@ -16,7 +16,7 @@ import pytest
 import evalgate.compare.paired as paired
 from evalgate.compare.paired import compare_runs, summary_of
 from evalgate.run.fingerprint import item_hash
-from evalgate.run.rundir import RunDir, load_run
+from evalgate.run.rundir import LoadedRun, RunDir, load_run
 from evalgate.run.summary import item_metrics, summarize
 
 K = 4
@@ -144,7 +144,9 @@ def test_a_run_pair_compares_as_through_the_records(
 ) -> None:
     base = load_run(_write(tmp_path / "base", _records(400, seed)))
     head = load_run(_write(tmp_path / "head", _records(400, seed + 100, worse=0.08, changed=9)))
-    got = compare_runs(base, head, margin=0.05, alpha=0.05)
+    with monkeypatch.context() as patch:  # the flips' texts: only their lines are parsed
+        patch.setattr(LoadedRun, "full_records", lambda *a, **k: pytest.fail("journal re-read"))
+        got = compare_runs(base, head, margin=0.05, alpha=0.05)
     # Items whose content changed are not paired: counted, from the records themselves.
     assert got.n_changed == len(range(0, 400, 9)) and got.n_base_only == got.n_head_only == 0
 
@@ -153,7 +155,7 @@ def test_a_run_pair_compares_as_through_the_records(
 
     monkeypatch.setattr(paired, "item_metrics", through_rows)
     expected = compare_runs(base, head, margin=0.05, alpha=0.05)
-    assert got.comparable and got.n_paired > 300
+    assert got.comparable and got.n_paired > 300 and got.flips
     assert [m.metric for m in got.metrics] == ["accuracy", "judge", "style"]
     assert _same(asdict(got), asdict(expected))
 
@@ -177,7 +179,13 @@ def test_the_report_page_lists_from_the_held_runs_what_the_journals_give(
         [head], {head.key: base}, GateSettings(margin=0.05), output_root=tmp_path / "out"
     )
     assert loaded_run(head.path) is head and loaded_run(base.path) is base
-    held = html.render_html(verdict, unchanged_rows=7)
+
+    def whole_journal(path: Path) -> Any:
+        raise AssertionError(f"{path} parsed whole again while its run is held")
+
+    with pytest.MonkeyPatch.context() as patch:  # the held runs' tables, not the journals
+        patch.setattr(html, "iter_records", whole_journal)
+        held = html.render_html(verdict, unchanged_rows=7)
     paths = head.path, base.path
     del base, head
     gc.collect()
