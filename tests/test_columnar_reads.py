@@ -216,3 +216,27 @@ def test_the_item_order_is_the_sorted_keys_order() -> None:
     for key in (OrderKey.legacy(0), OrderKey.legacy(7), OrderKey.draw()):
         assert item_order(ids, key) == sorted(ids, key=lambda i: (key.item(i), i))
     assert item_order([], OrderKey.legacy(0)) == []
+
+
+def test_the_first_records_are_the_ones_a_scan_finds(tmp_path: Path) -> None:
+    """The texts shown (flips, report rows) are read from where each item's first line starts:
+    the records a scan of the whole journal finds, blank lines and errored first rollouts
+    included."""
+    records = _records(120, seed=9)
+    for rec in records[::7]:  # some items' first rollout errored
+        rec.update(error="timeout: no answer", reward=None, metrics={})
+    path = _write(tmp_path, records)
+    journal = path / "results.jsonl"
+    lines = journal.read_text(encoding="utf-8").splitlines(keepends=True)
+    journal.write_text("".join(line + ("\n" if i % 13 == 0 else "") for i, line in
+                               enumerate(lines)), encoding="utf-8")  # fmt: skip
+    run = load_run(path)
+    wanted = {f"item-{i}" for i in range(0, 120, 3)} | {"not-there"}
+    for answered in (False, True):
+        expected: dict[str, dict[str, Any]] = {}
+        for rec in run.full_records(wanted):
+            if rec["example_id"] not in expected and (not answered or rec["error"] is None):
+                expected[rec["example_id"]] = rec
+        got = list(run.first_records(wanted, answered=answered))
+        assert [i for i, _ in got] == list(expected)  # journal order
+        assert all(_same(rec, expected[i]) for i, rec in got)

@@ -83,6 +83,9 @@ class RolloutTable:
         self._groups: dict[int, str] = {}
         self._hashes = bytearray()
         self._odd_hashes: dict[int, str | None] = {}
+        # Where each item's first line starts in the journal it was read from (the run-folder
+        # reader fills it; empty otherwise): the texts of a few items are read from there.
+        self.item_offsets = array("q")
         self._item = array("I")
         self._rollout = array("I")
         self._reward = array("d")

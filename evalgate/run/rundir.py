@@ -333,6 +333,13 @@ def _journal_bytes(path: Path) -> Iterator[tuple[int, bytes]]:
             raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
 
 
+def _parse_line(raw: bytes) -> Any:
+    try:
+        return _fast_loads(raw)
+    except ValueError:  # NaN, big integers: as the stdlib reads them
+        return json.loads(raw)
+
+
 def _slow_record(path: Path, lineno: int, raw: bytes, ended: bool) -> Any:
     """A line orjson refused, read as the stdlib reads it, or refused in one line: not UTF-8,
     cut off mid-line (no newline after it), or not JSON."""
@@ -425,7 +432,9 @@ def _read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
         seen.add,
         table.same_hash,
     )
+    offset, starts = 0, table.item_offsets  # where each item's first line starts
     for lineno, raw in _journal_bytes(path):
+        at, offset = offset, offset + len(raw)
         try:
             value = loads(raw)
         except ValueError:
@@ -446,6 +455,8 @@ def _read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
         )
         known = table.n_items
         index = add(value)
+        if index == known:
+            starts.append(at)
         if not mark(index, rollout):
             where, first = f"{path}:{lineno}", _first_line(path, item, rollout)
             raise UsageError(
@@ -512,25 +523,45 @@ class LoadedRun:
         record has no error) of each of ``items`` the run has, in journal order. The table knows
         which lines those are: only they are parsed (a million-line journal is read, not
         parsed)."""
-        firsts = self.records.first_rows(answered=answered)
-        wanted: dict[int, str] = {}
+        table = self.records
+        firsts = table.first_rows(answered=answered)
+        starts = table.item_offsets if len(table.item_offsets) == table.n_items else None
+        wanted: dict[int, tuple[str, int]] = {}  # row → (item, its index)
         for item_id in items:
-            index = self.records.index_of(item_id)
+            index = table.index_of(item_id)
             if index is not None and firsts[index] >= 0:
-                wanted[int(firsts[index])] = item_id
+                wanted[int(firsts[index])] = (item_id, index)
         if not wanted:
             return
+        if starts is None:  # a table not read from this journal: its lines counted
+            yield from self._scan_rows(wanted)
+            return
+        # Each item's first line starts where the reader saw it: read from there (its first
+        # answered rollout is its first line, or a few lines on), the rest is never read.
+        first_any = table.first_rows()
+        with (self.path / RESULTS).open("rb") as fh:
+            for row in sorted(wanted):
+                item_id, index = wanted[row]
+                fh.seek(starts[index])
+                at = int(first_any[index])
+                while raw := fh.readline():
+                    if raw[:1] != b"{" and not raw.decode("utf-8", "replace").strip():
+                        continue  # a blank line: no row (as the reader skipped it)
+                    if at == row:
+                        yield item_id, _parse_line(raw)
+                        break
+                    at += 1
+
+    def _scan_rows(
+        self, wanted: dict[int, tuple[str, int]]
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         last, row = max(wanted), -1
         for _, raw in _journal_bytes(self.path / RESULTS):
             if raw[:1] != b"{" and not raw.decode("utf-8", "replace").strip():
                 continue  # a blank line: no row (as the reader skipped it)
             row += 1
             if row in wanted:
-                try:
-                    rec = _fast_loads(raw)
-                except ValueError:
-                    rec = json.loads(raw)
-                yield wanted[row], rec
+                yield wanted[row][0], _parse_line(raw)
                 if row == last:
                     return
 
