@@ -1,91 +1,126 @@
-"""How `compare` scales with the benchmark's size: time and peak memory of one metric's
-comparison (the paired test, its bounds, and the MDE: the path `evalgate compare` and the gate
-take, :func:`evalgate.compare.paired.compare_metric`).
+"""How `evalgate compare` scales with the benchmark's size: the WHOLE command (reading both run
+folders and checking every record, pairing, the tests and their bounds, the MDE, the report
+files), run as a child process and measured as ``/usr/bin/time -v`` sees it: its CPU time
+(user + system) and its peak RSS (``getrusage(RUSAGE_CHILDREN)`` of a wrapper that runs only
+that command, which is what ``/usr/bin/time`` prints).
 
-    nice -n 10 python bench/compare_scale.py [--quick]
+    nice -n 10 python bench/compare_scale.py [--n 1000000] [--fixtures DIR] [--stats]
 
-Sizes: 1,000,000 paired 0/1 items (k = 1, a PR that breaks 1 % of the passing items and fixes
-0.5 % of the failing ones), and 100,000 items x 4 rollouts (fractional scores, the PR shifts
-each rollout's pass rate by −2 pp), plus 10,000 of each as a reference in the same run. The
-time is of a call in a fresh process, untraced, with scipy imported before timing; peak memory
-is tracemalloc's peak over the same call here (numpy reports its buffers to tracemalloc) and
-this process's peak RSS (getrusage) after it. CPU time is given beside the wall time because
-the machine may be shared. `--quick` runs only the reference sizes.
+Cases (``--n`` items, default 1,000,000): ``0/1``: n items × 1 rollout; ``k = 4``: n/4 items ×
+4 rollouts (the same number of rollouts). The run folders are written as the engine writes
+them (bench/gate_memory.py's runs: ~1 KB a record, 70 % right, the PR 1 item in 50 worse), once
+per size under ``--fixtures`` (default: a temporary folder) and reused when there. ``--stats``
+also times the statistics alone (:func:`evalgate.compare.paired.compare_metric` on in-memory
+arrays, in a fresh process: the figure this bench printed before it measured the command).
+Small sizes (``--n 20000``) run in seconds, for CI.
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import resource
+import json
+import os
+import subprocess
 import sys
-import time
-import tracemalloc
-from concurrent.futures import ProcessPoolExecutor
+import tempfile
+import textwrap
+from pathlib import Path
 
-import numpy as np
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from evalgate.compare.paired import compare_metric
+from bench.gate_memory import write_run  # noqa: E402  (the same runs as that bench)
 
-
-def binary(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    base = (rng.random(n) < 0.7).astype(float)
-    u = rng.random(n)
-    head = np.where((base == 1.0) & (u < 0.01), 0.0, base)
-    head = np.where((base == 0.0) & (u < 0.005), 1.0, head)
-    return base, head
-
-
-def fractional(n: int, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    p = rng.beta(2.0, 1.0, n)
-    base = rng.binomial(k, p) / k
-    head = rng.binomial(k, np.clip(p - 0.02, 0.0, 1.0)) / k
-    return base, head
-
-
-def _timed(label: str, base: np.ndarray, head: np.ndarray) -> tuple[float, float]:
-    """(wall, CPU) seconds of one compare in this (fresh) process, imports done beforehand."""
-    from scipy import optimize, special, stats  # noqa: F401  (imported once, not timed)
-
-    start, cpu = time.perf_counter(), time.process_time()
-    compare_metric(label, base, head, clusters=None, margin=0.03, alpha=0.05)
-    return time.perf_counter() - start, time.process_time() - cpu
+# Runs the command as its only child and prints that child's CPU time and peak RSS.
+WRAPPER = textwrap.dedent(
+    """
+    import json, resource, subprocess, sys, time
+    start = time.perf_counter()
+    code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
+    wall = time.perf_counter() - start
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(json.dumps({"code": code, "wall_s": wall, "cpu_s": use.ru_utime + use.ru_stime,
+                      "peak_rss": use.ru_maxrss * 1024}))
+    """
+)
 
 
-def measure(label: str, base: np.ndarray, head: np.ndarray) -> None:
-    # The time in a fresh process, untraced: tracing slows every allocation, and the betting
-    # bound's pass over the items makes a few small arrays per item. The memory here, traced,
-    # from a first call of this size too (nothing cached from another call of it).
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        took, cpu = pool.submit(_timed, label, base, head).result()
-    tracemalloc.start()
-    mc = compare_metric(label, base, head, clusters=None, margin=0.03, alpha=0.05)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    r = mc.result
-    assert r is not None
-    print(
-        f"{label:<22} {took:6.2f} s (CPU {cpu:6.2f} s)  "
-        f"peak {peak / 2**20:7.1f} MiB (RSS {rss:6.0f} MiB)  "
-        f"{mc.status:<12} Δ {r.delta * 100:+.2f} pp [{r.lo * 100:+.2f}, {r.hi * 100:+.2f}]  "
-        f"MDE {mc.mde * 100 if mc.mde is not None else float('nan'):.2f} pp  {r.method}",
-        flush=True,
+def run_pair(root: Path, items: int, k: int) -> tuple[Path, Path]:
+    """(base, head) run folders of ``items`` × ``k`` under ``root``, written once."""
+    pair = root / f"{items}x{k}"
+    done = pair / "done"
+    if not done.exists():
+        base = write_run(pair / "base", items, k, head=False)
+        head = write_run(pair / "head", items, k, head=True)
+        done.write_text(json.dumps({"base": str(base), "head": str(head)}))
+    paths = json.loads(done.read_text())
+    return Path(paths["base"]), Path(paths["head"])
+
+
+def measure_command(args: list[str]) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", WRAPPER, *args], capture_output=True, text=True, env=env
     )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if got["code"] not in (0, 1):  # PASS or FAIL: a verdict was reached
+        raise SystemExit(f"{' '.join(args)} exited {got['code']}:\n{out.stderr[-3000:]}")
+    return got
+
+
+STATS = textwrap.dedent(
+    """
+    import json, sys, time
+    import numpy as np
+    from scipy import optimize, special, stats  # imported before timing
+    from evalgate.compare.paired import compare_metric
+    n, k = int(sys.argv[1]), int(sys.argv[2])
+    rng = np.random.default_rng(0)
+    if k == 1:
+        base = (rng.random(n) < 0.7).astype(float)
+        head = np.where((base == 1.0) & (rng.random(n) < 0.01), 0.0, base)
+    else:
+        p = rng.beta(2.0, 1.0, n)
+        base, head = rng.binomial(k, p) / k, rng.binomial(k, np.clip(p - 0.02, 0, 1)) / k
+    cpu = time.process_time()
+    compare_metric("m", base, head, clusters=None, margin=0.03, alpha=0.05)
+    print(json.dumps({"cpu_s": time.process_time() - cpu}))
+    """
+)
+
+
+def measure_stats(n: int, k: int) -> float:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", STATS, str(n), str(k)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["cpu_s"])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="reference sizes only")
+    parser.add_argument("--n", type=int, default=1_000_000, help="rollouts per run")
+    parser.add_argument("--fixtures", type=Path, help="where the run folders are kept")
+    parser.add_argument("--stats", action="store_true", help="also the statistics alone")
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
-    from scipy import optimize, stats  # noqa: F401  (imported once, not timed)
-
-    measure("0/1, n = 10,000", *binary(10_000, rng))
-    measure("k = 4, n = 10,000", *fractional(10_000, 4, rng))
-    if not args.quick:
-        measure("0/1, n = 1,000,000", *binary(1_000_000, rng))
-        measure("k = 4, n = 100,000", *fractional(100_000, 4, rng))
+    with tempfile.TemporaryDirectory() as tmp:
+        fixtures = args.fixtures or Path(tmp)
+        for label, items, k in (("0/1", args.n, 1), ("k = 4", args.n // 4, 4)):
+            base, head = run_pair(fixtures, items, k)
+            out = Path(tmp) / f"out-{k}"
+            cmd = [sys.executable, "-m", "evalgate", "compare", str(base), str(head)]
+            got = measure_command([*cmd, "--output", str(out)])
+            line = (
+                f"compare, {label}, {items:,} items x {k}: {got['cpu_s']:6.1f} s CPU "
+                f"({got['wall_s']:.1f} s wall), peak RSS {got['peak_rss'] / 2**20:6.1f} MiB"
+            )
+            if args.stats:
+                line += f"; the statistics alone {measure_stats(items, k):.1f} s CPU"
+            print(line, flush=True)
     return 0
 
 

@@ -7,9 +7,11 @@ completion of ~230) through :class:`~evalgate.run.rundir.RunDir`:
 
 - ``parse``: the reference, a bare ``json.loads`` of every line kept in a list (what a reader
   that holds the records costs);
-- ``compare``: ``evalgate compare BASE HEAD`` (two runs of N rollouts each), report files
-  included (report.html lists every changed or errored item and the first 2,000 unchanged ones,
-  written as it is rendered);
+- ``compare``: the WHOLE command ``python -m evalgate compare BASE HEAD`` (two runs of N
+  rollouts each), report files included (report.html lists every changed or errored item and
+  the first 2,000 unchanged ones, written as it is rendered), as a child process measured as
+  ``/usr/bin/time -v`` sees it (``getrusage(RUSAGE_CHILDREN)`` of a wrapper running only it:
+  peak RSS and user + system CPU);
 - ``pair``: the decision alone: both runs loaded, summarised and compared (no report files);
 - ``gate``: the gate step of ``evalgate local --baseline`` (``pipeline._gate``: the PR run and
   its baseline loaded, paired and tested; the summaries the engine made are given);
@@ -18,13 +20,15 @@ completion of ~230) through :class:`~evalgate.run.rundir.RunDir`:
 - ``look``: a sequential look of a resumed run (the baseline's plan, then the paired decision
   on the journal's kept rollouts).
 
-Each case runs in a fresh interpreter at ``--small`` and ``--large`` rollouts (items × k) and
-prints its peak RSS (``ru_maxrss``), its wall time and the growth per rollout (the difference of
-the two sizes over the difference of their rollouts: start-up, imports and the items' own
-objects cancel out), and that growth as a fraction of the bare parse's.
+The other cases run their step in a fresh interpreter (the whole process: start-up, imports and
+the step). Each case runs at ``--small`` and ``--large`` rollouts (items × k) and prints its
+peak RSS, its CPU and wall time and the growth per rollout (the difference of the two sizes
+over the difference of their rollouts: start-up, imports and the items' own objects cancel
+out), and that growth as a fraction of the bare parse's. ``--fixtures DIR`` keeps the runs
+written there and reuses them (a million rollouts take ~30 s to write).
 
 Usage: python bench/gate_memory.py [--small 100000] [--large 1000000] [--k 4]
-       [--cases parse,compare,pair,gate,resume,look]
+       [--cases parse,compare,pair,gate,resume,look] [--fixtures DIR]
 """
 
 from __future__ import annotations
@@ -108,12 +112,6 @@ HARNESS = textwrap.dedent(
         with (head / "results.jsonl").open(encoding="utf-8") as fh:
             records = [json.loads(line) for line in fh]
         assert len(records) == items * k
-    elif case == "compare":
-        import io, tempfile
-        from evalgate.cli import main
-        with tempfile.TemporaryDirectory() as out:
-            code = main(["compare", str(base), str(head), "--output", out], out=io.StringIO())
-        assert code in (0, 1), code
     elif case == "pair":
         from evalgate.compare.paired import compare_runs, summary_of
         from evalgate.run.rundir import load_run
@@ -155,14 +153,42 @@ HARNESS = textwrap.dedent(
                 look=1, looks=3, margin=0.05, alpha=0.05, n_total=len(order), clusters=None,
                 seed=0)
     wall = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"peak_rss": rss, "wall_s": wall}), flush=True)
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"peak_rss": use.ru_maxrss * 1024, "wall_s": wall,
+                      "cpu_s": use.ru_utime + use.ru_stime}), flush=True)
+    """
+)
+
+
+# Runs one command as its only child and prints that child's CPU time and peak RSS.
+WRAPPER = textwrap.dedent(
+    """
+    import json, resource, subprocess, sys, time
+    start = time.perf_counter()
+    code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
+    wall = time.perf_counter() - start
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(json.dumps({"code": code, "wall_s": wall, "cpu_s": use.ru_utime + use.ru_stime,
+                      "peak_rss": use.ru_maxrss * 1024}))
     """
 )
 
 
 def measure(case: str, base: Path, head: Path, items: int, k: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if case == "compare":  # the whole command, as /usr/bin/time -v sees it
+        with tempfile.TemporaryDirectory() as out:
+            cmd = [sys.executable, "-m", "evalgate", "compare", str(base), str(head)]
+            done = subprocess.run(
+                [sys.executable, "-c", WRAPPER, *cmd, "--output", out],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
+        got = json.loads(done.stdout.strip().splitlines()[-1])
+        if got["code"] not in (0, 1):
+            raise SystemExit(f"compare at {items * k:,} rollouts exited {got['code']}")
+        return dict(got)
     args = [case, str(base), str(head), str(items), str(k), str(ROOT)]
     out = subprocess.run(
         [sys.executable, "-c", HARNESS, *args], capture_output=True, text=True, env=env
@@ -172,12 +198,24 @@ def measure(case: str, base: Path, head: Path, items: int, k: int) -> dict[str, 
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _runs(root: Path, n: int, items: int, k: int) -> tuple[Path, Path]:
+    """(base, head) of ``items`` × ``k`` under ``root``, written once and reused."""
+    done = root / f"mem{n}x{k}.json"
+    if not done.exists():
+        base = write_run(root / f"base{n}x{k}", items, k, head=False)
+        head = write_run(root / f"head{n}x{k}", items, k, head=True)
+        done.write_text(json.dumps([str(base), str(head)]))
+    base_s, head_s = json.loads(done.read_text())
+    return Path(base_s), Path(head_s)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--small", type=int, default=100_000)
     parser.add_argument("--large", type=int, default=1_000_000)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--cases", default="parse,compare,pair,gate,resume,look")
+    parser.add_argument("--fixtures", type=Path, help="keep the runs here and reuse them")
     args = parser.parse_args()
     cases = args.cases.split(",")
     growth: dict[str, float] = {}
@@ -185,9 +223,7 @@ def main() -> None:
         sizes = {}
         for n in (args.small, args.large):
             items = n // args.k
-            base = write_run(Path(tmp) / f"base{n}", items, args.k, head=False)
-            head = write_run(Path(tmp) / f"head{n}", items, args.k, head=True)
-            sizes[n] = (items, base, head)
+            sizes[n] = (items, *_runs(args.fixtures or Path(tmp), n, items, args.k))
         journal = (sizes[args.large][2] / "results.jsonl").stat().st_size
         print(f"journal: {journal / (args.large):,.0f} bytes/rollout on disk", flush=True)
         for case in cases:
@@ -201,7 +237,8 @@ def main() -> None:
             print(
                 f"{case:>7}: peak RSS {small['peak_rss'] / 2**20:7.1f} MiB at {n_small:,}, "
                 f"{large['peak_rss'] / 2**20:7.1f} MiB at {n_large:,} rollouts "
-                f"({small['wall_s']:.1f} s, {large['wall_s']:.1f} s); "
+                f"({small['cpu_s']:.1f} s, {large['cpu_s']:.1f} s CPU; "
+                f"{small['wall_s']:.1f} s, {large['wall_s']:.1f} s wall); "
                 f"growth {grow:,.0f} bytes/rollout{ratio}",
                 flush=True,
             )

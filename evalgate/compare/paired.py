@@ -159,11 +159,11 @@ def _excerpt(value: Any, limit: int = 160) -> str:
 def _first_answers(run: LoadedRun, ids: set[str]) -> dict[str, dict[str, Any]]:
     """item → its first rollout without an error (its prompt and completion), for ``ids``: read
     again from the journal, which alone keeps the texts."""
-    out: dict[str, dict[str, Any]] = {}
-    for rec in run.full_records(ids):
-        if rec.get("error") is None and rec["example_id"] not in out:
-            out[rec["example_id"]] = {k: rec.get(k) for k in ("prompt", "completion")}
-    return out
+    # Only those lines are parsed (the run's table knows which): a million-line journal is not.
+    return {
+        item: {k: rec.get(k) for k in ("prompt", "completion")}
+        for item, rec in run.first_records(ids, answered=True)
+    }
 
 
 def _flips(
@@ -210,7 +210,7 @@ def summary_of(run: LoadedRun) -> RunSummary:
         model=run.model,
         model_id=str(run.config.get("model_id", "")),
         run_dir=str(run.path),
-        n_items=len(run.records.items()),
+        n_items=run.records.n_items,
         rollouts=run.rollouts,
         time_s=float(run.metadata.get("time_ms", 0.0)) / 1000,
     )
@@ -281,7 +281,7 @@ def _not_run(model: str, benchmark: str, why: str, base: LoadedRun | None = None
         reason=f"not in the PR run ({why})",
         changes=(),
         n_paired=0,
-        n_base_only=len(base.records.items()) if base is not None else 0,
+        n_base_only=base.records.n_items if base is not None else 0,
         n_head_only=0,
         n_changed=0,
         metrics=(),
@@ -493,15 +493,34 @@ def compare_runs(
         "changes": _subject_changes(base, head),
         "base_origin": base.origin,
     }
-    # Per item, what its first rollout recorded (id, group, content hash): the tables keep it.
-    hashes = {i: ihash for i, _, ihash in base.records.items()}
-    head_items = {i: (group, ihash) for i, group, ihash in head.records.items()}
-    same = [i for i, (_, ihash) in head_items.items() if i in hashes and hashes[i] == ihash]
+    # Per item, what its first rollout recorded (id, group, content hash): the tables keep it,
+    # and index their items by id; nothing per item is built here beyond the paired ids (a
+    # million items compared: bench/compare_scale.py).
+    base_table, head_table = base.records, head.records
+    in_base = 0
+    same: list[str] = []
+    for index, i in enumerate(head_table.item_ids()):
+        at = base_table.index_of(i)
+        if at is not None:
+            in_base += 1
+            if base_table.same_hash(at, head_table.item_hash(index)):
+                same.append(i)
     base_served, head_served = base.records.served(), head.records.served()
     none: frozenset[str] = frozenset()
-    mixed = {i for i in same if base_served.get(i, none) != head_served.get(i, none)}
-    same = [i for i in same if i not in mixed]
-    base_only = len(hashes.keys() - head_items.keys())
+    mixed = (
+        {i for i in same if base_served.get(i, none) != head_served.get(i, none)}
+        if base_served or head_served
+        else set()
+    )
+    if mixed:
+        same = [i for i in same if i not in mixed]
+    grouped_run = head_table.has_groups
+
+    def group_of(item_id: str) -> str | None:
+        index = head_table.index_of(item_id)
+        return None if index is None else head_table.item_group(index)
+
+    base_only = base_table.n_items - in_base
     seq = head.metadata.get("sequential") or {}
     not_run = 0
     if seq.get("stopped_early"):
@@ -512,8 +531,8 @@ def compare_runs(
     counts: dict[str, Any] = {  # ints, splatted with `common` into RunComparison
         "n_base_only": base_only - not_run,
         "n_not_run": not_run,
-        "n_head_only": len(head_items.keys() - hashes.keys()),
-        "n_changed": sum(1 for i in head_items if i in hashes) - len(same) - len(mixed),
+        "n_head_only": head_table.n_items - in_base,
+        "n_changed": in_base - len(same) - len(mixed),
         "n_fallback": len(mixed),
     }
     reason = _measurement_diff(base, head) or _pairwise_diff(base, head)
@@ -526,8 +545,10 @@ def compare_runs(
             **common, comparable=False, reason=reason, n_paired=0, **counts, metrics=(), flips=()
         )
 
-    base_metrics = item_metrics(base.records, base.rollouts)
-    head_metrics = item_metrics(head.records, head.rollouts)
+    # pass@k / pass^k are gated only when named (_DERIVED_PREFIXES): else none is computed.
+    derived = any(m.startswith(_DERIVED_PREFIXES) for m in metrics or ())
+    base_metrics = item_metrics(base.records, base.rollouts, derived=derived)
+    head_metrics = item_metrics(head.records, head.rollouts, derived=derived)
     names = metrics or [
         m for m in head_metrics if m in base_metrics and not m.startswith(_DERIVED_PREFIXES)
     ]
@@ -557,17 +578,21 @@ def compare_runs(
         # so the bounds stay valid and every reading (look or scorecard) is the same.
         # Grouped items go whole group by whole group (the looks' order: stats.item_order).
         pairs = [i for i in same if i in b_vals and i in h_vals]
-        grouping = {i: head_items[i][0] for i in pairs}
+        grouping = {i: group_of(i) for i in pairs} if grouped_run else {}
         grouped = any(g is not None for g in grouping.values())
         ids = stats.item_order(pairs, order, grouping if grouped else None)
+        del pairs
         if not ids:
             results.append(MetricComparison(name, None, "INCONCLUSIVE", None, "no paired items"))
             continue
-        b = np.array([b_vals[i] for i in ids])
-        h = np.array([h_vals[i] for i in ids])
-        groups = [head_items[i][0] for i in ids]
-        clusters = [g if g is not None else f"item:{i}" for g, i in zip(groups, ids, strict=True)]
-        use_clusters = clusters if any(g is not None for g in groups) else None
+        b = np.fromiter((b_vals[i] for i in ids), dtype=float, count=len(ids))
+        h = np.fromiter((h_vals[i] for i in ids), dtype=float, count=len(ids))
+        use_clusters = None
+        if grouped:  # else every item is its own cluster: none to build
+            groups = [grouping[i] for i in ids]
+            use_clusters = [
+                g if g is not None else f"item:{i}" for g, i in zip(groups, ids, strict=True)
+            ]
         common_args: dict[str, Any] = {
             "margin": margin,
             "alpha": alpha,
@@ -595,7 +620,7 @@ def compare_runs(
             # The PASS side with the PR's errored rollouts at the worst score: an error never
             # helps a PASS (evalgate.run.imputed). The same items in the same order as above,
             # with those whose every PR rollout errored put back.
-            ran = {i: head_items[i][0] for i in same if i in b_vals}
+            ran = {i: group_of(i) for i in same if i in b_vals}
             ran_grouped = any(g is not None for g in ran.values())
             side = pass_side(
                 head.records,
@@ -606,7 +631,7 @@ def compare_runs(
                 (scales or {}).get(name),
             )
             if side.imputed:  # else the same data as above
-                kept_groups = [head_items[i][0] for i in side.ids]
+                kept_groups = [group_of(i) for i in side.ids]
                 passing = compare_metric(
                     name,
                     side.base,

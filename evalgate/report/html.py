@@ -25,7 +25,9 @@ from evalgate.report import _bytecode_cache
 from evalgate.run.rundir import (
     METADATA,
     RESULTS,
+    LoadedRun,
     iter_records,
+    loaded_run,
     read_json_object,
     read_run_config,
 )
@@ -203,6 +205,14 @@ class _RunRows:
         # id → (status, PR reward, base reward, error), in the run's order
         self.listed: dict[str, tuple[str, float | None, float | None, str | None]] = {}
         self.counts = {"regressed": 0, "improved": 0, "errored": 0, "all": 0}
+        # The runs a comparison just read, while still held: their tables give every item's
+        # outcome (no second parse of the journals, no object per item); else the journals.
+        self._held = loaded_run(self.head), loaded_run(self.base) if self.base else None
+        if self._held[0] is not None and (self.base is None or self._held[1] is not None):
+            self.agent = (self._held[0].config.get("benchmark") or {}).get("kind") == "agent"
+            self._list_held(self._held[0], self._held[1], unchanged_rows)
+            return
+        self._held = None, None
         try:
             config, _ = read_run_config(self.head)
             heads = _stats(self.head)
@@ -234,6 +244,73 @@ class _RunRows:
             for k, n in self.omitted.items()
         ]
 
+    def _list_held(self, head: LoadedRun, base: LoadedRun | None, unchanged_rows: int) -> None:
+        """What the journal pass below lists, from the held runs' columns (numpy): the same
+        items, statuses, counts and order."""
+        import numpy as np
+
+        mean_h, count_h, error_h = head.records.outcomes()
+        ids = head.records.item_ids()
+        n = len(ids)
+        has_h = count_h > 0
+        errored = np.zeros(n, dtype=bool)
+        errored[list(error_h)] = True
+        if base is not None:
+            mean_b, count_b, _ = base.records.outcomes()
+            where = [base.records.index_of(i) for i in ids]
+            at = np.array([-1 if w is None else w for w in where], dtype=np.int64)
+            has_base = at >= 0
+            b_mean = np.where(has_base, mean_b[np.maximum(at, 0)], np.nan)
+            has_b = has_base & (np.where(has_base, count_b[np.maximum(at, 0)], 0) > 0)
+        else:
+            at = np.full(n, -1, dtype=np.int64)
+            has_base = has_b = np.zeros(n, dtype=bool)
+            b_mean = np.full(n, np.nan)
+        both = ~errored & has_base & has_h & has_b
+        with np.errstate(invalid="ignore"):
+            regressed = both & (mean_h < b_mean - 1e-9)
+            improved = both & (mean_h > b_mean + 1e-9)
+        masks = {
+            "regressed": regressed,
+            "improved": improved,
+            "errored": errored,
+            "same": ~(regressed | improved | errored),
+        }
+        listed = dict.fromkeys(masks, 0)
+        shown: list[Any] = []
+        first_omitted: list[tuple[int, str, int]] = []
+        for status, mask in masks.items():
+            rows = np.nonzero(mask)[0]
+            cap = unchanged_rows if status == "same" else MAX_CHANGED_ROWS
+            listed[status] = min(cap, rows.size)
+            shown.append(rows[:cap])
+            if rows.size > cap:
+                first_omitted.append((int(rows[cap]), status, int(rows.size - cap)))
+        self.omitted = {status: count for _, status, count in sorted(first_omitted)}
+        status_of = np.empty(n, dtype=object)
+        for status, mask in masks.items():
+            status_of[mask] = status
+        for index in np.sort(np.concatenate(shown)).tolist():
+            h = float(mean_h[index]) if has_h[index] else None
+            b = float(b_mean[index]) if has_b[index] else None
+            self.listed[ids[index]] = (status_of[index], h, b, error_h.get(index))
+        self.counts = {k: listed[k] for k in ("regressed", "improved", "errored")}
+        self.counts["all"] = len(self.listed)
+        self.left_out = [
+            {"status": "unchanged" if k == "same" else k, "n": n_left, "listed": listed[k]}
+            for k, n_left in self.omitted.items()
+        ]
+
+    def _firsts(self, run: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        held, path = self._held[run], (self.head, self.base)[run]
+        if held is None:
+            assert path is not None
+            yield from _firsts(path, self.listed)
+            return
+        for item_id, rec in held.first_records(self.listed):
+            shown = {k: _text(rec.get(k)) for k in ("prompt", "answer", "completion")}
+            yield item_id, {**shown, "judge": _judge_text(rec)}
+
     def rows(self) -> Iterator[dict[str, Any]]:
         """The listed items' rows, in the run's order: texts read back from the journals."""
         if not self.listed:
@@ -242,9 +319,9 @@ class _RunRows:
         if self.base is not None:
             base_first = {  # what a row shows of the base: its completion (and its prompt)
                 i: {"prompt": f["prompt"], "completion": f["completion"]}
-                for i, f in _firsts(self.base, self.listed)
+                for i, f in self._firsts(1)
             }
-        for item_id, first in _firsts(self.head, self.listed):
+        for item_id, first in self._firsts(0):
             status, h, b, error = self.listed[item_id]
             base = base_first.pop(item_id, None)
             yield {

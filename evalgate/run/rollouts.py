@@ -17,6 +17,14 @@ from typing import Any
 
 __all__ = ["RolloutTable", "unusable"]
 
+# Per-item means are sums of 8-byte floats: numpy adds them in row order, fmean (what a pass over
+# the records computes) rounds the exact sum once. The two agree when every value is a multiple
+# of 2^-_DYADIC_BITS below 2^_DYADIC_ROOM (0/1 rewards, k-ths of a power of two...): the row-order
+# sums are then exact. Other values take math.fsum per item, as the records' pass did.
+_DYADIC_BITS = 24
+_DYADIC_ROOM = 2**26
+_HASH_BYTES = 8  # an item's content hash, as the engine writes it: 16 hex digits
+
 _NAN = math.nan
 _JUDGE_FIELDS = ("usage", "cost_usd", "consistent", "worse_order")
 
@@ -66,7 +74,18 @@ class RolloutTable:
 
     def __init__(self) -> None:
         self._item_index: dict[str, int] = {}
-        self._items: list[tuple[str, str | None, str]] = []  # (example_id, group, item_hash)
+        # Per item, in the order first seen: its id, its group (where it has one) and its
+        # content hash, as its first record gave them. The engine's hash (16 lowercase hex
+        # digits: run.fingerprint.item_hash) is kept as its 8 bytes in one buffer, any other
+        # (None, a hand-made one) beside it: a million items, 8 MB where a tuple and a hash
+        # string each took ~130.
+        self._ids: list[str] = []
+        self._groups: dict[int, str] = {}
+        self._hashes = bytearray()
+        self._odd_hashes: dict[int, str | None] = {}
+        # Where each item's first line starts in the journal it was read from (the run-folder
+        # reader fills it; empty otherwise): the texts of a few items are read from there.
+        self.item_offsets = array("q")
         self._item = array("I")
         self._rollout = array("I")
         self._reward = array("d")
@@ -80,6 +99,9 @@ class RolloutTable:
         # figures); its reasoning and raw replies stay in the journal.
         self._judges: dict[int, dict[str, Any]] = {}
         self._served: dict[int, dict[str, Any]] = {}  # row → served_by, where a fallback answered
+        # row → the reward recorded, of a rollout kept as errored for an unusable score (the
+        # report page lists it by the journal's own fields: no error, that reward)
+        self._unusable: dict[int, Any] = {}
         self._n = 0
 
     def __len__(self) -> int:
@@ -95,12 +117,13 @@ class RolloutTable:
         row = self._n
         index = self._item_index.get(rec["example_id"])
         if index is None:
-            index = self._item_index[rec["example_id"]] = len(self._items)
-            self._items.append((rec["example_id"], rec.get("group"), rec.get("item_hash", "")))
+            index = self._item_index[rec["example_id"]] = len(self._ids)
+            self._add_item(rec["example_id"], rec.get("group"), rec.get("item_hash", ""))
         self._item.append(index)
         self._rollout.append(rec.get("rollout", 0))  # a hand-made record may leave it out
         error = rec["error"] if rec["error"] is not None else unusable(rec)
         if error is not None and rec["error"] is None:  # kept as an error, its values dropped
+            self._unusable[row] = rec.get("reward")
             rec = {**rec, "reward": None, "metrics": {}, "error": error}
         reward = rec["reward"]
         self._reward.append(_NAN if reward is None else float(reward))
@@ -136,17 +159,65 @@ class RolloutTable:
         self._n += 1
         return index
 
+    def _add_item(self, example_id: str, group: str | None, ihash: str | None) -> None:
+        index = len(self._ids)
+        self._ids.append(example_id)
+        if group is not None:
+            self._groups[index] = group
+        packed = _pack_hash(ihash)
+        if packed is None:
+            self._odd_hashes[index] = ihash
+            packed = bytes(_HASH_BYTES)
+        self._hashes += packed
+
     def items(self) -> list[tuple[str, str | None, str | None]]:
         """(example_id, group, item_hash) of each item, as its first rollout recorded them, in
-        the order first seen: per item, what pairing a run with a baseline reads."""
-        return list(self._items)
+        the order first seen (a tuple per item: readers at scale use :attr:`n_items`,
+        :meth:`item_id`, :meth:`item_group`, :meth:`item_hash`)."""
+        return [
+            (self._ids[i], self._groups.get(i), self.item_hash(i)) for i in range(len(self._ids))
+        ]
+
+    @property
+    def n_items(self) -> int:
+        """Distinct items (no pass over the rows)."""
+        return len(self._ids)
+
+    def item_ids(self) -> list[str]:
+        """Each item's id, in the order first seen."""
+        return list(self._ids)
+
+    def item_id(self, index: int) -> str:
+        return self._ids[index]
+
+    def item_group(self, index: int) -> str | None:
+        return self._groups.get(index)
+
+    @property
+    def has_groups(self) -> bool:
+        """Whether any item has a group."""
+        return bool(self._groups)
+
+    def same_hash(self, index: int, ihash: str | None) -> bool:
+        """Whether ``ihash`` is the content hash item ``index``'s first record gave."""
+        if index in self._odd_hashes:
+            return self._odd_hashes[index] == ihash
+        packed = _pack_hash(ihash)
+        at = _HASH_BYTES * index
+        return packed is not None and self._hashes[at : at + _HASH_BYTES] == packed
+
+    def item_hash(self, index: int) -> str | None:
+        """The content hash the item's first record gave."""
+        if index in self._odd_hashes:
+            return self._odd_hashes[index]
+        return self._hashes[_HASH_BYTES * index : _HASH_BYTES * (index + 1)].hex()
 
     def served(self) -> dict[str, frozenset[str]]:
         """item id → the models other than the configured one that answered its rollouts
         (items no fallback answered are left out)."""
         out: dict[str, set[str]] = {}
         for row, by in self._served.items():
-            out.setdefault(self._items[self._item[row]][0], set()).update(by)
+            out.setdefault(self._ids[self._item[row]], set()).update(by)
         return {item: frozenset(names) for item, names in out.items()}
 
     def extend(self, records: Iterable[dict[str, Any]]) -> None:
@@ -161,7 +232,8 @@ class RolloutTable:
     def _row(
         self, row: int, usage: list[tuple[str, array[Any]]], metrics: list[tuple[str, array[Any]]]
     ) -> dict[str, Any]:
-        example_id, group, ihash = self._items[self._item[row]]
+        index = self._item[row]
+        example_id, group, ihash = self._ids[index], self._groups.get(index), self.item_hash(index)
         reward = self._reward[row]
         rec: dict[str, Any] = {
             "example_id": example_id,
@@ -182,6 +254,233 @@ class RolloutTable:
             rec["served_by"] = self._served[row]
         return rec
 
+    def add_checked(self, value: dict[str, Any]) -> int:
+        """:meth:`append` of a record the run-folder reader has checked field by field (types,
+        ranges), taken as read: keys only summaries read may be missing (an older or hand-made
+        run: read as the engine writes them), and an errored rollout's scores, which nothing
+        reads, are not kept. No copy of the record is made (a million rollouts are read)."""
+        if value.get("error") is not None or not _finite_floats(value):
+            # The rare record (errored; an int, NaN or infinite score): the general path, on a
+            # copy with the defaults filled in and an error's scores dropped.
+            row_value = {"rollout": 0, "item_hash": None, "reward": None, "metrics": {}, **value}
+            if row_value.get("error") is not None:
+                row_value["reward"], row_value["metrics"] = None, {}
+            else:
+                row_value["error"] = None
+            return self.append(row_value)
+        row = self._n
+        example_id = value["example_id"]
+        index = self._item_index.get(example_id)
+        if index is None:
+            index = self._item_index[example_id] = len(self._ids)
+            self._add_item(example_id, value.get("group"), value.get("item_hash"))
+        self._item.append(index)
+        self._rollout.append(value.get("rollout", 0))
+        metrics = value.get("metrics") or {}
+        reward = value.get("reward")
+        self._reward.append(_NAN if reward is None else reward)
+        completion = value.get("completion")
+        # Blank as str.strip() sees it, without the stripped copy of a long completion.
+        blank = completion is None or (
+            type(completion) is str and (not completion or completion.isspace())
+        )
+        self._blank.append(1 if blank else 0)
+        usage = value.get("usage") or {}
+        columns = self._usage
+        for name, amount in usage.items():
+            col = columns.get(name)
+            if col is None:
+                col = columns[name] = array("q", [0]) * row
+            col.append(int(amount))
+        if len(usage) != len(columns):
+            _fill(columns, row, 0)
+        columns = self._metrics
+        for name, score in metrics.items():
+            col = columns.get(name)
+            if col is None:
+                col = columns[name] = array("d", [_NAN]) * row
+            col.append(score)
+        if len(metrics) != len(columns):
+            _fill(columns, row, _NAN)
+        if value.get("cost_usd") is not None:
+            self._costs[row] = value["cost_usd"]
+        judge = value.get("judge")
+        if judge:
+            self._judges[row] = {k: judge[k] for k in _JUDGE_FIELDS if k in judge}
+        if value.get("served_by"):
+            self._served[row] = value["served_by"]
+        self._n += 1
+        return index
+
+    def _scored(self) -> Any:
+        """A bool mask of the rows without an error (numpy)."""
+        import numpy as np
+
+        ok = np.ones(self._n, dtype=bool)
+        if self._errors:
+            ok[np.fromiter(self._errors, dtype=np.int64, count=len(self._errors))] = False
+        return ok
+
+    def first_rows(self, *, answered: bool = False) -> Any:
+        """Per item (in the order first seen), the row of its first rollout (``answered``: its
+        first whose record has no error; an unusable score is not one), −1 where none: which
+        journal line holds what a report shows of it."""
+        import numpy as np
+
+        item = np.frombuffer(self._item, dtype=np.uint32).astype(np.intp)
+        if answered:
+            ok = np.ones(self._n, dtype=bool)
+            recorded = [row for row in self._errors if row not in self._unusable]
+            ok[np.array(recorded, dtype=np.int64)] = False
+            rows = np.nonzero(ok)[0]
+        else:
+            rows = np.arange(self._n)
+        first = np.full(len(self._ids), self._n, dtype=np.int64)
+        np.minimum.at(first, item[rows], rows)
+        return np.where(first < self._n, first, -1)
+
+    def index_of(self, example_id: str) -> int | None:
+        """The item's index (its place in :meth:`items`), None when the run has no such item."""
+        return self._item_index.get(example_id)
+
+    def outcomes(self) -> tuple[Any, Any, dict[int, str]]:
+        """Per item, as the journal's own fields give it: (mean of its finite rewards of
+        rollouts without a recorded error (NaN: none), rollouts counted, item index → its first
+        recorded error): the report page's per-item outcome, from the columns."""
+        import numpy as np
+
+        n_items = len(self._ids)
+        item = np.frombuffer(self._item, dtype=np.uint32).astype(np.intp)
+        reward = np.frombuffer(self._reward, dtype=np.float64).copy()
+        recorded = {row: e for row, e in self._errors.items() if row not in self._unusable}
+        for row, value in self._unusable.items():  # an unusable score: its reward as recorded
+            ok = isinstance(value, int | float) and math.isfinite(value)
+            reward[row] = float(value) if ok else _NAN
+        if recorded:
+            reward[np.fromiter(recorded, dtype=np.int64, count=len(recorded))] = _NAN
+        good = ~np.isnan(reward) & np.isfinite(reward)
+        count = np.bincount(item[good], minlength=n_items)
+        total = np.bincount(item[good], weights=reward[good], minlength=n_items)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(count > 0, total / np.maximum(count, 1), _NAN)
+        first_error: dict[int, str] = {}
+        for row in sorted(recorded):
+            if recorded[row]:
+                first_error.setdefault(int(item[row]), recorded[row])
+        return mean, count, first_error
+
+    def tally(self) -> tuple[dict[str, str | None], list[str], int, dict[str, int]]:
+        """What a summary counts per rollout, from the columns (no dict per row): each item's
+        group, the error messages in row order, the scored rollouts whose completion was blank,
+        and the token usage summed per name; as a pass over the rows would count them."""
+        import numpy as np
+
+        groups = {example_id: self._groups.get(i) for i, example_id in enumerate(self._ids)}
+        errors = [self._errors[row] for row in sorted(self._errors) if self._errors[row]]
+        blank = np.frombuffer(self._blank, dtype=bool)  # a view: 0 or 1 a row
+        empty = int(np.count_nonzero(blank if not self._errors else blank & self._scored()))
+        usage = {name: int(sum(col)) for name, col in self._usage.items()}
+        return groups, errors, empty, usage
+
+    def item_metrics(self, rollouts: int, success: float) -> dict[str, dict[str, float]]:
+        """metric → {item id: mean of its scored rollouts' values}, plus pass@k / pass^k (k =
+        ``rollouts`` > 1, a rollout succeeding at reward ≥ ``success``) for items with k scored
+        rollouts: what :func:`evalgate.run.summary.item_metrics` computes from the records, in
+        the same order and to the same bits, from the columns (numpy: views of the columns
+        where every row counts, a few bytes a row of temporaries otherwise)."""
+        import numpy as np
+
+        from evalgate import stats
+
+        if not self._n:
+            return {}
+        n_items = len(self._ids)
+        item = np.frombuffer(self._item, dtype=np.uint32)
+        clean = not self._errors
+        rows: Any = slice(None) if clean else np.nonzero(self._scored())[0]
+        item_ok = item[rows]
+        if not item_ok.size:
+            return {}
+        # Items in the order of their first scored rollout (the records' pass keeps that order):
+        # item indices are given in the order first seen, so with no error that is theirs.
+        if clean:
+            ranked = np.arange(n_items)
+        else:
+            first = np.full(n_items, self._n, dtype=np.int64)
+            np.minimum.at(first, item_ok, rows)
+            seen = np.nonzero(first < self._n)[0]
+            ranked = seen[np.argsort(first[seen], kind="stable")]
+        rank = np.full(n_items, n_items, dtype=np.int64)
+        rank[ranked] = np.arange(ranked.size)
+        ids = [self._ids[i] for i in ranked.tolist()]
+        keyed: list[tuple[int, int, str, dict[str, float]]] = []
+        for name, col in self._metrics.items():
+            values = np.frombuffer(col, dtype=np.float64)
+            missing = np.isnan(values)
+            where: Any = rows
+            if missing.any():
+                where = np.nonzero(~missing if clean else self._scored() & ~missing)[0]
+            del missing
+            per = item[where]
+            if not per.size:
+                continue
+            count = np.bincount(per, minlength=n_items)
+            picked = values[where]
+            if _dyadic(picked):
+                means = np.bincount(per, weights=picked, minlength=n_items) / np.maximum(count, 1)
+            else:  # rounding could differ from fmean: the exact sum per item, as it did
+                means = _fsum_means(per.astype(np.intp), picked, n_items, count)
+            present = ranked[count[ranked] > 0]
+            keyed.append(
+                (
+                    int(rank[present[0]]),
+                    0,
+                    name,
+                    dict(
+                        zip(
+                            [ids[r] for r in rank[present].tolist()],
+                            means[present].tolist(),
+                            strict=True,
+                        )
+                    ),
+                )
+            )
+        if rollouts > 1:
+            scored = np.bincount(item_ok, minlength=n_items)
+            reward = np.frombuffer(self._reward, dtype=np.float64)[rows]
+            wins = np.bincount(item_ok[reward >= success], minlength=n_items)
+            full = ranked[scored[ranked] >= rollouts]
+            if full.size:
+                # One float per distinct (n, c), shared by the items that have it.
+                code = scored[full].astype(np.int64) * (self._n + 1) + wins[full]
+                distinct, which = np.unique(code, return_inverse=True)
+                at, hat = [], []
+                for c in distinct.tolist():
+                    n_c = divmod(c, self._n + 1)
+                    at.append(stats.pass_at_k(n_c[0], n_c[1], rollouts))
+                    hat.append(stats.pass_hat_k(n_c[0], n_c[1], rollouts))
+                names = [ids[r] for r in rank[full].tolist()]
+                picks = which.ravel().tolist()
+                start = int(rank[full[0]])
+                keyed.append(
+                    (
+                        start,
+                        1,
+                        f"pass@{rollouts}",
+                        dict(zip(names, [at[w] for w in picks], strict=True)),
+                    )
+                )
+                keyed.append(
+                    (
+                        start,
+                        2,
+                        f"pass^{rollouts}",
+                        dict(zip(names, [hat[w] for w in picks], strict=True)),
+                    )
+                )
+        keyed.sort(key=lambda entry: (entry[0], entry[1], entry[2] if entry[1] == 0 else ""))
+        return {name: values for _, _, name, values in keyed}
+
     @classmethod
     def ordered(cls, parts: Iterable[RolloutTable], order: dict[str, int]) -> RolloutTable:
         """The rows of ``parts`` in one table, sorted by (``order`` of their item, rollout):
@@ -194,7 +493,7 @@ class RolloutTable:
         keys = []
         for part in parts:
             places = np.array(
-                [order.get(example_id, unknown) for example_id, _, _ in part._items], dtype=np.int64
+                [order.get(example_id, unknown) for example_id in part._ids], dtype=np.int64
             )
             item = np.frombuffer(part._item, dtype=np.uint32) if part._n else np.zeros(0, int)
             rollout = np.frombuffer(part._rollout, dtype=np.uint32) if part._n else np.zeros(0, int)
@@ -221,3 +520,38 @@ class RolloutTable:
 
     def __radd__(self, other: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [*other, *self]
+
+
+def _dyadic(values: Any) -> bool:
+    """Whether every value is a multiple of 2^-_DYADIC_BITS below 2^_DYADIC_ROOM (row-order sums
+    of them are then exact), checked a block at a time (no temporaries of the whole column)."""
+    import numpy as np
+
+    step = 1 << 16
+    for at in range(0, values.size, step):
+        block = values[at : at + step]
+        scaled = block * 2.0**_DYADIC_BITS
+        if not (np.all(scaled == np.floor(scaled)) and np.all(np.abs(block) < _DYADIC_ROOM)):
+            return False
+    return True
+
+
+def _fsum_means(per: Any, values: Any, n_items: int, count: Any) -> Any:
+    """Per-item math.fsum(values) / count, items given by ``per`` (numpy arrays)."""
+    import numpy as np
+
+    order = np.argsort(per, kind="stable")  # each item's values in row order, as fmean saw them
+    grouped = np.split(values[order], np.cumsum(np.bincount(per, minlength=n_items))[:-1])
+    sums = np.array([math.fsum(chunk.tolist()) for chunk in grouped])
+    return sums / np.maximum(count, 1)
+
+
+def _pack_hash(ihash: str | None) -> bytes | None:
+    """The bytes of a hash of 2 × _HASH_BYTES lowercase hex digits (the engine's), else None."""
+    if type(ihash) is not str or len(ihash) != 2 * _HASH_BYTES:
+        return None
+    try:
+        packed = bytes.fromhex(ihash)
+    except ValueError:
+        return None
+    return packed if packed.hex() == ihash else None

@@ -21,6 +21,7 @@ import re
 import secrets
 import shutil
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,13 @@ from typing import IO, TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.errors import UsageError
+
+try:  # orjson: parses a journal line ~4x faster than the stdlib; json is the fallback, and the
+    # judge of every line orjson refuses (NaN, integers past 64 bits, lone surrogates: valid
+    # to json.loads, as the engine writes them), so both read the same records.
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - where orjson is not installed
+    _fast_loads = json.loads  # type: ignore[assignment]
 
 if TYPE_CHECKING:  # the gate's model loads when a recorded gate is read (`runs` needs none)
     from evalgate.config.spec import GateSettings
@@ -55,6 +63,7 @@ __all__ = [
     "iter_records",
     "load_run",
     "load_runs",
+    "loaded_run",
     "new_run_id",
     "read_json_object",
     "read_run_config",
@@ -305,13 +314,61 @@ def _journal_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
             raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from None
 
 
+def _journal_bytes(path: Path) -> Iterator[tuple[int, bytes]]:
+    """:func:`_journal_lines` as bytes (orjson parses them without a decoded copy; a line that
+    is not UTF-8 is refused by :func:`_slow_record`, as the decoding reader refused it)."""
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: missing; not an evalgate run directory") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
+    with fh:
+        lineno = 0
+        try:
+            for raw in fh:  # split on b"\n" only, as the writer does
+                lineno += 1
+                yield lineno, raw  # a line without its newline is the torn last one
+        except OSError as exc:
+            raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
+
+
+def _parse_line(raw: bytes) -> Any:
+    try:
+        return _fast_loads(raw)
+    except ValueError:  # NaN, big integers: as the stdlib reads them
+        return json.loads(raw)
+
+
+def _slow_record(path: Path, lineno: int, raw: bytes, ended: bool) -> Any:
+    """A line orjson refused, read as the stdlib reads it, or refused in one line: not UTF-8,
+    cut off mid-line (no newline after it), or not JSON."""
+    where = f"{path}:{lineno}"
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        if not ended:  # no newline after it: the writer was killed mid-line
+            raise UsageError(
+                f"{where}: cut off mid-line (the run was interrupted: `evalgate resume "
+                f"{path.parent.name}` finishes it)"
+            ) from None
+        raise UsageError(f"{where}: not JSON ({exc})") from None
+
+
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:
     """Every record of a run's journal, in file order, one at a time (unchecked: for readers of
     a run :func:`load_run` has checked, that need fields its table does not keep, such as the
     prompt and the completion)."""
-    for _, line, _ in _journal_lines(Path(path)):
-        if line.strip():
-            yield json.loads(line)
+    for _, raw in _journal_bytes(Path(path)):
+        try:
+            yield _fast_loads(raw)
+        except ValueError:
+            if raw.decode("utf-8", "replace").strip():
+                yield json.loads(raw)
 
 
 class _Seen:
@@ -360,70 +417,65 @@ def _read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
     and so is a rollout index at or past the run's configured ``rollouts`` (k), when known.
 
     Streamed into a :class:`~evalgate.run.rollouts.RolloutTable` (the columns summaries and
-    comparisons read), with per item only its first content hash and a bit per rollout for the
-    checks: tens of bytes a rollout, however long the run (bench/gate_memory.py)."""
+    comparisons read; per item, its first content hash, which the checks read back) with a bit
+    per rollout for the checks: tens of bytes a rollout, however long the run
+    (bench/gate_memory.py)."""
     from evalgate.run.rollouts import RolloutTable
 
     table = RolloutTable()
     seen = _Seen()
-    hashes: list[Any] = []  # item index → the content hash its first record gave
-    for lineno, line, ended in _journal_lines(path):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
+    # Bound once: this loop runs once a rollout (a million times for a large run).
+    loads, plain, add, mark, same = (
+        _fast_loads,
+        _plain_record,
+        table.add_checked,
+        seen.add,
+        table.same_hash,
+    )
+    offset, starts = 0, table.item_offsets  # where each item's first line starts
+    for lineno, raw in _journal_bytes(path):
+        at, offset = offset, offset + len(raw)
         try:
-            value = json.loads(line)
-        except ValueError as exc:
-            if not ended:  # no newline after it: the writer was killed mid-line
-                raise UsageError(
-                    f"{where}: cut off mid-line (the run was interrupted: `evalgate resume "
-                    f"{path.parent.name}` finishes it)"
-                ) from None
-            raise UsageError(f"{where}: not JSON ({exc})") from None
+            value = loads(raw)
+        except ValueError:
+            if not raw.decode("utf-8", "replace").strip():  # a blank line, as str.strip sees it
+                continue
+            value = _slow_record(path, lineno, raw, raw.endswith(b"\n"))
         if not isinstance(value, dict):
-            raise UsageError(f"{where}: not a JSON object (a {type(value).__name__})")
-        if not _plain_record(value):  # the model says what is wrong, field by field
+            raise UsageError(f"{path}:{lineno}: not a JSON object (a {type(value).__name__})")
+        if not plain(value):  # the model says what is wrong, field by field
             try:
                 RolloutRecord.model_validate(value)
             except ValidationError as exc:
-                raise UsageError(f"{where}: {_field_error(exc)}") from None
+                raise UsageError(f"{path}:{lineno}: {_field_error(exc)}") from None
         item, rollout, content = (
             value["example_id"],
             value.get("rollout", 0),
             value.get("item_hash"),
         )
-        index = table.append(_table_row(value))
-        if index == len(hashes):
-            hashes.append(content)
-        if not seen.add(index, rollout):
-            first = _first_line(path, item, rollout)
+        known = table.n_items
+        index = add(value)
+        if index == known:
+            starts.append(at)
+        if not mark(index, rollout):
+            where, first = f"{path}:{lineno}", _first_line(path, item, rollout)
             raise UsageError(
                 f"{where}: duplicate record of item {item!r} rollout {rollout} "
                 f"(first on line {first}; `evalgate resume {path.parent.name}` repairs the "
                 "journal)"
             )
-        if hashes[index] != content:
-            first = _first_line(path, item)
+        if index < known and not same(index, content):  # a new item's hash is its own
+            where, first = f"{path}:{lineno}", _first_line(path, item)
             raise UsageError(
                 f"{where}: item_hash: item {item!r} has other content than on line "
                 f"{first} (two items share one id)"
             )
         if rollouts is not None and rollout >= rollouts:
             raise UsageError(
-                f"{where}: rollout: {rollout} is out of range (the run has {rollouts} "
+                f"{path}:{lineno}: rollout: {rollout} is out of range (the run has {rollouts} "
                 f"rollout{'s' if rollouts != 1 else ''} per item: 0 to {rollouts - 1})"
             )
     return table
-
-
-def _table_row(value: dict[str, Any]) -> dict[str, Any]:
-    """A checked record as the table takes it: a record that leaves out the keys only summaries
-    read (an older or hand-made run) is read as the engine would have written it, and an errored
-    rollout's scores, which nothing reads, are not kept."""
-    row = {"rollout": 0, "item_hash": None, "error": None, "reward": None, "metrics": {}, **value}
-    if row["error"] is not None:
-        row["reward"], row["metrics"] = None, {}
-    return row
 
 
 @dataclass(frozen=True)
@@ -436,6 +488,9 @@ class LoadedRun:
     records: RolloutTable
     metadata: dict[str, Any]
     origin: dict[str, Any] = field(default_factory=dict)  # e.g. {"commit": sha, "stored_at": ts}
+    # The journal's (size, mtime) when read: a report finds the run still held only while the
+    # file is what was read (loaded_run).
+    journal_stat: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def benchmark(self) -> str:
@@ -460,6 +515,55 @@ class LoadedRun:
         if configured is None:
             configured = 1 + max((int(r.get("rollout", 0)) for r in self.records), default=0)
         return int(configured)
+
+    def first_records(
+        self, items: Collection[str], *, answered: bool = False
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(item id, the journal's record of its first rollout: ``answered``, its first whose
+        record has no error) of each of ``items`` the run has, in journal order. The table knows
+        which lines those are: only they are parsed (a million-line journal is read, not
+        parsed)."""
+        table = self.records
+        firsts = table.first_rows(answered=answered)
+        starts = table.item_offsets if len(table.item_offsets) == table.n_items else None
+        wanted: dict[int, tuple[str, int]] = {}  # row → (item, its index)
+        for item_id in items:
+            index = table.index_of(item_id)
+            if index is not None and firsts[index] >= 0:
+                wanted[int(firsts[index])] = (item_id, index)
+        if not wanted:
+            return
+        if starts is None:  # a table not read from this journal: its lines counted
+            yield from self._scan_rows(wanted)
+            return
+        # Each item's first line starts where the reader saw it: read from there (its first
+        # answered rollout is its first line, or a few lines on), the rest is never read.
+        first_any = table.first_rows()
+        with (self.path / RESULTS).open("rb") as fh:
+            for row in sorted(wanted):
+                item_id, index = wanted[row]
+                fh.seek(starts[index])
+                at = int(first_any[index])
+                while raw := fh.readline():
+                    if raw[:1] != b"{" and not raw.decode("utf-8", "replace").strip():
+                        continue  # a blank line: no row (as the reader skipped it)
+                    if at == row:
+                        yield item_id, _parse_line(raw)
+                        break
+                    at += 1
+
+    def _scan_rows(
+        self, wanted: dict[int, tuple[str, int]]
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        last, row = max(wanted), -1
+        for _, raw in _journal_bytes(self.path / RESULTS):
+            if raw[:1] != b"{" and not raw.decode("utf-8", "replace").strip():
+                continue  # a blank line: no row (as the reader skipped it)
+            row += 1
+            if row in wanted:
+                yield wanted[row][0], _parse_line(raw)
+                if row == last:
+                    return
 
     def full_records(self, items: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
         """The journal's records as written (prompt, completion, judge's reasons...), of
@@ -488,7 +592,31 @@ def load_run(path: Path, *, origin: dict[str, Any] | None = None) -> LoadedRun:
         RunMetadata.model_validate(metadata)
     except ValidationError as exc:
         raise UsageError(f"{meta_path}: {_field_error(exc)}") from None
-    return LoadedRun(path, config, records, metadata, origin or {})
+    run = LoadedRun(path, config, records, metadata, origin or {}, _stat(path / RESULTS))
+    _LOADED[str(path.resolve())] = run
+    return run
+
+
+# Runs loaded and still held by someone (a comparison, the gate): a report written meanwhile
+# reads their tables instead of parsing the journals again (loaded_run).
+_LOADED: weakref.WeakValueDictionary[str, LoadedRun] = weakref.WeakValueDictionary()
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def loaded_run(path: Path) -> LoadedRun | None:
+    """The run at ``path`` as :func:`load_run` read it, while something still holds it and its
+    journal is unchanged since; None otherwise (the caller reads the journal)."""
+    run = _LOADED.get(str(Path(path).resolve()))
+    if run is None or run.journal_stat is None or run.journal_stat != _stat(path / RESULTS):
+        return None
+    return run
 
 
 def run_dirs_under(root: Path, *, folder: str = "*", run: str = "*") -> list[Path]:

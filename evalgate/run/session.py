@@ -429,7 +429,7 @@ def _summarise(
         model=model.name,
         model_id=endpoint.model_id,
         run_dir=str(run_dir.path),
-        n_items=len(records.items()),  # the table's distinct items: no pass over its rows
+        n_items=records.n_items,  # the table's distinct items: no pass over its rows
         rollouts=bench.eval.rollouts,
         time_s=elapsed,
     )

@@ -27,13 +27,18 @@ __all__ = ["RunSummary", "item_metrics", "summarize", "unusable"]
 SUCCESS = 1.0 - 1e-9  # a rollout "succeeds" (for pass@k) when its reward is full marks
 
 
-def item_metrics(records: Iterable[dict[str, Any]], rollouts: int) -> dict[str, dict[str, float]]:
-    """metric → {item id: per-item value}; includes pass@k / pass^k when k > 1.
+def item_metrics(
+    records: Iterable[dict[str, Any]], rollouts: int, *, derived: bool = True
+) -> dict[str, dict[str, float]]:
+    """metric → {item id: per-item value}; includes pass@k / pass^k when k > 1 (and
+    ``derived``: a comparison that gates none of them leaves them out).
 
     One pass, keeping per item only its values (8 bytes each), not its records: ``records`` may
     be a run's :class:`~evalgate.run.rollouts.RolloutTable`, read without building a dict list.
     Rollouts whose scores are unusable (NaN, ±inf; see :func:`unusable`) count as errored.
     """
+    if isinstance(records, RolloutTable):  # the same values from its columns (numpy)
+        return records.item_metrics(rollouts if derived else 1, SUCCESS)
     values: dict[str, dict[str, array[float]]] = {}  # item → metric → its rollouts' values
     counts: dict[str, list[int]] = {}  # item → [rollouts scored, rollouts at full marks]
     for rec in records:
@@ -46,7 +51,7 @@ def item_metrics(records: Iterable[dict[str, Any]], rollouts: int) -> dict[str, 
             counts[item] = [0, 0]
         count = counts[item]
         count[0] += 1
-        if rollouts > 1:
+        if rollouts > 1 and derived:
             count[1] += rec["reward"] >= SUCCESS
         for name, value in rec["metrics"].items():
             column = per.get(name)
@@ -58,7 +63,7 @@ def item_metrics(records: Iterable[dict[str, Any]], rollouts: int) -> dict[str, 
         for name in sorted(per):
             out[name][item_id] = fmean(per[name])
         n, c = counts[item_id]
-        if rollouts > 1 and n >= rollouts:
+        if rollouts > 1 and derived and n >= rollouts:
             out[f"pass@{rollouts}"][item_id] = stats.pass_at_k(n, c, rollouts)
             out[f"pass^{rollouts}"][item_id] = stats.pass_hat_k(n, c, rollouts)
     return dict(out)
@@ -126,7 +131,13 @@ def summarize(
     errors: list[str] = []  # a rollout with a NaN or infinite score is an error of its own kind
     empty = 0
     usage: Counter[str] = Counter()
-    for r in records:
+    if isinstance(records, RolloutTable):  # counted from its columns, not a dict per row
+        groups, errors, empty, totals = records.tally()
+        usage.update(totals)
+        rows: Iterable[dict[str, Any]] = ()
+    else:
+        rows = records
+    for r in rows:
         groups[r["example_id"]] = r.get("group")
         error = r["error"]
         why = error or unusable(r)

@@ -44,6 +44,19 @@ _REFINE_POINTS = 8
 # most this much.
 _SUP_RTOL = 5e-4
 _SUP_ATOL = 1e-6
+# From this many items on, the bounded supremum costs O(n) a point (the bounds on an interval
+# need ~√n intervals of ~√n cells each where the tail is flat in ψ, as the score test's is at
+# large n: 25 s for one point near α at 10^6 items). There the bounds' points are checked on
+# the grid's p with an allowance (the grid is below the supremum by a few % at most:
+# _GRID_ALLOWANCE is 4 x the largest gap seen), and the p-values at the decision points (-δ, 0)
+# are bounded from above to 1 % + _LARGE_ATOL (the scorecard shows two digits), a decision
+# within that of α settled as exactly as before
+# (_sup_tail's ``decide``): the verdicts are the bounded supremum's at every n, the shown
+# bounds a little wider (tests/test_exact_large.py).
+_LARGE_N = 20_000
+_LARGE_ATOL = 1e-4
+_LARGE_RTOL = 1e-2
+_GRID_ALLOWANCE = 0.1
 _SUP_LEVELS = 60
 # A tail's cells of less probability than this are left out of its sum, and a tail computed
 # may be below the true one by at most _TAIL_SLACK (the windows' e^−39 ≈ 1.2e-17 plus at most
@@ -279,7 +292,14 @@ def _grid_tail(z_obs: float, n: int, d0: float) -> float:
 
 
 def _sup_tail(
-    z_obs: float, n: int, d0: float, decide: float | None = None, *, grid_only: bool = False
+    z_obs: float,
+    n: int,
+    d0: float,
+    decide: float | None = None,
+    *,
+    grid_only: bool = False,
+    atol: float = _SUP_ATOL,
+    rtol: float = _SUP_RTOL,
 ) -> float:
     """Supremum over ψ ∈ [|d0|, 1] of the tail probability, from above.
 
@@ -288,7 +308,8 @@ def _sup_tail(
     whose bound exceeds the best value found by more than ``_SUP_RTOL`` relative (and
     ``_SUP_ATOL``) are halved, their midpoints evaluated, until none is left (branch and
     bound). The result is the largest bound over the intervals: never below the true
-    supremum (up to the windows' e^−39), above it by at most that tolerance.
+    supremum (up to the windows' e^−39), above it by at most that tolerance (``atol``: its
+    absolute part; ``rtol``: its relative part).
 
     ``decide``: only whether the supremum is at most ``decide`` is wanted (a test at that
     level), which takes far fewer intervals. A result ≤ ``decide`` is then an upper bound on
@@ -319,7 +340,7 @@ def _sup_tail(
         if decide is not None and found > decide:
             return found  # the tail reaches above the level: the test does not reject
         bound = _interval_bounds(n, d0, a, b, ta, tb)
-        enough = found * (1.0 + _SUP_RTOL) + _SUP_ATOL
+        enough = found * (1.0 + rtol) + atol
         if decide is not None:
             enough = max(enough, decide)
         open_ = (bound > enough) & (b - a > 1e-15)
@@ -337,16 +358,35 @@ def _sup_tail(
     return float(min(1.0, max(found, settled, float(bound.max(initial=0.0)))))
 
 
-def p_greater(b: int, c: int, n: int, d0: float, decide: float | None = None) -> float:
+def p_greater(
+    b: int,
+    c: int,
+    n: int,
+    d0: float,
+    decide: float | None = None,
+    *,
+    atol: float = _SUP_ATOL,
+    rtol: float = _SUP_RTOL,
+) -> float:
     """Exact unconditional p-value of H0: Δ ≤ d0 against H1: Δ > d0 (``decide``: only
-    whether it is at most that level, see :func:`_sup_tail`)."""
+    whether it is at most that level, see :func:`_sup_tail`; ``atol`` and ``rtol``: how far
+    above the supremum the value may be)."""
     z_obs = float(score_z(np.array(b), np.array(c), n, d0))
-    return _sup_tail(z_obs, n, d0, decide)
+    return _sup_tail(z_obs, n, d0, decide, atol=atol, rtol=rtol)
 
 
-def p_less(b: int, c: int, n: int, d0: float, decide: float | None = None) -> float:
+def p_less(
+    b: int,
+    c: int,
+    n: int,
+    d0: float,
+    decide: float | None = None,
+    *,
+    atol: float = _SUP_ATOL,
+    rtol: float = _SUP_RTOL,
+) -> float:
     """Exact unconditional p-value of H0: Δ ≥ d0 against H1: Δ < d0 (b and c swapped)."""
-    return p_greater(c, b, n, -d0, decide)
+    return p_greater(c, b, n, -d0, decide, atol=atol, rtol=rtol)
 
 
 def _bisect(
@@ -433,14 +473,26 @@ def exact_paired(
     """
     est = (c - b) / n
     se = math.sqrt(max((b + c) / n, 1.0 / n) / n)
+    large = n >= _LARGE_N
+    atol, rtol = (_LARGE_ATOL, _LARGE_RTOL) if large else (_SUP_ATOL, _SUP_RTOL)
+
+    def settled(p: float, exact: Callable[[], float]) -> float:
+        """p, or where p is above alpha by no more than its tolerance (a large n's p is bounded
+        more loosely), the decision at alpha settled as the tighter bound would settle it."""
+        if large and alpha < p <= alpha * (1.0 + rtol) + atol:
+            closer = exact()
+            return closer if closer <= alpha else p
+        return p
 
     @functools.cache
     def p_lower(d0: float) -> float:
-        return p_greater(b, c, n, d0)
+        p = p_greater(b, c, n, d0, atol=atol, rtol=rtol)
+        return settled(p, lambda: p_greater(b, c, n, d0, alpha))
 
     @functools.cache
     def p_upper(d0: float) -> float:
-        return p_less(b, c, n, d0)
+        p = p_less(b, c, n, d0, atol=atol, rtol=rtol)
+        return settled(p, lambda: p_less(b, c, n, d0, alpha))
 
     # The searches for the bounds run on the grid's p (a lower bound on the supremum, within
     # a few %: cheap), and every point they return as rejected is checked with the supremum
@@ -460,10 +512,14 @@ def exact_paired(
 
     @functools.cache
     def lower_rejects(d0: float) -> bool:
+        if large:  # the grid's p with an allowance (see _LARGE_N); the decision is p_ni's
+            return search_lower(d0) <= alpha * (1.0 - _GRID_ALLOWANCE)
         return p_greater(b, c, n, d0, alpha) <= alpha
 
     @functools.cache
     def upper_rejects(d0: float) -> bool:
+        if large:
+            return search_upper(d0) <= alpha * (1.0 - _GRID_ALLOWANCE)
         return p_less(b, c, n, d0, alpha) <= alpha
 
     # Lower bound: the decision point −margin brackets the search on one side.

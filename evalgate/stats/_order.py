@@ -98,6 +98,24 @@ class OrderKey:
         return _mac(self.secret, b"evalgate group", group)
 
 
+def _plain_order(ids: list[str], order: OrderKey) -> list[str]:
+    """``sorted(ids, key=lambda i: (order.item(i), i))`` without a key object per id: the
+    32-byte keys in one buffer, sorted by numpy (a million items: 32 MB, not a tuple, a bytes
+    and a list slot each). Two equal keys (a hash collision) keep the id order, as before."""
+    import numpy as np
+
+    buffer = bytearray()
+    for item_id in ids:
+        buffer += order.item(item_id)
+    keys = np.frombuffer(bytes(buffer), dtype="S32")  # compares as the bytes do
+    del buffer
+    ranked = np.argsort(keys, kind="stable")
+    in_order = keys[ranked]
+    if bool(np.any(in_order[1:] == in_order[:-1])):  # never seen: a 256-bit hash collision
+        return sorted(ids, key=lambda i: (order.item(i), i))
+    return [ids[i] for i in ranked.tolist()]
+
+
 @functools.lru_cache(maxsize=8)
 def _keyed(secret: bytes, person: bytes) -> Any:
     """A BLAKE2b MAC state under ``secret`` (its ``person`` separates items from groups), to copy
@@ -129,7 +147,7 @@ def item_order(
     """
     order = key if isinstance(key, OrderKey) else OrderKey.legacy(key)
     if not groups:
-        return sorted(ids, key=lambda i: (order.item(i), i))
+        return _plain_order(list(ids), order)
 
     def sort_key(i: str) -> tuple[bytes, str, bytes, str]:
         group = groups.get(i)
