@@ -17,12 +17,13 @@ import threading
 
 
 def default_threads() -> int:
-    """Every CPU this process may use. llama.cpp's threads then wait for each other by yielding
-    (``poll`` 0, set in :func:`main`), not by spinning: with its default spin-wait (poll 50) two
-    threads on a 2-core machine whose other core is busy took 108 s for 48 items, where one
-    thread took 17 s; yielding, two threads take 11 s whether the other core is busy or idle
-    (16 s with one thread idle): the quickstart's items on 2 cores, `bench/embedded_server.py`."""
-    return max(1, len(os.sched_getaffinity(0)))
+    """Half the CPUs this process may use (llama-cpp-python's default too). llama.cpp's threads
+    meet at a barrier for every layer of every token: with every CPU, one thread that shares its
+    core with another process stalls them all. On 2 cores (48 quickstart items, concurrency 4,
+    `bench/embedded_threads.py`): one thread 17 s idle, 19 s beside a busy core; two threads
+    11 s idle but over 120 s beside a busy core, whether waiting threads yield or spin. A
+    machine kept for the model can set ``n_threads`` to every CPU."""
+    return max(1, len(os.sched_getaffinity(0)) // 2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--n-ctx", type=int, required=True, help="context per slot")
     parser.add_argument("--parallel", type=int, default=4, help="parallel slots")
-    parser.add_argument("--threads", type=int, default=0, help="0: every usable CPU")
+    parser.add_argument("--threads", type=int, default=0, help="0: half the usable CPUs")
     parser.add_argument(
         "--poll", type=int, default=0, help="llama.cpp's busy-wait level, 0-100 (0: yield)"
     )
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or default_threads()
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
-    # Waiting threads yield instead of spinning (default_threads says why).
+    # Waiting threads yield rather than spin: the machine's other work keeps its CPU.
     params.cpuparams.poll = params.cpuparams_batch.poll = args.poll
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
