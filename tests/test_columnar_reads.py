@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import evalgate.compare.paired as paired
+import evalgate.run.summary as summary_module
 from evalgate.compare.paired import compare_runs, summary_of
 from evalgate.run.fingerprint import item_hash
 from evalgate.run.rundir import LoadedRun, RunDir, load_run
@@ -27,6 +28,13 @@ def _hash(i: int, changed: bool) -> str:
     if i % 5 == 4:
         return f"h{i}{'x' if changed else ''}"
     return item_hash(f"question {i}", "changed" if changed else "a")
+
+
+@pytest.fixture(autouse=True)
+def _columns_at_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A table is read from its columns from COLUMNAR_ROWS rows on (smaller ones row by row, not
+    # to import numpy for them): here every table is, so that the two paths are compared.
+    monkeypatch.setattr(summary_module, "COLUMNAR_ROWS", 0)
 
 
 def _records(n: int, seed: int, *, worse: float = 0.0, changed: int = 0) -> list[dict[str, Any]]:

@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from evalgate.run.rundir import REPORT_HTML
+
 __all__ = ["ReportLink", "report_link", "uploaded_artifact"]
 
 
@@ -64,7 +66,7 @@ def _covers(pattern: str, folder: Path, workspace: Path) -> bool:
     if "${{" in pattern:
         return False  # an expression: unknowable here
     target = os.path.normpath(workspace / os.path.expanduser(pattern))
-    report = os.path.normpath(folder / "report.html")
+    report = os.path.normpath(folder / REPORT_HTML)
     if any(c in pattern for c in "*?["):
         return fnmatch.fnmatch(report, target) or fnmatch.fnmatch(str(folder), target)
     return report == target or os.path.commonpath([target, report]) == target

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.report._escape import code_span
+from evalgate.run.rundir import SCORECARD, VERDICT
 
 __all__ = [
     "REPORTS",
@@ -67,7 +68,7 @@ def invocation_entry(run_id: str, verdict: dict[str, Any]) -> dict[str, Any]:
         "exit_code": verdict.get("exit_code"),
         "runs": [f"{r.get('model')}/{r.get('benchmark')}" for r in verdict.get("runs") or ()],
         "finished_at": time.time(),
-        "report": f"{REPORTS}/{run_id}/scorecard.md",
+        "report": f"{REPORTS}/{run_id}/{SCORECARD}",
     }
 
 
@@ -76,7 +77,7 @@ def concurrent_invocations(root: Path, run_id: str) -> list[dict[str, Any]]:
     that ran at the same time as ``run_id``: finished after it started."""
     start = started_at(run_id)
     try:
-        previous = json.loads((root / "verdict.json").read_text(encoding="utf-8"))
+        previous = json.loads((root / VERDICT).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []  # none yet, or not one evalgate wrote: nothing to name
     if start is None or not isinstance(previous, dict):

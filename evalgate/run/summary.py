@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any
+from typing import Any, TypeGuard
 
 from evalgate import stats
 from evalgate.errors import redact_secrets
@@ -25,6 +25,15 @@ from evalgate.run.rollouts import RolloutTable, unusable
 __all__ = ["RunSummary", "item_metrics", "summarize", "unusable"]
 
 SUCCESS = 1.0 - 1e-9  # a rollout "succeeds" (for pass@k) when its reward is full marks
+
+
+# From this many rows a table is read from its columns (numpy); below, row by row (the same
+# values: tests/test_columnar_reads.py): importing numpy costs more than a small run's pass.
+COLUMNAR_ROWS = 20_000
+
+
+def _columnar(records: Any) -> TypeGuard[RolloutTable]:
+    return isinstance(records, RolloutTable) and len(records) >= COLUMNAR_ROWS
 
 
 def item_metrics(
@@ -37,7 +46,7 @@ def item_metrics(
     be a run's :class:`~evalgate.run.rollouts.RolloutTable`, read without building a dict list.
     Rollouts whose scores are unusable (NaN, ±inf; see :func:`unusable`) count as errored.
     """
-    if isinstance(records, RolloutTable):  # the same values from its columns (numpy)
+    if _columnar(records):  # the same values from its columns (numpy)
         return records.item_metrics(rollouts if derived else 1, SUCCESS)
     values: dict[str, dict[str, array[float]]] = {}  # item → metric → its rollouts' values
     counts: dict[str, list[int]] = {}  # item → [rollouts scored, rollouts at full marks]
@@ -131,7 +140,7 @@ def summarize(
     errors: list[str] = []  # a rollout with a NaN or infinite score is an error of its own kind
     empty = 0
     usage: Counter[str] = Counter()
-    if isinstance(records, RolloutTable):  # counted from its columns, not a dict per row
+    if _columnar(records):  # counted from its columns, not a dict per row
         groups, errors, empty, totals = records.tally()
         usage.update(totals)
         rows: Iterable[dict[str, Any]] = ()
