@@ -320,7 +320,8 @@ def _user_repo(
 # download-artifact are JavaScript that would need it: these composite stand-ins take their
 # place under the same pinned names and keep what the fork recipe relies on: an artifact is
 # stored per run (GITHUB_RUN_ID) under its name, without hidden files (v4's default), once per
-# name; a download from another run needs that run's id and a token.
+# name unless `overwrite: true` (a re-run attempt of the same run); a download from another run
+# needs that run's id and a token.
 UPLOAD_STAND_IN = """\
 name: upload-artifact (stand-in)
 inputs:
@@ -335,9 +336,13 @@ runs:
   using: composite
   steps:
     - shell: bash
-      env: {NAME: "${{ inputs.name }}", SRC: "${{ inputs.path }}"}
+      env:
+        NAME: "${{ inputs.name }}"
+        SRC: "${{ inputs.path }}"
+        OVERWRITE: "${{ inputs.overwrite }}"
       run: |
         dest="/artifacts/$GITHUB_RUN_ID/$NAME"
+        if [ "$OVERWRITE" = "true" ]; then rm -rf "$dest"; fi
         test ! -e "$dest" || { echo "artifact $NAME exists in run $GITHUB_RUN_ID" >&2; exit 1; }
         test -d "$SRC" || { echo "no files found at $SRC" >&2; exit 1; }
         mkdir -p "$dest"
