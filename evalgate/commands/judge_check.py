@@ -47,22 +47,10 @@ def render_agreement(name: str, result: dict[str, Any]) -> str:
 
 async def _measure(judge: Any, endpoint: Any, rows: list[dict[str, Any]], bench: Any,
                    cache: Any) -> dict[str, Any]:  # fmt: skip
-    from evalgate.serve.client import ChatClient
-    from evalgate.suites.judge import judge_identity
+    from evalgate.run.judging import judge_client
     from evalgate.suites.judge_labels import measure
 
-    ev = bench.eval
-    async with ChatClient(
-        endpoint,
-        judge.spec.sampling,
-        timeout_s=ev.request_timeout_s,
-        max_retries=ev.max_retries,
-        max_concurrent=ev.max_concurrent,
-        adaptive=ev.adaptive_concurrency,
-        cache=cache,
-        cache_identity=judge_identity(judge.spec),
-        max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
-    ) as client:
+    async with judge_client(judge.spec, endpoint, bench.eval, cache) as client:
         judge.client = client
         result = await measure(judge, rows)
     result["calls"], result["cache_hits"] = judge.stats["calls"], judge.stats["cache_hits"]

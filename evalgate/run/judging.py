@@ -14,7 +14,25 @@ from evalgate.serve import Endpoint
 from evalgate.serve.client import ChatClient
 from evalgate.suites import Suite
 
-__all__ = ["bound_judge"]
+__all__ = ["bound_judge", "judge_client"]
+
+
+def judge_client(spec: Any, endpoint: Endpoint, ev: Any, cache: ResponseCache | None) -> ChatClient:
+    """A judge's own client: its sampling, the benchmark's retries, timeout and concurrency,
+    ``cache`` under the judge's identity (a run's judge and `evalgate judge-check` alike)."""
+    from evalgate.suites.judge import judge_identity
+
+    return ChatClient(
+        endpoint,
+        spec.sampling,
+        timeout_s=ev.request_timeout_s,
+        max_retries=ev.max_retries,
+        max_concurrent=ev.max_concurrent,
+        adaptive=ev.adaptive_concurrency,
+        cache=cache,
+        cache_identity=judge_identity(spec),
+        max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
+    )
 
 
 @contextlib.asynccontextmanager
@@ -33,23 +51,11 @@ async def bound_judge(
     if judge is None or endpoint is None:
         yield
         return
-    from evalgate.suites.judge import judge_identity
-
     # One suite (and judge) serves every model of the run: this run's baseline and counts only.
     pairwise = baseline is not None and getattr(judge.spec, "mode", None) == "pairwise"
     judge.baseline = _baseline_completions(baseline) if pairwise else None  # type: ignore[arg-type]
     judge.stats = {"calls": 0, "cache_hits": 0}
-    async with ChatClient(
-        endpoint,
-        judge.spec.sampling,
-        timeout_s=ev.request_timeout_s,
-        max_retries=ev.max_retries,
-        max_concurrent=ev.max_concurrent,
-        adaptive=ev.adaptive_concurrency,
-        cache=cache if ev.cache else None,
-        cache_identity=judge_identity(judge.spec),
-        max_reply_bytes=int(ev.max_reply_mib * (1 << 20)),
-    ) as client:
+    async with judge_client(judge.spec, endpoint, ev, cache if ev.cache else None) as client:
         judge.client = client
         try:
             async with contextlib.AsyncExitStack() as relayed:
