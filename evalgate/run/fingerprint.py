@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pydantic import BaseModel
+from pydantic.main import IncEx
 
 from evalgate.config.split import DERIVED, FIELDS, Measured
 
 if TYPE_CHECKING:
     from evalgate.config.spec import AgentVariant, Benchmark, Model
+    from evalgate.suites.base import Item
 
 __all__ = [
     "SCORING_VERSION",
+    "Fingerprint",
     "dataset_hash",
     "fingerprint",
     "identity",
@@ -38,7 +41,7 @@ __all__ = [
 SCORING_VERSION = 2
 
 
-def _digest(value: Any, size: int = 16) -> str:
+def _digest(value: object, size: int = 16) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:size]
 
@@ -50,12 +53,12 @@ def item_hash(prompt: str, answer: str, exam: str = "") -> str:
     return _digest([prompt, answer, exam] if exam else [prompt, answer])
 
 
-def identity(item: Any) -> str:
+def identity(item: Item) -> str:
     """The content hash base and PR items must share to be paired."""
-    return item_hash(item.prompt, item.answer, getattr(item, "exam", ""))
+    return item_hash(item.prompt, item.answer, item.exam)
 
 
-def dataset_hash(items: list[Any]) -> str:
+def dataset_hash(items: Sequence[Item]) -> str:
     return _digest(sorted([i.id, identity(i)] for i in items), 32)
 
 
@@ -72,16 +75,18 @@ def _field(obj: object, path: str) -> object:
     return obj
 
 
-def _unmeasured(path: str) -> dict[str, Any]:
+def _unmeasured(path: str) -> dict[str, IncEx | bool]:
     """Pydantic's ``exclude`` for a measured section: its fields FIELDS classifies otherwise."""
-    out: dict[str, Any] = {}
+    out: dict[str, IncEx | bool] = {}
     for key, entry in FIELDS.items():
-        if key.startswith(path + ".") and not isinstance(entry, Measured):
-            *parents, leaf = key.removeprefix(path + ".").split(".")
-            node = out
-            for parent in parents:
-                node = node.setdefault(parent, {})
-            node[leaf] = True
+        rest = key.removeprefix(path + ".")
+        if rest == key or isinstance(entry, Measured):
+            continue
+        head, _, deeper = rest.partition(".")
+        if not deeper:
+            out[head] = True
+        elif sub := _unmeasured(f"{path}.{head}"):
+            out[head] = sub
     return out
 
 
@@ -96,10 +101,12 @@ def _recorded(value: object, path: str, form: str) -> object:
     return value
 
 
-def _put(out: dict[str, Any], at: str, value: object) -> None:
+def _put(out: dict[str, object], at: str, value: object) -> None:
     *parents, leaf = at.split(".")
     for parent in parents:
-        out = out.setdefault(parent, {})
+        section = out.setdefault(parent, {})
+        assert isinstance(section, dict), at  # FIELDS puts no value where a section goes
+        out = section
     out[leaf] = value
 
 
@@ -129,7 +136,7 @@ _DERIVE: dict[str, Callable[[Benchmark], object]] = {
 }
 
 
-def measurement(bench: Benchmark) -> dict[str, Any]:
+def measurement(bench: Benchmark) -> dict[str, object]:
     """What ``bench`` measures with: the exam fields :data:`evalgate.config.split.FIELDS` marks
     measured, and the values it declares derived (:data:`~evalgate.config.split.DERIVED`).
 
@@ -137,7 +144,7 @@ def measurement(bench: Benchmark) -> dict[str, Any]:
     comparison (after it: a differing baseline is not comparable) read, so neither sees a
     change the other misses. Paths are left out (they differ between checkouts); their contents
     are the items, which ``item_hash`` pairs one by one."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for path, entry in FIELDS.items():
         if not isinstance(entry, Measured) or not path.startswith(_BENCH):
             continue
@@ -158,15 +165,39 @@ def measurement(bench: Benchmark) -> dict[str, Any]:
     return out
 
 
+class Subject(TypedDict):
+    """What answered: the PR's to change, so differences are reported, not refused."""
+
+    model_id: str
+    model: str  # a digest of the model's config, its label left out
+    prompt: str  # a digest of the system prompt and the prompt template
+    sampling: dict[str, object]
+    chat_template: str | None  # the applied template's sha256, where the server says
+    agent: str | None  # a digest of an agent's set-up and variant
+
+
+class Dataset(TypedDict):
+    hash: str  # dataset_hash of the items
+    items: int
+
+
+class Fingerprint(TypedDict):
+    """A run's fingerprint, as run_config.json holds it."""
+
+    measurement: dict[str, object]
+    subject: Subject
+    dataset: Dataset
+
+
 def fingerprint(
     bench: Benchmark,
     model: Model,
     model_id: str,
-    items: list[Any],
+    items: Sequence[Item],
     *,
     chat_template: str | None = None,
     variant: AgentVariant | None = None,
-) -> dict[str, Any]:
+) -> Fingerprint:
     """The run's fingerprint, saved in run_config.json."""
     model_cfg = model.model_dump(mode="json", exclude={"name"})
     return {
