@@ -89,13 +89,13 @@ def missing_token_notice(ctx: CIContext, inputs: ActionInputs) -> str | None:
     return EMPTY_TOKEN_NOTICE if wanted and not inputs.github_token else None
 
 
-def portable(outputs: Mapping[str, str | int], workspace: Path) -> dict[str, str | int]:
+def portable(outputs: Mapping[str, object], workspace: Path) -> dict[str, object]:
     """``outputs`` with the paths among them (:data:`PATH_OUTPUTS`) relative to ``workspace``."""
     root = os.path.realpath(workspace)
     result = dict(outputs)
     for name in PATH_OUTPUTS & result.keys():
         value = result[name]
-        if not value or not isinstance(value, str):
+        if not value or not isinstance(value, str | os.PathLike):
             continue
         path = os.path.realpath(value)
         if os.path.commonpath([path, root]) == root:

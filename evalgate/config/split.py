@@ -141,12 +141,12 @@ FIELDS: dict[str, Role | Measured] = {
     "benchmarks[].variants": C,  # skills, MCP config, arguments
     "benchmarks[].sandbox": M("sandbox"),  # limits, image, network, verifier_network
     "benchmarks[].env_id": M("environment.env_id"),
-    "benchmarks[].env_path": E,  # its contents are the items'
+    "benchmarks[].env_path": E,  # a path: its files are hashed into each item (Item.exam)
     "benchmarks[].env_args": M("environment.env_args"),
     "benchmarks[].api": M("environment.api"),
     "benchmarks[].harness": M("environment.harness"),
     "benchmarks[].runtime": M("environment.runtime"),
-    # an inspect task file, and its scorer (the file's code is hashed with the items)
+    # an inspect task file, and its scorer (its files are hashed into each item too)
     "benchmarks[].task": M("task.task", form="file-name"),
     "benchmarks[].task_args": M("task.task_args"),
     # which key of a dict-valued inspect score is the score
