@@ -8,7 +8,7 @@ name (``base_url``, ``api_base``, ``API-Base``…: any key that names a base, UR
 host, and any value that is a URL); Modal; the code of an inspect task or a verifiers
 environment (``pass_env``). :func:`routes` walks them all, wherever a model sits in the config,
 and the Action refuses a PR whose routes the base's config does not have
-(:func:`evalgate.action.exam.check_secret_routes`).
+(:func:`evalgate.action.secret_policy.check_secret_routes`).
 
 :data:`ROUTE_FIELDS` lists every field of the schema that names a destination or a secret, or
 holds free-form settings that could: ``tests/test_routes.py`` walks the schema and fails on one
