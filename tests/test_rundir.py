@@ -288,27 +288,28 @@ def test_runs_lists_a_run_whose_config_is_unreadable_with_the_reason(
 
 def test_one_loader_owns_the_layout() -> None:
     """The run directory's and the output root's file names are spelled in one module
-    (evalgate.run.rundir): everything else imports them. Read from the syntax tree, so a name in
+    (evalgate.run.layout): everything else imports them. Read from the syntax tree, so a name in
     an f-string, a path join or a tuple is found as surely as a plain literal; words about a file
     in a message or a docstring ("… in run_config.json") are not a spelling of the layout."""
     import ast
 
-    from evalgate.run import rundir
+    from evalgate.run import layout, rundir
 
     names = {
-        rundir.RUN_CONFIG, rundir.RESULTS, rundir.METADATA, rundir.SCORECARD, rundir.VERDICT,
-        rundir.JUNIT, rundir.REPORT_HTML,
+        layout.RUN_CONFIG, layout.RESULTS, layout.METADATA, layout.SCORECARD, layout.VERDICT,
+        layout.JUNIT, layout.REPORT_HTML,
     }  # fmt: skip
+    assert {getattr(rundir, n) for n in layout.__all__ if n.isupper()} >= names  # re-exported
     package = Path(__file__).resolve().parent.parent / "evalgate"
     spelled = []
     for path in package.rglob("*.py"):
-        if path == Path(rundir.__file__).resolve():
+        if path == Path(layout.__file__).resolve():
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
                 continue
             value = node.value.strip("/")
-            if value in names or value.startswith(f"{rundir.EVALS}/"):
+            if value in names or value.startswith(f"{layout.EVALS}/"):
                 spelled.append(f"{path.relative_to(package)}:{node.lineno}: {node.value!r}")
     assert spelled == []
 

@@ -178,8 +178,8 @@ def _stored_baselines(
                 missing.append(f"{model.name}/{bench.name}")
                 continue
             run = _load_stored(stored, commits[0])
-            recorded = (run.config.get("fingerprint") or {}).get("measurement") or {}
-            if recorded.get("scoring_version") != SCORING_VERSION:
+            recorded = run.config.fingerprint.measurement
+            if recorded is None or recorded.scoring_version != SCORING_VERSION:
                 # Stored by an evalgate that scored or identified items otherwise: it cannot
                 # pair with this run, so it counts as absent (`auto` evaluates the base again).
                 missing.append(f"{model.name}/{bench.name} (stored by another scoring version)")

@@ -45,7 +45,7 @@ class RunInfo:
 
 def _info(run_dir: Path) -> RunInfo:
     try:
-        _, cfg = read_run_config(run_dir)
+        cfg = read_run_config(run_dir)
     except UsageError as exc:
         # Listed with the reason: a run that vanished from `runs` would look never made.
         return RunInfo(run_dir, run_dir.name, "?", "?", "", False, 0, {}, problem=str(exc))

@@ -209,17 +209,17 @@ class _RunRows:
         # outcome (no second parse of the journals, no object per item); else the journals.
         self._held = loaded_run(self.head), loaded_run(self.base) if self.base else None
         if self._held[0] is not None and (self.base is None or self._held[1] is not None):
-            self.agent = (self._held[0].config.get("benchmark") or {}).get("kind") == "agent"
+            self.agent = self._held[0].config.benchmark.kind == "agent"
             self._list_held(self._held[0], self._held[1], unchanged_rows)
             return
         self._held = None, None
         try:
-            config, _ = read_run_config(self.head)
+            config = read_run_config(self.head)
             heads = _stats(self.head)
         except UsageError:
             self.base = None
             return
-        self.agent = (config.get("benchmark") or {}).get("kind") == "agent"
+        self.agent = config.benchmark.kind == "agent"
         bases: dict[str, _Stat] = {}
         if self.base is not None:
             try:
