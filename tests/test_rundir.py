@@ -143,7 +143,31 @@ def _no_run_config(run: Path) -> str:
     return f"{run.name}/run_config.json"
 
 
+def _json_field(name: str, path: str, value: Any) -> Callable[[Path], str]:
+    """A damage: the run file ``name``'s field at ``path`` (dotted) set to ``value``, which
+    evalgate never writes; the error must name the file and the field. These fields were read
+    with ``.get()`` chains that let a damaged value through (or crash deep in the comparison)."""
+
+    def damage(run: Path) -> str:
+        data = json.loads((run / name).read_text())
+        *parents, last = path.split(".")
+        at = data
+        for key in parents:  # a section the run left null (no looks) is made
+            if not isinstance(at.get(key), dict):
+                at[key] = {}
+            at = at[key]
+        at[last] = value
+        (run / name).write_text(json.dumps(data))
+        return f"{name}: {path}"
+
+    return damage
+
+
 DAMAGES = {
+    "recorded k a string": _json_field("run_config.json", "benchmark.eval.rollouts", "2"),
+    "measurement not an object": _json_field("run_config.json", "fingerprint.measurement", "x"),
+    "look plan's order key": _json_field("run_config.json", "sequential.order_key", "zz"),
+    "looks record's look": _json_field("metadata.json", "sequential.look", "two"),
     "reward stored as a string": _field("reward", "1.0"),
     "metric stored as a string": _field("metrics", {"accuracy": "1"}, "metrics.accuracy"),
     "metrics null": _field("metrics", None),
