@@ -86,7 +86,8 @@ def _as_an_older_evalgate_wrote_it(run: Path) -> None:
     (run / "run_config.json").write_text(json.dumps(cfg))
     meta = json.loads((run / "metadata.json").read_text())
     keep = ("benchmark", "model", "model_id", "num_examples", "rollouts_per_example",
-            "time_ms", "avg_reward", "avg_metrics", "pass_at_k", "errors", "usage", "complete")  # fmt: skip
+            "time_ms", "avg_reward", "avg_metrics", "pass_at_k", "errors", "usage",
+            "complete")  # fmt: skip
     meta = {k: meta[k] for k in keep}
     (run / "metadata.json").write_text(json.dumps(meta))
 
@@ -98,7 +99,7 @@ def test_a_run_in_an_older_format_still_loads_and_compares(
     from evalgate.compare.paired import order_of
     from evalgate.run.rundir import load_run
 
-    base, head = two_runs
+    base, _ = two_runs
     old = tmp_path / "old" / "evals" / base.parent.name / base.name
     shutil.copytree(base, old)
     _as_an_older_evalgate_wrote_it(old)
