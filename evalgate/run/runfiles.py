@@ -121,13 +121,14 @@ class Measurement(_Record):
     """What the benchmark measures with (:func:`evalgate.run.fingerprint.measurement`): two
     runs whose measurements differ are not comparable."""
 
-    scorer: JsonObject = Field(default_factory=dict)
+    scorer: JsonObject | None = None  # None: the suite scores its own way (agent tasks)
     scoring_version: int | None = None
 
     @property
     def pairwise(self) -> bool:
         """A pairwise judge scored the run against one baseline's completions."""
-        return self.scorer.get("type") == "judge" and self.scorer.get("mode") == "pairwise"
+        scorer = self.scorer or {}
+        return scorer.get("type") == "judge" and scorer.get("mode") == "pairwise"
 
 
 class Subject(_Record):

@@ -407,8 +407,8 @@ def _run_one(
     summary, stopped = _summarise(ctx, model, endpoint, bench, suite, run_dir, records, elapsed)
     _note_extras(summary, bench, suite, seq, stats, records)
     resumed = (len(kept), len(records) - len(kept)) if ctx.run_dirs is not None else None
+    costs = manifest.run_costs(summary, model, records)  # first: the judge line shows its part
     facts = _run_facts(summary, ctx, order, serve_s, stats, stopped, resumed)
-    costs = manifest.run_costs(summary, model, records)
     run_dir.write_metadata(manifest.run_metadata(summary, bench, elapsed, costs, facts))
     run_dir.attach_log(server.log_path)
     run_dir.keep_artifacts(suite.name, suite.artifacts())
