@@ -338,6 +338,43 @@ def test_one_loader_owns_the_layout() -> None:
     assert spelled == []
 
 
+def test_one_module_reads_and_writes_the_run_files() -> None:
+    """run_config.json and metadata.json are read and written by evalgate.run.runfiles alone, as
+    its typed models (RunConfig, RunMetadata, kept on the loaded run): no other module parses
+    them into dicts read with ``.get()`` chains (the trend, `runs` and the report's agent check
+    did). Read from the syntax tree: a call that reads or writes a path naming either file, or
+    any use of the raw JSON readers, outside the module."""
+    import ast
+
+    from evalgate.run import layout, runfiles
+
+    files = {"RUN_CONFIG", "METADATA"}
+    raw = {"read_json_object", "read_object"}
+    io = {"read_text", "read_bytes", "write_text", "write_bytes", "open", "load", "loads",
+          "write_json", *raw}  # fmt: skip
+    owners = {Path(runfiles.__file__).resolve(), Path(layout.__file__).resolve()}
+
+    def name(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name):
+            return node.id
+        return node.attr if isinstance(node, ast.Attribute) else None
+
+    package = Path(__file__).resolve().parent.parent / "evalgate"
+    found = []
+    for path in package.rglob("*.py"):
+        if path.resolve() in owners:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.relative_to(package)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.alias) and node.name in raw:
+                found.append(f"{where}: imports {node.name}")
+            if isinstance(node, ast.Call) and name(node.func) in io:
+                named = {name(n) for n in ast.walk(node)} & files
+                if named:
+                    found.append(f"{where}: {name(node.func)}(… {', '.join(sorted(named))} …)")
+    assert found == []
+
+
 @pytest.mark.parametrize("gate", [{"margin": "abc"}, {"margin": 0.05, "from_the_future": 1}])
 def test_resume_of_a_run_whose_recorded_gate_cannot_be_read_is_one_line_exit_2(
     tmp_path: Path,

@@ -131,3 +131,24 @@ def test_the_smallest_run_folder_evalgate_ever_wrote_loads(tmp_path: Path) -> No
     run = load_run(tmp_path)
     assert (run.model, run.benchmark, run.rollouts) == ("m", "b", 1)
     assert run.config.fingerprint.measurement is None and run.metadata.time_ms == 0.0
+
+
+def test_the_trend_reads_stored_scores_from_the_typed_metadata(
+    tmp_path: Path, two_runs: tuple[Path, Path]
+) -> None:
+    """The Action's trend chart and report.html's plot read each stored run's score from its
+    RunMetadata (``avg_reward``, else its first metric); a stored run whose metadata.json is
+    not one evalgate wrote is left off the chart, never a crash."""
+    from evalgate.action.trend import trend_section
+    from evalgate.store.base import RunKey
+    from evalgate.store.local_dir import LocalDirStore
+
+    base, _ = two_runs
+    store = LocalDirStore(tmp_path / "store")
+    for commit in ("a" * 40, "b" * 40, "c" * 40):
+        store.save(RunKey(commit=commit, name="a--m"), base)
+    chart = trend_section(store, ["a--m"])
+    assert "line [1.000, 1.000, 1.000]" in chart
+    (damaged,) = [s for s in store.history("a--m") if s.key.commit == "b" * 40]
+    (damaged.path / "metadata.json").write_text('{"avg_reward": "high"}')
+    assert "line [1.000, 1.000]" in trend_section(store, ["a--m"])

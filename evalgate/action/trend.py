@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalgate.run.rundir import METADATA, read_json_object
+from evalgate.run.runfiles import stored_metadata
 
 __all__ = ["trend_section"]
 
@@ -23,16 +23,12 @@ def trend_chart(name: str, points: list[tuple[str, float]]) -> str:
 
 def trend_section(store: Any, names: list[str], limit: int = 10) -> str:
     """Markdown with one chart per stored run name that has at least two stored runs."""
-    from evalgate.report.html import headline_score
-
     charts = []
     for name in dict.fromkeys(names):
         points = []
         for stored in reversed(store.history(name, limit=limit)):  # oldest first
-            meta = read_json_object(stored.path / METADATA)
-            if meta is None:
-                continue
-            score = headline_score(meta)
+            meta = stored_metadata(stored.path)
+            score = meta.headline_score if meta is not None else None
             if score is not None:
                 points.append((stored.key.commit[:7], score))
         if len(points) >= 2:

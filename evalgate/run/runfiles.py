@@ -58,6 +58,7 @@ __all__ = [
     "read_metadata",
     "read_object",
     "read_run_config",
+    "stored_metadata",
     "write_json",
     "write_metadata",
     "write_run_config",
@@ -266,6 +267,15 @@ class RunMetadata(_Record):
     budget: JsonObject | None = None  # the caps it ran under, and what stopped it
     resumed: Resumed | None = None
 
+    @property
+    def headline_score(self) -> float | None:
+        """The run's one score for a trend: ``avg_reward``, else its first metric (the
+        Action's mermaid chart and report.html's trend plot the same number)."""
+        value = self.avg_reward
+        if value is None:
+            value = next(iter(self.avg_metrics.values()), None)
+        return float(value) if value is not None else None
+
 
 # --- reading and writing ---------------------------------------------------------------------
 
@@ -339,6 +349,15 @@ def read_run_config(run_dir: Path) -> RunConfig:
         raise UsageError(
             f"{path}: {field_error(exc)} (not a run_config.json evalgate wrote)"
         ) from None
+
+
+def stored_metadata(run_dir: Path) -> RunMetadata | None:
+    """``metadata.json`` for a listing or a trend, which show what they can: None when it is
+    missing (the run did not finish) or not one evalgate wrote (:func:`read_metadata` says why)."""
+    try:
+        return read_metadata(run_dir)
+    except UsageError:
+        return None
 
 
 def read_metadata(run_dir: Path) -> RunMetadata:
