@@ -374,6 +374,7 @@ def _loaded(where: Path, records: list[dict[str, Any]], metadata: dict[str, Any]
     the flipped items' texts, is written to ``where``."""
     from evalgate.run.rollouts import RolloutTable
     from evalgate.run.rundir import LoadedRun
+    from evalgate.run.runfiles import RunConfig, RunMetadata
 
     where.mkdir(parents=True, exist_ok=True)
     (where / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -385,7 +386,9 @@ def _loaded(where: Path, records: list[dict[str, Any]], metadata: dict[str, Any]
         "model": {"name": "m"},
         "fingerprint": {"measurement": {"scorer": {"type": "exact"}}},
     }
-    return LoadedRun(where, config, table, metadata)
+    return LoadedRun(
+        where, RunConfig.model_validate(config), table, RunMetadata.model_validate(metadata)
+    )
 
 
 def test_a_looks_verdict_is_the_one_compare_reads_from_the_results(tmp_path: Path) -> None:

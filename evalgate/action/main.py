@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from pydantic import JsonValue
+
 from evalgate import pipeline
 from evalgate.action import git as gitops
 from evalgate.action.context import CIContext
@@ -181,8 +183,8 @@ def _stored_baselines(
                 missing.append(f"{model.name}/{bench.name}")
                 continue
             run = _load_stored(stored, commits[0])
-            recorded = (run.config.get("fingerprint") or {}).get("measurement") or {}
-            if recorded.get("scoring_version") != SCORING_VERSION:
+            recorded = run.config.fingerprint.measurement
+            if recorded is None or recorded.scoring_version != SCORING_VERSION:
                 # Stored by an evalgate that scored or identified items otherwise: it cannot
                 # pair with this run, so it counts as absent (`auto` evaluates the base again).
                 missing.append(f"{model.name}/{bench.name} (stored by another scoring version)")
@@ -194,7 +196,11 @@ def _stored_baselines(
 def _load_stored(stored: StoredRun, merge_base: str) -> LoadedRun:
     """A stored baseline read back and checked for shape: a corrupt store is a one-line error
     naming the run and the fix, not a traceback from deep inside the comparison."""
-    origin = {"commit": stored.key.commit, "stored_at": stored.stored_at, "merge_base": merge_base}
+    origin: dict[str, JsonValue] = {
+        "commit": stored.key.commit,
+        "stored_at": stored.stored_at,
+        "merge_base": merge_base,
+    }
     where = f"stored baseline {stored.key.name} @ {stored.key.commit[:12]} ({stored.path})"
     fix = "delete it from the result store, or push to the default branch to store a new one"
     try:  # the run directory's one loader checks every file, line and field
@@ -205,7 +211,7 @@ def _load_stored(stored: StoredRun, merge_base: str) -> LoadedRun:
 
 def _rerun_baseline(
     workdir: Path, sha: str, policy: BasePolicy, out_root: Path, environ: Mapping[str, str],
-    server_factory: ServerFactory, log: Callable[[str], None], why: dict[str, str | list[str]],
+    server_factory: ServerFactory, log: Callable[[str], None], why: dict[str, JsonValue],
 ) -> dict[tuple[str, str], LoadedRun]:  # fmt: skip
     """Evaluate the base commit itself (same items, same seeds) in a detached worktree;
     ``why`` it is re-run goes with the runs, for the comment's baseline line."""
@@ -224,7 +230,7 @@ def _rerun_baseline(
             server_factory=server_factory,
             log=log,
         )
-        origin = {"commit": sha, "rerun": True, "merge_base": sha, **why}
+        origin: dict[str, JsonValue] = {"commit": sha, "rerun": True, "merge_base": sha, **why}
         return load_runs(out_root, origin=lambda _: dict(origin))
     finally:
         with contextlib.suppress(gitops.GitFailed):
@@ -244,9 +250,9 @@ def _baselines(base: str, mode: str, store: ResultStore | None, config: Config, 
     if mode == "rerun" or (mode == "auto" and (store is None or bool(missing))):
         # Why, as the scorecard words it (evalgate.report._origin): the setting, or what is
         # not stored at the merge-base or its ancestors.
-        why: dict[str, str | list[str]] = {"why": "rerun" if mode == "rerun" else "no-store"}
+        why: dict[str, JsonValue] = {"why": "rerun" if mode == "rerun" else "no-store"}
         if mode != "rerun" and store is not None:
-            why = {"why": "not-stored", "missing": missing}
+            why = {"why": "not-stored", "missing": list[JsonValue](missing)}
         with actions.group("evalgate: baseline run"):
             return _rerun_baseline(
                 workdir, base, policy, out_root / "baseline", environ, server_factory, pub.log,
