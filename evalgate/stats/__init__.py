@@ -17,6 +17,9 @@ Conventions used throughout:
 
 Layout (private modules; import everything from ``evalgate.stats``):
 
+* ``_design``: :class:`Design`, the constants of a paired comparison (α, margin, range, plan of
+  items, looks and groups, resampling) that :func:`paired_compare`, :func:`sequential_compare`
+  and :func:`sequential_decision` take;
 * ``_estimates``: :class:`Estimate`, :func:`item_scores`, :func:`mean_ci`;
 * ``_paired``: :class:`PairedResult`, :func:`paired_compare` and :func:`verdict`;
 * ``_exact``: the exact unconditional test for paired 0/1 scores and its inversion;
@@ -56,6 +59,7 @@ _WHERE = {
     "binom_sf": "_binomial",
     "clopper_pearson_lower": "_binomial",
     "decimals_against": "_display",
+    "Design": "_design",
     "Scale": "_scale",
     "metric_scale": "_scale",
     "Estimate": "_estimates",
@@ -93,6 +97,7 @@ _MODULES = frozenset(_WHERE.values()) | {"_betting", "_common", "_exact", "_pure
 
 if TYPE_CHECKING:
     from evalgate.stats._binomial import binom_cdf, binom_sf, clopper_pearson_lower
+    from evalgate.stats._design import Design
     from evalgate.stats._display import decimals_against
     from evalgate.stats._estimates import Estimate, item_scores, mean_ci
     from evalgate.stats._multiplicity import holm
@@ -136,6 +141,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Design",
     "Estimate",
     "OrderKey",
     "PairedResult",
