@@ -21,6 +21,7 @@ from evalgate.stats import (
     Estimate,
     PairedResult,
     _exact,
+    _exact_regions,
     holm,
     item_scores,
     look_sizes,
@@ -1099,7 +1100,7 @@ def test_regression_edge_matches_the_triangle(n: int, alpha: float) -> None:
     # The FAIL test's rejection edge (used by the MDE and the sequential crossing probability)
     # is computed without the (n + 1)² grid; it must be the same edge.
     np.testing.assert_array_equal(
-        _exact.regression_edge(n, alpha), _triangle_regression_edge(n, alpha)
+        _exact_regions.regression_edge(n, alpha), _triangle_regression_edge(n, alpha)
     )
 
 

@@ -22,7 +22,9 @@ Layout (private modules; import everything from ``evalgate.stats``):
   and :func:`sequential_decision` take;
 * ``_estimates``: :class:`Estimate`, :func:`item_scores`, :func:`mean_ci`;
 * ``_paired``: :class:`PairedResult`, :func:`paired_compare` and :func:`verdict`;
-* ``_exact``: the exact unconditional test for paired 0/1 scores and its inversion;
+* ``_exact``: the exact unconditional test for paired 0/1 scores (its p-values),
+  ``_exact_interval`` its inversion (:func:`exact_paired`: the bounds), ``_exact_regions`` its
+  rejection regions for every discordant count (power, sequential crossing probabilities);
 * ``_betting``: the betting lower bound for bounded (fractional) differences;
 * ``_order``: :func:`item_order`, the one data-independent order of a run's items (keyed hash;
   whole groups contiguous, the groups in a keyed order), and :class:`OrderKey`, the key the gate
@@ -93,7 +95,14 @@ _WHERE = {
     "sequential_decision": "_sequential",
     "wang_tsiatis_bounds": "_sequential",
 }
-_MODULES = frozenset(_WHERE.values()) | {"_betting", "_common", "_exact", "_pure"}
+_MODULES = frozenset(_WHERE.values()) | {
+    "_betting",
+    "_common",
+    "_exact",
+    "_exact_interval",
+    "_exact_regions",
+    "_pure",
+}
 
 if TYPE_CHECKING:
     from evalgate.stats._binomial import binom_cdf, binom_sf, clopper_pearson_lower

@@ -39,7 +39,7 @@ from evalgate.stats._common import (
     _scipy_stats,
 )
 from evalgate.stats._design import Design
-from evalgate.stats._exact import exact_paired
+from evalgate.stats._exact_interval import exact_paired
 
 PASS: Final = "PASS"
 FAIL: Final = "FAIL"

@@ -49,7 +49,7 @@ from numpy.typing import ArrayLike
 
 from evalgate.stats._common import _as_pair, _check_alpha, _is_binary, _scipy_stats
 from evalgate.stats._design import Design
-from evalgate.stats._exact import noninferiority_edge, regression_edge
+from evalgate.stats._exact_regions import noninferiority_edge, regression_edge
 from evalgate.stats._paired import INCONCLUSIVE, PairedResult, _compare, _Reading, verdict
 
 SHAPE = 0.25
@@ -240,9 +240,9 @@ def fail_crossing_probability(
     (the discrete analogue of Armitage, McPherson & Rowe 1969); at look k the exact test's
     rejection region at the nominal level (``levels``, default the design's α_k) is
     removed and its mass counted. Stopping for PASS is ignored and so is the decision's probe
-    beyond Δ0 = 0 (see ``_exact._envelope``): both only make FAIL rarer, so this is an upper
-    bound on the design's A/A false-FAIL rate at this ψ; the design keeps α when it is ≤ α
-    for every ψ.
+    beyond Δ0 = 0 (see ``_exact_interval._envelope``): both only make FAIL rarer, so this is
+    an upper bound on the design's A/A false-FAIL rate at this ψ; the design keeps α when it is
+    ≤ α for every ψ.
     """
     from scipy.signal import fftconvolve  # lazy, like scipy.stats
 
@@ -280,7 +280,7 @@ def pass_crossing_probability(
 
     The companion of :func:`fail_crossing_probability`: the (b, c) counts are carried look by
     look, and at look k the mass in the exact non-inferiority test's rejection region at the
-    look's nominal level (:func:`evalgate.stats._exact.noninferiority_edge`) is removed and
+    look's nominal level (:func:`evalgate.stats._exact_regions.noninferiority_edge`) is removed and
     counted. Stops for FAIL and the decision's probe beyond −δ are ignored (both only make
     PASS rarer), so this bounds the design's false-PASS rate at this ψ from above; the repeated
     tests keep α when it is ≤ α for every ψ in [δ, 1].
