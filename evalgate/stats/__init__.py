@@ -50,7 +50,7 @@ the paired machinery, scipy on the first computation that needs it.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Names load from their private module on first use (PEP 562), so that a run which only
 # summarises its scores (``mean_ci``) never imports numpy, scipy or the paired machinery: start-up
@@ -135,7 +135,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _WHERE:
         value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
         globals()[name] = value  # later lookups are plain attribute reads
