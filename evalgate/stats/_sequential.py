@@ -41,7 +41,7 @@ import functools
 import itertools
 import math
 import operator
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -218,12 +218,6 @@ def repeated_p(p_nominal: float, look: int, looks: int) -> float:
     return float(min(1.0, max(p_nominal, _crossing_probability(c, looks, SHAPE))))
 
 
-def _trinomial_step(step: int, discordance: float) -> np.ndarray:
-    """P(b, c) of ``step`` items when each is (base right, PR wrong) or (base wrong, PR right)
-    with probability ψ/2 each: the increment of (b, c) between two looks, as a matrix."""
-    return _trinomial_cells(step, discordance / 2.0, discordance / 2.0)
-
-
 def fail_crossing_probability(
     n_total: int,
     looks: int,
@@ -244,25 +238,17 @@ def fail_crossing_probability(
     an upper bound on the design's A/A false-FAIL rate at this ψ; the design keeps α when it is
     ≤ α for every ψ.
     """
-    from scipy.signal import fftconvolve  # lazy, like scipy.stats
-
     _check_alpha(alpha)
     if not 0.0 < discordance <= 1.0:
         raise ValueError(f"discordance must be in (0, 1], got {discordance!r}")
-    sizes = look_sizes(n_total, looks)
     if levels is None:
         levels = [nominal_alpha(k, looks, alpha) for k in range(1, looks + 1)]
-    alive, seen, crossed = np.ones((1, 1)), 0, 0.0
-    for size, level in zip(sizes, levels, strict=True):
-        alive = np.clip(fftconvolve(alive, _trinomial_step(size - seen, discordance)), 0.0, None)
-        seen = size
-        edge = regression_edge(size, float(level))  # FAIL ⇔ b ≥ edge[b + c]
-        b = np.arange(size + 1)[:, None]
-        m = b + np.arange(size + 1)[None, :]
-        region = (m <= size) & (b >= edge[np.minimum(m, size)])
-        crossed += float(alive[region].sum())
-        alive[region] = 0.0
-    return crossed
+
+    def fails(b: np.ndarray, m: np.ndarray, size: int, level: float) -> np.ndarray:
+        return b >= regression_edge(size, level)[m]  # FAIL ⇔ b ≥ edge[b + c]
+
+    half = discordance / 2.0
+    return _crossed(look_sizes(n_total, looks), levels, (half, half), fails)
 
 
 def pass_crossing_probability(
@@ -285,28 +271,43 @@ def pass_crossing_probability(
     PASS rarer), so this bounds the design's false-PASS rate at this ψ from above; the repeated
     tests keep α when it is ≤ α for every ψ in [δ, 1].
     """
-    from scipy.signal import fftconvolve  # lazy, like scipy.stats
-
     _check_alpha(alpha)
     if not 0.0 < margin < 1.0:
         raise ValueError(f"margin must be in (0, 1), got {margin!r}")
     if not margin <= discordance <= 1.0:
         raise ValueError(f"discordance must be in [margin, 1], got {discordance!r}")
-    sizes = look_sizes(n_total, looks)
     if levels is None:
         levels = [nominal_alpha(k, looks, alpha) for k in range(1, looks + 1)]
-    p_b, p_c = (discordance + margin) / 2.0, (discordance - margin) / 2.0
+
+    def passes(b: np.ndarray, m: np.ndarray, size: int, level: float) -> np.ndarray:
+        return b <= noninferiority_edge(size, float(margin), level)[m]  # PASS ⇔ b ≤ edge[b + c]
+
+    cells = ((discordance + margin) / 2.0, (discordance - margin) / 2.0)
+    return _crossed(look_sizes(n_total, looks), levels, cells, passes)
+
+
+def _crossed(
+    sizes: Sequence[int],
+    levels: Sequence[float],
+    cells: tuple[float, float],
+    region: Callable[[np.ndarray, np.ndarray, int, float], np.ndarray],
+) -> float:
+    """P(the (b, c) counts fall in a look's ``region`` at some look), each item (1, 0) with
+    probability ``cells[0]`` and (0, 1) with ``cells[1]``: the counts are carried look by look
+    as a distribution over the not-yet-stopped paths, and at each look the mass in the region
+    (``region(b, b + c, items, level)``, for b + c ≤ items) is removed and counted."""
+    from scipy.signal import fftconvolve  # lazy, like scipy.stats
+
     alive, seen, crossed = np.ones((1, 1)), 0, 0.0
     for size, level in zip(sizes, levels, strict=True):
-        step = _trinomial_cells(size - seen, p_b, p_c)
+        step = _trinomial_cells(size - seen, *cells)
         alive = np.clip(fftconvolve(alive, step), 0.0, None)
         seen = size
-        edge = noninferiority_edge(size, float(margin), float(level))  # PASS ⇔ b ≤ edge[b + c]
         b = np.arange(size + 1)[:, None]
         m = b + np.arange(size + 1)[None, :]
-        region = (m <= size) & (b <= edge[np.minimum(m, size)])
-        crossed += float(alive[region].sum())
-        alive[region] = 0.0
+        inside = (m <= size) & region(b, np.minimum(m, size), size, float(level))
+        crossed += float(alive[inside].sum())
+        alive[inside] = 0.0
     return crossed
 
 
