@@ -420,37 +420,21 @@ def compare_metric(
     import numpy as np
 
     found = stats.metric_scale(np.concatenate([base, head]), scale)
-    bounds = (found.low, found.high)
+    plan = stats.Design(
+        alpha=alpha,
+        margin=margin,
+        bounds=(found.low, found.high),
+        horizon=horizon,
+        looks=1 if design is None else design[1],
+        groups_total=groups_total,
+        group_size=group_size,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
     if design is None:
-        result = stats.paired_compare(
-            base,
-            head,
-            clusters=clusters,
-            margin=margin,
-            alpha=alpha,
-            seed=seed,
-            n_resamples=n_resamples,
-            bounds=bounds,
-            horizon=horizon,
-            groups_total=groups_total,
-            group_size=group_size,
-        )
+        result = stats.paired_compare(base, head, plan, clusters=clusters)
     else:
-        result = stats.sequential_compare(
-            base,
-            head,
-            look=design[0],
-            looks=design[1],
-            clusters=clusters,
-            margin=margin,
-            alpha=alpha,
-            seed=seed,
-            n_resamples=n_resamples,
-            bounds=bounds,
-            horizon=horizon,
-            groups_total=groups_total,
-            group_size=group_size,
-        )
+        result = stats.sequential_compare(base, head, plan, look=design[0], clusters=clusters)
     level = result.level or result.alpha
     if design is not None and design[0] == design[1]:
         # A run that reached its last look: the design's MDE, the power of the FAIL test over

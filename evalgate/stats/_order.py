@@ -34,7 +34,6 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["OrderKey", "item_order", "order_key"]
 
@@ -117,7 +116,7 @@ def _plain_order(ids: list[str], order: OrderKey) -> list[str]:
 
 
 @functools.lru_cache(maxsize=8)
-def _keyed(secret: bytes, person: bytes) -> Any:
+def _keyed(secret: bytes, person: bytes) -> hashlib.blake2b:
     """A BLAKE2b MAC state under ``secret`` (its ``person`` separates items from groups), to copy
     per message: keyed BLAKE2b is a MAC in one pass (HMAC-SHA256 cost 4 × as much per item)."""
     return hashlib.blake2b(key=secret, digest_size=32, person=person)
