@@ -32,9 +32,9 @@ import aiohttp  # noqa: E402
 
 from evalgate.config.spec import GraderSpec  # noqa: E402
 from evalgate.run.cache import ResponseCache  # noqa: E402
+from evalgate.score.relay import Grader, JudgeRelay  # noqa: E402
 from evalgate.serve import Endpoint  # noqa: E402
 from evalgate.serve.client import ChatClient  # noqa: E402
-from evalgate.suites.judge_relay import Grader, JudgeRelay  # noqa: E402
 from tests.conftest import scripted_servers  # noqa: E402
 
 

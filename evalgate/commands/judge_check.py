@@ -48,7 +48,7 @@ def render_agreement(name: str, result: dict[str, Any]) -> str:
 async def _measure(judge: Any, endpoint: Any, rows: list[dict[str, Any]], bench: Any,
                    cache: Any) -> dict[str, Any]:  # fmt: skip
     from evalgate.run.judging import judge_client
-    from evalgate.suites.judge_labels import measure
+    from evalgate.score.labels import measure
 
     async with judge_client(judge.spec, endpoint, bench.eval, cache) as client:
         judge.client = client
@@ -73,9 +73,9 @@ def judge_check(
     are for a person to weigh: there is no pass mark), 2 when there is nothing to measure, 3
     when a judge gave no verdict on any example (nothing was measured)."""
     from evalgate.run.cache import ResponseCache
+    from evalgate.score.judge import Judge
+    from evalgate.score.labels import labels_path, load_labels
     from evalgate.serve import ServeContext
-    from evalgate.suites.judge import Judge
-    from evalgate.suites.judge_labels import labels_path, load_labels
 
     names = [b.name for b in config.benchmarks]
     if benchmark is not None and benchmark not in names:

@@ -64,7 +64,7 @@ def scorer_measurement(bench: Benchmark) -> dict[str, Any] | None:
         return None
     if scorer.type != "judge":
         return scorer.model_dump(mode="json")
-    from evalgate.suites.judge import JUDGE_PROTOCOL  # the default prompts' and parsing's version
+    from evalgate.score.judge import JUDGE_PROTOCOL  # the default prompts' and parsing's version
 
     return {**scorer.model_dump(mode="json", exclude={"labels"}), "protocol": JUDGE_PROTOCOL}
 

@@ -20,7 +20,7 @@ __all__ = ["bound_judge", "judge_client"]
 def judge_client(spec: Any, endpoint: Endpoint, ev: Any, cache: ResponseCache | None) -> ChatClient:
     """A judge's own client: its sampling, the benchmark's retries, timeout and concurrency,
     ``cache`` under the judge's identity (a run's judge and `evalgate judge-check` alike)."""
-    from evalgate.suites.judge import judge_identity
+    from evalgate.score.judge import judge_identity
 
     return ChatClient(
         endpoint,
@@ -60,12 +60,12 @@ async def bound_judge(
         try:
             async with contextlib.AsyncExitStack() as relayed:
                 if hasattr(judge, "relay"):  # graded in another process: through the relay
-                    from evalgate.suites.judge_relay import JudgeRelay
+                    from evalgate.score.relay import JudgeRelay
 
                     judge.relay = await relayed.enter_async_context(JudgeRelay(judge))
                 yield
             if judge.labels:  # measured with the judge that graded, for the scorecard
-                from evalgate.suites.judge_labels import measure
+                from evalgate.score.labels import measure
 
                 graded = dict(judge.stats)
                 agreement = await measure(judge, judge.labels)

@@ -6,15 +6,15 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from evalgate._templating import TemplateProblem, compile_template, names_used, render
+from evalgate.score.scorers import Scorer, make_scorer
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.datasets import DataError, load_items
-from evalgate.suites.scorers import Scorer, make_scorer
-from evalgate.suites.templating import TemplateProblem, compile_template, names_used, render
 
 if TYPE_CHECKING:  # the judge loads with a judged benchmark only (start-up: tests/test_startup.py)
     from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
     from evalgate.sandbox import Sandboxes
-    from evalgate.suites.judge import Judge
+    from evalgate.score.judge import Judge
 
 __all__ = ["QASuite"]
 
@@ -112,7 +112,7 @@ class QASuite(SuiteDefaults):
         if self.judge is not None:
             context = _judge_context(self.judge, item, prompt, reply.text)
             metric = "win_rate" if self.judge.spec.mode == "pairwise" else "accuracy"
-            from evalgate.suites.judge import JudgeFailed  # loaded already: the judge's module
+            from evalgate.score.judge import JudgeFailed  # loaded already: the judge's module
 
             try:
                 if metric == "accuracy":
@@ -174,7 +174,7 @@ def _judge_context(
 def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str, str]]]) -> Judge:
     """The benchmark's judge, its template rendered for every item before any model call (with
     a stand-in completion), as the prompt template is: a mistake is a config error up front."""
-    from evalgate.suites.judge import Judge
+    from evalgate.score.judge import Judge
 
     try:
         judge = Judge.from_spec(spec.scorer)
@@ -209,5 +209,5 @@ def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str,
     return judge
 
 
-# The word the verdict parser reads (suites/judge.py), as the prompt must ask for it.
+# The word the verdict parser reads (score/verdict.py), as the prompt must ask for it.
 _ASKS_VERDICT = re.compile(r"\bVERDICT\b", re.IGNORECASE)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import ConfigError
-from evalgate.suites.judge import Judge, JudgeFailed
+from evalgate.score.judge import Judge, JudgeFailed
 
 __all__ = ["agreement", "cohen_kappa", "labels_path", "load_labels", "measure"]
 

@@ -1,7 +1,7 @@
 """A verifiers environment's judge, pointed at evalgate's judge (inside the worker process only).
 
 With ``judge:`` set on a verifiers benchmark, every judge call the environment makes goes to
-the rollout's tab on the gate's judge relay (``judge_relay.py``), whatever client the
+the rollout's tab on the gate's judge relay (``score/relay.py``), whatever client the
 environment built:
 
 - **v1** (``vf.Judge`` and the plugged judges, ``verifiers.v1.judge``): the module's
