@@ -12,10 +12,17 @@ import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from evalgate.compare.position import CONSISTENCY_FLOOR
 from evalgate.errors import ConfigError, InfraError
+
+if TYPE_CHECKING:
+    from evalgate.config.spec import Benchmark
+    from evalgate.run.cache import ResponseCache
+    from evalgate.score.judge import Judge
+    from evalgate.score.labels import Agreement, LabelledExample
+    from evalgate.serve import Endpoint
 
 __all__ = ["judge_check", "render_agreement", "run"]
 
@@ -26,7 +33,7 @@ def _fmt(value: float | None, pct: bool = True) -> str:
     return f"{100 * value:.1f}%" if pct else f"{value:.2f}"
 
 
-def render_agreement(name: str, result: dict[str, Any]) -> str:
+def render_agreement(name: str, result: Agreement) -> str:
     """One line per benchmark: the judge's measured agreement."""
     self_agree = (
         _fmt(result["self_agreement"]) if result["samples"] > 1 else "n/a (needs --samples ≥ 2)"
@@ -38,15 +45,17 @@ def render_agreement(name: str, result: dict[str, Any]) -> str:
         f"{result['samples']} samples {self_agree}"
     )
     if "position_consistency" in result:
-        rate = result["position_consistency"]
+        rate = result["position_consistency"]  # pairwise
         line += f", position-swap consistency {_fmt(rate)}"
         if rate is not None and rate < CONSISTENCY_FLOOR:  # compare/position.py
             line += f" (below {100 * CONSISTENCY_FLOOR:.0f}%: a comparison it judges cannot PASS)"
     return line
 
 
-async def _measure(judge: Any, endpoint: Any, rows: list[dict[str, Any]], bench: Any,
-                   cache: Any) -> dict[str, Any]:  # fmt: skip
+async def _measure(
+    judge: Judge, endpoint: Endpoint, rows: list[LabelledExample], bench: Benchmark,
+    cache: ResponseCache | None,
+) -> Agreement:  # fmt: skip
     from evalgate.run.judging import judge_client
     from evalgate.score.labels import measure
 
@@ -103,7 +112,7 @@ def judge_check(
             "JSONL file of question, completion, reference, label (or pass --labels)"
         )
     cache = ResponseCache.in_dir(cache_dir) if cache_dir is not None else None
-    results: dict[str, Any] = {}
+    results: dict[str, Agreement] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="evalgate-judge-check-") as logs:
             ctx = ServeContext(log_dir=Path(logs), environ=environ, config_dir=config.path.parent)

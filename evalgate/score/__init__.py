@@ -11,7 +11,8 @@
 - ``humaneval``: HumanEval's test runner (``_humaneval_runner``, run in the sandbox: the
   problem's own tests decide, no model) and the reading of its verdict.
 
-The names below load on first use: a run whose benchmarks have no judge never imports the
+Both judges are :class:`~evalgate.score.base.JudgeBase`: served, bound, priced and counted
+alike. The names below load on first use: a run whose benchmarks have no judge never imports the
 judge's modules (start-up time).
 """
 
@@ -21,7 +22,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalgate.score.judge import JUDGE_PROTOCOL, Judge, JudgeFailed, judge_identity
+    from evalgate.score.base import JudgeBase, JudgeFailed, judge_identity
+    from evalgate.score.judge import JUDGE_PROTOCOL, Judge
     from evalgate.score.labels import labels_path, load_labels, measure
     from evalgate.score.relay import Grader, JudgeRelay, Tab
     from evalgate.score.scorers import Scorer, make_scorer
@@ -29,10 +31,11 @@ if TYPE_CHECKING:
 
 # name → the module of this package that defines it.
 _WHERE = {
+    "JudgeBase": "base",
+    "JudgeFailed": "base",
+    "judge_identity": "base",
     "JUDGE_PROTOCOL": "judge",
     "Judge": "judge",
-    "JudgeFailed": "judge",
-    "judge_identity": "judge",
     "labels_path": "labels",
     "load_labels": "labels",
     "measure": "labels",
@@ -49,6 +52,7 @@ __all__ = [
     "JUDGE_PROTOCOL",
     "Grader",
     "Judge",
+    "JudgeBase",
     "JudgeFailed",
     "JudgeRelay",
     "Scorer",

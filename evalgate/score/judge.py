@@ -13,15 +13,29 @@ results.jsonl, counted against ``eval.max_error_rate`` — never a silent 0.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalgate._templating import TemplateProblem, compile_template, render
-from evalgate.errors import InfraError
+from evalgate.config.spec.judge import JudgeScale, JudgeScorer
 from evalgate.score._prompts import DEFAULT_TEMPLATES, fenced
-from evalgate.score.verdict import Verdict, parse_reply, verdict_schema
+from evalgate.score.base import (
+    JudgeBase,
+    JudgeFailed,
+    JudgeRecord,
+    JudgeSample,
+    failure,
+    no_usage,
+)
+from evalgate.score.verdict import Scale, Verdict, parse_reply, verdict_schema
 
-__all__ = ["JUDGE_PROTOCOL", "Judge", "JudgeFailed", "judge_identity"]
+if TYPE_CHECKING:
+    import jinja2
+
+    from evalgate.score.labels import LabelledExample
+
+__all__ = ["JUDGE_PROTOCOL", "Judge", "JudgeContext"]
 
 # The version of what a judge's score means beyond its config: the default templates and the
 # verdict parsing. In the fingerprint (run/fingerprint.py), so a baseline judged under another
@@ -34,57 +48,29 @@ JUDGE_PROTOCOL = 2
 # llama.cpp (the embedded model: schema → grammar) and vLLM (guided decoding).
 _CONSTRAINED = frozenset({"local", "vllm", "modal-vllm"})
 
-
-class JudgeFailed(InfraError):
-    """The judge gave no usable verdict: the rollout is an error of ``kind``, never a 0.
-    ``partial``: what the record keeps all the same (the candidate's prompt, completion and
-    usage, the judge's raw replies). An InfraError, not a RequestFailed: this module must not
-    import the HTTP client (`validate` builds suites without loading it)."""
-
-    def __init__(self, kind: str, detail: str, partial: dict[str, Any]) -> None:
-        super().__init__(f"{kind}: {detail}")
-        self.kind = kind
-        self.partial = partial
-
-
-def _digest(value: Any) -> str:
-    import hashlib
-    import json
-
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def judge_identity(spec: Any) -> str:
-    """What identifies the judge in cache keys, stably across runs (not its port): backend,
-    model id and a digest of its model config. Prompt and sampling are in the request body."""
-    model = spec.model
-    cfg = model.model_dump(mode="json", exclude={"name"})
-    return "\n".join(["judge", model.backend, model.model_id, _digest(cfg)])
+# What the judge's template sees (docs: `scorer.prompt_template`): the question, completion,
+# reference, rubric, scale, id and the item's fields; pairwise adds ``completion_a`` and
+# ``completion_b``. A template may read any of them: a mapping of names to values.
+JudgeContext = dict[str, object]
 
 
 @dataclass
-class Judge:
-    """A compiled judge for one benchmark. ``client`` is bound by the run (a ChatClient on the
-    judge's endpoint) before the first rollout; ``price``: USD per (input, output) token, or
-    None when unknown."""
+class Judge(JudgeBase[JudgeScorer]):
+    """A compiled judge for one benchmark: it renders the prompt, asks k times, reads the
+    verdicts. ``labels``: its labelled set, loaded by the run; ``baseline``: pairwise, the
+    baseline's completions, item id → by rollout, set by the run (None: none)."""
 
-    spec: Any
-    template: Any
-    client: Any = None
-    price: tuple[float, float] | None = (0.0, 0.0)
-    stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "cache_hits": 0})
-    labels: list[dict[str, Any]] | None = None  # its labelled set, loaded by the run
-    # Pairwise: the baseline's completions, item id → by rollout; set by the run (None: none).
+    template: jinja2.Template | None = field(default=None, kw_only=True)
+    labels: list[LabelledExample] | None = None
     baseline: dict[str, list[str]] | None = None
 
     @classmethod
-    def from_spec(cls, spec: Any) -> Judge:
+    def from_spec(cls, spec: JudgeScorer) -> Judge:
         """Raises :class:`TemplateProblem` for a template that does not compile."""
         text = spec.prompt_template or DEFAULT_TEMPLATES[spec.mode]
         return cls(spec=spec, template=compile_template(text))
 
-    def response_format(self, scale: Any = None) -> dict[str, Any] | None:
+    def response_format(self, scale: Scale | None = None) -> dict[str, object] | None:
         """The ``response_format`` asking for a structured verdict on ``scale`` (default: the
         spec's; pairwise: A/B/TIE), or None when the verdict is read from text only."""
         fmt = self.spec.verdict_format
@@ -100,24 +86,30 @@ class Judge:
         return {"type": "json_schema", "json_schema": schema}
 
     def context(
-        self, *, question: str, completion: str, reference: str, item_id: str, fields: Any
-    ) -> dict[str, Any]:
+        self,
+        *,
+        question: str,
+        completion: str,
+        reference: str,
+        item_id: str,
+        fields: Mapping[str, object] | None,
+    ) -> JudgeContext:
         scale = self.spec.scale
-        scaled = scale != "pass-fail"
         return {
             "question": question,
             "completion": completion,
             "reference": reference,
             "rubric": self.spec.rubric,
-            "scale_min": scale.min if scaled else None,
-            "scale_max": scale.max if scaled else None,
+            "scale_min": scale.min if isinstance(scale, JudgeScale) else None,
+            "scale_max": scale.max if isinstance(scale, JudgeScale) else None,
             "id": item_id,
             "item": dict(fields or {}),
         }
 
-    def messages(self, context: dict[str, Any]) -> list[dict[str, str]]:
+    def messages(self, context: JudgeContext) -> list[dict[str, str]]:
         """The judge's chat messages; raises TemplateProblem (a config error) on a failure.
         The completions are shown capped (:func:`shown`) and fenced by ``boundary``."""
+        assert self.template is not None, "a Judge is made by from_spec"
         text = render(self.template, fenced(context))
         system = self.spec.system_prompt
         return [
@@ -125,7 +117,7 @@ class Judge:
             {"role": "user", "content": text},
         ]
 
-    async def grade(self, context: dict[str, Any], *, usage: dict[str, int]) -> dict[str, Any]:
+    async def grade(self, context: JudgeContext, *, usage: dict[str, int]) -> JudgeRecord:
         """The judgement record (score = mean of k samples, each sample's reply and reasoning,
         the judge's usage and cost). ``usage``: the candidate's, kept on failure.
         Raises :class:`JudgeFailed`."""
@@ -133,51 +125,49 @@ class Judge:
         try:
             messages = self.messages(context)
         except TemplateProblem as exc:
-            raise JudgeFailed(
-                "judge_template", str(exc), {"completion": context["completion"], "usage": usage}
-            ) from None
-        samples: list[dict[str, Any]] = []
-        judge_usage = {"prompt_tokens": 0, "completion_tokens": 0}
+            partial: dict[str, object] = {"completion": _completion(context), "usage": usage}
+            raise JudgeFailed("judge_template", str(exc), partial) from None
+        samples: list[JudgeSample] = []
+        judge_usage = no_usage()
         await self._ask(messages, self.spec.scale, context, usage, samples, judge_usage)
-        scores = [float(s["score"]) for s in samples]
+        scores = [_score(s) for s in samples]
         return {
             "score": sum(scores) / len(scores),
             "samples": samples,
             "usage": judge_usage,
-            "cost_usd": self._cost(judge_usage),
+            "cost_usd": self.cost(judge_usage),
         }
 
     async def grade_pair(
-        self, context: dict[str, Any], base: str, *, usage: dict[str, int]
-    ) -> dict[str, Any]:
+        self, context: JudgeContext, base: str, *, usage: dict[str, int]
+    ) -> JudgeRecord:
         """Pairwise: the PR's completion (``context["completion"]``) against the baseline's
         (``base``), shown in both orders, k samples each. ``score``: how much the judge prefers
         the PR's, averaged over orders and samples (1 better, 0.5 tie, 0 worse), so a judge
         that always picks the first response scores a tie, not a win. ``consistent``: the two
         orders gave the same preference (position-swap consistency)."""
         assert self.client is not None, "the run binds the judge's client first"
-        pr = context["completion"]
+        pr = _completion(context)
         if pr == base:  # the same text ties with itself: no judge is asked (nor paid)
             note = "the same completion as the baseline's: a tie by construction"
             return {"score": 0.5, "note": note, "samples": []}  # not a test of position bias
-        orders = (("base-first", base, pr, 0.0), ("pr-first", pr, base, 1.0))
-        judge_usage = {"prompt_tokens": 0, "completion_tokens": 0}
-        samples: list[dict[str, Any]] = []
+        orders = (("base-first", base, pr, False), ("pr-first", pr, base, True))
+        judge_usage = no_usage()
+        samples: list[JudgeSample] = []
         prefs = []
         for name, a, b, pr_is_a in orders:
             try:
                 messages = self.messages({**context, "completion_a": a, "completion_b": b})
             except TemplateProblem as exc:
-                raise JudgeFailed(
-                    "judge_template", str(exc), {"completion": pr, "usage": usage}
-                ) from None
-            got: list[dict[str, Any]] = []
+                partial: dict[str, object] = {"completion": pr, "usage": usage}
+                raise JudgeFailed("judge_template", str(exc), partial) from None
+            got: list[JudgeSample] = []
             await self._ask(messages, "pairwise", context, usage, got, judge_usage, samples)
             for sample in got:  # prefer-A → prefer-PR
                 sample["order"] = name
-                sample["score"] = sample["score"] if pr_is_a else 1.0 - sample["score"]
+                sample["score"] = _score(sample) if pr_is_a else 1.0 - _score(sample)
             samples.extend(got)
-            prefs.append(sum(s["score"] for s in got) / len(got))
+            prefs.append(sum(_score(s) for s in got) / len(got))
         return {
             "score": sum(prefs) / len(prefs),
             "orders": {name: p for (name, *_), p in zip(orders, prefs, strict=True)},
@@ -187,18 +177,18 @@ class Judge:
             "worse_order": min(prefs),
             "samples": samples,
             "usage": judge_usage,
-            "cost_usd": self._cost(judge_usage),
+            "cost_usd": self.cost(judge_usage),
         }
 
     async def _ask(
         self,
         messages: list[dict[str, str]],
-        scale: Any,
-        context: dict[str, Any],
+        scale: Scale,
+        context: JudgeContext,
         usage: dict[str, int],
-        samples: list[dict[str, Any]],
+        samples: list[JudgeSample],
         judge_usage: dict[str, int],
-        earlier: list[dict[str, Any]] | None = None,
+        earlier: list[JudgeSample] | None = None,
     ) -> None:
         """k judgements of ``messages`` appended to ``samples``; raises JudgeFailed (with
         ``earlier`` samples, ``samples`` and the usage so far kept)."""
@@ -211,25 +201,33 @@ class Judge:
         def readable(text: str) -> bool:  # an unparseable reply is not cached: a re-run asks again
             return parse_reply(text, scale, structured=structured).score is not None
 
+        def failed(kind: str, detail: str) -> JudgeFailed:
+            kept = [*(earlier or []), *samples]
+            judge: JudgeRecord = {
+                "samples": kept,
+                "usage": judge_usage,
+                "cost_usd": self.cost(judge_usage),
+            }
+            partial: dict[str, object] = {
+                "completion": _completion(context),
+                "usage": usage,
+                "judge": judge,
+            }
+            return JudgeFailed(kind, detail, partial)
+
         for s in range(self.spec.judge_samples):
             try:
-                reply = await self.client.chat(
+                reply = await self.ask(
                     messages,
                     rollout=s,
+                    usage=judge_usage,
                     keep=readable,
                     complete_only=True,
                     response_format=response_format,
                 )
             except RequestFailed as exc:
-                raise JudgeFailed(
-                    f"judge_{exc.kind}",
-                    str(exc).partition(": ")[2] or exc.kind,
-                    self._partial(context, usage, [*(earlier or []), *samples], judge_usage),
-                ) from exc
-            self.stats["calls"] += 1
-            self.stats["cache_hits"] += int(reply.cached)
-            for k in judge_usage:
-                judge_usage[k] += int(reply.usage.get(k) or 0)
+                kind, detail = failure(exc)
+                raise failed(f"judge_{kind}", detail) from exc
             verdict = parse_reply(reply.text, scale, structured=structured)
             if reply.finish_reason == "length":  # its last line may be anything it was quoting
                 verdict = Verdict(
@@ -243,23 +241,18 @@ class Judge:
                 {"score": verdict.score, "reasoning": verdict.reasoning, "raw": verdict.raw}
             )
             if verdict.score is None:
-                raise JudgeFailed(
+                raise failed(
                     "judge_unparseable",
                     f"{verdict.problem} (sample {s + 1} of {self.spec.judge_samples})",
-                    self._partial(context, usage, [*(earlier or []), *samples], judge_usage),
                 )
 
-    def _cost(self, usage: dict[str, int]) -> float | None:
-        if self.price is None:
-            return None
-        return usage["prompt_tokens"] * self.price[0] + usage["completion_tokens"] * self.price[1]
 
-    def _partial(
-        self,
-        context: dict[str, Any],
-        usage: dict[str, int],
-        samples: list[dict[str, Any]],
-        judge_usage: dict[str, int],
-    ) -> dict[str, Any]:
-        judge = {"samples": samples, "usage": judge_usage, "cost_usd": self._cost(judge_usage)}
-        return {"completion": context["completion"], "usage": usage, "judge": judge}
+def _completion(context: Mapping[str, object]) -> str:
+    return str(context["completion"])
+
+
+def _score(sample: JudgeSample) -> float:
+    """A read judgement's score (an unread one raised before it was kept with a score)."""
+    score = sample["score"]
+    assert score is not None
+    return score

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
-__all__ = ["Verdict", "parse_reply", "parse_verdict", "verdict_schema"]
+from evalgate.config.spec.judge import JudgeScale
+
+__all__ = ["Scale", "Verdict", "parse_reply", "parse_verdict", "verdict_schema"]
+
+# What a verdict is read on: pass/fail, an integer scale, or pairwise (which response is better).
+Scale = Literal["pass-fail", "pairwise"] | JudgeScale
 
 # Pairwise, per order: how much the verdict prefers response A (1), B (0), or neither (0.5).
 _PREFER_A = {"a": 1.0, "b": 0.0, "tie": 0.5}
@@ -37,7 +42,7 @@ class Verdict:
     problem: str | None = None  # why no score could be read
 
 
-def parse_verdict(text: str, scale: Any) -> Verdict:
+def parse_verdict(text: str, scale: Scale) -> Verdict:
     """The score a judge's reply gives, on ``scale`` (``"pass-fail"``, a JudgeScale, or
     ``"pairwise"``: how much it prefers response A, 1 / 0.5 / 0): read from exactly one verdict
     line, the reply's last non-empty line."""
@@ -61,14 +66,14 @@ def parse_verdict(text: str, scale: Any) -> Verdict:
     return _score(match.group(1), scale, text, "\n".join(lines[:at]).strip())
 
 
-def _score(value: str, scale: Any, text: str, reasoning: str) -> Verdict:
+def _score(value: str, scale: Scale, text: str, reasoning: str) -> Verdict:
     """The verdict ``value`` (as written) on ``scale``, or why it is not one."""
     if scale == "pairwise":
         prefer = _PREFER_A.get(value.lower())
         if prefer is None:
             return Verdict(None, text, reasoning, f"verdict {value!r} is not A, B or TIE")
         return Verdict(prefer, text, reasoning)
-    if scale == "pass-fail":
+    if not isinstance(scale, JudgeScale):  # pass-fail
         score = _PASS.get(value.lower())
         if score is None:
             return Verdict(None, text, reasoning, f"verdict {value!r} is not PASS or FAIL")
@@ -91,14 +96,15 @@ def _score(value: str, scale: Any, text: str, reasoning: str) -> Verdict:
     return Verdict((number - scale.min) / (scale.max - scale.min), text, reasoning)
 
 
-def verdict_schema(scale: Any, reasoning_chars: int | None = None) -> dict[str, Any]:
+def verdict_schema(scale: Scale, reasoning_chars: int | None = None) -> dict[str, object]:
     """The JSON schema of a structured verdict on ``scale``: its reasoning first (a judge
     reasons before it decides), at most ``reasoning_chars`` long (a small model constrained to
     a string may never close it: the verdict must fit in the judge's max_tokens), then the
     verdict, one of the scale's values."""
+    values: list[str] | list[int]
     if scale == "pairwise":
-        values: list[Any] = ["A", "B", "TIE"]
-    elif scale == "pass-fail":
+        values = ["A", "B", "TIE"]
+    elif not isinstance(scale, JudgeScale):  # pass-fail
         values = ["PASS", "FAIL"]
     else:
         values = list(range(scale.min, scale.max + 1))
@@ -116,7 +122,7 @@ def verdict_schema(scale: Any, reasoning_chars: int | None = None) -> dict[str, 
     }
 
 
-def parse_reply(text: str, scale: Any, *, structured: bool) -> Verdict:
+def parse_reply(text: str, scale: Scale, *, structured: bool) -> Verdict:
     """A judge's reply read as a structured verdict when it was asked for one and the reply is
     a JSON object (exactly ``reasoning`` and ``verdict``; anything else in it, or a verdict
     off the scale, is no verdict), else as free text (:func:`parse_verdict`): a server that
@@ -138,6 +144,6 @@ def parse_reply(text: str, scale: Any, *, structured: bool) -> Verdict:
     reasoning, value = str(data["reasoning"]).strip(), data["verdict"]
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return Verdict(None, text, reasoning, f"verdict {value!r} is not a value of the scale")
-    if isinstance(value, str) and scale not in ("pairwise", "pass-fail"):
+    if isinstance(value, str) and isinstance(scale, JudgeScale):
         return Verdict(None, text, reasoning, f"verdict {value!r} is not a number")
     return _score(str(value), scale, text, reasoning)

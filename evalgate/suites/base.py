@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -43,7 +44,7 @@ class Outcome:
     timing: dict[str, float] = field(default_factory=dict)  # the suite's own stages, seconds
     reason: str | None = None  # why this reward (a sandboxed check's verdict), for the journal
     cost_usd: float | None = None  # by the rollout's own account (a command agent's report)
-    judge: dict[str, Any] | None = None  # a model-graded scorer's judgement (score, replies, usage)
+    judge: Mapping[str, object] | None = None  # a model-graded scorer's judgement (score, usage…)
 
 
 class Suite(Protocol):

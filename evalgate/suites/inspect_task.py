@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate._repo_code import repo_env
 from evalgate.errors import ConfigError, InfraError
 from evalgate.sandbox.worker import jail
-from evalgate.score.judge import JudgeFailed
+from evalgate.score.base import JudgeFailed
 from evalgate.score.relay import Grader, Tab
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.datasets import DataError

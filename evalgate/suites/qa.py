@@ -14,7 +14,8 @@ from evalgate.suites.datasets import DataError, load_items
 if TYPE_CHECKING:  # the judge loads with a judged benchmark only (start-up: tests/test_startup.py)
     from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
     from evalgate.sandbox import Sandboxes
-    from evalgate.score.judge import Judge
+    from evalgate.score.base import JudgeRecord
+    from evalgate.score.judge import Judge, JudgeContext
 
 __all__ = ["QASuite"]
 
@@ -112,7 +113,7 @@ class QASuite(SuiteDefaults):
         if self.judge is not None:
             context = _judge_context(self.judge, item, prompt, reply.text)
             metric = "win_rate" if self.judge.spec.mode == "pairwise" else "accuracy"
-            from evalgate.score.judge import JudgeFailed  # loaded already: the judge's module
+            from evalgate.score.base import JudgeFailed  # loaded already: the judge's module
 
             try:
                 if metric == "accuracy":
@@ -142,8 +143,8 @@ class QASuite(SuiteDefaults):
 
 
 async def _grade_pair(
-    judge: Judge, item: Item, index: int, context: dict[str, Any], usage: dict[str, int]
-) -> dict[str, Any]:
+    judge: Judge, item: Item, index: int, context: JudgeContext, usage: dict[str, int]
+) -> JudgeRecord:
     """Pairwise: against the baseline's completion of the same item (its rollout ``index``, or
     its first when it ran fewer). With none — the baseline's own run, an item the baseline
     lacks — the score is 0.5: a completion ties with itself, so the base run scores 0.5 on
@@ -161,7 +162,7 @@ def _unused(completion: str, answer: str) -> float:
 
 def _judge_context(
     judge: Judge, item: Item, prompt: list[dict[str, str]], completion: str
-) -> dict[str, Any]:
+) -> JudgeContext:
     return judge.context(
         question=prompt[-1]["content"],
         completion=completion,

@@ -36,7 +36,7 @@ import evalgate
 from evalgate._repo_code import repo_env
 from evalgate.errors import ConfigError, InfraError
 from evalgate.sandbox.worker import Jail, jail
-from evalgate.score.judge import JudgeFailed
+from evalgate.score.base import JudgeFailed
 from evalgate.score.relay import Grader
 from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
