@@ -10,19 +10,20 @@ import argparse
 import asyncio
 import json
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from evalgate.compare.position import CONSISTENCY_FLOOR
 from evalgate.errors import ConfigError, InfraError
 
 if TYPE_CHECKING:
+    from evalgate.config import Config
     from evalgate.config.spec import Benchmark
     from evalgate.run.cache import ResponseCache
     from evalgate.score.judge import Judge
     from evalgate.score.labels import Agreement, LabelledExample
     from evalgate.serve import Endpoint
+    from evalgate.serve.registry import ServerFactory
 
 __all__ = ["judge_check", "render_agreement", "run"]
 
@@ -67,11 +68,11 @@ async def _measure(
 
 
 def judge_check(
-    config: Any,
+    config: Config,
     *,
     environ: dict[str, str],
     out: IO[str],
-    server_factory: Callable[..., Any],
+    server_factory: ServerFactory,
     benchmark: str | None = None,
     labels: str | None = None,
     samples: int | None = None,
@@ -81,6 +82,7 @@ def judge_check(
     """Measure every judged benchmark's judge on its labelled set; 0 when measured (the figures
     are for a person to weigh: there is no pass mark), 2 when there is nothing to measure, 3
     when a judge gave no verdict on any example (nothing was measured)."""
+    from evalgate.config.spec import JudgeScorer
     from evalgate.run.cache import ResponseCache
     from evalgate.score.judge import Judge
     from evalgate.score.labels import labels_path, load_labels
@@ -91,18 +93,18 @@ def judge_check(
         raise ConfigError(
             f"{config.path}: no benchmark {benchmark!r} in the config (have: {', '.join(names)})"
         )
-    judged = [b for b in config.benchmarks if getattr(getattr(b, "scorer", None), "type", None)
-              == "judge" and benchmark in (None, b.name)]  # fmt: skip
+    judged = [(b, s) for b in config.benchmarks
+              if isinstance(s := getattr(b, "scorer", None), JudgeScorer)
+              and benchmark in (None, b.name)]  # fmt: skip
     if not judged:
         what = f"benchmark {benchmark!r} is not" if benchmark else "no benchmark is"
         raise ConfigError(f"{config.path}: {what} scored by a judge (scorer: {{type: judge}})")
     plans = []
-    for bench in judged:
+    for bench, spec in judged:
         path = Path(labels).resolve() if labels else labels_path(config, bench)
         if path is None:
             print(f"{bench.name}: no labelled set (scorer.labels): not measured", file=out)
             continue
-        spec = bench.scorer
         if samples is not None:
             spec = spec.model_copy(update={"judge_samples": samples})
         plans.append((bench, Judge.from_spec(spec), load_labels(path, spec)))

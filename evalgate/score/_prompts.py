@@ -4,7 +4,7 @@ sees them (capped, fenced by a tag no completion can contain)."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Mapping
 
 __all__ = ["DEFAULT_TEMPLATES", "JUDGE_INPUT_CHARS", "fenced", "shown"]
 
@@ -109,7 +109,7 @@ def shown(text: str, limit: int = JUDGE_INPUT_CHARS) -> str:
 _COMPLETIONS = ("completion", "completion_a", "completion_b")
 
 
-def fenced(context: dict[str, Any]) -> dict[str, Any]:
+def fenced(context: Mapping[str, object]) -> dict[str, object]:
     """``context`` with its completions capped (:func:`shown`) and ``boundary``: the fence's
     tag, ``response-`` and 12 hex digits of the digest of the completions themselves. Stable
     for the same completions (the judge's cache key holds the prompt), and no completion can
