@@ -216,11 +216,4 @@ class HumanEvalSuite(SuiteDefaults):
         prompt = self.messages[item.id]
         reply = await client.chat(prompt, rollout=index)
         reward, reason = await self.run_completion(item, reply.text)
-        return Outcome(
-            prompt=prompt,
-            completion=reply.text,
-            reward=reward,
-            metrics={"accuracy": reward},
-            usage=reply.usage,
-            reason=reason,
-        )
+        return Outcome.of_reply(prompt, reply, reward, reason=reason)

@@ -123,23 +123,10 @@ class QASuite(SuiteDefaults):
             except JudgeFailed as exc:
                 exc.partial["prompt"] = prompt  # the record keeps what was asked, too
                 raise
-            reward = judgement["score"]
-            return Outcome(
-                prompt=prompt,
-                completion=reply.text,
-                reward=reward,
-                metrics={metric: reward},
-                usage=reply.usage,
-                judge=judgement,
+            return Outcome.of_reply(
+                prompt, reply, judgement["score"], metric=metric, judge=judgement
             )
-        reward = self.scorer(reply.text, item.answer)
-        return Outcome(
-            prompt=prompt,
-            completion=reply.text,
-            reward=reward,
-            metrics={"accuracy": reward},
-            usage=reply.usage,
-        )
+        return Outcome.of_reply(prompt, reply, self.scorer(reply.text, item.answer))
 
 
 async def _grade_pair(
