@@ -12,7 +12,7 @@ from typing import Literal
 
 from evalgate.config.spec.judge import JudgeScale
 
-__all__ = ["Scale", "Verdict", "parse_reply", "parse_verdict", "verdict_schema"]
+__all__ = ["Scale", "Verdict", "asks_for_verdict", "parse_reply", "parse_verdict", "verdict_schema"]
 
 # What a verdict is read on: pass/fail, an integer scale, or pairwise (which response is better).
 Scale = Literal["pass-fail", "pairwise"] | JudgeScale
@@ -29,6 +29,8 @@ _VERDICT_LINE = re.compile(
     re.IGNORECASE,
 )
 _MENTION = re.compile(r"VERDICT\s*[:：]", re.IGNORECASE)
+# The word the parser reads, as a judge's prompt must ask for it.
+_ASKS = re.compile(r"\bVERDICT\b", re.IGNORECASE)
 _PASS = {"pass": 1.0, "correct": 1.0, "yes": 1.0, "fail": 0.0, "incorrect": 0.0, "no": 0.0}
 
 
@@ -147,3 +149,9 @@ def parse_reply(text: str, scale: Scale, *, structured: bool) -> Verdict:
     if isinstance(value, str) and isinstance(scale, JudgeScale):
         return Verdict(None, text, reasoning, f"verdict {value!r} is not a number")
     return _score(str(value), scale, text, reasoning)
+
+
+def asks_for_verdict(messages: list[dict[str, str]]) -> bool:
+    """Whether a judge's prompt asks for the verdict this module reads (the word ``VERDICT``
+    in a message): a prompt that never does gets replies no verdict can be read from."""
+    return any(_ASKS.search(m["content"]) for m in messages)

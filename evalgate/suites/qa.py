@@ -163,6 +163,7 @@ def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str,
     """The benchmark's judge, its template rendered for every item before any model call (with
     a stand-in completion), as the prompt template is: a mistake is a config error up front."""
     from evalgate.score.judge import Judge
+    from evalgate.score.verdict import asks_for_verdict
 
     try:
         judge = Judge.from_spec(spec.scorer)
@@ -186,7 +187,7 @@ def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str,
                 f"benchmark {spec.name!r}: judge template: {exc} for item {item.id!r}",
                 field="scorer.prompt_template",
             ) from None
-        asked = asked or any(_ASKS_VERDICT.search(m["content"]) for m in sent)
+        asked = asked or asks_for_verdict(sent)
     if items and not asked:  # every call would be paid for and none could be read
         want = "A|B|TIE" if spec.scorer.mode == "pairwise" else "PASS|FAIL|<number>"
         raise DataError(
@@ -195,7 +196,3 @@ def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str,
             field="scorer.prompt_template",
         )
     return judge
-
-
-# The word the verdict parser reads (score/verdict.py), as the prompt must ask for it.
-_ASKS_VERDICT = re.compile(r"\bVERDICT\b", re.IGNORECASE)
