@@ -29,29 +29,30 @@ if TYPE_CHECKING:  # openai loads with the environment, inside the worker only
     import openai
     from openai.types.chat import ChatCompletion
 
-    from evalgate.score.relay import RelayEndpoint
 
 __all__ = ["CURRENT", "route_legacy", "route_v1", "rubrics"]
 
-# The current rollout's judge endpoint on the relay (base_url, model, api_key).
-CURRENT: contextvars.ContextVar[RelayEndpoint | None] = contextvars.ContextVar(
+# The current rollout's judge endpoint on the relay (:class:`~evalgate.score.relay.RelayEndpoint`:
+# base_url, model, api_key), as the worker received it in the rollout's request (JSON).
+CURRENT: contextvars.ContextVar[Mapping[str, object] | None] = contextvars.ContextVar(
     "evalgate_judge", default=None
 )
 
 
-def _target() -> RelayEndpoint:
+def _target() -> tuple[str, str]:
+    """The current rollout's (base_url, api_key) on the relay."""
     target = CURRENT.get()
     if target is None:
         raise RuntimeError("evalgate: the environment's judge was called outside a rollout")
-    return target
+    return str(target["base_url"]), str(target["api_key"])
 
 
 def _client() -> openai.AsyncOpenAI:
     import openai
 
-    target = _target()
+    base_url, api_key = _target()
     # No retries here: the relay retries under evalgate's policy (and counts them).
-    return openai.AsyncOpenAI(base_url=target["base_url"], api_key=target["api_key"], max_retries=0)
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
 
 
 def route_v1() -> bool:
@@ -90,10 +91,8 @@ class _RoutedClient:
     def _create_sync(self, **kwargs: object) -> ChatCompletion:
         import openai
 
-        target = _target()  # the context variable travels into a worker thread too
-        with openai.OpenAI(
-            base_url=target["base_url"], api_key=target["api_key"], max_retries=0
-        ) as client:
+        base_url, api_key = _target()  # the context variable travels into a worker thread too
+        with openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0) as client:
             return client.chat.completions.create(**kwargs)  # type: ignore[call-overload]
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
-from evalgate.score import vf_judge
+from evalgate.score import vf_judge as _vf_judge
 from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import (
     _STATUS,
@@ -78,7 +78,7 @@ def _watched(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _watch_reward_funcs(env: Any) -> None:
     """Wrap every reward function of the environment's rubric tree (:func:`_watched`)."""
-    for rubric in vf_judge.rubrics(getattr(env, "rubric", None)):
+    for rubric in _vf_judge.rubrics(getattr(env, "rubric", None)):
         funcs = getattr(rubric, "funcs", None)
         if isinstance(funcs, list):
             rubric.funcs = [_watched(f) for f in funcs]
@@ -195,7 +195,7 @@ class Legacy:
     async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
         model = client.endpoint.model
         vf_client = self._vf_client(client)
-        judged = vf_judge.CURRENT.set(getattr(client, "judge", None))  # see vf_judge
+        judged = _vf_judge.CURRENT.set(getattr(client, "judge", None))  # see _vf_judge
         raised: list[str] = []
         watching = _RAISED.set(raised)
         try:
@@ -210,7 +210,7 @@ class Legacy:
         except Exception as exc:
             raise _legacy_exception(exc) from exc
         finally:
-            vf_judge.CURRENT.reset(judged)
+            _vf_judge.CURRENT.reset(judged)
             _RAISED.reset(watching)
         if raised:  # (a group's rollouts: noted for the rollout that ran the group)
             raise InfraError(f"vf_reward_error: {raised[0]}")

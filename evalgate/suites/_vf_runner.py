@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
-from evalgate.score import vf_judge
+from evalgate.score import vf_judge as _vf_judge
 from evalgate.serve.client import RequestFailed
 from evalgate.suites.base import Item, Outcome
 
@@ -363,13 +363,13 @@ class _V1:
             client=EvalClientConfig(base_url=endpoint.base_url, api_key_var=_KEY_VAR),
             sampling=SamplingConfig(**_sampling(self.spec, index)),
         )
-        judged = vf_judge.CURRENT.set(getattr(client, "judge", None))
+        judged = _vf_judge.CURRENT.set(getattr(client, "judge", None))
         try:
             episode = await self.env.run_slot(RunSlot(self.tasks[item.id]), ctx)
         except Exception as exc:
             raise InfraError(f"vf_{type(exc).__name__}: {exc}") from exc
         finally:
-            vf_judge.CURRENT.reset(judged)
+            _vf_judge.CURRENT.reset(judged)
         return _episode_outcome(episode)
 
 
@@ -450,8 +450,8 @@ def load_runner(spec: VerifiersBenchmark) -> tuple[str, Any]:
     api = _pick_api(spec)
     if api == "v1":
         runner: Any = _V1(spec)
-        if spec.judge is not None:  # the environment's judges call evalgate's (see vf_judge)
-            vf_judge.route_v1()
+        if spec.judge is not None:  # the environment's judges call evalgate's (see _vf_judge)
+            _vf_judge.route_v1()
     else:
         from evalgate.suites._vf_legacy import Legacy
 
@@ -461,7 +461,7 @@ def load_runner(spec: VerifiersBenchmark) -> tuple[str, Any]:
             sampling = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens}
             if s.seed is not None:
                 sampling["seed"] = s.seed
-            if not vf_judge.route_legacy(runner.env, spec.judge.model.model_id, sampling):
+            if not _vf_judge.route_legacy(runner.env, spec.judge.model.model_id, sampling):
                 # Nothing would ask evalgate's judge: a reward function's own client grades
                 # (another judge than the exam's) or fails and scores 0; neither is the exam.
                 raise ConfigError(
