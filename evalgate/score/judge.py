@@ -60,7 +60,7 @@ class Judge(JudgeBase[JudgeScorer]):
     verdicts. ``labels``: its labelled set, loaded by the run; ``baseline``: pairwise, the
     baseline's completions, item id → by rollout, set by the run (None: none)."""
 
-    template: jinja2.Template | None = field(default=None, kw_only=True)
+    template: jinja2.Template = field(kw_only=True)  # the compiled prompt template
     labels: list[LabelledExample] | None = None
     baseline: dict[str, list[str]] | None = None
 
@@ -109,7 +109,6 @@ class Judge(JudgeBase[JudgeScorer]):
     def messages(self, context: JudgeContext) -> list[dict[str, str]]:
         """The judge's chat messages; raises TemplateProblem (a config error) on a failure.
         The completions are shown capped (:func:`shown`) and fenced by ``boundary``."""
-        assert self.template is not None, "a Judge is made by from_spec"
         text = render(self.template, fenced(context))
         system = self.spec.system_prompt
         return [
@@ -122,11 +121,7 @@ class Judge(JudgeBase[JudgeScorer]):
         the judge's usage and cost). ``usage``: the candidate's, kept on failure.
         Raises :class:`JudgeFailed`."""
         assert self.client is not None, "the run binds the judge's client first"
-        try:
-            messages = self.messages(context)
-        except TemplateProblem as exc:
-            partial: dict[str, object] = {"completion": _completion(context), "usage": usage}
-            raise JudgeFailed("judge_template", str(exc), partial) from None
+        messages = self._rendered(context, usage)
         samples: list[JudgeSample] = []
         judge_usage = no_usage()
         await self._ask(messages, self.spec.scale, context, usage, samples, judge_usage)
@@ -156,11 +151,7 @@ class Judge(JudgeBase[JudgeScorer]):
         samples: list[JudgeSample] = []
         prefs = []
         for name, a, b, pr_is_a in orders:
-            try:
-                messages = self.messages({**context, "completion_a": a, "completion_b": b})
-            except TemplateProblem as exc:
-                partial: dict[str, object] = {"completion": pr, "usage": usage}
-                raise JudgeFailed("judge_template", str(exc), partial) from None
+            messages = self._rendered({**context, "completion_a": a, "completion_b": b}, usage)
             got: list[JudgeSample] = []
             await self._ask(messages, "pairwise", context, usage, got, judge_usage, samples)
             for sample in got:  # prefer-A → prefer-PR
@@ -179,6 +170,15 @@ class Judge(JudgeBase[JudgeScorer]):
             "usage": judge_usage,
             "cost_usd": self.cost(judge_usage),
         }
+
+    def _rendered(self, context: JudgeContext, usage: dict[str, int]) -> list[dict[str, str]]:
+        """:meth:`messages`, a template that fails on this item being the rollout's error
+        (``judge_template``, the candidate's completion and usage kept)."""
+        try:
+            return self.messages(context)
+        except TemplateProblem as exc:
+            partial: dict[str, object] = {"completion": _completion(context), "usage": usage}
+            raise JudgeFailed("judge_template", str(exc), partial) from None
 
     async def _ask(
         self,
