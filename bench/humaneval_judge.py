@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from evalgate.sandbox import SandboxConfig, open_backend  # noqa: E402
+from evalgate.score.humaneval import TEST_RUNNER, runner_argv, verdict  # noqa: E402
 from evalgate.suites import humaneval  # noqa: E402
 
 # The single-process harness evalgate ran before the judge was split off (the reference).
@@ -57,12 +58,10 @@ async def _judged(box, problem) -> bool:
         "solution": humaneval.build_solution(problem, problem["canonical_solution"]),
         "exam": f"{problem['prompt']}\n\n{problem['test']}\n",
         "entry": problem["entry_point"],
-        "source": humaneval._JUDGE,
+        "source": TEST_RUNNER,
     }
-    r = await box.exec(
-        ["python3", "-I", "-S", "-c", humaneval._JUDGE, "judge"], stdin=json.dumps(job)
-    )
-    return humaneval.verdict(r, nonce, 60)[0] == 1.0
+    r = await box.exec(runner_argv(), stdin=json.dumps(job))
+    return verdict(r, nonce, 60)[0] == 1.0
 
 
 async def main(args: argparse.Namespace) -> None:

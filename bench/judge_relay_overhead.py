@@ -1,7 +1,7 @@
 """What the judge relay costs a judge call made by grading code in another process.
 
 inspect's grader and verifiers' judges reach evalgate's judge through the loopback relay
-(`evalgate/suites/judge_relay.py`) instead of calling the judge's server directly. Against a
+(`evalgate/score/relay.py`) instead of calling the judge's server directly. Against a
 scripted judge on loopback (answering at once, so the figures are the relay's own overhead):
 
 - direct: the judge's ChatClient asks the judge (the reference: what `scorer: {type: judge}`
@@ -32,9 +32,9 @@ import aiohttp  # noqa: E402
 
 from evalgate.config.spec import GraderSpec  # noqa: E402
 from evalgate.run.cache import ResponseCache  # noqa: E402
+from evalgate.score.relay import Grader, JudgeRelay  # noqa: E402
 from evalgate.serve import Endpoint  # noqa: E402
 from evalgate.serve.client import ChatClient  # noqa: E402
-from evalgate.suites.judge_relay import Grader, JudgeRelay  # noqa: E402
 from tests.conftest import scripted_servers  # noqa: E402
 
 

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from evalgate.run.engine import run_suite
+from evalgate.score.scorers import make_scorer
 from evalgate.serve.base import Endpoint
 from evalgate.serve.breaker import EndpointDown
 from evalgate.serve.client import ChatClient
 from evalgate.suites.base import Item
 from evalgate.suites.qa import QASuite
-from evalgate.suites.scorers import make_scorer
 from tests.conftest import run_pipeline, write_config
 from tests.fault_server import FAULTS, Answer, FaultServer
 

@@ -32,7 +32,7 @@ _DROPS_CAUSE = {
     # the environment's own module is not installed: the message names it and the fix.
     ("evalgate/suites/_vf_runner.py", "_pick_api"),
     # a template computing with the data: any error is the template's, named in the message.
-    ("evalgate/suites/templating.py", "_render"),
+    ("evalgate/_templating.py", "_render"),
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from evalgate.run.engine import run_suite
+from evalgate.score.scorers import make_scorer
 from evalgate.serve.base import Endpoint
 from evalgate.serve.client import (
     AdaptiveLimit,
@@ -31,7 +32,6 @@ from evalgate.serve.client import (
 )
 from evalgate.suites.base import Item
 from evalgate.suites.qa import QASuite
-from evalgate.suites.scorers import make_scorer
 from tests.fault_server import FAULTS, Action, Answer, Fault, FaultServer, expected_outcome
 
 ANSWER = "ANSWER"

@@ -337,7 +337,8 @@ def test_the_judge_process_is_out_of_the_completions_reach() -> None:
     import secrets
 
     from evalgate.sandbox import SandboxConfig, open_backend
-    from evalgate.suites.humaneval import _TESTS, build_solution
+    from evalgate.score.humaneval import TEST_RUNNER as _TESTS
+    from evalgate.suites.humaneval import build_solution
 
     probe = (
         "    import ctypes, os, sys\n"

@@ -11,7 +11,7 @@ import pytest
 
 from evalgate.cli import main
 from evalgate.config.spec import JudgeScale
-from evalgate.suites.judge import parse_verdict
+from evalgate.score.verdict import parse_verdict
 from tests.conftest import answer_arith, read_jsonl, write_config
 
 # ---------------------------------------------------------------------------------------------
@@ -354,7 +354,7 @@ def test_a_changed_judge_is_a_changed_measurement(tmp_path: Path, scripted_serve
 
 
 def test_cohen_kappa() -> None:
-    from evalgate.suites.judge_labels import cohen_kappa
+    from evalgate.score.labels import cohen_kappa
 
     assert cohen_kappa([True, True, False, False], [True, False, False, False]) == 0.5
     assert cohen_kappa([True, False, True, False], [True, False, True, False]) == 1.0
@@ -675,7 +675,7 @@ def test_in_pr_mode_the_labelled_set_is_the_bases(tmp_path: Path) -> None:
     from evalgate.action.policy import measurement
     from evalgate.config.load import load_config
     from evalgate.run.fingerprint import fingerprint
-    from evalgate.suites.judge_labels import labels_path
+    from evalgate.score.labels import labels_path
 
     url = "http://127.0.0.1:9/v1"
     configs = {}
@@ -1181,13 +1181,13 @@ def test_structured_verdicts_are_asked_for_and_read(tmp_path: Path, scripted_ser
     ],
 )
 def test_a_structured_verdict_is_read_strictly(reply: str, score: float | None) -> None:
-    from evalgate.suites.judge import parse_reply
+    from evalgate.score.verdict import parse_reply
 
     assert parse_reply(reply, "pass-fail", structured=True).score == score
 
 
 def test_structured_scale_and_pairwise_verdicts() -> None:
-    from evalgate.suites.judge import parse_reply, verdict_schema
+    from evalgate.score.verdict import parse_reply, verdict_schema
 
     scale = JudgeScale(min=1, max=5)
     assert verdict_schema(scale)["properties"]["verdict"] == {"enum": [1, 2, 3, 4, 5]}
@@ -1199,7 +1199,7 @@ def test_structured_scale_and_pairwise_verdicts() -> None:
 
 def test_auto_asks_for_structured_verdicts_where_the_backend_constrains_output() -> None:
     from evalgate.config.spec import JudgeScorer
-    from evalgate.suites.judge import Judge
+    from evalgate.score.judge import Judge
 
     def fmt(model: dict[str, Any], verdict_format: str = "auto") -> bool:
         spec = JudgeScorer.model_validate(

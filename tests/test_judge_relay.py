@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 
 from evalgate.config.spec import GraderSpec
+from evalgate.score.relay import Grader, JudgeRelay
 from evalgate.serve import Endpoint
 from evalgate.serve.client import ChatClient
-from evalgate.suites.judge_relay import Grader, JudgeRelay
 
 
 async def _with_relay(judge_url: str, body: Any) -> Any:

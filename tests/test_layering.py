@@ -13,18 +13,20 @@ PACKAGE = Path(__file__).resolve().parent.parent / "evalgate"
 
 # Stage ranks, in data-flow order (README, "Development").
 STAGE = {
-    "errors": 0, "_lazy": 0, "_text": 0, "_git": 0, "_repo_code": 0, "evalgate": 0, "stats": 0,
+    "errors": 0, "_lazy": 0, "_text": 0, "_git": 0, "_repo_code": 0, "_templating": 0,
+    "evalgate": 0, "stats": 0,
     "config": 1,
     "serve": 2,
     "sandbox": 3,
-    "suites": 4,
-    "run": 5,
-    "compare": 6,
-    "gate": 7,
-    "report": 8,
-    "store": 9, "publish": 9,
-    "pipeline": 10,
-    "action": 11, "commands": 11, "cli": 11, "__main__": 12,
+    "score": 4,
+    "suites": 5,
+    "run": 6,
+    "compare": 7,
+    "gate": 8,
+    "report": 9,
+    "store": 10, "publish": 10,
+    "pipeline": 11,
+    "action": 12, "commands": 12, "cli": 12, "__main__": 13,
 }  # fmt: skip
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from evalgate.suites import templating
-from evalgate.suites.templating import TemplateProblem, compile_template, render
+from evalgate import _templating as templating
+from evalgate._templating import TemplateProblem, compile_template, render
 
 TEMPLATES = [
     "What is {{ prompt }}?",

@@ -63,7 +63,7 @@ HUGE = {
 
 @pytest.mark.parametrize("case", list(HUGE))
 def test_a_template_that_would_build_gigabytes_is_a_config_error(case: str) -> None:
-    from evalgate.suites.templating import TemplateProblem, compile_template, render
+    from evalgate._templating import TemplateProblem, compile_template, render
 
     with pytest.raises(TemplateProblem) as caught:
         render(compile_template(HUGE[case]), {})
@@ -73,7 +73,7 @@ def test_a_template_that_would_build_gigabytes_is_a_config_error(case: str) -> N
 
 
 def test_what_slips_past_the_checks_fails_as_memory_not_the_machine() -> None:
-    from evalgate.suites.templating import TemplateProblem, compile_template, render
+    from evalgate._templating import TemplateProblem, compile_template, render
 
     # 2,000 lines of 3.9 MB each: every argument under the cap, the product 8 GB.
     template = "{{ ('a\\n' * 2000) | indent(3900000) | length }}"

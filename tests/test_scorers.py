@@ -11,7 +11,7 @@ from evalgate.config.spec import (
     NumericScorer,
     RegexScorer,
 )
-from evalgate.suites.scorers import extract_choice, extract_number, make_scorer
+from evalgate.score.scorers import extract_choice, extract_number, make_scorer
 
 
 @pytest.mark.parametrize(

@@ -54,9 +54,11 @@ NEVER = [
     "evalgate.suites.verifiers",
     "evalgate.suites.humaneval",
     # a judge is a scorer some benchmarks use: its runtime, labels and relay load with one
-    "evalgate.suites.judge",
-    "evalgate.suites.judge_labels",
-    "evalgate.suites.judge_relay",
+    "evalgate.score.judge",
+    "evalgate.score.verdict",
+    "evalgate.score._prompts",
+    "evalgate.score.labels",
+    "evalgate.score.relay",
     "evalgate.suites.inspect_task",
     "evalgate.sandbox.base",  # a qa run opens no sandbox
     "evalgate.sandbox.docker",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from evalgate.cli import main
 from evalgate.config.load import load_config
-from evalgate.suites.scorers import make_scorer
+from evalgate.score.scorers import make_scorer
 
 NAMES = ["math500", "aime2025", "ifeval", "livecodebench"]
 

@@ -10,12 +10,20 @@ import argparse
 import asyncio
 import json
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 from evalgate.compare.position import CONSISTENCY_FLOOR
 from evalgate.errors import ConfigError, InfraError
+
+if TYPE_CHECKING:
+    from evalgate.config import Config
+    from evalgate.config.spec import Benchmark
+    from evalgate.run.cache import ResponseCache
+    from evalgate.score.judge import Judge
+    from evalgate.score.labels import Agreement, LabelledExample
+    from evalgate.serve import Endpoint
+    from evalgate.serve.registry import ServerFactory
 
 __all__ = ["judge_check", "render_agreement", "run"]
 
@@ -26,7 +34,7 @@ def _fmt(value: float | None, pct: bool = True) -> str:
     return f"{100 * value:.1f}%" if pct else f"{value:.2f}"
 
 
-def render_agreement(name: str, result: dict[str, Any]) -> str:
+def render_agreement(name: str, result: Agreement) -> str:
     """One line per benchmark: the judge's measured agreement."""
     self_agree = (
         _fmt(result["self_agreement"]) if result["samples"] > 1 else "n/a (needs --samples ≥ 2)"
@@ -38,17 +46,19 @@ def render_agreement(name: str, result: dict[str, Any]) -> str:
         f"{result['samples']} samples {self_agree}"
     )
     if "position_consistency" in result:
-        rate = result["position_consistency"]
+        rate = result["position_consistency"]  # pairwise
         line += f", position-swap consistency {_fmt(rate)}"
         if rate is not None and rate < CONSISTENCY_FLOOR:  # compare/position.py
             line += f" (below {100 * CONSISTENCY_FLOOR:.0f}%: a comparison it judges cannot PASS)"
     return line
 
 
-async def _measure(judge: Any, endpoint: Any, rows: list[dict[str, Any]], bench: Any,
-                   cache: Any) -> dict[str, Any]:  # fmt: skip
+async def _measure(
+    judge: Judge, endpoint: Endpoint, rows: list[LabelledExample], bench: Benchmark,
+    cache: ResponseCache | None,
+) -> Agreement:  # fmt: skip
     from evalgate.run.judging import judge_client
-    from evalgate.suites.judge_labels import measure
+    from evalgate.score.labels import measure
 
     async with judge_client(judge.spec, endpoint, bench.eval, cache) as client:
         judge.client = client
@@ -58,11 +68,11 @@ async def _measure(judge: Any, endpoint: Any, rows: list[dict[str, Any]], bench:
 
 
 def judge_check(
-    config: Any,
+    config: Config,
     *,
     environ: dict[str, str],
     out: IO[str],
-    server_factory: Callable[..., Any],
+    server_factory: ServerFactory,
     benchmark: str | None = None,
     labels: str | None = None,
     samples: int | None = None,
@@ -72,28 +82,29 @@ def judge_check(
     """Measure every judged benchmark's judge on its labelled set; 0 when measured (the figures
     are for a person to weigh: there is no pass mark), 2 when there is nothing to measure, 3
     when a judge gave no verdict on any example (nothing was measured)."""
+    from evalgate.config.spec import JudgeScorer
     from evalgate.run.cache import ResponseCache
+    from evalgate.score.judge import Judge
+    from evalgate.score.labels import labels_path, load_labels
     from evalgate.serve import ServeContext
-    from evalgate.suites.judge import Judge
-    from evalgate.suites.judge_labels import labels_path, load_labels
 
     names = [b.name for b in config.benchmarks]
     if benchmark is not None and benchmark not in names:
         raise ConfigError(
             f"{config.path}: no benchmark {benchmark!r} in the config (have: {', '.join(names)})"
         )
-    judged = [b for b in config.benchmarks if getattr(getattr(b, "scorer", None), "type", None)
-              == "judge" and benchmark in (None, b.name)]  # fmt: skip
+    judged = [(b, s) for b in config.benchmarks
+              if isinstance(s := getattr(b, "scorer", None), JudgeScorer)
+              and benchmark in (None, b.name)]  # fmt: skip
     if not judged:
         what = f"benchmark {benchmark!r} is not" if benchmark else "no benchmark is"
         raise ConfigError(f"{config.path}: {what} scored by a judge (scorer: {{type: judge}})")
     plans = []
-    for bench in judged:
+    for bench, spec in judged:
         path = Path(labels).resolve() if labels else labels_path(config, bench)
         if path is None:
             print(f"{bench.name}: no labelled set (scorer.labels): not measured", file=out)
             continue
-        spec = bench.scorer
         if samples is not None:
             spec = spec.model_copy(update={"judge_samples": samples})
         plans.append((bench, Judge.from_spec(spec), load_labels(path, spec)))
@@ -103,7 +114,7 @@ def judge_check(
             "JSONL file of question, completion, reference, label (or pass --labels)"
         )
     cache = ResponseCache.in_dir(cache_dir) if cache_dir is not None else None
-    results: dict[str, Any] = {}
+    results: dict[str, Agreement] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="evalgate-judge-check-") as logs:
             ctx = ServeContext(log_dir=Path(logs), environ=environ, config_dir=config.path.parent)

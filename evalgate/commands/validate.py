@@ -225,7 +225,7 @@ def _check_one(
 def _check_judge(config: Any, bench: Any) -> str:
     """A judged benchmark: its template rendered for every item (by the suite), and its
     labelled set read as `local` reads it before the first request."""
-    from evalgate.suites.judge_labels import labels_path, load_labels
+    from evalgate.score.labels import labels_path, load_labels
 
     path = labels_path(config, bench)
     if path is None:

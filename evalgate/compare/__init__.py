@@ -1,4 +1,4 @@
-"""Stage 5, compare: a PR run against its baseline, paired per item.
+"""Stage 7, compare: a PR run against its baseline, paired per item.
 
 ``paired`` joins items and runs the tests of :mod:`evalgate.stats`. Finding the runs to compare
 is the run directory's job (:mod:`evalgate.run.rundir`); deciding is the gate's.

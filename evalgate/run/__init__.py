@@ -1,4 +1,4 @@
-"""Stage 3–4, run and score: items × rollouts against a served endpoint, journaled, summarised.
+"""Stage 6, run: items × rollouts against a served endpoint, journaled, summarised.
 
 ``session`` serves each model and runs each suite on it, ``engine`` schedules rollouts, ``cache``
 and ``journal`` make re-runs free and crashes lossless, ``rundir`` finds and loads runs in the

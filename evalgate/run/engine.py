@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import IO, Any
 
@@ -129,7 +129,7 @@ def _record(
     item: Item, ihash: str, index: int, out: Outcome | Exception, started: float, latency_ms: float
 ) -> dict[str, Any]:
     """One journal line: the rollout's outcome, or its infrastructure error (reward None)."""
-    judge: dict[str, Any] | None
+    judge: Mapping[str, object] | None
     if isinstance(out, Exception):
         prompt = completion = reward = stages = reason = cost = None
         metrics: dict[str, float] = {}

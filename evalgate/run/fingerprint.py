@@ -122,7 +122,7 @@ def _verifiers_version(bench: Benchmark) -> object:
 def _judge_protocol(bench: Benchmark) -> object:
     if getattr(getattr(bench, "scorer", None), "type", None) != "judge":
         return _ABSENT
-    from evalgate.suites.judge import JUDGE_PROTOCOL  # the default prompts' and parsing's version
+    from evalgate.score.judge import JUDGE_PROTOCOL  # the default prompts' and parsing's version
 
     return JUDGE_PROTOCOL
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.run.cache import ResponseCache
 from evalgate.run.rundir import LoadedRun
@@ -14,13 +14,21 @@ from evalgate.serve import Endpoint
 from evalgate.serve.client import ChatClient
 from evalgate.suites import Suite
 
+if TYPE_CHECKING:
+    from evalgate.config.spec import EvalSettings, GraderSpec, JudgeScorer
+
 __all__ = ["bound_judge", "judge_client"]
 
 
-def judge_client(spec: Any, endpoint: Endpoint, ev: Any, cache: ResponseCache | None) -> ChatClient:
+def judge_client(
+    spec: JudgeScorer | GraderSpec,
+    endpoint: Endpoint,
+    ev: EvalSettings,
+    cache: ResponseCache | None,
+) -> ChatClient:
     """A judge's own client: its sampling, the benchmark's retries, timeout and concurrency,
     ``cache`` under the judge's identity (a run's judge and `evalgate judge-check` alike)."""
-    from evalgate.suites.judge import judge_identity
+    from evalgate.score.base import judge_identity
 
     return ChatClient(
         endpoint,
@@ -39,7 +47,7 @@ def judge_client(spec: Any, endpoint: Endpoint, ev: Any, cache: ResponseCache | 
 async def bound_judge(
     suite: Suite,
     endpoint: Endpoint | None,
-    ev: Any,
+    ev: EvalSettings,
     cache: ResponseCache | None,
     stats: dict[str, Any] | None,
     baseline: LoadedRun | None = None,
@@ -51,31 +59,35 @@ async def bound_judge(
     if judge is None or endpoint is None:
         yield
         return
+    from evalgate.score.base import JudgeBase
+    from evalgate.score.judge import Judge
+    from evalgate.score.relay import Grader, JudgeRelay
+
+    assert isinstance(judge, JudgeBase), f"a suite's judge is a JudgeBase, not {type(judge)}"
     # One suite (and judge) serves every model of the run: this run's baseline and counts only.
-    pairwise = baseline is not None and getattr(judge.spec, "mode", None) == "pairwise"
-    judge.baseline = _baseline_completions(baseline) if pairwise else None  # type: ignore[arg-type]
-    judge.stats = {"calls": 0, "cache_hits": 0}
+    if isinstance(judge, Judge):
+        pairwise = baseline is not None and judge.spec.mode == "pairwise"
+        judge.baseline = _baseline_completions(baseline) if baseline and pairwise else None
+    judge.reset_stats()
     async with judge_client(judge.spec, endpoint, ev, cache if ev.cache else None) as client:
         judge.client = client
         try:
             async with contextlib.AsyncExitStack() as relayed:
-                if hasattr(judge, "relay"):  # graded in another process: through the relay
-                    from evalgate.suites.judge_relay import JudgeRelay
-
+                if isinstance(judge, Grader):  # graded in another process: through the relay
                     judge.relay = await relayed.enter_async_context(JudgeRelay(judge))
                 yield
-            if judge.labels:  # measured with the judge that graded, for the scorecard
-                from evalgate.suites.judge_labels import measure
+            if isinstance(judge, Judge) and judge.labels:  # measured with the judge that graded
+                from evalgate.score.labels import measure
 
-                graded = dict(judge.stats)
+                graded = judge.stats.copy()
                 agreement = await measure(judge, judge.labels)
                 agreement.pop("details")
-                judge.stats.update(graded)  # the run's own judgements, not the labelled set's
+                judge.stats = graded  # the run's own judgements, not the labelled set's
                 if stats is not None:
                     stats["judge_agreement"] = agreement
         finally:
             judge.client = None
-            if hasattr(judge, "relay"):
+            if isinstance(judge, Grader):
                 judge.relay = None
             if stats is not None:
                 stats["judge"] = {**client.stats.as_dict(), **judge.stats}

@@ -271,7 +271,7 @@ def _serve_judges(
         judge = getattr(suite, "judge", None)
         if judge is None:
             continue
-        from evalgate.suites.judge_labels import labels_path, load_labels  # judged runs only
+        from evalgate.score.labels import labels_path, load_labels  # judged runs only
 
         model = judge.spec.model
         judge.price = model_price(model)

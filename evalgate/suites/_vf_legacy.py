@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
+from evalgate.score import vf_judge as _vf_judge
 from evalgate.serve.client import RequestFailed
-from evalgate.suites import _vf_judge
 from evalgate.suites._vf_runner import (
     _STATUS,
     VerifiersOutcome,

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import ConfigError, InfraError
+from evalgate.score import vf_judge as _vf_judge
 from evalgate.serve.client import RequestFailed
-from evalgate.suites import _vf_judge
 from evalgate.suites.base import Item, Outcome
 
 if TYPE_CHECKING:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -11,6 +12,7 @@ from evalgate.errors import ConfigError
 
 if TYPE_CHECKING:
     from evalgate.config.spec import AgentVariant, Benchmark
+    from evalgate.serve.client import Reply
 
 __all__ = ["SUITES", "Item", "Outcome", "Suite", "SuiteDefaults", "build_suite", "build_suites"]
 
@@ -43,7 +45,30 @@ class Outcome:
     timing: dict[str, float] = field(default_factory=dict)  # the suite's own stages, seconds
     reason: str | None = None  # why this reward (a sandboxed check's verdict), for the journal
     cost_usd: float | None = None  # by the rollout's own account (a command agent's report)
-    judge: dict[str, Any] | None = None  # a model-graded scorer's judgement (score, replies, usage)
+    judge: Mapping[str, object] | None = None  # a model-graded scorer's judgement (score, usage…)
+
+    @classmethod
+    def of_reply(
+        cls,
+        prompt: list[dict[str, str]],
+        reply: Reply,
+        reward: float,
+        *,
+        metric: str = "accuracy",
+        reason: str | None = None,
+        judge: Mapping[str, object] | None = None,
+    ) -> Outcome:
+        """A single-turn rollout: the model's ``reply`` to ``prompt``, scored ``reward``, which
+        is also its one metric (qa, HumanEval)."""
+        return cls(
+            prompt=prompt,
+            completion=reply.text,
+            reward=reward,
+            metrics={metric: reward},
+            usage=reply.usage,
+            reason=reason,
+            judge=judge,
+        )
 
 
 class Suite(Protocol):

@@ -7,7 +7,7 @@ each completion runs in its own sandbox (``sandbox.backend``, bubblewrap by defa
 network.
 
 The code under test and the code that tests it never share an interpreter (see
-``_humaneval_tests.py``): inside the sandbox a non-dumpable **test runner** process runs the
+``score/_humaneval_runner.py``): inside the sandbox a non-dumpable **test runner** process runs the
 problem's ``check(candidate)``, where ``candidate`` is a proxy that sends the arguments to a
 **worker** process running the completion and gets plain literals back (numbers, strings, bools,
 None, lists, tuples, dicts, sets). Frame walking (``sys._getframe``, ``inspect.stack``, a decorator
@@ -39,11 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalgate._templating import TemplateProblem, compile_template, render
 from evalgate.errors import ConfigError
 from evalgate.sandbox import SandboxBackend, SandboxConfig, Sandboxes
+from evalgate.score.humaneval import TEST_RUNNER, runner_argv, verdict
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest
-from evalgate.suites.templating import TemplateProblem, compile_template, render
 
 if TYPE_CHECKING:
     from evalgate.config.spec import HumanEvalBenchmark
@@ -56,14 +57,9 @@ __all__ = [
     "data_path",
     "extract_code",
     "load_problems",
-    "verdict",
 ]
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
-_PASS, _FAIL = "EVALGATE-PASS", "EVALGATE-FAIL"
-# Runs inside the sandbox as ``python3 -I -S -c _TESTS tests`` (it starts the worker from the same
-# source); stdin is the JSON job.
-_TESTS = (Path(__file__).with_name("_humaneval_tests.py")).read_text(encoding="utf-8")
 _KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -141,23 +137,6 @@ def build_solution(problem: dict[str, Any], completion: str) -> str:
     return solution
 
 
-def verdict(result: Any, nonce: str, timeout_s: float) -> tuple[float, str]:
-    """(reward, reason) of one test run: a pass needs the nonce line and exit status 0."""
-    if result.timed_out:
-        return 0.0, f"timed out after {timeout_s:g} s"
-    lines = result.stdout.splitlines()
-    signed = f"{_PASS} {nonce}" in lines
-    if signed and result.exit_code == 0:
-        return 1.0, "passed"
-    if signed:
-        return 0.0, f"failed: exit {result.exit_code} after the tests passed"
-    failed = [line.split(" ", 2) for line in lines if line.startswith(_FAIL + " ")]
-    if failed:
-        return 0.0, f"failed: {(failed[-1] + [''])[2][:200]}"
-    last = (result.stderr.strip().splitlines() or [f"exit {result.exit_code}"])[-1]
-    return 0.0, f"failed: the test runner gave no verdict ({last[:200]})"
-
-
 @dataclass
 class HumanEvalSuite(SuiteDefaults):
     name: str
@@ -222,11 +201,11 @@ class HumanEvalSuite(SuiteDefaults):
             "solution": build_solution(problem, completion),
             "exam": f"{problem['prompt']}\n\n{problem['test']}\n",
             "entry": problem["entry_point"],
-            "source": _TESTS,
+            "source": TEST_RUNNER,
         }
         async with await self.backend.create(self.sandbox) as box:
             result = await box.exec(
-                ["python3", "-I", "-S", "-c", _TESTS, "tests"],
+                runner_argv(),
                 stdin=json.dumps(job),
                 timeout_s=self.sandbox.timeout_s,
                 max_output=64 << 10,
@@ -237,11 +216,4 @@ class HumanEvalSuite(SuiteDefaults):
         prompt = self.messages[item.id]
         reply = await client.chat(prompt, rollout=index)
         reward, reason = await self.run_completion(item, reply.text)
-        return Outcome(
-            prompt=prompt,
-            completion=reply.text,
-            reward=reward,
-            metrics={"accuracy": reward},
-            usage=reply.usage,
-            reason=reason,
-        )
+        return Outcome.of_reply(prompt, reply, reward, reason=reason)

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 from evalgate._repo_code import repo_env
 from evalgate.errors import ConfigError, InfraError
 from evalgate.sandbox.worker import jail
+from evalgate.score.base import JudgeFailed
+from evalgate.score.relay import Grader, Tab
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.datasets import DataError
 from evalgate.suites.identity import digest
-from evalgate.suites.judge import JudgeFailed
-from evalgate.suites.judge_relay import Grader, Tab
 
 if TYPE_CHECKING:
     from evalgate.config.spec import InspectBenchmark

@@ -6,15 +6,16 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from evalgate._templating import TemplateProblem, compile_template, names_used, render
+from evalgate.score.scorers import Scorer, make_scorer
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.datasets import DataError, load_items
-from evalgate.suites.scorers import Scorer, make_scorer
-from evalgate.suites.templating import TemplateProblem, compile_template, names_used, render
 
 if TYPE_CHECKING:  # the judge loads with a judged benchmark only (start-up: tests/test_startup.py)
     from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
     from evalgate.sandbox import Sandboxes
-    from evalgate.suites.judge import Judge
+    from evalgate.score.base import JudgeRecord
+    from evalgate.score.judge import Judge, JudgeContext
 
 __all__ = ["QASuite"]
 
@@ -112,7 +113,7 @@ class QASuite(SuiteDefaults):
         if self.judge is not None:
             context = _judge_context(self.judge, item, prompt, reply.text)
             metric = "win_rate" if self.judge.spec.mode == "pairwise" else "accuracy"
-            from evalgate.suites.judge import JudgeFailed  # loaded already: the judge's module
+            from evalgate.score.base import JudgeFailed  # loaded already: the judge's module
 
             try:
                 if metric == "accuracy":
@@ -122,28 +123,15 @@ class QASuite(SuiteDefaults):
             except JudgeFailed as exc:
                 exc.partial["prompt"] = prompt  # the record keeps what was asked, too
                 raise
-            reward = judgement["score"]
-            return Outcome(
-                prompt=prompt,
-                completion=reply.text,
-                reward=reward,
-                metrics={metric: reward},
-                usage=reply.usage,
-                judge=judgement,
+            return Outcome.of_reply(
+                prompt, reply, judgement["score"], metric=metric, judge=judgement
             )
-        reward = self.scorer(reply.text, item.answer)
-        return Outcome(
-            prompt=prompt,
-            completion=reply.text,
-            reward=reward,
-            metrics={"accuracy": reward},
-            usage=reply.usage,
-        )
+        return Outcome.of_reply(prompt, reply, self.scorer(reply.text, item.answer))
 
 
 async def _grade_pair(
-    judge: Judge, item: Item, index: int, context: dict[str, Any], usage: dict[str, int]
-) -> dict[str, Any]:
+    judge: Judge, item: Item, index: int, context: JudgeContext, usage: dict[str, int]
+) -> JudgeRecord:
     """Pairwise: against the baseline's completion of the same item (its rollout ``index``, or
     its first when it ran fewer). With none — the baseline's own run, an item the baseline
     lacks — the score is 0.5: a completion ties with itself, so the base run scores 0.5 on
@@ -161,7 +149,7 @@ def _unused(completion: str, answer: str) -> float:
 
 def _judge_context(
     judge: Judge, item: Item, prompt: list[dict[str, str]], completion: str
-) -> dict[str, Any]:
+) -> JudgeContext:
     return judge.context(
         question=prompt[-1]["content"],
         completion=completion,
@@ -174,7 +162,8 @@ def _judge_context(
 def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str, str]]]) -> Judge:
     """The benchmark's judge, its template rendered for every item before any model call (with
     a stand-in completion), as the prompt template is: a mistake is a config error up front."""
-    from evalgate.suites.judge import Judge
+    from evalgate.score.judge import Judge
+    from evalgate.score.verdict import asks_for_verdict
 
     try:
         judge = Judge.from_spec(spec.scorer)
@@ -198,7 +187,7 @@ def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str,
                 f"benchmark {spec.name!r}: judge template: {exc} for item {item.id!r}",
                 field="scorer.prompt_template",
             ) from None
-        asked = asked or any(_ASKS_VERDICT.search(m["content"]) for m in sent)
+        asked = asked or asks_for_verdict(sent)
     if items and not asked:  # every call would be paid for and none could be read
         want = "A|B|TIE" if spec.scorer.mode == "pairwise" else "PASS|FAIL|<number>"
         raise DataError(
@@ -207,7 +196,3 @@ def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str,
             field="scorer.prompt_template",
         )
     return judge
-
-
-# The word the verdict parser reads (suites/judge.py), as the prompt must ask for it.
-_ASKS_VERDICT = re.compile(r"\bVERDICT\b", re.IGNORECASE)

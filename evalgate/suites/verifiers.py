@@ -36,12 +36,12 @@ import evalgate
 from evalgate._repo_code import repo_env
 from evalgate.errors import ConfigError, InfraError
 from evalgate.sandbox.worker import Jail, jail
+from evalgate.score.base import JudgeFailed
+from evalgate.score.relay import Grader
 from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import CHAT_HARNESS_ID, VerifiersOutcome, module_name
 from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.identity import digest, tree_digest
-from evalgate.suites.judge import JudgeFailed
-from evalgate.suites.judge_relay import Grader
 
 if TYPE_CHECKING:
     from evalgate.config.spec import VerifiersBenchmark

@@ -29,49 +29,48 @@ import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
+
+from evalgate.config.spec.judge import GraderSpec
+from evalgate.score.base import JudgeBase, JudgeRecord, failure, no_usage
 
 if TYPE_CHECKING:  # aiohttp is imported when a relay starts: `validate` builds suites without it
     from aiohttp import web
 
-__all__ = ["Grader", "JudgeRelay", "Tab"]
+
+__all__ = ["Grader", "JudgeRelay", "RelayEndpoint", "Tab"]
+
+
+class RelayEndpoint(TypedDict):
+    """Where grading code in another process sends one tab's judge calls (OpenAI-style)."""
+
+    base_url: str
+    model: str
+    api_key: str
 
 
 @dataclass
-class Grader:
+class Grader(JudgeBase[GraderSpec]):
     """The judge of code that grades in its own process (inspect's ``grader`` role, a verifiers
-    environment's judge): served and bound by the run like a ``scorer: {type: judge}`` judge
-    (``client`` is its ChatClient), reached through :class:`JudgeRelay` (``relay``, set by the
-    run while the client is bound). No labelled set or pairwise mode: the grading code decides."""
+    environment's judge): served and bound by the run like a ``scorer: {type: judge}`` judge,
+    reached through :class:`JudgeRelay` (``relay``, set by the run while the client is bound).
+    No labelled set or pairwise mode: the grading code decides."""
 
-    spec: Any  # GraderSpec
-    client: Any = None
-    price: tuple[float, float] | None = (0.0, 0.0)
-    stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "cache_hits": 0})
-    labels: None = None
-    baseline: Any = None
     relay: JudgeRelay | None = None
-
-    def cost(self, usage: dict[str, int]) -> float | None:
-        if self.price is None:
-            return None
-        return usage["prompt_tokens"] * self.price[0] + usage["completion_tokens"] * self.price[1]
 
 
 @dataclass
 class Tab:
     """What one rollout's (or one task run's) judge calls came to."""
 
-    usage: dict[str, int] = field(
-        default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0}
-    )
+    usage: dict[str, int] = field(default_factory=no_usage)
     calls: int = 0
     cache_hits: int = 0
     replies: list[str] = field(default_factory=list)
     failed: tuple[str, str] | None = None  # (kind, detail) of the first call that failed for good
     seen: Counter[str] = field(default_factory=Counter)  # request digest → times asked
 
-    def judgement(self, grader: Grader) -> dict[str, Any]:
+    def judgement(self, grader: Grader) -> JudgeRecord:
         """The record's ``judge`` entry: usage and cost (at the judge's price), calls, replies."""
         return {
             "usage": dict(self.usage),
@@ -83,15 +82,15 @@ class Tab:
         }
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts: the text ones
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return "" if content is None else str(content)
 
 
-def _messages(body: Any) -> list[dict[str, str]] | None:
+def _messages(body: object) -> list[dict[str, str]] | None:
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return None
     out = []
@@ -141,14 +140,17 @@ class JudgeRelay:
         """The tab's calls, and no further calls on it."""
         return self._tabs.pop(key, Tab())
 
-    def endpoint(self, key: str) -> dict[str, Any]:
+    def endpoint(self, key: str) -> RelayEndpoint:
         """Where the grading code sends the judge's calls for tab ``key``."""
-        ep = self.grader.client.endpoint
         return {
             "base_url": f"http://127.0.0.1:{self.port}/{key}/v1",
-            "model": ep.model,
+            "model": self._model(),
             "api_key": self.token,
         }
+
+    def _model(self) -> str:
+        assert self.grader.client is not None, "the run binds the judge's client first"
+        return self.grader.client.endpoint.model
 
     def _refuse(self, status: int, message: str, kind: str = "invalid_request") -> web.Response:
         from aiohttp import web
@@ -169,7 +171,7 @@ class JudgeRelay:
         tab = self._tab(request)
         if isinstance(tab, web.Response):
             return tab
-        model = self.grader.client.endpoint.model
+        model = self._model()
         return web.json_response({"object": "list", "data": [{"id": model, "object": "model"}]})
 
     async def _chat(self, request: web.Request) -> web.Response:
@@ -202,19 +204,15 @@ class JudgeRelay:
         sample = tab.seen[digest]
         tab.seen[digest] += 1
         try:
-            reply = await self.grader.client.chat(
-                messages, rollout=sample, response_format=response_format
+            reply = await self.grader.ask(
+                messages, rollout=sample, usage=tab.usage, response_format=response_format
             )
         except RequestFailed as exc:
             if tab.failed is None:
-                tab.failed = (exc.kind, str(exc).partition(": ")[2] or exc.kind)
+                tab.failed = failure(exc)
             return self._refuse(502, f"the judge failed: {exc}", f"judge_{exc.kind}")
         tab.calls += 1
         tab.cache_hits += int(reply.cached)
-        self.grader.stats["calls"] += 1
-        self.grader.stats["cache_hits"] += int(reply.cached)
-        for k in tab.usage:
-            tab.usage[k] += int(reply.usage.get(k) or 0)
         tab.replies.append(reply.text)
         usage = {k: int(reply.usage.get(k) or 0) for k in ("prompt_tokens", "completion_tokens")}
         return web.json_response(
@@ -222,7 +220,7 @@ class JudgeRelay:
                 "id": f"evalgate-judge-{tab.calls}",
                 "object": "chat.completion",
                 "created": int(time.time()),
-                "model": self.grader.client.endpoint.model,
+                "model": self._model(),
                 "choices": [
                     {
                         "index": 0,

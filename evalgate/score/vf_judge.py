@@ -1,7 +1,7 @@
 """A verifiers environment's judge, pointed at evalgate's judge (inside the worker process only).
 
 With ``judge:`` set on a verifiers benchmark, every judge call the environment makes goes to
-the rollout's tab on the gate's judge relay (``judge_relay.py``), whatever client the
+the rollout's tab on the gate's judge relay (``score/relay.py``), whatever client the
 environment built:
 
 - **v1** (``vf.Judge`` and the plugged judges, ``verifiers.v1.judge``): the module's
@@ -22,29 +22,37 @@ from __future__ import annotations
 
 import contextvars
 import types
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # openai loads with the environment, inside the worker only
+    import openai
+    from openai.types.chat import ChatCompletion
+
 
 __all__ = ["CURRENT", "route_legacy", "route_v1", "rubrics"]
 
-# The current rollout's judge endpoint: {"base_url", "model", "api_key", "sampling"}.
-CURRENT: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+# The current rollout's judge endpoint on the relay (:class:`~evalgate.score.relay.RelayEndpoint`:
+# base_url, model, api_key), as the worker received it in the rollout's request (JSON).
+CURRENT: contextvars.ContextVar[Mapping[str, object] | None] = contextvars.ContextVar(
     "evalgate_judge", default=None
 )
 
 
-def _target() -> dict[str, Any]:
+def _target() -> tuple[str, str]:
+    """The current rollout's (base_url, api_key) on the relay."""
     target = CURRENT.get()
     if target is None:
         raise RuntimeError("evalgate: the environment's judge was called outside a rollout")
-    return target
+    return str(target["base_url"]), str(target["api_key"])
 
 
-def _client() -> Any:
+def _client() -> openai.AsyncOpenAI:
     import openai
 
-    target = _target()
+    base_url, api_key = _target()
     # No retries here: the relay retries under evalgate's policy (and counts them).
-    return openai.AsyncOpenAI(base_url=target["base_url"], api_key=target["api_key"], max_retries=0)
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
 
 
 def route_v1() -> bool:
@@ -56,7 +64,7 @@ def route_v1() -> bool:
     if getattr(vf_judge.build_async_openai, "evalgate_routed", False):
         return True
 
-    def build_async_openai(config: Any) -> Any:
+    def build_async_openai(config: object) -> openai.AsyncOpenAI:
         return _client()
 
     build_async_openai.evalgate_routed = True  # type: ignore[attr-defined]
@@ -75,21 +83,20 @@ class _RoutedClient:
         create = self._create_sync if sync else self._create
         self.chat = types.SimpleNamespace(completions=types.SimpleNamespace(create=create))
 
-    async def _create(self, **kwargs: Any) -> Any:
+    # The grading code's own arguments (model, messages, sampling…), passed on as it gave them.
+    async def _create(self, **kwargs: object) -> ChatCompletion:
         async with _client() as client:
-            return await client.chat.completions.create(**kwargs)
+            return await client.chat.completions.create(**kwargs)  # type: ignore[call-overload]
 
-    def _create_sync(self, **kwargs: Any) -> Any:
+    def _create_sync(self, **kwargs: object) -> ChatCompletion:
         import openai
 
-        target = _target()  # the context variable travels into a worker thread too
-        with openai.OpenAI(
-            base_url=target["base_url"], api_key=target["api_key"], max_retries=0
-        ) as client:
-            return client.chat.completions.create(**kwargs)
+        base_url, api_key = _target()  # the context variable travels into a worker thread too
+        with openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0) as client:
+            return client.chat.completions.create(**kwargs)  # type: ignore[call-overload]
 
 
-def _is_sync(client: Any) -> bool:
+def _is_sync(client: object) -> bool:
     """Whether the environment's own judge client is a synchronous one (``openai.OpenAI``)."""
     try:
         import openai
@@ -98,9 +105,11 @@ def _is_sync(client: Any) -> bool:
     return isinstance(client, openai.OpenAI)
 
 
-def rubrics(rubric: Any) -> list[Any]:
-    """A rubric and every rubric a RubricGroup holds, each once."""
-    out, stack, seen = [], [rubric], set()
+def rubrics(rubric: object) -> list[Any]:
+    """A rubric and every rubric a RubricGroup holds, each once: verifiers' own objects (it
+    ships no types; read by the attributes they have)."""
+    out: list[Any] = []
+    stack, seen = [rubric], set()
     while stack:
         r = stack.pop()
         if r is None or id(r) in seen:
@@ -111,7 +120,7 @@ def rubrics(rubric: Any) -> list[Any]:
     return out
 
 
-def route_legacy(env: Any, model: str, sampling: dict[str, Any]) -> int:
+def route_legacy(env: object, model: str, sampling: Mapping[str, object]) -> int:
     """Give every JudgeRubric of ``env`` the routed client, the judge's model and sampling;
     the number of judges routed."""
     routed = 0

@@ -8,7 +8,19 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalgate.config.spec.benchmarks import (
+        ChoiceScorer,
+        ContainsScorer,
+        ExactScorer,
+        NumericScorer,
+        RegexScorer,
+    )
+
+    # The scorers that are rules (a judge is :mod:`evalgate.score.judge`).
+    RuleScorer = ExactScorer | NumericScorer | RegexScorer | ContainsScorer | ChoiceScorer
 
 __all__ = ["Scorer", "extract_choice", "extract_number", "make_scorer", "normalize"]
 
@@ -56,49 +68,51 @@ def extract_choice(text: str, letters: str = "ABCD") -> str | None:
     return None
 
 
-def make_scorer(spec: Any) -> Scorer:
+def make_scorer(spec: RuleScorer) -> Scorer:
     """Build the scoring function for a scorer config (see :mod:`evalgate.config.load`)."""
-    kind = spec.type
-    if kind == "exact":
+    if spec.type == "exact":
+        cs = spec.case_sensitive
 
         def exact(completion: str, answer: str) -> float:
-            cs = spec.case_sensitive
             return float(
                 normalize(completion, case_sensitive=cs) == normalize(answer, case_sensitive=cs)
             )
 
         return exact
-    if kind == "numeric":
+    if spec.type == "numeric":
+        tolerance = spec.tolerance
 
         def numeric(completion: str, answer: str) -> float:
             want, got = extract_number(answer), extract_number(completion)
             if want is None or got is None:
                 return 0.0
-            return float(math.isclose(got, want, rel_tol=0.0, abs_tol=spec.tolerance))
+            return float(math.isclose(got, want, rel_tol=0.0, abs_tol=tolerance))
 
         return numeric
-    if kind == "regex":
+    if spec.type == "regex":
         flags = 0 if spec.case_sensitive else re.IGNORECASE
+        template = spec.pattern
 
         def regex(completion: str, answer: str) -> float:
-            pattern = spec.pattern.replace("{answer}", re.escape(answer.strip()))
+            pattern = template.replace("{answer}", re.escape(answer.strip()))
             return float(re.search(pattern, completion, flags) is not None)
 
         return regex
-    if kind == "contains":
+    if spec.type == "contains":
+        cs = spec.case_sensitive
 
         def contains(completion: str, answer: str) -> float:
-            cs = spec.case_sensitive
             return float(
                 normalize(answer, case_sensitive=cs) in normalize(completion, case_sensitive=cs)
             )
 
         return contains
-    if kind == "choice":
+    if spec.type == "choice":
+        letters = spec.choices
 
         def choice(completion: str, answer: str) -> float:
-            want = extract_choice(answer, spec.choices) or answer.strip().upper()
-            return float(extract_choice(completion, spec.choices) == want)
+            want = extract_choice(answer, letters) or answer.strip().upper()
+            return float(extract_choice(completion, letters) == want)
 
         return choice
-    raise ValueError(f"unknown scorer type {kind!r}")
+    raise ValueError(f"unknown scorer type {spec.type!r}")
