@@ -100,6 +100,7 @@ def _random_run(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.nd
     return base[order], head[order], None if clusters is None else clusters[order]
 
 
+@pytest.mark.slow  # a long simulation: CI's slow step runs it (issue #39)
 def test_every_row_holds_its_estimate_over_many_random_runs() -> None:
     # 300 runs of every kind of data (k = 4, graded, a few zeroed, groups, 0/1), effects from
     # +5 pp to −15 pp, half of them in the adversarial order (best first), fixed designs and

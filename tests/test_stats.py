@@ -251,6 +251,7 @@ def test_verdict_and_bounds_agree_for_every_small_table() -> None:
     assert verdict(three) == "FAIL" and three.hi < 0.0 and three.lo < -0.03
 
 
+@pytest.mark.slow  # a long simulation: CI's slow step runs it (issue #39)
 def test_pr_that_only_breaks_items_passes_at_most_alpha() -> None:
     # Each passing item fails with probability δ / mean: true Δ = −δ, c = 0. Exact over b: PASS
     # happens for b up to some b_max (fewer breaks, more evidence), so P(PASS) = P(b ≤ b_max).
@@ -404,6 +405,7 @@ def test_all_zero_differences() -> None:
     assert verdict(paired_compare(many, many.copy(), Design(margin=0.03))) == "PASS"
 
 
+@pytest.mark.slow  # a long simulation: CI's slow step runs it (issue #39)
 def test_betting_bound_holds_alpha_when_a_pr_breaks_a_few_rollouts() -> None:
     # k = 4, the PR replays the base's rollouts and breaks each passing one with probability f
     # (true Δ = −δ): d is 0 or negative, the corner where a sign-flip PASSes too often.
@@ -545,6 +547,7 @@ def test_mcnemar_critical_values_are_the_gates(alpha: float) -> None:
     np.testing.assert_array_equal(crit, expected)
 
 
+@pytest.mark.slow  # a long simulation: CI's slow step runs it (issue #39)
 @pytest.mark.parametrize("both_right", [12, 21])
 def test_mde_for_test_binary_is_exact_power(both_right: int) -> None:
     # n = 30, 3 + 3 discordant (ψ0 = 0.2). The MDE assumes the drop only adds b-type pairs
@@ -661,7 +664,7 @@ def test_mde_for_test_scales_with_the_score_range() -> None:
 @pytest.mark.parametrize(
     ("kind", "shape"),
     [
-        ("k4", "uniform"),
+        pytest.param("k4", "uniform", marks=pytest.mark.slow),
         ("k4", "proportional"),
         pytest.param("clustered", "proportional", marks=pytest.mark.slow),
     ],
@@ -874,6 +877,7 @@ def _process(base: np.ndarray, head: np.ndarray, horizon: int, **kw: Any) -> Any
     return _compare(base, head, None, Design(horizon=horizon, **kw), _Reading(kw["alpha"]))
 
 
+@pytest.mark.slow  # a long simulation: CI's slow step runs it (issue #39)
 def test_sequential_graded_false_pass_is_at_most_alpha_over_many_looks() -> None:
     # Δ = −δ exactly, 20 looks. Each look re-betting on its own items at its own nominal level
     # spent up to the sum of the levels on the PASS side (> α with 20 looks: 0.073 ± 0.015 on
@@ -999,6 +1003,7 @@ def test_fail_crossing_probability_sees_repeated_testing() -> None:
     assert naive > 0.08
 
 
+@pytest.mark.slow  # a long simulation: CI's slow step runs it (issue #39)
 def test_pass_crossing_probability_matches_enumeration() -> None:
     # Every one of the 3^6 item sequences of a 2-look design on 6 items, the PR worse by the
     # margin: the look-by-look computation must equal the sum over the sequences that the
@@ -1095,7 +1100,10 @@ def _table_with_z(n: int, z0: float) -> tuple[int, int]:
     raise AssertionError(z0)
 
 
-@pytest.mark.parametrize(("n", "alpha"), [(12, 0.05), (30, 0.05), (30, 0.0146)])
+@pytest.mark.parametrize(
+    ("n", "alpha"),
+    [(12, 0.05), pytest.param(30, 0.05, marks=pytest.mark.slow), (30, 0.0146)],
+)
 def test_regression_edge_matches_the_triangle(n: int, alpha: float) -> None:
     # The FAIL test's rejection edge (used by the MDE and the sequential crossing probability)
     # is computed without the (n + 1)² grid; it must be the same edge.
@@ -1191,6 +1199,7 @@ def _whole_groups_broken(
     return base, np.where(broken, 0.0, head)
 
 
+@pytest.mark.slow  # a long simulation: CI's slow step runs it (issue #39)
 @pytest.mark.parametrize("groups", [20, 40])
 def test_pr_that_breaks_whole_groups_passes_at_most_alpha(groups: int) -> None:
     # The issue's cell: n = 500, 4 rollouts, Δ = −δ made of whole broken groups; the sign-flip

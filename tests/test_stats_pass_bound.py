@@ -128,7 +128,10 @@ def _false_pass(
     return betting / runs, t_bound / runs
 
 
-@pytest.mark.parametrize("fixed_n", [False, True], ids=["flat", "tracking"])
+@pytest.mark.parametrize(
+    "fixed_n",
+    [pytest.param(False, id="flat"), pytest.param(True, id="tracking", marks=pytest.mark.slow)],
+)
 @pytest.mark.parametrize("draw", PATTERNS, ids=["noise", "rare-zeroes", "breaks-and-fixes"])
 def test_pass_bound_false_pass_at_most_alpha(
     draw: Callable[[np.random.Generator, int], Pair], fixed_n: bool
@@ -162,7 +165,9 @@ ADVERSARIAL: dict[str, Finite] = {
 
 
 # n = 500 (six simulations, ~1.5 min on 2 cores) runs with the long tests (`-m slow`).
-@pytest.mark.parametrize("n", [50, 200, pytest.param(500, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "n", [50, pytest.param(200, marks=pytest.mark.slow), pytest.param(500, marks=pytest.mark.slow)]
+)
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
 def test_fixed_design_bound_keeps_alpha_on_adversarial_distributions(name: str, n: int) -> None:
     # Distributions at Δ = −δ exactly, skewed towards either end of [−1, 1], on a lattice and
@@ -294,7 +299,10 @@ def test_tracking_bets_do_not_see_later_items(slope: bool) -> None:
     np.testing.assert_allclose(null, bottom, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("fixed_n", [False, True], ids=["flat", "tracking"])
+@pytest.mark.parametrize(
+    "fixed_n",
+    [pytest.param(False, id="flat"), pytest.param(True, id="tracking", marks=pytest.mark.slow)],
+)
 def test_bound_above_d0_exactly_when_p_at_most_alpha_even_with_the_mean_at_d0(
     fixed_n: bool,
 ) -> None:
