@@ -184,6 +184,23 @@ def test_example_validates(capsys: pytest.CaptureFixture[str]) -> None:
     assert "benchmark capitals (jsonl)" in capsys.readouterr().out
 
 
+def test_the_examples_own_commands_are_accepted(capsys: pytest.CaptureFixture[str]) -> None:
+    """The commands the quickstart file's header shows (its overrides included) validate: the
+    third one's template must read an item field (one that reads none is refused)."""
+    import shlex
+
+    path = ROOT / "examples/quickstart/evals.yaml"
+    header = [ln.removeprefix("#").strip() for ln in path.read_text().splitlines()]
+    joined = " ".join(ln.split("  # ")[0].removesuffix("\\").strip() for ln in header[1:8])
+    commands = [c for c in joined.split("python -m evalgate local ")[1:]]
+    assert len(commands) == 3
+    for command in commands:
+        argv = shlex.split(command)
+        options = [a for a in argv[1:] if a.startswith("--benchmarks.")]
+        assert main(["validate", str(path), *options]) == 0, command
+    capsys.readouterr()
+
+
 def test_layers_registry_then_globals_then_entry_then_cli(tmp_path: Path) -> None:
     path = write_config(
         tmp_path,
