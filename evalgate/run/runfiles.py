@@ -72,7 +72,9 @@ ORDER_KEY = r"^[0-9a-f]{64}$"  # evalgate.stats.OrderKey.record
 class _Record(BaseModel):
     """Open and frozen; serialised in the order its keys were given (then any others)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # defer_build: built when a command first reads or writes a run file (`validate` and
+    # `schema` never do); building them all costs a few hundredths of a second (issue #36).
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
     _order: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="wrap")
