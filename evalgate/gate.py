@@ -14,6 +14,7 @@ Outcomes, most severe first:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -101,8 +102,9 @@ def _reasons(checks: list[Check]) -> tuple[str, ...]:
 
 
 def _run_checks(run: RunSummary, gate: GateSettings, max_error_rate: float) -> list[Check]:
+    of_run = functools.partial(Check, run.model, run.benchmark)  # every check names this run
     if run.infra_error is not None:
-        return [Check(run.model, run.benchmark, "-", "errors", "ERROR", run.infra_error)]
+        return [of_run("-", "errors", "ERROR", run.infra_error)]
     out = []
     if run.error_rate > max_error_rate:
         reason = (
@@ -114,7 +116,7 @@ def _run_checks(run: RunSummary, gate: GateSettings, max_error_rate: float) -> l
             reason += " (" + ", ".join(f"{kind}: {count}" for kind, count in kinds) + ")"
         if run.error_example:
             reason += f"; first: {run.error_example}"
-        out.append(Check(run.model, run.benchmark, "errors", "errors", "ERROR", reason))
+        out.append(of_run("errors", "errors", "ERROR", reason))
     # An agent variant's run ("tasks.skills") is held to its benchmark's ("tasks") thresholds.
     thresholds = gate.thresholds.get(run.benchmark) or gate.thresholds.get(
         run.extra.get("benchmark", run.benchmark), {}
@@ -123,7 +125,7 @@ def _run_checks(run: RunSummary, gate: GateSettings, max_error_rate: float) -> l
     for name, est in run.metrics.items():
         minimum = thresholds.get(name)
         if minimum is None:
-            out.append(Check(run.model, run.benchmark, name, "score", "INFO", estimate=est))
+            out.append(of_run(name, "score", "INFO", estimate=est))
             continue
         per_item = run.per_item.get(name, {})
         ids = sorted(per_item)
@@ -135,33 +137,12 @@ def _run_checks(run: RunSummary, gate: GateSettings, max_error_rate: float) -> l
         else:
             reason = f"{est.mean:.3f} vs minimum {minimum:.3f} (p = {p_below:.3g})"
         out.append(
-            Check(
-                run.model,
-                run.benchmark,
-                name,
-                "threshold",
-                status,
-                reason,
-                estimate=est,
-                threshold=minimum,
-                p=p_below,
-            )
+            of_run(name, "threshold", status, reason, estimate=est, threshold=minimum, p=p_below)
         )
     for name in sorted(set(thresholds) - set(run.metrics)):
         have = ", ".join(run.metrics) or "none"
         reason = f"metric {name!r} was not produced (have: {have})"
-        out.append(
-            Check(
-                run.model,
-                run.benchmark,
-                name,
-                "threshold",
-                "FAIL",
-                reason,
-                p=0.0,
-                threshold=thresholds[name],
-            )
-        )
+        out.append(of_run(name, "threshold", "FAIL", reason, p=0.0, threshold=thresholds[name]))
     return out
 
 
