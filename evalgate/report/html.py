@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
 
 import jinja2
 from markupsafe import escape
 
 from evalgate import __version__, stats
+from evalgate._json import items, mapping
 from evalgate.errors import UsageError
 from evalgate.gate import Verdict
 from evalgate.report import _bytecode_cache
@@ -31,6 +32,10 @@ from evalgate.run.rundir import (
     read_json_object,
     read_run_config,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "MAX_CHANGED_ROWS",
@@ -56,6 +61,103 @@ _MAX_TEXT = 4000  # characters of one prompt/completion kept in the page (the re
 Trend = Mapping[tuple[str, str, str], list[tuple[str, float]]]
 
 
+class _StoredKey(Protocol):
+    @property
+    def commit(self) -> str: ...
+
+
+class _Stored(Protocol):
+    @property
+    def key(self) -> _StoredKey: ...
+    @property
+    def path(self) -> Path: ...
+
+
+class _History(Protocol):
+    """What the trend reads of a result store (``evalgate.store``, a later stage)."""
+
+    def history(self, name: str, limit: int = 20) -> Sequence[_Stored]: ...
+
+
+class _Shown(TypedDict):
+    """A listed item's texts, from its first record, capped."""
+
+    prompt: str
+    answer: str
+    completion: str
+    judge: str | None
+
+
+class _Row(TypedDict):
+    """One row of a run's table in the page's data block."""
+
+    id: str
+    status: str
+    prompt: str
+    answer: str
+    base: str | None
+    pr: str
+    reward_pr: float | None
+    reward_base: float | None
+    error: str | None
+    error_text: str | None
+    judge: str | None
+
+
+class _LeftOut(TypedDict):
+    status: str  # unchanged, regressed, improved, errored
+    n: int  # items not listed
+    listed: int  # items listed with that status
+
+
+class _RunData(TypedDict):
+    key: str
+    agent: bool
+    has_base: bool
+    counts: dict[str, int]
+    left_out: list[_LeftOut]
+    results: str
+    table: _RunRows  # its rows are streamed into the data block, not kept
+
+
+class _Score(TypedDict):
+    model: str
+    metric: str
+    mean: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+
+
+class _Delta(TypedDict):
+    model: str
+    metric: str
+    delta: float | None
+    lo: float | None
+    hi: float | None
+    lo_digits: int
+    hi_digits: int
+    status: str
+    imputed: int
+    imputed_as: float | None
+
+
+class _TrendLine(TypedDict):
+    label: str
+    svg: str
+    last: tuple[str, float]
+
+
+class _Benchmark(TypedDict):
+    name: str
+    scores: list[_Score]
+    deltas: list[_Delta]
+    trends: list[_TrendLine]
+    errors: NotRequired[list[str]]
+    score_svg: str
+    delta_svg: str
+
+
 def report_url(environ: Mapping[str, str]) -> str | None:
     """Where readers find report.html: ``EVALGATE_REPORT_URL``, else the Actions run's artifacts
     (the example workflows upload the outputs there); None outside Actions."""
@@ -69,21 +171,23 @@ def report_url(environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def headline_score(meta: dict[str, Any]) -> float | None:
+def headline_score(meta: Mapping[str, object]) -> float | None:
     """A stored run's one score for a trend (its metadata's ``avg_reward``, else its first
     metric); the Action's mermaid chart and report.html's trend plot the same number."""
     value = meta.get("avg_reward")
     if value is None:
-        metrics = meta.get("avg_metrics") or {}
+        metrics = mapping(meta.get("avg_metrics"))
         value = next(iter(metrics.values()), None)
     return float(value) if isinstance(value, int | float) else None
 
 
-def trend_points(store: Any, verdict: Verdict, limit: int = 20) -> dict[Any, list[Any]]:
+def trend_points(
+    store: _History, verdict: Verdict, limit: int = 20
+) -> dict[tuple[str, str, str], list[tuple[str, float]]]:
     """The result store's recent default-branch scores of each of the verdict's runs (stored as
     ``{benchmark}--{model label}``), oldest first, as :func:`render_html`'s ``trend``; the score
     is the one :mod:`evalgate.action.trend` charts (``avg_reward``, else the first metric)."""
-    out: dict[Any, list[Any]] = {}
+    out: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
     for run in verdict.runs:
         points = []
         for stored in reversed(store.history(f"{run.benchmark}--{run.model}", limit=limit)):
@@ -97,11 +201,11 @@ def trend_points(store: Any, verdict: Verdict, limit: int = 20) -> dict[Any, lis
     return out
 
 
-def _finite(value: Any) -> float | None:
+def _finite(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A prompt (chat messages) or completion as plain text, capped."""
     if value is None:
         return ""
@@ -114,14 +218,16 @@ def _text(value: Any) -> str:
     return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + f"\n… ({len(text):,} characters)"
 
 
-def _judge_text(rec: dict[str, Any]) -> str | None:
+def _judge_text(rec: Mapping[str, object]) -> str | None:
     """A model-graded rollout's judgement: each sample's score and reasoning (its raw reply
     when no verdict could be read)."""
     judge = rec.get("judge")
-    if not isinstance(judge, dict) or not judge.get("samples"):
+    samples = items(mapping(judge).get("samples"))
+    if not samples:
         return None
     parts = []
-    for i, sample in enumerate(judge["samples"], 1):
+    for i, value in enumerate(samples, 1):
+        sample = mapping(value)
         score = _finite(sample.get("score"))
         shown = f"{score:.2f}" if score is not None else "no verdict"
         body = sample.get("reasoning") if score is not None else sample.get("raw")
@@ -150,11 +256,12 @@ class _Stat:
         self.error: str | None = None
         self.total, self.n = 0.0, 0
 
-    def add(self, rec: dict[str, Any]) -> None:
-        if rec.get("error"):
-            self.error = self.error or rec["error"]
-        if rec.get("error") is None and _finite(rec.get("reward")) is not None:
-            self.total, self.n = self.total + rec["reward"], self.n + 1
+    def add(self, rec: Mapping[str, object]) -> None:
+        error, reward = rec.get("error"), _finite(rec.get("reward"))
+        if error:
+            self.error = self.error or str(error)
+        if error is None and reward is not None:
+            self.total, self.n = self.total + reward, self.n + 1
 
     @property
     def reward(self) -> float | None:
@@ -172,15 +279,23 @@ def _stats(run_dir: Path) -> dict[str, _Stat]:
     return out
 
 
-def _firsts(run_dir: Path, ids: Collection[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _firsts(run_dir: Path, ids: Collection[str]) -> Iterator[tuple[str, _Shown]]:
     """The first record's shown fields of each of ``ids``, in journal order, texts capped."""
     seen: set[str] = set()
     for rec in iter_records(run_dir / RESULTS):
         item_id = rec["example_id"]
         if item_id in ids and item_id not in seen:
             seen.add(item_id)
-            shown = {k: _text(rec.get(k)) for k in ("prompt", "answer", "completion")}
-            yield item_id, {**shown, "judge": _judge_text(rec)}
+            yield item_id, _shown(rec)
+
+
+def _shown(rec: Mapping[str, object]) -> _Shown:
+    return {
+        "prompt": _text(rec.get("prompt")),
+        "answer": _text(rec.get("answer")),
+        "completion": _text(rec.get("completion")),
+        "judge": _judge_text(rec),
+    }
 
 
 def _status(head: float | None, base: float | None, errored: bool, has_base: bool) -> str:
@@ -201,7 +316,7 @@ class _RunRows:
         self.base = Path(base_dir) if base_dir else None
         self.agent = False
         self.omitted: dict[str, int] = {}  # status → items not listed
-        self.left_out: list[dict[str, Any]] = []
+        self.left_out: list[_LeftOut] = []
         # id → (status, PR reward, base reward, error), in the run's order
         self.listed: dict[str, tuple[str, float | None, float | None, str | None]] = {}
         self.counts = {"regressed": 0, "improved": 0, "errored": 0, "all": 0}
@@ -277,7 +392,7 @@ class _RunRows:
             "same": ~(regressed | improved | errored),
         }
         listed = dict.fromkeys(masks, 0)
-        shown: list[Any] = []
+        shown: list[npt.NDArray[np.intp]] = []
         first_omitted: list[tuple[int, str, int]] = []
         for status, mask in masks.items():
             rows = np.nonzero(mask)[0]
@@ -301,25 +416,23 @@ class _RunRows:
             for k, n_left in self.omitted.items()
         ]
 
-    def _firsts(self, run: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    def _firsts(self, run: int) -> Iterator[tuple[str, _Shown]]:
         held, path = self._held[run], (self.head, self.base)[run]
         if held is None:
             assert path is not None
             yield from _firsts(path, self.listed)
             return
         for item_id, rec in held.first_records(self.listed):
-            shown = {k: _text(rec.get(k)) for k in ("prompt", "answer", "completion")}
-            yield item_id, {**shown, "judge": _judge_text(rec)}
+            yield item_id, _shown(rec)
 
-    def rows(self) -> Iterator[dict[str, Any]]:
+    def rows(self) -> Iterator[_Row]:
         """The listed items' rows, in the run's order: texts read back from the journals."""
         if not self.listed:
             return
-        base_first: dict[str, dict[str, Any]] = {}
+        base_first: dict[str, tuple[str, str]] = {}
         if self.base is not None:
-            base_first = {  # what a row shows of the base: its completion (and its prompt)
-                i: {"prompt": f["prompt"], "completion": f["completion"]}
-                for i, f in self._firsts(1)
+            base_first = {  # what a row shows of the base: its prompt and completion
+                i: (f["prompt"], f["completion"]) for i, f in self._firsts(1)
             }
         for item_id, first in self._firsts(0):
             status, h, b, error = self.listed[item_id]
@@ -328,10 +441,10 @@ class _RunRows:
                 "id": item_id,
                 "status": status,
                 "prompt": first["prompt"]
-                or (base["prompt"] if base else "")
+                or (base[0] if base else "")
                 or "(not recorded: the request failed)",
                 "answer": first["answer"],
-                "base": base["completion"] if base else None,
+                "base": base[1] if base else None,
                 "pr": first["completion"],
                 "reward_pr": h,
                 "reward_base": b,
@@ -345,7 +458,7 @@ def _line(x1: float, x2: float, y1: float, y2: float, cls: str) -> str:
     return f'<line x1="{x1:.1f}" x2="{x2:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" class="{cls}"/>'
 
 
-def _svg_scores(rows: list[dict[str, Any]]) -> str:
+def _svg_scores(rows: list[_Score]) -> str:
     """Horizontal bars 0–100 % with the CI as a whisker, one per model × metric."""
     width, bar_h, left = 520, 22, 170
     scale = width - left - 60
@@ -371,7 +484,7 @@ def _svg_scores(rows: list[dict[str, Any]]) -> str:
     return f'<svg class="chart" width="{width}" height="{height}" role="img">{body}</svg>'
 
 
-def _svg_delta(comps: list[dict[str, Any]], margin: float) -> str:
+def _svg_delta(comps: list[_Delta], margin: float) -> str:
     """Δ with its bounds per model × metric, against 0 and the margin −δ (dashed)."""
     vals = [v for c in comps for v in (c["lo"], c["hi"], c["delta"]) if v is not None]
     lo = min([*vals, -2 * margin, -0.05])
@@ -424,13 +537,22 @@ def _svg_trend(points: list[tuple[str, float]]) -> str:
     return f'{svg}<polyline points="{line}"/>{dots}</svg>'
 
 
-def _benchmarks(verdict: Verdict, trend: Trend) -> list[dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def _benchmark(name: str) -> _Benchmark:
+    return {
+        "name": name,
+        "scores": [],
+        "deltas": [],
+        "trends": [],
+        "score_svg": "",
+        "delta_svg": "",
+    }
+
+
+def _benchmarks(verdict: Verdict, trend: Trend) -> list[_Benchmark]:
+    out: dict[str, _Benchmark] = {}
     margin = float(verdict.policy.get("margin", 0.0))
     for run in verdict.runs:
-        entry = out.setdefault(
-            run.benchmark, {"name": run.benchmark, "scores": [], "deltas": [], "trends": []}
-        )
+        entry = out.setdefault(run.benchmark, _benchmark(run.benchmark))
         for metric, est in run.metrics.items():
             entry["scores"].append(
                 {
@@ -448,9 +570,7 @@ def _benchmarks(verdict: Verdict, trend: Trend) -> list[dict[str, Any]]:
         (c.model, c.benchmark, c.metric): c.status for c in verdict.checks if c.kind == "baseline"
     }
     for comp in verdict.comparisons:
-        entry = out.setdefault(
-            comp.benchmark, {"name": comp.benchmark, "scores": [], "deltas": [], "trends": []}
-        )
+        entry = out.setdefault(comp.benchmark, _benchmark(comp.benchmark))
         for mc in comp.metrics:
             r = mc.result
             entry["deltas"].append(
@@ -480,9 +600,9 @@ def _benchmarks(verdict: Verdict, trend: Trend) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def _runs_data(verdict: Verdict, unchanged_rows: int) -> list[dict[str, Any]]:
+def _runs_data(verdict: Verdict, unchanged_rows: int) -> list[_RunData]:
     base_paths = {(c.model, c.benchmark): c.base_path for c in verdict.comparisons}
-    out = []
+    out: list[_RunData] = []
     for run in verdict.runs:
         if not run.run_dir:
             continue
@@ -501,13 +621,13 @@ def _runs_data(verdict: Verdict, unchanged_rows: int) -> list[dict[str, Any]]:
     return out
 
 
-def _json_for_script(data: Any) -> str:
+def _json_for_script(data: object) -> str:
     # Inside <script> only "</" can end the element early; escaping it keeps any text inert.
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
-def _data_chunks(runs: list[dict[str, Any]]) -> Iterator[str]:
+def _data_chunks(runs: list[_RunData]) -> Iterator[str]:
     """The page's data block, ``[{key, agent, has_base, counts, rows: [...]}, ...]``, as JSON
     written one row at a time."""
     yield "["
