@@ -10,12 +10,20 @@ import argparse
 import asyncio
 import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from evalgate._json import integer, number
 from evalgate.compare.position import CONSISTENCY_FLOOR
 from evalgate.errors import ConfigError, InfraError
+
+if TYPE_CHECKING:
+    from evalgate.config.load import Config
+    from evalgate.config.spec import Benchmark
+    from evalgate.run.cache import ResponseCache
+    from evalgate.serve.base import Endpoint
+    from evalgate.serve.registry import ServerFactory
 
 __all__ = ["judge_check", "render_agreement", "run"]
 
@@ -26,27 +34,38 @@ def _fmt(value: float | None, pct: bool = True) -> str:
     return f"{100 * value:.1f}%" if pct else f"{value:.2f}"
 
 
-def render_agreement(name: str, result: dict[str, Any]) -> str:
+def _rate(value: object) -> float | None:
+    return None if value is None else number(value)
+
+
+def render_agreement(name: str, result: Mapping[str, object]) -> str:
     """One line per benchmark: the judge's measured agreement."""
     self_agree = (
-        _fmt(result["self_agreement"]) if result["samples"] > 1 else "n/a (needs --samples ≥ 2)"
+        _fmt(_rate(result["self_agreement"]))
+        if integer(result["samples"]) > 1
+        else "n/a (needs --samples ≥ 2)"
     )
     line = (
         f"{name}: {result['judged']}/{result['n']} labelled examples judged "
-        f"({result['errors']} without a verdict); accuracy {_fmt(result['accuracy'])}, "
-        f"Cohen's κ {_fmt(result['kappa'], pct=False)}, self-agreement over "
+        f"({result['errors']} without a verdict); accuracy {_fmt(_rate(result['accuracy']))}, "
+        f"Cohen's κ {_fmt(_rate(result['kappa']), pct=False)}, self-agreement over "
         f"{result['samples']} samples {self_agree}"
     )
     if "position_consistency" in result:
-        rate = result["position_consistency"]
+        rate = _rate(result["position_consistency"])
         line += f", position-swap consistency {_fmt(rate)}"
         if rate is not None and rate < CONSISTENCY_FLOOR:  # compare/position.py
             line += f" (below {100 * CONSISTENCY_FLOOR:.0f}%: a comparison it judges cannot PASS)"
     return line
 
 
-async def _measure(judge: Any, endpoint: Any, rows: list[dict[str, Any]], bench: Any,
-                   cache: Any) -> dict[str, Any]:  # fmt: skip
+async def _measure(
+    judge: Any,  # a suites Judge: typed where it is defined, which moves this round
+    endpoint: Endpoint,
+    rows: list[dict[str, object]],
+    bench: Benchmark,
+    cache: ResponseCache | None,
+) -> dict[str, object]:
     from evalgate.run.judging import judge_client
     from evalgate.suites.judge_labels import measure
 
@@ -58,11 +77,11 @@ async def _measure(judge: Any, endpoint: Any, rows: list[dict[str, Any]], bench:
 
 
 def judge_check(
-    config: Any,
+    config: Config,
     *,
     environ: dict[str, str],
     out: IO[str],
-    server_factory: Callable[..., Any],
+    server_factory: ServerFactory,
     benchmark: str | None = None,
     labels: str | None = None,
     samples: int | None = None,
@@ -72,6 +91,8 @@ def judge_check(
     """Measure every judged benchmark's judge on its labelled set; 0 when measured (the figures
     are for a person to weigh: there is no pass mark), 2 when there is nothing to measure, 3
     when a judge gave no verdict on any example (nothing was measured)."""
+    from evalgate.config.spec.benchmarks import BenchmarkBase
+    from evalgate.config.spec.judge import JudgeScorer
     from evalgate.run.cache import ResponseCache
     from evalgate.serve import ServeContext
     from evalgate.suites.judge import Judge
@@ -82,8 +103,13 @@ def judge_check(
         raise ConfigError(
             f"{config.path}: no benchmark {benchmark!r} in the config (have: {', '.join(names)})"
         )
-    judged = [b for b in config.benchmarks if getattr(getattr(b, "scorer", None), "type", None)
-              == "judge" and benchmark in (None, b.name)]  # fmt: skip
+    judged = [
+        b
+        for b in config.benchmarks
+        if isinstance(b, BenchmarkBase)
+        and isinstance(b.scorer, JudgeScorer)
+        and benchmark in (None, b.name)
+    ]
     if not judged:
         what = f"benchmark {benchmark!r} is not" if benchmark else "no benchmark is"
         raise ConfigError(f"{config.path}: {what} scored by a judge (scorer: {{type: judge}})")
@@ -103,7 +129,7 @@ def judge_check(
             "JSONL file of question, completion, reference, label (or pass --labels)"
         )
     cache = ResponseCache.in_dir(cache_dir) if cache_dir is not None else None
-    results: dict[str, Any] = {}
+    results: dict[str, dict[str, object]] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="evalgate-judge-check-") as logs:
             ctx = ServeContext(log_dir=Path(logs), environ=environ, config_dir=config.path.parent)
