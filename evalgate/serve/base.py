@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from evalgate.serve.chat_template import ChatTemplate
 
 __all__ = ["Endpoint", "ModelServer", "ServeContext"]
 
@@ -66,4 +69,4 @@ class ModelServer(Protocol):
     log_path: Path | None  # the server's own log, when it has one
     # The chat template the server was started with, when evalgate resolved one (vLLM
     # backends); None when the server applies its own (llama.cpp, an API, LiteLLM).
-    chat_template: Any
+    chat_template: ChatTemplate | None

@@ -34,7 +34,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -65,7 +65,7 @@ STARTUP_TIMEOUT_S = 120.0
 _RESERVED_PARAMS = {"model": "model", "api_base": "api_base", "api_key": "api_key_env"}
 
 
-def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, Any]:
+def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, object]:
     """The LiteLLM proxy config for one model: routing, settings, and no secret values."""
     clash = sorted(set(model.params) & set(_RESERVED_PARAMS))
     if clash:
@@ -79,14 +79,14 @@ def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, A
             f"model {model.name!r}: LiteLLM's openai/ provider needs a key: set api_key_env "
             "(any non-empty value for a server without auth) or OPENAI_API_KEY"
         )
-    params: dict[str, Any] = {"model": model.model}
+    params: dict[str, object] = {"model": model.model}
     if model.api_base:
         params["api_base"] = model.api_base
     if model.api_key_env:
         params["api_key"] = f"os.environ/{model.api_key_env}"
     params.update(model.params)
     model_list, router = _with_router_fallbacks(model.model, params)
-    settings: dict[str, Any] = {
+    settings: dict[str, object] = {
         # Retries belong to the ChatClient (backoff, Retry-After, error accounting); LiteLLM's
         # default retries would multiply every attempt by three.
         "num_retries": 0,
@@ -95,7 +95,7 @@ def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, A
         "drop_params": True,
         **litellm_callback_settings(environ),
     }
-    config = {
+    config: dict[str, object] = {
         "model_list": model_list,
         "litellm_settings": settings,
         "general_settings": {"master_key": f"os.environ/{MASTER_KEY_ENV}"},
@@ -106,8 +106,8 @@ def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, A
 
 
 def _with_router_fallbacks(
-    name: str, params: dict[str, Any]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    name: str, params: dict[str, object]
+) -> tuple[list[dict[str, object]], dict[str, object]]:
     """The proxy's model list and router settings for ``params``, its ``fallbacks`` made router
     fallbacks. Left in ``litellm_params``, LiteLLM would call a fallback itself and answer in the
     primary's name, with no fallback header and the primary's api base in
@@ -121,7 +121,7 @@ def _with_router_fallbacks(
         if fallbacks is not None:
             params["fallbacks"] = fallbacks  # not a list: LiteLLM's to refuse, as before
         return [{"model_name": name, "litellm_params": params}], {}
-    entries = [{"model_name": name, "litellm_params": params}]
+    entries: list[dict[str, object]] = [{"model_name": name, "litellm_params": params}]
     names: list[str] = []
     for entry in fallbacks:
         own = {"model": entry} if isinstance(entry, str) else dict(entry)

@@ -31,10 +31,11 @@ import math
 import re
 import secrets
 import sys
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve._cuda import cuda_image
@@ -46,6 +47,8 @@ from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
 from evalgate.serve.keys import api_key_from_env
 
 if TYPE_CHECKING:
+    import modal
+
     from evalgate.config.spec import ModalVLLMModel
 
 __all__ = [
@@ -84,7 +87,7 @@ UV_VERSION = "0.9.5"
 API_KEY_ENV = "EVALGATE_VLLM_API_KEY"
 
 
-def import_modal() -> Any:
+def import_modal() -> types.ModuleType:
     """The ``modal`` module, or a ConfigError naming the extra that installs it."""
     try:
         import modal
@@ -236,7 +239,7 @@ def _serve_function(command: Sequence[str], template_text: str | None, template_
 
 def build_app(
     spec: ModalAppSpec, *, secret_values: Mapping[str, str], template_text: str | None
-) -> tuple[Any, Any]:
+) -> tuple[modal.App, modal.Function]:
     """(modal.App, modal.Function) for ``spec``. No network: objects hydrate on run/deploy."""
     modal = import_modal()
     missing = set(spec.secret_env) - set(secret_values)
