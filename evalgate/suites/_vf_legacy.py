@@ -18,6 +18,7 @@ from evalgate.suites import _vf_judge
 from evalgate.suites._vf_runner import (
     _STATUS,
     VerifiersOutcome,
+    WorkerClient,
     _as_dict,
     _digest,
     _legacy_sampling,
@@ -164,7 +165,7 @@ class Legacy:
             fields=json.loads(json.dumps(fields, default=str)),
         )
 
-    def _vf_client(self, client: Any) -> Any:
+    def _vf_client(self, client: WorkerClient) -> Any:  # verifiers' client: untyped
         # One SDK client per event loop and endpoint: the pipeline runs each model's benchmarks
         # in a fresh asyncio.run, and an httpx client cannot outlive its loop.
         endpoint = client.endpoint
@@ -192,10 +193,10 @@ class Legacy:
             self._closer = asyncio.get_running_loop().create_task(_close_at_loop_end(oai))
         return self._client
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: WorkerClient) -> Outcome:
         model = client.endpoint.model
         vf_client = self._vf_client(client)
-        judged = _vf_judge.CURRENT.set(getattr(client, "judge", None))  # see _vf_judge
+        judged = _vf_judge.CURRENT.set(client.judge)  # see _vf_judge
         raised: list[str] = []
         watching = _RAISED.set(raised)
         try:

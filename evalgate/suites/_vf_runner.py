@@ -44,8 +44,9 @@ from evalgate.suites.base import Item, Outcome
 
 if TYPE_CHECKING:
     from evalgate.config.spec import VerifiersBenchmark
+    from evalgate.serve.base import Endpoint
 
-__all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "load_runner", "module_name"]
+__all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "WorkerClient", "load_runner", "module_name"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,15 @@ _CHAT_MODULE = CHAT_HARNESS_ID.replace("-", "_")
 _KEY_VAR = "EVALGATE_VERIFIERS_API_KEY"
 _RUNTIMES = {"subprocess", "docker", "modal"}
 _STATUS = re.compile(r"Error code: (\d{3})")
+
+
+@dataclass(frozen=True)
+class WorkerClient:
+    """What a rollout in the worker is given: the model's endpoint, and its tab on the gate's
+    judge relay (``judge:`` set; :mod:`evalgate.suites._vf_judge` routes the judges there)."""
+
+    endpoint: Endpoint
+    judge: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
@@ -351,7 +361,7 @@ class _V1:
             if not ready.done():
                 ready.set_exception(InfraError(f"vf_serving: {type(exc).__name__}: {exc}"))
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: WorkerClient) -> Outcome:
         from verifiers.v1 import EvalClientConfig, ModelContext, SamplingConfig
         from verifiers.v1.env import RunSlot
 
@@ -363,7 +373,7 @@ class _V1:
             client=EvalClientConfig(base_url=endpoint.base_url, api_key_var=_KEY_VAR),
             sampling=SamplingConfig(**_sampling(self.spec, index)),
         )
-        judged = _vf_judge.CURRENT.set(getattr(client, "judge", None))
+        judged = _vf_judge.CURRENT.set(client.judge)
         try:
             episode = await self.env.run_slot(RunSlot(self.tasks[item.id]), ctx)
         except Exception as exc:
