@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from evalgate._json import mapping, number
 from evalgate.config.load import Config
 from evalgate.config.spec import EvalSettings
 from evalgate.errors import UsageError
@@ -133,7 +134,9 @@ def write_report(
         _write_root(verdict, output_root, shared_folder.with_note(scorecard, others), data)
 
 
-def _write_root(verdict: Verdict, output_root: Path, scorecard: str, data: dict[str, Any]) -> None:
+def _write_root(
+    verdict: Verdict, output_root: Path, scorecard: str, data: dict[str, object]
+) -> None:
     from evalgate.report.html import write_html
     from evalgate.report.junit import render_junit
 
@@ -191,10 +194,9 @@ def gate_runs(
     return verdict
 
 
-def _error_budget(run_config: dict[str, Any]) -> float:
-    bench = run_config.get("benchmark") or {}
-    budget = (bench.get("eval") or {}).get("max_error_rate")
-    return float(budget) if budget is not None else EvalSettings().max_error_rate
+def _error_budget(run_config: Mapping[str, object]) -> float:
+    budget = mapping(mapping(run_config.get("benchmark")).get("eval")).get("max_error_rate")
+    return number(budget) if budget is not None else EvalSettings().max_error_rate
 
 
 def run(
@@ -376,7 +378,7 @@ def resume(
     log: Callable[[str], None] = print,
     cache_dir: Path | None = None,
     retry_errors: bool = False,
-    budget: dict[str, Any] | None = None,
+    budget: Mapping[str, object] | None = None,
     sandbox_factory: Callable[[str], SandboxBackend] = open_backend,
 ) -> Verdict:
     """Finish an interrupted run (a run id under ``output_root``, or one run directory).
@@ -408,11 +410,11 @@ def _resume_locked(
     output_root: Path,
     environ: dict[str, str],
     progress: Progress,
-    server_factory: Callable[..., Any],
+    server_factory: ServerFactory,
     log: Callable[[str], None],
     cache_dir: Path | None,
     retry_errors: bool,
-    budget: dict[str, Any] | None,
+    budget: Mapping[str, object] | None,
     sandbox_factory: Callable[[str], SandboxBackend],
 ) -> Verdict:
     saved = [(RunDir(p), _saved_config(p)) for p in dirs]

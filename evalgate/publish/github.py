@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,7 +220,7 @@ class GitHubClient:
     def iter_issue_comments(self, repo: str, issue_number: int) -> Iterator[IssueComment]:
         """Yield the comments of an issue or pull request, oldest first, across all pages."""
         url = f"repos/{self._repo(repo)}/issues/{int(issue_number)}/comments"
-        params: dict[str, Any] | None = {"per_page": 100}
+        params: dict[str, int] | None = {"per_page": 100}
         for _ in range(self.max_pages):
             resp = self._request("GET", url, params=params)
             data = self._json(resp)
@@ -318,8 +318,8 @@ class GitHubClient:
         method: str,
         url: str,
         *,
-        params: dict[str, Any] | None = None,
-        json: Any = None,
+        params: dict[str, int] | None = None,
+        json: Mapping[str, object] | None = None,
         idempotent: bool = True,
     ) -> httpx.Response:
         path = self._http.build_request(method, url).url.path  # for messages: no query, no host
