@@ -6,15 +6,15 @@ manager yielding an :class:`Endpoint`; the pipeline never knows which one it got
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
 
 if TYPE_CHECKING:
     from evalgate.serve.chat_template import ChatTemplate
 
-__all__ = ["Endpoint", "ModelServer", "ServeContext"]
+__all__ = ["Endpoint", "ModelServer", "ServeContext", "ServeOptions"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,17 @@ class ServeContext:
     environ: dict[str, str] = field(repr=False)
     config_dir: Path | None = None  # evals.yaml's folder: relative chat_template files
     benchmarks: tuple[str, ...] = ()  # benchmark names: a benchmark's template fallback
+
+
+class ServeOptions(TypedDict):
+    """Every backend constructor's keyword arguments after the model (``**ctx:
+    Unpack[ServeOptions]``): the fields of :class:`ServeContext`, which :func:`open_server`
+    passes to any backend alike; a backend reads those it needs."""
+
+    log_dir: Path
+    environ: dict[str, str]
+    config_dir: NotRequired[Path | None]  # evals.yaml's folder; None: the working directory
+    benchmarks: NotRequired[Sequence[str]]
 
 
 class ModelServer(Protocol):

@@ -32,7 +32,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,13 +40,16 @@ import yaml
 
 from evalgate._repo_code import RESERVED
 from evalgate.errors import ConfigError, InfraError
-from evalgate.serve._process import die_with_parent, stop_group
+from evalgate.serve._process import die_with_parent, spawn_group, stop_group
 from evalgate.serve.base import Endpoint
 from evalgate.serve.keys import api_key_from_env
 from evalgate.serve.tracing import langfuse_enabled, litellm_callback_settings
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from evalgate.config.spec import LiteLLMModel
+    from evalgate.serve.base import ServeOptions
 
 __all__ = [
     "INSTALL_HINT",
@@ -209,21 +212,13 @@ class LiteLLMServer:
 
     chat_template = None  # the server applies its own (ModelServer.chat_template)
 
-    def __init__(
-        self,
-        model: LiteLLMModel,
-        *,
-        log_dir: Path,
-        environ: dict[str, str],
-        config_dir: Path | None = None,  # the ServeContext fields every backend accepts
-        benchmarks: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, model: LiteLLMModel, **ctx: Unpack[ServeOptions]) -> None:
         self.model = model
-        self.environ = environ
+        self.environ = ctx["environ"]
         spawn = not model.proxy_url
         # Absolute: the proxy runs in the log folder, so a relative --config (the CLI's default
         # output folder is relative) would be looked up from inside itself.
-        log_dir = log_dir.absolute()
+        log_dir = ctx["log_dir"].absolute()
         self.log_path: Path | None = log_dir / f"model_server-{model.name}.log" if spawn else None
         self.config_path: Path | None = log_dir / f"litellm-{model.name}.yaml" if spawn else None
         # Not (yet) fields of LiteLLMModel: read when the spec grows them.
@@ -326,20 +321,13 @@ class LiteLLMServer:
 
     def _spawn(self, cmd: list[str], env: dict[str, str]) -> None:
         assert self.log_path is not None
-        log = self.log_path.open("ab")
-        try:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # own process group: killpg reaches uvicorn's workers
-                preexec_fn=die_with_parent(),  # the kernel kills it if evalgate dies first
-                env=env,
-                cwd=self.log_path.parent,  # nothing of the user's working directory is read
-            )
-        finally:
-            log.close()
+        self._proc = spawn_group(
+            cmd,
+            self.log_path,
+            env=env,
+            preexec_fn=die_with_parent(),  # the kernel kills it if evalgate dies first
+            cwd=self.log_path.parent,  # nothing of the user's working directory is read
+        )
 
     def _wait_healthy(self, base: str, master_key: str) -> None:
         # /models with the master key: proves the config loaded, auth works and the model is routed.

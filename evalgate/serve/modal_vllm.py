@@ -47,9 +47,12 @@ from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
 from evalgate.serve.keys import api_key_from_env
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     import modal
 
     from evalgate.config.spec import ModalVLLMModel
+    from evalgate.serve.base import ServeOptions
 
 __all__ = [
     "API_KEY_ENV",
@@ -285,20 +288,13 @@ class ModalVLLMServer:
     health_poll_timeout_s = 30.0
 
     def __init__(
-        self,
-        model: ModalVLLMModel,
-        *,
-        log_dir: Path,
-        environ: dict[str, str],
-        config_dir: Path | None = None,
-        benchmarks: Sequence[str] = (),
-        ops: ModalOps | None = None,
+        self, model: ModalVLLMModel, *, ops: ModalOps | None = None, **ctx: Unpack[ServeOptions]
     ) -> None:
         self.model = model
-        self.environ = environ
-        self.config_dir = config_dir if config_dir is not None else Path.cwd()
-        self.benchmarks = tuple(benchmarks)
-        self.log_path: Path | None = log_dir / f"model_server-{model.name}.log"
+        self.environ = ctx["environ"]
+        self.config_dir = ctx.get("config_dir") or Path.cwd()
+        self.benchmarks = tuple(ctx.get("benchmarks", ()))
+        self.log_path: Path | None = ctx["log_dir"] / f"model_server-{model.name}.log"
         self.chat_template: ChatTemplate | None = None
         self.spec: ModalAppSpec | None = None
         self._ops = ops
