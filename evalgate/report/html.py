@@ -22,7 +22,7 @@ from evalgate import __version__, stats
 from evalgate._json import items, mapping
 from evalgate.errors import UsageError
 from evalgate.gate import Verdict
-from evalgate.report import _bytecode_cache
+from evalgate.report import _environment
 from evalgate.run.rundir import (
     METADATA,
     RESULTS,
@@ -47,15 +47,7 @@ __all__ = [
     "write_html",
 ]
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("evalgate", "report"),
-    # Compiling the page's template took ~30 ms of every run; compiled once, it is read back.
-    bytecode_cache=_bytecode_cache(),
-    autoescape=True,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    undefined=jinja2.StrictUndefined,
-)
+_ENV = _environment(autoescape=True)
 _MAX_TEXT = 4000  # characters of one prompt/completion kept in the page (the rest: results.jsonl)
 # (model, benchmark, metric) → [(label, score)], oldest first: the default branch's stored runs.
 Trend = Mapping[tuple[str, str, str], list[tuple[str, float]]]
