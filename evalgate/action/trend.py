@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalgate.run.rundir import METADATA, read_json_object
-
 __all__ = ["trend_section"]
 
 
@@ -23,18 +21,11 @@ def trend_chart(name: str, points: list[tuple[str, float]]) -> str:
 
 def trend_section(store: Any, names: list[str], limit: int = 10) -> str:
     """Markdown with one chart per stored run name that has at least two stored runs."""
-    from evalgate.report.html import headline_score
+    from evalgate.report.html import stored_scores
 
     charts = []
     for name in dict.fromkeys(names):
-        points = []
-        for stored in reversed(store.history(name, limit=limit)):  # oldest first
-            meta = read_json_object(stored.path / METADATA)
-            if meta is None:
-                continue
-            score = headline_score(meta)
-            if score is not None:
-                points.append((stored.key.commit[:7], score))
+        points = stored_scores(store, name, limit)  # oldest first
         if len(points) >= 2:
             charts.append(trend_chart(name, points))
     if not charts:

@@ -43,6 +43,7 @@ __all__ = [
     "headline_score",
     "render_html",
     "report_url",
+    "stored_scores",
     "trend_points",
     "write_html",
 ]
@@ -179,18 +180,24 @@ def trend_points(
     """The result store's recent default-branch scores of each of the verdict's runs (stored as
     ``{benchmark}--{model label}``), oldest first, as :func:`render_html`'s ``trend``; the score
     is the one :mod:`evalgate.action.trend` charts (``avg_reward``, else the first metric)."""
-    out: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
-    for run in verdict.runs:
-        points = []
-        for stored in reversed(store.history(f"{run.benchmark}--{run.model}", limit=limit)):
-            meta = read_json_object(stored.path / METADATA)
-            if meta is None:
-                continue
-            score = headline_score(meta)
-            if score is not None:
-                points.append((stored.key.commit[:7], score))
-        out[(run.model, run.benchmark, "score")] = points
-    return out
+    return {
+        (run.model, run.benchmark, "score"): stored_scores(
+            store, f"{run.benchmark}--{run.model}", limit
+        )
+        for run in verdict.runs
+    }
+
+
+def stored_scores(store: _History, name: str, limit: int) -> list[tuple[str, float]]:
+    """(short commit, :func:`headline_score`) of the store's last ``limit`` runs of ``name``,
+    oldest first; a run without a readable metadata.json or a score is left out."""
+    points = []
+    for stored in reversed(store.history(name, limit=limit)):
+        meta = read_json_object(stored.path / METADATA)
+        score = headline_score(meta) if meta is not None else None
+        if score is not None:
+            points.append((stored.key.commit[:7], score))
+    return points
 
 
 def _finite(value: object) -> float | None:
