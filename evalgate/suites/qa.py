@@ -14,6 +14,7 @@ from evalgate.suites.templating import TemplateProblem, compile_template, names_
 if TYPE_CHECKING:  # the judge loads with a judged benchmark only (start-up: tests/test_startup.py)
     from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
     from evalgate.sandbox import Sandboxes
+    from evalgate.serve.client import ChatClient
     from evalgate.suites.judge import Judge
 
 __all__ = ["QASuite"]
@@ -106,7 +107,7 @@ class QASuite(SuiteDefaults):
             return cls(name=spec.name, items=items, scorer=_unused, messages=messages, judge=judge)
         return cls(name=spec.name, items=items, scorer=make_scorer(spec.scorer), messages=messages)
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: ChatClient) -> Outcome:
         prompt = self.messages[item.id]
         reply = await client.chat(prompt, rollout=index)
         if self.judge is not None:

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import InfraError
 from evalgate.sandbox import Sandbox
 from evalgate.sandbox.base import WORKDIR
 from evalgate.suites.agent.runner import AgentRun
 from evalgate.suites.agent.tasks import Task
+
+if TYPE_CHECKING:
+    from evalgate.serve.client import ChatClient
 
 __all__ = ["MCP_CONFIG_PATH", "SKILLS_PATH", "CommandAgent", "parse_turn_meta"]
 
@@ -123,7 +126,7 @@ class CommandAgent:
         self,
         box: Sandbox,
         task: Task,
-        client: Any,
+        client: ChatClient,
         *,
         rollout: int,
         record: AgentRun,

@@ -33,6 +33,7 @@ from evalgate.suites.base import Item, Outcome, SuiteDefaults
 
 if TYPE_CHECKING:
     from evalgate.config.spec import AgentBenchmark, AgentVariant
+    from evalgate.serve.client import ChatClient
 
 __all__ = ["AGENT_BIN_DIR", "AgentSuite"]
 
@@ -234,7 +235,7 @@ class AgentSuite(SuiteDefaults):
             cls.from_spec(spec, sandboxes=sandboxes)
         ]
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: ChatClient) -> Outcome:
         task = self.tasks[item.id]
         config = self.sandbox
         if self.network == "model-only":
