@@ -26,6 +26,7 @@ from evalgate.errors import InfraError
 
 if TYPE_CHECKING:
     from evalgate.config.spec import SandboxSpec
+    from evalgate.sandbox.bridge import ModelBridge
 
 __all__ = [
     "DEFAULT_ENV",
@@ -230,7 +231,7 @@ class Sandbox(abc.ABC):
         # unless the sandbox is "model-only".
         self.model_env: dict[str, str] = {}
         self._destroyed = False
-        self._bridge: Any = None  # the host-side model bridge, for backends that run one
+        self._bridge: ModelBridge | None = None  # the host-side model bridge, where one runs
 
     # -- the one primitive each backend implements ------------------------------------------
 
