@@ -18,13 +18,18 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import jinja2
 from jinja2.compiler import CodeGenerator
 from jinja2.runtime import str_join
 from jinja2.sandbox import SandboxedEnvironment
+
+if TYPE_CHECKING:
+    from jinja2 import nodes
+    from jinja2.compiler import Frame
+    from jinja2.runtime import Context
 
 __all__ = ["MAX_CHARS", "TemplateProblem", "compile_template", "names_used", "render"]
 
@@ -42,14 +47,14 @@ def _too_big(what: str) -> TemplateProblem:
     return TemplateProblem(f"the template renders more than {MAX_CHARS:,} characters ({what})")
 
 
-def _size(value: Any) -> int | None:
+def _size(value: object) -> int | None:
     return len(value) if isinstance(value, str | bytes | list | tuple) else None
 
 
 class _Generator(CodeGenerator):
     """Jinja's code generator, with ``~`` (concatenation) through a size check."""
 
-    def visit_Concat(self, node: Any, frame: Any) -> None:
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
         self.write("environment.capped_join((")
         for arg in node.nodes:
             self.visit(arg, frame)
@@ -62,13 +67,13 @@ class _Environment(SandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "+", "%"})
 
     @staticmethod
-    def capped_join(parts: Any) -> str:
-        parts = [str(p) for p in parts]
-        if sum(map(len, parts)) > MAX_CHARS:
+    def capped_join(parts: Iterable[object]) -> str:
+        texts = [str(p) for p in parts]
+        if sum(map(len, texts)) > MAX_CHARS:
             raise _too_big("a ~ concatenation")
-        return str_join(parts)
+        return str_join(texts)
 
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+    def call_binop(self, context: Context, operator: str, left: object, right: object) -> object:
         if operator == "*":
             for seq, n in ((left, right), (right, left)):
                 size = _size(seq)
@@ -79,8 +84,12 @@ class _Environment(SandboxedEnvironment):
             if a is not None and b is not None and a + b > MAX_CHARS:
                 raise _too_big("a + concatenation")
         elif operator == "**":
-            ints = isinstance(left, int) and isinstance(right, int) and abs(left) > 1
-            if ints and right * math.log2(abs(left)) > _MAX_BITS:
+            if (
+                isinstance(left, int)
+                and isinstance(right, int)
+                and abs(left) > 1
+                and right * math.log2(abs(left)) > _MAX_BITS
+            ):
                 raise TemplateProblem("the template computes a number too large to print")
         elif operator == "%" and isinstance(left, str):
             args = right if isinstance(right, tuple) else (right,)
@@ -88,7 +97,7 @@ class _Environment(SandboxedEnvironment):
                 raise _too_big("a % format width")
         return super().call_binop(context, operator, left, right)
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+    def call(__self, __context: Context, __obj: object, *args: object, **kwargs: object) -> object:
         # 'x'.ljust(N), .center, .zfill, .expandtabs, '{:>N}'.format(…), .replace(…, big)
         # (str.format comes wrapped by the sandbox: the bound method is its __wrapped__)
         owner = getattr(getattr(__obj, "__wrapped__", __obj), "__self__", None)
@@ -101,12 +110,12 @@ class _Environment(SandboxedEnvironment):
         return super().call(__context, __obj, *args, **kwargs)
 
 
-def _capped_filter(name: str, fn: Any) -> Any:
+def _capped_filter(name: str, fn: Callable[..., object]) -> Callable[..., object]:
     """``fn`` with its parameters (not the value it filters) checked: no size over the cap."""
     import functools
 
     @functools.wraps(fn)
-    def capped(*args: Any, **kwargs: Any) -> Any:
+    def capped(*args: object, **kwargs: object) -> object:
         if any(type(v) is int and v > MAX_CHARS for v in [*args[1:], *kwargs.values()]):
             raise _too_big(f"a size argument to |{name}")
         return fn(*args, **kwargs)
@@ -211,19 +220,20 @@ def names_used(text: str) -> set[str]:
         return set()  # compile_template reports it
 
 
-def render(template: jinja2.Template, context: dict[str, Any]) -> str:
+def render(template: jinja2.Template, context: Mapping[str, object]) -> str:
     """The rendered text; generated piece by piece so that a loop that would write gigabytes
     stops at :data:`MAX_CHARS` instead of eating the machine."""
     plain = getattr(template, "evalgate_plain", None)
     if plain is not None:  # literal text and {{ name }}: joined here when every value is text
         literals, names = plain
-        values: list[Any] = [context.get(name) for name in names]
-        if all(type(v) is str for v in values):
-            if sum(map(len, values)) + sum(map(len, literals)) > MAX_CHARS:
+        values = [context.get(name) for name in names]
+        texts = [v for v in values if type(v) is str]
+        if len(texts) == len(values):
+            if sum(map(len, texts)) + sum(map(len, literals)) > MAX_CHARS:
                 raise TemplateProblem(
                     f"the template renders more than {MAX_CHARS:,} characters (a huge value?)"
                 )
-            return _concat(literals, values)
+            return _concat(literals, texts)
     try:
         with _address_space_capped():
             return _render(template, context)
@@ -233,7 +243,7 @@ def render(template: jinja2.Template, context: dict[str, Any]) -> str:
         ) from None
 
 
-def _render(template: jinja2.Template, context: dict[str, Any]) -> str:
+def _render(template: jinja2.Template, context: Mapping[str, object]) -> str:
     parts, size = [], 0
     try:
         for part in template.generate(context):

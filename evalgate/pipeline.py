@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -134,7 +134,9 @@ def write_report(
         _write_root(verdict, output_root, shared_folder.with_note(scorecard, others), data)
 
 
-def _write_root(verdict: Verdict, output_root: Path, scorecard: str, data: dict[str, Any]) -> None:
+def _write_root(
+    verdict: Verdict, output_root: Path, scorecard: str, data: dict[str, object]
+) -> None:
     from evalgate.report.html import write_html
     from evalgate.report.junit import render_junit
 
@@ -377,7 +379,7 @@ def resume(
     log: Callable[[str], None] = print,
     cache_dir: Path | None = None,
     retry_errors: bool = False,
-    budget: dict[str, Any] | None = None,
+    budget: Mapping[str, object] | None = None,
     sandbox_factory: Callable[[str], SandboxBackend] = open_backend,
 ) -> Verdict:
     """Finish an interrupted run (a run id under ``output_root``, or one run directory).
@@ -409,11 +411,11 @@ def _resume_locked(
     output_root: Path,
     environ: dict[str, str],
     progress: Progress,
-    server_factory: Callable[..., Any],
+    server_factory: ServerFactory,
     log: Callable[[str], None],
     cache_dir: Path | None,
     retry_errors: bool,
-    budget: dict[str, Any] | None,
+    budget: Mapping[str, object] | None,
     sandbox_factory: Callable[[str], SandboxBackend],
 ) -> Verdict:
     saved = [(RunDir(p), _saved_config(p)) for p in dirs]

@@ -19,8 +19,9 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
+from evalgate._json import number
 from evalgate.commands._doctor_report import Check, Doctor, DoctorReport, Status, run_command
 from evalgate.commands._doctor_setup import credentials, prerequisites
 from evalgate.errors import ConfigError, EvalgateError
@@ -28,8 +29,14 @@ from evalgate.serve.base import ServeContext
 
 if TYPE_CHECKING:
     from evalgate.config.load import Config
-    from evalgate.config.spec import Model
+    from evalgate.config.spec import Benchmark, Model
+    from evalgate.serve.base import Endpoint, ModelServer
+    from evalgate.serve.client import Reply
     from evalgate.serve.registry import ServerFactory
+    from evalgate.suites.base import Suite
+
+    # benchmark name → (its config cut to the tiny eval, its suite)
+    _Suites = dict[str, tuple[Benchmark, Suite]]
 
 __all__ = ["PHASES", "Check", "DoctorReport", "run", "run_doctor"]
 
@@ -39,7 +46,9 @@ PHASES = ("prerequisites", "credentials", "deploy", "smoke", "eval", "gpu")
 # Phases
 
 
-def _open(doc: Doctor, config: Config, model: Model, factory: ServerFactory, logs: Path) -> Any:
+def _open(
+    doc: Doctor, config: Config, model: Model, factory: ServerFactory, logs: Path
+) -> ModelServer:
     # The same context a run gives its servers, so a template fallback resolves the same way.
     ctx = ServeContext(
         log_dir=logs,
@@ -47,12 +56,7 @@ def _open(doc: Doctor, config: Config, model: Model, factory: ServerFactory, log
         config_dir=config.path.parent,
         benchmarks=tuple(b.name for b in config.benchmarks),
     )
-    server: Any = factory(model, ctx)  # the vLLM servers have two more fields, set below
-    # vLLM-backed servers resolve the chat template from the config's folder and benchmarks.
-    if hasattr(server, "config_dir"):
-        server.config_dir = Path(config.path).parent
-        server.benchmarks = tuple(b.name for b in config.benchmarks)
-    return server
+    return factory(model, ctx)
 
 
 def _deploy(
@@ -61,8 +65,8 @@ def _deploy(
     stack: contextlib.ExitStack,
     factory: ServerFactory,
     logs: Path,
-) -> dict[str, Any]:
-    endpoints: dict[str, Any] = {}
+) -> dict[str, Endpoint]:
+    endpoints: dict[str, Endpoint] = {}
     for model in config.models:
         name = f"{model.name} ({model.backend})"
         if model.name in doc.blocked:
@@ -94,11 +98,11 @@ def _deploy(
     return endpoints
 
 
-def _smoke(doc: Doctor, config: Config, endpoints: dict[str, Any]) -> None:
+def _smoke(doc: Doctor, config: Config, endpoints: dict[str, Endpoint]) -> None:
     from evalgate.config.spec import Sampling
     from evalgate.serve.client import ChatClient, RequestFailed
 
-    async def ask(endpoint: Any) -> Any:
+    async def ask(endpoint: Endpoint) -> Reply:
         sampling = Sampling(temperature=0.0, max_tokens=16)
         async with ChatClient(endpoint, sampling, timeout_s=300.0, max_retries=2) as client:
             return await client.chat([{"role": "user", "content": "Reply with the word OK."}])
@@ -125,16 +129,16 @@ def _smoke(doc: Doctor, config: Config, endpoints: dict[str, Any]) -> None:
 def _deploy_judges(
     doc: Doctor,
     config: Config,
-    suites: dict[str, Any],
+    suites: _Suites,
     stack: contextlib.ExitStack,
     factory: ServerFactory,
     logs: Path,
-) -> dict[str, Any]:
+) -> dict[str, Endpoint | None]:
     """Serve the judge of every judged benchmark (benchmark name → its endpoint, or None when
     it did not start), each on its own server as a run serves it: a judged benchmark's tiny
     eval is graded by its judge, not skipped (nor crashed on an unbound judge)."""
-    served: dict[str, Any] = {}
-    out: dict[str, Any] = {}
+    served: dict[str, Endpoint | None] = {}
+    out: dict[str, Endpoint | None] = {}
     for name, (_, suite) in suites.items():
         judge = getattr(suite, "judge", None)
         if judge is None:
@@ -155,7 +159,8 @@ def _deploy_judges(
                 doc.add("deploy", check, "fail", exc.message, fix=fix)
                 served[key] = None
             else:
-                ready = f"ready in {time.perf_counter() - t0:.1f} s at {served[key].base_url}"
+                url = endpoint.base_url if (endpoint := served[key]) else ""
+                ready = f"ready in {time.perf_counter() - t0:.1f} s at {url}"
                 asked = (
                     "structured (a JSON schema in response_format)"
                     if judge.response_format() is not None
@@ -170,16 +175,16 @@ def _deploy_judges(
 def _tiny_eval(
     doc: Doctor,
     config: Config,
-    endpoints: dict[str, Any],
+    endpoints: dict[str, Endpoint],
     n_items: int,
-    judges: Callable[[dict[str, Any]], dict[str, Any]] = lambda suites: {},
+    judges: Callable[[_Suites], dict[str, Endpoint | None]] = lambda suites: {},
 ) -> None:
     from evalgate.run.engine import run_suite
     from evalgate.run.judging import bound_judge
     from evalgate.serve.client import ChatClient
     from evalgate.suites import build_suite
 
-    suites: dict[str, Any] = {}
+    suites: _Suites = {}
     for bench in config.benchmarks:
         limit = min(n_items, bench.eval.num_examples or n_items)
         tiny = bench.model_copy(
@@ -199,7 +204,7 @@ def _tiny_eval(
 
     judge_endpoints = judges(suites)
 
-    async def run(endpoint: Any, tiny: Any, suite: Any) -> list[dict[str, Any]]:
+    async def run(endpoint: Endpoint, tiny: Benchmark, suite: Suite) -> list[dict[str, object]]:
         async with (
             ChatClient(
                 endpoint, tiny.sampling, timeout_s=tiny.eval.request_timeout_s, max_retries=2
@@ -228,8 +233,8 @@ def _tiny_eval(
             except EvalgateError as exc:
                 doc.add("eval", name, "fail", exc.message, fix=exc.hint or "see the message")
                 continue
-            errors = [r["error"] for r in records if r["error"]]
-            rewards = [r["reward"] for r in records if r["reward"] is not None]
+            errors = [str(r["error"]) for r in records if r["error"]]
+            rewards = [number(r["reward"]) for r in records if r["reward"] is not None]
             mean = sum(rewards) / len(rewards) if rewards else 0.0
             detail = f"{len(records)} items, {len(errors)} errored, mean reward {mean:.2f}"
             if errors:

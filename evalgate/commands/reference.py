@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
+
+from evalgate._json import items, mapping
 
 __all__ = ["BEGIN", "END", "command_table", "config_reference"]
 
@@ -42,34 +44,37 @@ def command_table() -> str:
     return "\n".join([BEGIN, *rows, END])
 
 
-def _type(node: dict[str, Any]) -> str:
+def _type(node: Mapping[str, object]) -> str:
     """A field's type in words a reader of YAML knows (``integer ≥ 1``, ``Sampling``)."""
     if "$ref" in node:
-        name = node["$ref"].rsplit("/", 1)[-1]
+        name = str(node["$ref"]).rsplit("/", 1)[-1]
         return f"[{name}](#{name.lower()})"
     if "const" in node:
         return f"`{json.dumps(node['const'])}`"
     if "enum" in node:
-        return " | ".join(f"`{json.dumps(v)}`" for v in node["enum"])
+        return " | ".join(f"`{json.dumps(v)}`" for v in items(node["enum"]))
     for key in ("anyOf", "oneOf"):
         if key in node:
-            parts = [_type(n) for n in node[key] if n.get("type") != "null"]
+            members = [mapping(n) for n in items(node[key])]
+            parts = [_type(n) for n in members if n.get("type") != "null"]
             text = " or ".join(dict.fromkeys(parts))
-            return text + (" or null" if any(n.get("type") == "null" for n in node[key]) else "")
+            return text + (" or null" if any(n.get("type") == "null" for n in members) else "")
     kind = node.get("type", "any")
     if isinstance(kind, list):  # ["object", "null"]
-        kind = " or ".join(kind)
+        kind = " or ".join(map(str, kind))
     if kind == "array":
-        return f"list of {_type(node.get('items') or {})}"
-    if kind == "object" and isinstance(node.get("additionalProperties"), dict):
-        return f"map of {_type(node['additionalProperties'])}"
+        return f"list of {_type(mapping(node.get('items')))}"
+    extra = node.get("additionalProperties")
+    if kind == "object" and isinstance(extra, dict):
+        return f"map of {_type(extra)}"
+    limits = (
+        ("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")
+    )  # fmt: skip
     bounds = [
-        f"{sym} {node[key]:g}"
-        for key, sym in (
-            ("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")
-        )
-        if isinstance(node.get(key), int | float) and abs(node[key]) < 1e15
-    ]  # fmt: skip
+        f"{sym} {value:g}"
+        for key, sym in limits
+        if isinstance(value := node.get(key), int | float) and abs(value) < 1e15
+    ]
     return " ".join([str(kind), *bounds])
 
 
@@ -77,27 +82,27 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _fields(node: dict[str, Any]) -> list[str]:
+def _fields(node: Mapping[str, object]) -> list[str]:
     rows = ["| field | type | default | what it is |", "|---|---|---|---|"]
-    required = set(node.get("required") or [])
-    for name, field in (node.get("properties") or {}).items():
+    required = set(items(node.get("required")))
+    for name, value in mapping(node.get("properties")).items():
+        field = mapping(value)
         default = "required" if name in required else f"`{json.dumps(field.get('default'))}`"
         if "default" not in field and name not in required:
             default = "–"
         rows.append(
             f"| `{name}` | {_cell(_type(field))} | {_cell(default)} "
-            f"| {_cell(field.get('description', ''))} |"
+            f"| {_cell(str(field.get('description', '')))} |"
         )
     return rows
 
 
-def config_reference(schema: dict[str, Any] | None = None) -> str:
+def config_reference(schema: Mapping[str, object] | None = None) -> str:
     """docs/reference/configuration.md: every section and field of evals.yaml, from the schema."""
     if schema is None:
         from evalgate.config.schema import json_schema
 
-        generated: dict[str, Any] = json_schema()  # JSON objects, read as this page needs them
-        schema = generated
+        schema = json_schema()
     out = [
         "# Configuration reference",
         "",
@@ -110,10 +115,11 @@ def config_reference(schema: dict[str, Any] | None = None) -> str:
         "",
         *_fields(schema),
     ]
-    for name, node in sorted((schema.get("$defs") or {}).items()):
+    for name, value in sorted(mapping(schema.get("$defs")).items()):
+        node = mapping(value)
         out += ["", f"## {name}", ""]
         if node.get("description"):
-            out += [_cell(node["description"]), ""]
+            out += [_cell(str(node["description"])), ""]
         out += _fields(node)
     return "\n".join(out) + "\n"
 

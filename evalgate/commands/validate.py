@@ -92,7 +92,7 @@ class _NoSandboxes:
         return backend_class(name)
 
 
-def _check_built(config: Config, bench: Benchmark, built: dict[str, list[Any]]) -> str:
+def _check_built(config: Config, bench: Benchmark, built: dict[str, list[Suite]]) -> str:
     import shutil
 
     from evalgate.suites.base import build_suites
@@ -169,7 +169,7 @@ def _check_vllm_versions(config: Config) -> None:
             raise ConfigError(f"{at}: models.{model.name}.{exc}") from None
 
 
-def check_data(config: Config, built: dict[str, list[Any]] | None = None) -> list[str]:
+def check_data(config: Config, built: dict[str, list[Suite]] | None = None) -> list[str]:
     """Read every dataset and render every template; one line per benchmark for the plan.
 
     Raises a ConfigError with each benchmark's problem on its own line, prefixed with the
@@ -192,7 +192,7 @@ def check_data(config: Config, built: dict[str, list[Any]] | None = None) -> lis
 
 
 def _check_one(
-    config: Config, bench: Benchmark, built: dict[str, list[Any]], notes: list[str]
+    config: Config, bench: Benchmark, built: dict[str, list[Suite]], notes: list[str]
 ) -> None:
     from evalgate.suites.datasets import DataError
     from evalgate.suites.qa import QASuite

@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import re
 import types
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Literal, NoReturn, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-def _members(tp: Any) -> list[Any]:
+def _members(tp: object) -> list[object]:
     """Flatten Annotated/Union into concrete member types."""
     if get_origin(tp) is Annotated:
         return _members(get_args(tp)[0])
@@ -50,7 +50,7 @@ def _members(tp: Any) -> list[Any]:
     return [tp]
 
 
-def _accepts(member: type[BaseModel], data: Any) -> bool:
+def _accepts(member: type[BaseModel], data: object) -> bool:
     """False when ``data`` sets a Literal field (a union tag) to a value the member rejects."""
     if not isinstance(data, dict):
         return True
@@ -61,7 +61,7 @@ def _accepts(member: type[BaseModel], data: Any) -> bool:
     return True
 
 
-def valid_fields(tp: Any, keys: Path_, data: Any = None) -> tuple[Path_, list[str]] | None:
+def valid_fields(tp: object, keys: Path_, data: object = None) -> tuple[Path_, list[str]] | None:
     """Walk ``keys`` through the schema type ``tp`` (and ``data``, to pick union members).
 
     None if the path exists; else where it stopped and the field names valid there, for
@@ -69,20 +69,20 @@ def valid_fields(tp: Any, keys: Path_, data: Any = None) -> tuple[Path_, list[st
     """
     current = [tp]
     for depth, key in enumerate(keys):
-        nxt: list[Any] = []
+        nxt: list[object] = []
         names: list[str] = []
         members = [m for t in current for m in _members(t)]
         models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
         chosen = [m for m in models if _accepts(m, data)] or models
-        for member in chosen:
+        for member in chosen:  # each a BaseModel subclass
             names += [n for n in member.model_fields if n not in names]
             if key in member.model_fields:
                 nxt.append(member.model_fields[key].annotation)
-        for member in members:
-            if get_origin(member) is dict:
-                nxt.append(get_args(member)[1])
-            elif get_origin(member) is list and isinstance(key, int):
-                nxt.append(get_args(member)[0])
+        for generic in members:
+            if get_origin(generic) is dict:
+                nxt.append(get_args(generic)[1])
+            elif get_origin(generic) is list and isinstance(key, int):
+                nxt.append(get_args(generic)[0])
         if not nxt:
             return keys[: depth + 1], names
         current = nxt
@@ -98,17 +98,22 @@ def valid_fields(tp: Any, keys: Path_, data: Any = None) -> tuple[Path_, list[st
     return None
 
 
-def kind_type(data: Any) -> Any:
+def kind_type(data: object) -> object:
+    """The schema type a benchmark entry is checked against: its kind's model, or the union."""
     kind = data.get("kind") if isinstance(data, dict) else None
     return BENCHMARK_KINDS.get(kind, Benchmark) if isinstance(kind, str) else Benchmark
 
 
-def raise_validation(exc: ValidationError, data: Any, origin: dict, root: Any) -> NoReturn:
+def raise_validation(
+    exc: ValidationError, data: object, origin: dict[Path_, Layer], root: object
+) -> NoReturn:
     """Translate pydantic's errors into ``file:line: field: message`` lines, one per field."""
     raise ConfigError("\n".join(validation_messages(exc, data, origin, root))) from None
 
 
-def validation_messages(exc: ValidationError, data: Any, origin: dict, root: Any) -> list[str]:
+def validation_messages(
+    exc: ValidationError, data: object, origin: dict[Path_, Layer], root: object
+) -> list[str]:
     """One line per field in error (a union's members each complain about the same field: the
     first complaint is kept). An unknown key first: `benchmark:` for `benchmarks:` is a typo,
     not a missing field, and the rest may follow from it."""
@@ -126,20 +131,28 @@ def validation_messages(exc: ValidationError, data: Any, origin: dict, root: Any
     return list(lines.values())
 
 
-def _one_error(err: Any, data: Any, root: Any) -> tuple[Path_, str]:
+def _child(node: object, part: str | int) -> tuple[bool, object]:
+    """Whether the YAML value ``node`` has a key or index ``part``, and the value there."""
+    if isinstance(node, dict):
+        return part in node, node.get(part)
+    if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        return True, node[part]
+    return False, None
+
+
+def _one_error(err: ErrorDetails, data: object, root: object) -> tuple[Path_, str]:
     # pydantic puts union tags ('local', 'arith', 'str') in loc; keep only the parts that are
     # keys of the data, so the field path reads like the file.
     path: list[str | int] = []
-    node: Any = data
+    node: object = data
     loc = err["loc"]
     if err["type"] in ("yes_no_number", "field_combo"):  # the model names the field in ctx
         loc = (*loc, err["ctx"]["field"])
     for part in loc:
-        in_dict = isinstance(node, dict) and part in node
-        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
-        if in_dict or in_list:
+        found, child = _child(node, part)
+        if found:
             path.append(part)
-            node = node[part]
+            node = child
         elif err["type"] == "missing" and part == loc[-1]:
             path.append(part)
     if err["type"] in {"union_tag_invalid", "union_tag_not_found"}:
@@ -191,7 +204,7 @@ def _is_secret(path: Path_) -> bool:
     return last.endswith("_env") or last in {"api_key", "token", "password", "secret"}
 
 
-def _message(err: ErrorDetails, node: Any, root: Any, path: Path_, data: Any) -> str:
+def _message(err: ErrorDetails, node: object, root: object, path: Path_, data: object) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         found = valid_fields(root, path, data)
@@ -207,7 +220,8 @@ def _message(err: ErrorDetails, node: Any, root: Any, path: Path_, data: Any) ->
     if kind in {"too_short", "too_long"}:
         least = "at least" if kind == "too_short" else "at most"
         count = ctx.get("min_length" if kind == "too_short" else "max_length")
-        return f"must have {least} {count} item{'s' if count != 1 else ''} (got {len(node)})"
+        got = len(node) if isinstance(node, list | dict | str) else "?"
+        return f"must have {least} {count} item{'s' if count != 1 else ''} (got {got})"
     if kind == "union_tag_invalid":
         return f"must be one of {ctx['expected_tags']} (got {node!r})"
     if kind == "string_pattern_mismatch":
@@ -226,10 +240,15 @@ def _message(err: ErrorDetails, node: Any, root: Any, path: Path_, data: Any) ->
     if kind == "value_error" and isinstance(node, dict | list):
         return msg  # a validator's own words name the value; "(got dict)" would not
     hint = typing_hint(kind, node)
-    number = isinstance(node, int | float) and not isinstance(node, bool)
+    number = node if isinstance(node, int | float) and not isinstance(node, bool) else None
     percentish = bool(_PERCENTISH & {str(p) for p in path})  # a share written as a percent
-    if kind == "less_than_equal" and ctx.get("le") == 1 and number and 1 < node <= 100:
-        hint = f"; {node:g} means {node:g} %? write {node / 100:g}" if percentish else ""
+    if (
+        kind == "less_than_equal"
+        and ctx.get("le") == 1
+        and number is not None
+        and 1 < number <= 100
+    ):
+        hint = f"; {number:g} means {number:g} %? write {number / 100:g}" if percentish else ""
     return f"{msg} (got {shown(node)}{hint})"
 
 
@@ -244,7 +263,7 @@ def _owners(path: Path_, in_entry: bool) -> str:
     if in_entry and len(path) == 1:  # a benchmark's own field (paths relative to the entry)
         family, tag = BENCHMARK_KINDS, "kind"
     elif len(path) == 3 and path[0] == "models":
-        members = _members(Model)
+        members = [m for m in _members(Model) if isinstance(m, type) and issubclass(m, BaseModel)]
         family = {get_args(m.model_fields["backend"].annotation)[0]: m for m in members}
         tag = "backend"
     else:
@@ -255,7 +274,7 @@ def _owners(path: Path_, in_entry: bool) -> str:
     return f"; {key!r} is a field of {tag} {', '.join(map(repr, owners))}"
 
 
-def suggest(key: Any, names: list[str]) -> str:
+def suggest(key: object, names: list[str]) -> str:
     """ "; did you mean …?" for a typo or a field that lives one level down, then the valid list."""
     hint = ""
     close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.75)

@@ -9,7 +9,6 @@ pasted 50 MB log fails in milliseconds instead of eating the machine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,8 @@ MAX_VALUES = 200_000  # values after alias expansion; far above any real config
 class Layer:
     """One source of configuration: its data, its name, and the line of every key path."""
 
+    # Plain YAML: dicts with str keys, lists, scalars (None when empty); Any because config.load
+    # indexes into it before pydantic checks it, having checked its shape itself.
     data: Any
     source: str
     lines: dict[Path_, int] = field(default_factory=dict)
@@ -77,7 +78,7 @@ class _Budget:
             )
 
 
-def _construct(node: yaml.Node, path: Path_, lines: dict[Path_, int], budget: _Budget) -> Any:
+def _construct(node: yaml.Node, path: Path_, lines: dict[Path_, int], budget: _Budget) -> object:
     budget.spend(node)
     lines.setdefault(path, node.start_mark.line + 1)
     if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
@@ -107,9 +108,11 @@ def _construct(node: yaml.Node, path: Path_, lines: dict[Path_, int], budget: _B
 _MERGE = "tag:yaml.org,2002:merge"
 
 
-def _mapping(node: yaml.MappingNode, path: Path_, lines: dict[Path_, int], budget: _Budget) -> Any:
+def _mapping(
+    node: yaml.MappingNode, path: Path_, lines: dict[Path_, int], budget: _Budget
+) -> dict[str, object]:
     source = budget.source
-    out: dict[Any, Any] = {}
+    out: dict[str, object] = {}
     # `<<: *defaults` (YAML merge keys) first: the mapping's own keys override merged ones,
     # wherever they stand, as YAML specifies.
     for key_node, value_node in node.value:
@@ -121,13 +124,13 @@ def _mapping(node: yaml.MappingNode, path: Path_, lines: dict[Path_, int], budge
     for key_node, value_node in node.value:
         if key_node.tag == _MERGE:
             continue
-        key = _scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else None
-        if not isinstance(key, str | int | float | bool):
+        scalar = _scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+        if not isinstance(scalar, str | int | float | bool):
             raise ConfigError(
                 f"{source}:{key_node.start_mark.line + 1}: {format_path(path)}: "
                 "mapping keys must be plain strings"
             )
-        key = str(key)
+        key = str(scalar)
         if key in own:
             raise ConfigError(
                 f"{source}:{key_node.start_mark.line + 1}: {format_path((*path, key))}: "
@@ -141,22 +144,22 @@ def _mapping(node: yaml.MappingNode, path: Path_, lines: dict[Path_, int], budge
 
 def _merged(
     node: yaml.Node, path: Path_, line: int, lines: dict[Path_, int], budget: _Budget
-) -> dict:
+) -> dict[str, object]:
     """The keys a `<<:` (on ``line``) brings in: one mapping, or a list of them (earlier win)."""
     sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
-    out: dict[Any, Any] = {}
+    out: dict[str, object] = {}
     for source in sources:
         if not isinstance(source, yaml.MappingNode):
             raise ConfigError(
                 f"{budget.source}:{line}: {format_path(path)}: invalid "
                 "YAML: `<<:` merges a mapping (`<<: *name`) or a list of them"
             )
-        for key, value in _construct(source, path, lines, budget).items():
+        for key, value in _mapping(source, path, lines, budget).items():
             out.setdefault(key, value)
     return out
 
 
-def _scalar(node: yaml.Node) -> Any:
+def _scalar(node: yaml.Node) -> object:
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_object(node, deep=True)
@@ -193,9 +196,9 @@ def is_utf16(raw: bytes) -> bool:
     )
 
 
-def decode_utf8(raw: bytes, source: str, error: Callable[[str], ConfigError] = ConfigError) -> str:
-    """A file's text: a UTF-8 BOM dropped (Excel writes one); UTF-16 or bytes that are not
-    UTF-8 raise ``error`` with the line (a data file's :class:`DataError` names its field)."""
+def decode_utf8(raw: bytes, source: str, *, error: type[ConfigError] = ConfigError) -> str:
+    """A file's bytes as text (a UTF-8 BOM dropped); UTF-16 or bytes that are not UTF-8 are
+    ``error`` naming the line (a dataset's DataError, which also names the field)."""
     if is_utf16(raw):
         raise error(f"{source}:1: the file is UTF-16; save it as UTF-8")
     try:
@@ -269,10 +272,10 @@ def merge_layers(layers: list[Layer]) -> tuple[Any, dict[Path_, Layer]]:
 
     Lists and scalars are replaced whole (merging lists element-wise surprises people).
     """
-    merged: Any = None
+    merged: object = None
     origin: dict[Path_, Layer] = {}
 
-    def visit(base: Any, new: Any, path: Path_, layer: Layer) -> Any:
+    def visit(base: object, new: object, path: Path_, layer: Layer) -> object:
         if isinstance(base, dict) and new is None:
             return base  # `sampling:` left empty in a later layer keeps the earlier one's values
         if isinstance(base, dict) and isinstance(new, dict):
@@ -286,7 +289,7 @@ def merge_layers(layers: list[Layer]) -> tuple[Any, dict[Path_, Layer]]:
         _claim(new, path, layer)
         return new
 
-    def _claim(value: Any, path: Path_, layer: Layer) -> None:
+    def _claim(value: object, path: Path_, layer: Layer) -> None:
         origin[path] = layer
         if isinstance(value, dict):
             for key, sub in value.items():

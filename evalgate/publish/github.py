@@ -20,13 +20,13 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
 from evalgate import __version__
+from evalgate._json import mapping
 from evalgate.errors import InfraError
 from evalgate.serve._pacing import parse_retry_after
 
@@ -77,6 +77,14 @@ class GitHubError(InfraError):
         self.maybe_applied = maybe_applied
 
 
+def _whole(value: object) -> int:
+    """An id or number from GitHub's JSON; TypeError or ValueError (caught by the reader)
+    for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise TypeError(f"not a number: {type(value).__name__}")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class IssueComment:
     id: int
@@ -85,14 +93,15 @@ class IssueComment:
     user: str | None  # login; None for a deleted ("ghost") account
 
     @classmethod
-    def from_json(cls, data: Any) -> IssueComment:
+    def from_json(cls, data: object) -> IssueComment:
         try:
-            user = data.get("user") or {}
+            fields = mapping(data)
+            login = mapping(fields.get("user")).get("login")
             return cls(
-                id=int(data["id"]),
-                body=data.get("body") or "",
-                html_url=str(data.get("html_url") or ""),
-                user=user.get("login"),
+                id=_whole(fields["id"]),
+                body=str(fields.get("body") or ""),
+                html_url=str(fields.get("html_url") or ""),
+                user=login if isinstance(login, str) else None,
             )
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise GitHubError(
@@ -114,15 +123,17 @@ class PullRequest:
     base_sha: str
 
     @classmethod
-    def from_json(cls, data: Any) -> PullRequest:
+    def from_json(cls, data: object) -> PullRequest:
         try:
-            head, base = data["head"], data["base"]
+            fields = mapping(data)
+            head, base = mapping(fields["head"]), mapping(fields["base"])
+            head_repo = mapping(head.get("repo")).get("full_name")
             return cls(
-                number=int(data["number"]),
-                state=str(data["state"]),
+                number=_whole(fields["number"]),
+                state=str(fields["state"]),
                 head_sha=str(head["sha"]),
-                head_repo=(head.get("repo") or {}).get("full_name"),
-                base_repo=str(base["repo"]["full_name"]),
+                head_repo=None if head_repo is None else str(head_repo),
+                base_repo=str(mapping(base["repo"])["full_name"]),
                 base_ref=str(base["ref"]),
                 base_sha=str(base["sha"]),
             )
@@ -220,7 +231,7 @@ class GitHubClient:
     def iter_issue_comments(self, repo: str, issue_number: int) -> Iterator[IssueComment]:
         """Yield the comments of an issue or pull request, oldest first, across all pages."""
         url = f"repos/{self._repo(repo)}/issues/{int(issue_number)}/comments"
-        params: dict[str, Any] | None = {"per_page": 100}
+        params: dict[str, int] | None = {"per_page": 100}
         for _ in range(self.max_pages):
             resp = self._request("GET", url, params=params)
             data = self._json(resp)
@@ -318,8 +329,8 @@ class GitHubClient:
         method: str,
         url: str,
         *,
-        params: dict[str, Any] | None = None,
-        json: Any = None,
+        params: dict[str, int] | None = None,
+        json: Mapping[str, object] | None = None,
         idempotent: bool = True,
     ) -> httpx.Response:
         path = self._http.build_request(method, url).url.path  # for messages: no query, no host
@@ -410,7 +421,7 @@ class GitHubClient:
         )
 
     @staticmethod
-    def _json(resp: httpx.Response) -> Any:
+    def _json(resp: httpx.Response) -> object:
         try:
             return resp.json()
         except ValueError:

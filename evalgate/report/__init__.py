@@ -12,26 +12,31 @@ import datetime
 import math
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import jinja2
 from markupsafe import Markup
 
 from evalgate import __version__, stats
+from evalgate._json import integer, items, mapping, number
 from evalgate.compare.position import CONSISTENCY_FLOOR
 from evalgate.gate import Verdict
 from evalgate.report._escape import code_span, escape_text
 from evalgate.run.costs import format_usd
 
+if TYPE_CHECKING:
+    from evalgate.compare.paired import MetricComparison, RunComparison
+
 __all__ = ["code_span", "escape_text", "render_scorecard", "verdict_json"]
 
 
-def _numeric(fn: Any) -> Any:
+def _numeric(fn: Callable[..., str]) -> Callable[..., Markup]:
     """Mark a number formatter's output as evalgate's own Markdown (brackets, signs, "<")."""
 
-    def wrapped(*args: Any, **kwargs: Any) -> Markup:
+    def wrapped(*args: object, **kwargs: object) -> Markup:
         return Markup(fn(*args, **kwargs))
 
     return wrapped
@@ -46,7 +51,7 @@ def _link_target(url: str | None) -> Markup | None:
     return Markup(url) if url and _URL.fullmatch(url) else None
 
 
-def _finalize(value: Any) -> Any:
+def _finalize(value: object) -> object:
     # Markup is what a helper built on purpose; numbers are evalgate's own. Anything else is text.
     if isinstance(value, Markup | int | float):
         return value
@@ -70,21 +75,26 @@ class _TemplateCache(jinja2.FileSystemBytecodeCache):
             pass
 
 
-def _bytecode_cache() -> _TemplateCache:
+def _environment(
+    *, autoescape: bool, finalize: Callable[[object], object] | None = None
+) -> jinja2.Environment:
+    """The report templates' environment (the scorecard's and report.html's): strict about
+    undefined names, and compiled once into the cache dir (compiling the page's template took
+    ~30 ms of every run; compiled once, it is read back)."""
     from evalgate.run.cache import default_cache_dir
 
-    return _TemplateCache(str(default_cache_dir(os.environ) / "templates"))
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("evalgate", "report"),
+        bytecode_cache=_TemplateCache(str(default_cache_dir(os.environ) / "templates")),
+        autoescape=autoescape,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+        finalize=finalize,
+    )
 
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("evalgate", "report"),
-    bytecode_cache=_bytecode_cache(),
-    autoescape=False,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    undefined=jinja2.StrictUndefined,
-    finalize=_finalize,
-)
+_ENV = _environment(autoescape=False, finalize=_finalize)
 
 
 def _nan(value: float | None) -> bool:
@@ -104,7 +114,7 @@ def _pp(value: float | None, sign: bool = True) -> str:
     return f"{100 * value:+.1f} pp" if sign else f"{100 * value:.1f} pp"  # type: ignore[operator]
 
 
-def _bound(value: float | None, edge: float, scale: Any = None) -> str:
+def _bound(value: float | None, edge: float, scale: stats.Scale | None = None) -> str:
     """A bound in signed pp (or the metric's units) at the precision that keeps it on its side
     of ``edge`` (−δ for the lower bound, 0 for the upper): never "-0.0 pp" beside a FAIL or
     "-3.0 pp" beside a PASS at δ = 3 pp."""
@@ -123,17 +133,22 @@ def _pval(value: float | None) -> str:
     return "< 0.001" if value < 0.001 else f"{value:.3f}"  # type: ignore[operator]
 
 
+def _optional(value: object) -> float | None:
+    """A number read from a run file, None when it is missing (or not a number)."""
+    return None if value is None else number(value, math.nan)
+
+
 def _usd(value: float | None) -> str:
     return format_usd(value)
 
 
-def _requests(stats: dict[str, Any] | None) -> str:
+def _requests(stats: Mapping[str, object] | None) -> str:
     """Requests sent, retries by kind, throttling and cache hits, from a run's client stats."""
     if not stats:
         return "–"
     parts = [f"{stats.get('requests', 0):,} sent"]
     if stats.get("retries"):
-        kinds = ", ".join(f"{k}: {n}" for k, n in (stats.get("retried_errors") or {}).items())
+        kinds = ", ".join(f"{k}: {n}" for k, n in mapping(stats.get("retried_errors")).items())
         parts.append(f"{stats['retries']:,} retried" + (f" ({kinds})" if kinds else ""))
     if stats.get("throttle_decreases"):
         parts.append(
@@ -145,43 +160,45 @@ def _requests(stats: dict[str, Any] | None) -> str:
     return " · ".join(parts)
 
 
-def _judge(info: dict[str, Any]) -> Markup:
+def _judge(info: Mapping[str, object]) -> Markup:
     """Who graded a model-graded run, how often (cached), and how far it can be trusted: its
     agreement measured on the labelled set, or a plain note that it was not measured."""
-    req = info.get("requests") or {}
+    req = mapping(info.get("requests"))
     # The model id and backend come from config: shown as code spans, inert.
     text = (
         f"judge {code_span(str(info.get('model_id')))} ({code_span(str(info.get('backend')))}), "
-        f"{int(req.get('calls', 0))} judgements ({int(req.get('cache_hits', 0))} from the cache)"
+        f"{integer(req.get('calls'))} judgements ({integer(req.get('cache_hits'))} from the cache)"
     )
-    usage = info.get("usage") or {}
+    usage = mapping(info.get("usage"))
     if usage:
         text += (
-            f", {int(usage.get('prompt_tokens', 0))} / {int(usage.get('completion_tokens', 0))} "
-            f"tokens, {_usd(info.get('cost_usd'))}"
+            f", {integer(usage.get('prompt_tokens'))} / {integer(usage.get('completion_tokens'))} "
+            f"tokens, {_usd(_optional(info.get('cost_usd')))}"
         )
-    if info.get("position_consistency") is not None:
-        shown = _pct(info["position_consistency"])
-        text += f", position-swap consistency {shown} over {int(info['pairs'])} pairs"
-        if info["position_consistency"] < CONSISTENCY_FLOOR:  # compare/position.py
+    consistency = _optional(info.get("position_consistency"))
+    if consistency is not None:
+        shown = _pct(consistency)
+        text += f", position-swap consistency {shown} over {integer(info['pairs'])} pairs"
+        if consistency < CONSISTENCY_FLOOR:  # compare/position.py
             text += f" (below {100 * CONSISTENCY_FLOOR:.0f}%: it cannot PASS a comparison)"
-    agree = info.get("agreement")
+    agree = mapping(info.get("agreement"))
     if not agree:
         return Markup(text + "; agreement not measured (no labelled set: `scorer.labels`)")
-    kappa, accuracy = agree.get("kappa"), _pct(agree.get("accuracy"))
+    kappa, accuracy = _optional(agree.get("kappa")), _pct(_optional(agree.get("accuracy")))
     text += (
-        f"; measured on {int(agree['n'])} labelled examples: accuracy {accuracy}, "
+        f"; measured on {integer(agree['n'])} labelled examples: accuracy {accuracy}, "
         f"Cohen's κ {'n/a' if kappa is None else f'{kappa:.2f}'}"
     )
-    if agree.get("self_agreement") is not None:
-        shown, k = _pct(agree["self_agreement"]), int(agree["samples"])
+    self_agreement = _optional(agree.get("self_agreement"))
+    if self_agreement is not None:
+        shown, k = _pct(self_agreement), integer(agree["samples"])
         text += f", self-agreement {shown} over {k} samples"
     if agree.get("errors"):
-        text += f", {int(agree['errors'])} without a verdict"
+        text += f", {integer(agree['errors'])} without a verdict"
     return Markup(text)
 
 
-def _ci(est: Any, scale: Any = None) -> str:
+def _ci(est: stats.Estimate | None, scale: stats.Scale | None = None) -> str:
     if est is None or _nan(est.lo) or _nan(est.hi):
         return "–"
     if not _in_percent(scale):
@@ -191,23 +208,23 @@ def _ci(est: Any, scale: Any = None) -> str:
 
 # A metric is shown in its own units (see evalgate.stats.Scale): proportions in % and their
 # differences in pp, anything else (counts, rewards on another range) as plain numbers.
-def _in_percent(scale: Any) -> bool:
+def _in_percent(scale: stats.Scale | None) -> bool:
     return scale is None or scale.proportion
 
 
-def _value(value: float | None, scale: Any = None) -> str:
+def _value(value: float | None, scale: stats.Scale | None = None) -> str:
     if _in_percent(scale) or _nan(value):
         return _pct(value)
     return f"{value:.4g}"
 
 
-def _diff(value: float | None, scale: Any = None, sign: bool = True) -> str:
+def _diff(value: float | None, scale: stats.Scale | None = None, sign: bool = True) -> str:
     if _in_percent(scale) or _nan(value) or math.isinf(value):  # type: ignore[arg-type]
         return _pp(value, sign)
     return f"{value:+.3g}" if sign else f"{value:.3g}"
 
 
-def _run_scale(verdict: Verdict, benchmark: str, metric: str) -> Any:
+def _run_scale(verdict: Verdict, benchmark: str, metric: str) -> stats.Scale | None:
     """The scale of a run metric: declared in the policy, else from every run's items."""
     values = [
         v
@@ -239,7 +256,7 @@ def _age(stored_at: str, now: datetime.datetime | None = None) -> str:
     return "just now"
 
 
-def _why_rerun(origin: dict[str, Any]) -> str:
+def _why_rerun(origin: Mapping[str, object]) -> str:
     """Why the Action re-ran the merge-base (``evalgate.action.main._baselines``)."""
     why = origin.get("why")
     if why == "rerun":
@@ -247,12 +264,12 @@ def _why_rerun(origin: dict[str, Any]) -> str:
     if why == "no-store":
         return ": no result store (`results_store: none`)"
     if why == "not-stored":
-        runs = ", ".join(code_span(str(m)) for m in origin.get("missing") or ())
+        runs = ", ".join(code_span(str(m)) for m in items(origin.get("missing")))
         return f": nothing usable stored for it or its ancestors ({runs})"
     return ""
 
 
-def _origin(comp: Any) -> Markup:
+def _origin(comp: RunComparison) -> Markup:
     """Where the baseline came from: the commit, and in the Action how it relates to the PR's
     merge-base (that commit re-run, and why; or stored for it or its nearest ancestor)."""
     origin = comp.base_origin or {}
@@ -277,14 +294,20 @@ def _origin(comp: Any) -> Markup:
     return Markup(f"run {code_span(origin.get('run_id', comp.base_path))}")
 
 
-def _matrix(verdict: Verdict) -> dict[str, Any]:
+class _Matrix(TypedDict):
+    models: list[str]
+    rows: dict[tuple[str, str], dict[str, stats.Estimate]]  # (benchmark, metric) → model → est
+    best: dict[tuple[str, str], str]  # the model with the highest mean, when they differ
+
+
+def _matrix(verdict: Verdict) -> _Matrix:
     """benchmark × metric rows, one column per model: the cross-model comparison."""
     models = list(dict.fromkeys(r.model for r in verdict.runs))
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    rows: dict[tuple[str, str], dict[str, stats.Estimate]] = {}
     for run in verdict.runs:
         for metric, est in run.metrics.items():
             rows.setdefault((run.benchmark, metric), {})[run.model] = est
-    best = {}
+    best: dict[tuple[str, str], str] = {}
     for key, cells in rows.items():
         scored = [(est.mean, m) for m, est in cells.items() if not _nan(est.mean)]
         if len(scored) > 1 and len({v for v, _ in scored}) > 1:
@@ -292,7 +315,7 @@ def _matrix(verdict: Verdict) -> dict[str, Any]:
     return {"models": models, "rows": rows, "best": best}
 
 
-def _worst(mc: Any) -> str:
+def _worst(mc: MetricComparison) -> str:
     """The score an errored PR rollout was given on the PASS side (evalgate.run.imputed)."""
     return "–" if mc.imputed_as is None else f"{mc.imputed_as:g}"
 
@@ -360,19 +383,23 @@ def render_scorecard(
     )
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: object) -> object:
     if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN or Infinity
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return _clean_dict(value)
     if isinstance(value, list | tuple):
         return [_clean(v) for v in value]
     return value
 
 
-def verdict_json(verdict: Verdict) -> dict[str, Any]:
+def _clean_dict(value: Mapping[str, object]) -> dict[str, object]:
+    return {k: _clean(v) for k, v in value.items()}
+
+
+def verdict_json(verdict: Verdict) -> dict[str, object]:
     """The machine-readable verdict (NaN and infinities written as null)."""
-    return _clean(
+    return _clean_dict(
         {
             "status": verdict.status,
             "exit_code": int(verdict.exit_code),

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
 
 import jinja2
 from markupsafe import escape
 
 from evalgate import __version__, stats
+from evalgate._json import items, mapping
 from evalgate.errors import UsageError
 from evalgate.gate import Verdict
-from evalgate.report import _bytecode_cache
+from evalgate.report import _environment
 from evalgate.run.rundir import (
     RESULTS,
     LoadedRun,
@@ -31,27 +32,121 @@ from evalgate.run.rundir import (
 )
 from evalgate.run.runfiles import stored_metadata
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 __all__ = [
     "MAX_CHANGED_ROWS",
     "MAX_UNCHANGED_ROWS",
     "render_html",
     "report_url",
+    "stored_scores",
     "trend_points",
     "write_html",
 ]
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("evalgate", "report"),
-    # Compiling the page's template took ~30 ms of every run; compiled once, it is read back.
-    bytecode_cache=_bytecode_cache(),
-    autoescape=True,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    undefined=jinja2.StrictUndefined,
-)
+_ENV = _environment(autoescape=True)
 _MAX_TEXT = 4000  # characters of one prompt/completion kept in the page (the rest: results.jsonl)
 # (model, benchmark, metric) → [(label, score)], oldest first: the default branch's stored runs.
 Trend = Mapping[tuple[str, str, str], list[tuple[str, float]]]
+
+
+class _StoredKey(Protocol):
+    @property
+    def commit(self) -> str: ...
+
+
+class _Stored(Protocol):
+    @property
+    def key(self) -> _StoredKey: ...
+    @property
+    def path(self) -> Path: ...
+
+
+class _History(Protocol):
+    """What the trend reads of a result store (``evalgate.store``, a later stage)."""
+
+    def history(self, name: str, limit: int = 20) -> Sequence[_Stored]: ...
+
+
+class _Shown(TypedDict):
+    """A listed item's texts, from its first record, capped."""
+
+    prompt: str
+    answer: str
+    completion: str
+    judge: str | None
+
+
+class _Row(TypedDict):
+    """One row of a run's table in the page's data block."""
+
+    id: str
+    status: str
+    prompt: str
+    answer: str
+    base: str | None
+    pr: str
+    reward_pr: float | None
+    reward_base: float | None
+    error: str | None
+    error_text: str | None
+    judge: str | None
+
+
+class _LeftOut(TypedDict):
+    status: str  # unchanged, regressed, improved, errored
+    n: int  # items not listed
+    listed: int  # items listed with that status
+
+
+class _RunData(TypedDict):
+    key: str
+    agent: bool
+    has_base: bool
+    counts: dict[str, int]
+    left_out: list[_LeftOut]
+    results: str
+    table: _RunRows  # its rows are streamed into the data block, not kept
+
+
+class _Score(TypedDict):
+    model: str
+    metric: str
+    mean: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+
+
+class _Delta(TypedDict):
+    model: str
+    metric: str
+    delta: float | None
+    lo: float | None
+    hi: float | None
+    lo_digits: int
+    hi_digits: int
+    status: str
+    imputed: int
+    imputed_as: float | None
+
+
+class _TrendLine(TypedDict):
+    label: str
+    svg: str
+    last: tuple[str, float]
+
+
+class _Benchmark(TypedDict):
+    name: str
+    scores: list[_Score]
+    deltas: list[_Delta]
+    trends: list[_TrendLine]
+    errors: NotRequired[list[str]]
+    score_svg: str
+    delta_svg: str
 
 
 def report_url(environ: Mapping[str, str]) -> str | None:
@@ -67,27 +162,37 @@ def report_url(environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def trend_points(store: Any, verdict: Verdict, limit: int = 20) -> dict[Any, list[Any]]:
+def trend_points(
+    store: _History, verdict: Verdict, limit: int = 20
+) -> dict[tuple[str, str, str], list[tuple[str, float]]]:
     """The result store's recent default-branch scores of each of the verdict's runs (stored as
     ``{benchmark}--{model label}``), oldest first, as :func:`render_html`'s ``trend``; the score
     is the one :mod:`evalgate.action.trend` charts (``avg_reward``, else the first metric)."""
-    out: dict[Any, list[Any]] = {}
-    for run in verdict.runs:
-        points = []
-        for stored in reversed(store.history(f"{run.benchmark}--{run.model}", limit=limit)):
-            meta = stored_metadata(stored.path)
-            score = meta.headline_score if meta is not None else None
-            if score is not None:
-                points.append((stored.key.commit[:7], score))
-        out[(run.model, run.benchmark, "score")] = points
-    return out
+    return {
+        (run.model, run.benchmark, "score"): stored_scores(
+            store, f"{run.benchmark}--{run.model}", limit
+        )
+        for run in verdict.runs
+    }
 
 
-def _finite(value: Any) -> float | None:
+def stored_scores(store: _History, name: str, limit: int) -> list[tuple[str, float]]:
+    """(short commit, its metadata's ``headline_score``) of the store's last ``limit`` runs of
+    ``name``, oldest first; a run without a readable metadata.json or a score is left out."""
+    points = []
+    for stored in reversed(store.history(name, limit=limit)):
+        meta = stored_metadata(stored.path)
+        score = meta.headline_score if meta is not None else None
+        if score is not None:
+            points.append((stored.key.commit[:7], score))
+    return points
+
+
+def _finite(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A prompt (chat messages) or completion as plain text, capped."""
     if value is None:
         return ""
@@ -100,14 +205,16 @@ def _text(value: Any) -> str:
     return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + f"\n… ({len(text):,} characters)"
 
 
-def _judge_text(rec: dict[str, Any]) -> str | None:
+def _judge_text(rec: Mapping[str, object]) -> str | None:
     """A model-graded rollout's judgement: each sample's score and reasoning (its raw reply
     when no verdict could be read)."""
     judge = rec.get("judge")
-    if not isinstance(judge, dict) or not judge.get("samples"):
+    samples = items(mapping(judge).get("samples"))
+    if not samples:
         return None
     parts = []
-    for i, sample in enumerate(judge["samples"], 1):
+    for i, value in enumerate(samples, 1):
+        sample = mapping(value)
         score = _finite(sample.get("score"))
         shown = f"{score:.2f}" if score is not None else "no verdict"
         body = sample.get("reasoning") if score is not None else sample.get("raw")
@@ -136,11 +243,12 @@ class _Stat:
         self.error: str | None = None
         self.total, self.n = 0.0, 0
 
-    def add(self, rec: dict[str, Any]) -> None:
-        if rec.get("error"):
-            self.error = self.error or rec["error"]
-        if rec.get("error") is None and _finite(rec.get("reward")) is not None:
-            self.total, self.n = self.total + rec["reward"], self.n + 1
+    def add(self, rec: Mapping[str, object]) -> None:
+        error, reward = rec.get("error"), _finite(rec.get("reward"))
+        if error:
+            self.error = self.error or str(error)
+        if error is None and reward is not None:
+            self.total, self.n = self.total + reward, self.n + 1
 
     @property
     def reward(self) -> float | None:
@@ -158,15 +266,23 @@ def _stats(run_dir: Path) -> dict[str, _Stat]:
     return out
 
 
-def _firsts(run_dir: Path, ids: Collection[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _firsts(run_dir: Path, ids: Collection[str]) -> Iterator[tuple[str, _Shown]]:
     """The first record's shown fields of each of ``ids``, in journal order, texts capped."""
     seen: set[str] = set()
     for rec in iter_records(run_dir / RESULTS):
         item_id = rec["example_id"]
         if item_id in ids and item_id not in seen:
             seen.add(item_id)
-            shown = {k: _text(rec.get(k)) for k in ("prompt", "answer", "completion")}
-            yield item_id, {**shown, "judge": _judge_text(rec)}
+            yield item_id, _shown(rec)
+
+
+def _shown(rec: Mapping[str, object]) -> _Shown:
+    return {
+        "prompt": _text(rec.get("prompt")),
+        "answer": _text(rec.get("answer")),
+        "completion": _text(rec.get("completion")),
+        "judge": _judge_text(rec),
+    }
 
 
 def _status(head: float | None, base: float | None, errored: bool, has_base: bool) -> str:
@@ -187,7 +303,7 @@ class _RunRows:
         self.base = Path(base_dir) if base_dir else None
         self.agent = False
         self.omitted: dict[str, int] = {}  # status → items not listed
-        self.left_out: list[dict[str, Any]] = []
+        self.left_out: list[_LeftOut] = []
         # id → (status, PR reward, base reward, error), in the run's order
         self.listed: dict[str, tuple[str, float | None, float | None, str | None]] = {}
         self.counts = {"regressed": 0, "improved": 0, "errored": 0, "all": 0}
@@ -263,7 +379,7 @@ class _RunRows:
             "same": ~(regressed | improved | errored),
         }
         listed = dict.fromkeys(masks, 0)
-        shown: list[Any] = []
+        shown: list[npt.NDArray[np.intp]] = []
         first_omitted: list[tuple[int, str, int]] = []
         for status, mask in masks.items():
             rows = np.nonzero(mask)[0]
@@ -287,25 +403,23 @@ class _RunRows:
             for k, n_left in self.omitted.items()
         ]
 
-    def _firsts(self, run: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    def _firsts(self, run: int) -> Iterator[tuple[str, _Shown]]:
         held, path = self._held[run], (self.head, self.base)[run]
         if held is None:
             assert path is not None
             yield from _firsts(path, self.listed)
             return
         for item_id, rec in held.first_records(self.listed):
-            shown = {k: _text(rec.get(k)) for k in ("prompt", "answer", "completion")}
-            yield item_id, {**shown, "judge": _judge_text(rec)}
+            yield item_id, _shown(rec)
 
-    def rows(self) -> Iterator[dict[str, Any]]:
+    def rows(self) -> Iterator[_Row]:
         """The listed items' rows, in the run's order: texts read back from the journals."""
         if not self.listed:
             return
-        base_first: dict[str, dict[str, Any]] = {}
+        base_first: dict[str, tuple[str, str]] = {}
         if self.base is not None:
-            base_first = {  # what a row shows of the base: its completion (and its prompt)
-                i: {"prompt": f["prompt"], "completion": f["completion"]}
-                for i, f in self._firsts(1)
+            base_first = {  # what a row shows of the base: its prompt and completion
+                i: (f["prompt"], f["completion"]) for i, f in self._firsts(1)
             }
         for item_id, first in self._firsts(0):
             status, h, b, error = self.listed[item_id]
@@ -314,10 +428,10 @@ class _RunRows:
                 "id": item_id,
                 "status": status,
                 "prompt": first["prompt"]
-                or (base["prompt"] if base else "")
+                or (base[0] if base else "")
                 or "(not recorded: the request failed)",
                 "answer": first["answer"],
-                "base": base["completion"] if base else None,
+                "base": base[1] if base else None,
                 "pr": first["completion"],
                 "reward_pr": h,
                 "reward_base": b,
@@ -331,7 +445,7 @@ def _line(x1: float, x2: float, y1: float, y2: float, cls: str) -> str:
     return f'<line x1="{x1:.1f}" x2="{x2:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" class="{cls}"/>'
 
 
-def _svg_scores(rows: list[dict[str, Any]]) -> str:
+def _svg_scores(rows: list[_Score]) -> str:
     """Horizontal bars 0–100 % with the CI as a whisker, one per model × metric."""
     width, bar_h, left = 520, 22, 170
     scale = width - left - 60
@@ -357,7 +471,7 @@ def _svg_scores(rows: list[dict[str, Any]]) -> str:
     return f'<svg class="chart" width="{width}" height="{height}" role="img">{body}</svg>'
 
 
-def _svg_delta(comps: list[dict[str, Any]], margin: float) -> str:
+def _svg_delta(comps: list[_Delta], margin: float) -> str:
     """Δ with its bounds per model × metric, against 0 and the margin −δ (dashed)."""
     vals = [v for c in comps for v in (c["lo"], c["hi"], c["delta"]) if v is not None]
     lo = min([*vals, -2 * margin, -0.05])
@@ -410,13 +524,22 @@ def _svg_trend(points: list[tuple[str, float]]) -> str:
     return f'{svg}<polyline points="{line}"/>{dots}</svg>'
 
 
-def _benchmarks(verdict: Verdict, trend: Trend) -> list[dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def _benchmark(name: str) -> _Benchmark:
+    return {
+        "name": name,
+        "scores": [],
+        "deltas": [],
+        "trends": [],
+        "score_svg": "",
+        "delta_svg": "",
+    }
+
+
+def _benchmarks(verdict: Verdict, trend: Trend) -> list[_Benchmark]:
+    out: dict[str, _Benchmark] = {}
     margin = float(verdict.policy.get("margin", 0.0))
     for run in verdict.runs:
-        entry = out.setdefault(
-            run.benchmark, {"name": run.benchmark, "scores": [], "deltas": [], "trends": []}
-        )
+        entry = out.setdefault(run.benchmark, _benchmark(run.benchmark))
         for metric, est in run.metrics.items():
             entry["scores"].append(
                 {
@@ -434,9 +557,7 @@ def _benchmarks(verdict: Verdict, trend: Trend) -> list[dict[str, Any]]:
         (c.model, c.benchmark, c.metric): c.status for c in verdict.checks if c.kind == "baseline"
     }
     for comp in verdict.comparisons:
-        entry = out.setdefault(
-            comp.benchmark, {"name": comp.benchmark, "scores": [], "deltas": [], "trends": []}
-        )
+        entry = out.setdefault(comp.benchmark, _benchmark(comp.benchmark))
         for mc in comp.metrics:
             r = mc.result
             entry["deltas"].append(
@@ -466,9 +587,9 @@ def _benchmarks(verdict: Verdict, trend: Trend) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def _runs_data(verdict: Verdict, unchanged_rows: int) -> list[dict[str, Any]]:
+def _runs_data(verdict: Verdict, unchanged_rows: int) -> list[_RunData]:
     base_paths = {(c.model, c.benchmark): c.base_path for c in verdict.comparisons}
-    out = []
+    out: list[_RunData] = []
     for run in verdict.runs:
         if not run.run_dir:
             continue
@@ -487,13 +608,13 @@ def _runs_data(verdict: Verdict, unchanged_rows: int) -> list[dict[str, Any]]:
     return out
 
 
-def _json_for_script(data: Any) -> str:
+def _json_for_script(data: object) -> str:
     # Inside <script> only "</" can end the element early; escaping it keeps any text inert.
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
-def _data_chunks(runs: list[dict[str, Any]]) -> Iterator[str]:
+def _data_chunks(runs: list[_RunData]) -> Iterator[str]:
     """The page's data block, ``[{key, agent, has_base, counts, rows: [...]}, ...]``, as JSON
     written one row at a time."""
     yield "["

@@ -11,10 +11,14 @@ in-flight rollouts used).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING
 
+from pydantic import JsonValue
+
+from evalgate._json import mapping, number
 from evalgate.config.spec.budget import BudgetSettings
+from evalgate.config.spec.judge import JudgeScorer
 from evalgate.errors import ConfigError
 from evalgate.run.costs import cost_usd
 from evalgate.run.rollouts import RolloutTable
@@ -22,7 +26,7 @@ from evalgate.run.rollouts import RolloutTable
 if TYPE_CHECKING:
     from evalgate.config.load import Config
     from evalgate.config.spec import Benchmark, Model
-    from evalgate.suites import Suite
+    from evalgate.suites import Item, Suite
 
 __all__ = ["SELF_HOSTED", "BudgetMeter", "gpu_count", "model_price"]
 
@@ -60,7 +64,7 @@ def _amount(name: str, value: float) -> str:
     return f"{name} {shown}"
 
 
-def _count(value: Any) -> int:
+def _count(value: object) -> int:
     """A token count as spent: negative, non-finite or non-numeric counts as 0."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         return 0
@@ -96,7 +100,7 @@ class BudgetMeter:
             )
         self.price = price or (0.0, 0.0)
 
-    def add(self, usage: dict[str, Any] | None) -> None:
+    def add(self, usage: Mapping[str, object] | None) -> None:
         """Count one finished rollout's tokens (and their cost at the current model's price)."""
         # A negative count (from anywhere: a cached record, a backend's report) would lower
         # what was spent and lift every cap: refused, as is anything not a finite number.
@@ -105,19 +109,17 @@ class BudgetMeter:
         self.tokens += prompt + completion
         self.usd += prompt * self.price[0] + completion * self.price[1]
 
-    def add_judge(self, judgement: dict[str, Any]) -> None:
+    def add_judge(self, judgement: Mapping[str, object]) -> None:
         """Count a judge's tokens and cost (priced for the judge model, not the candidate)."""
-        usage = judgement.get("usage") or {}
-        self.tokens += int(usage.get("prompt_tokens") or 0) + int(
-            usage.get("completion_tokens") or 0
-        )
-        self.usd += float(judgement.get("cost_usd") or 0.0)
+        usage = mapping(judgement.get("usage"))
+        self.tokens += _count(usage.get("prompt_tokens")) + _count(usage.get("completion_tokens"))
+        self.usd += number(judgement.get("cost_usd"))
 
-    def add_records(self, records: Iterable[dict[str, Any]]) -> None:
+    def add_records(self, records: Iterable[Mapping[str, object]]) -> None:
         for rec in records:
-            self.add(rec.get("usage"))
+            self.add(mapping(rec.get("usage")))
             if rec.get("judge"):
-                self.add_judge(rec["judge"])
+                self.add_judge(mapping(rec["judge"]))
 
     def gpu_start(self, gpus: int, holder: str = "model") -> None:
         """``holder``'s server holds ``gpus`` GPUs from now on: the model under test, or a
@@ -153,19 +155,16 @@ class BudgetMeter:
                 return True
         return False
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JsonValue]:
         """For metadata.json: the caps, what was spent, and which cap was reached."""
-        spent = self.spent()
-        return {
-            "caps": self.caps,
-            "spent": {k: round(v, 6) for k, v in spent.items()},
-            "reached": self.reached,
-        }
+        caps: dict[str, JsonValue] = {**self.caps}
+        spent: dict[str, JsonValue] = {k: round(v, 6) for k, v in self.spent().items()}
+        return {"caps": caps, "spent": spent, "reached": self.reached}
 
 
 def stop_reason(
     meter: BudgetMeter | None,
-    records: Collection[dict[str, Any]] | RolloutTable,
+    records: Collection[Mapping[str, object]] | RolloutTable,
     n_items: int,
     rollouts: int,
 ) -> str | None:
@@ -175,7 +174,8 @@ def stop_reason(
         return None
     per_item: dict[str, int] = {}
     for rec in records:
-        per_item[rec["example_id"]] = per_item.get(rec["example_id"], 0) + 1
+        item_id = str(rec["example_id"])
+        per_item[item_id] = per_item.get(item_id, 0) + 1
     done = sum(1 for n in per_item.values() if n >= rollouts)
     return f"budget: {meter.reached} reached after {done:,} of {n_items:,} items"
 
@@ -186,7 +186,7 @@ _LOCAL_KINDS = ("arith", "jsonl", "humaneval", "agent")
 _CHARS_PER_TOKEN = 4  # a tokenizer-free estimate of prompt tokens (English text, BPE)
 
 
-def _prompt_chars(suite: Any, item: Any) -> int:
+def _prompt_chars(suite: Suite, item: Item) -> int:
     """Characters sent as the prompt: the rendered chat messages (system prompt and template
     included) where the suite keeps them, else the item's own prompt text."""
     messages = getattr(suite, "messages", None)
@@ -268,13 +268,13 @@ def estimate(
 
 
 def _judge_estimate(
-    bench: Any, requests: int, prompt: int | None
+    bench: Benchmark, requests: int, prompt: int | None
 ) -> tuple[str, float | None, float | None] | None:
     """A judged benchmark's judge calls: k per completion (× 2 orders pairwise), each prompt
     about the template, the question and a completion of up to max_tokens (~4 characters a
     token); an upper bound, as for the model."""
-    scorer: Any = getattr(bench, "scorer", None)
-    if getattr(scorer, "type", None) != "judge":
+    scorer = getattr(bench, "scorer", None)
+    if not isinstance(scorer, JudgeScorer):
         return None
     orders = 2 if scorer.mode == "pairwise" else 1
     calls = requests * scorer.judge_samples * orders

@@ -24,7 +24,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from evalgate.errors import InfraError, secret_redactor
 from evalgate.run.rollouts import RolloutTable, unusable
@@ -32,6 +32,10 @@ from evalgate.serve import served
 from evalgate.serve.breaker import EndpointDown
 from evalgate.serve.client import RequestFailed, dumps
 from evalgate.suites.base import Item, Outcome, Suite
+
+if TYPE_CHECKING:
+    from evalgate.run.budget import BudgetMeter
+    from evalgate.serve.client import ChatClient
 
 __all__ = ["run_suite"]
 
@@ -56,7 +60,7 @@ class _Journal:
         self._timer: asyncio.TimerHandle | None = None
         self._error: InfraError | None = None  # a failed timed flush, raised at the next add
 
-    def add(self, rec: dict[str, Any]) -> None:
+    def add(self, rec: Mapping[str, object]) -> None:
         if self._error is not None:
             raise self._error  # disk full or gone: fail the run, don't drop results quietly
         self.lines.append(dumps(rec))
@@ -213,7 +217,7 @@ async def _run_workers(
 
 async def run_suite(
     suite: Suite,
-    client: Any,
+    client: ChatClient,
     *,
     rollouts: int,
     max_concurrent: int,
@@ -222,7 +226,7 @@ async def run_suite(
     skip: Collection[tuple[str, int]] = (),
     flush_every: int = 256,
     flush_interval_s: float = 0.5,
-    budget: Any = None,
+    budget: BudgetMeter | None = None,
     slim: bool = False,
 ) -> list[dict[str, Any]]:
     """Run every (item, rollout) pair not in ``skip``; records in (item order, rollout) order.

@@ -61,13 +61,14 @@ def run_config(
 ) -> RunConfig:
     """run_config.json of a new run, before its baseline is recorded (:func:`with_baseline`)."""
     # Which chat template the server applied (vLLM backends resolve one; others: the server's).
-    template = server.chat_template.record() if server.chat_template is not None else None
+    applied = server.chat_template
+    template = dict[str, JsonValue](applied.record()) if applied is not None else None
     print_ = fingerprint(
         bench,
         model,
         endpoint.model_id,
         suite.items,
-        chat_template=template["sha256"] if template else None,
+        chat_template=applied.sha256 if applied is not None else None,
         variant=suite.variant,
     )
     return RunConfig(

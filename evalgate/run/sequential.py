@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
 
@@ -32,6 +32,8 @@ from evalgate.run.summary import item_metrics
 from evalgate.suites.base import Item, Outcome
 
 if TYPE_CHECKING:
+    from evalgate.run.rundir import LoadedRun
+    from evalgate.serve.client import ChatClient
     from evalgate.suites import Suite
 
 __all__ = ["SequentialResult", "Subset", "plan_order", "run_sequential"]
@@ -48,13 +50,21 @@ class Subset:
     def name(self) -> str:
         return self.suite.name
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: ChatClient) -> Outcome:
         return await self.suite.rollout(item, index, client)
 
     def plan(self, pairs: list[tuple[Item, int]]) -> None:
         plan = getattr(self.suite, "plan", None)
         if plan is not None:
             plan(pairs)
+
+
+class LookRecord(TypedDict):
+    """One look that read paired items: its number, how many, what it decided (None: go on)."""
+
+    look: int
+    items: int
+    decision: str | None
 
 
 @dataclass(frozen=True)
@@ -66,7 +76,7 @@ class SequentialResult:
     items_used: int
     items_total: int
     stopped_early: bool
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[LookRecord] = field(default_factory=list)
     # Grouped items: the groups planned and the largest of them, the constants of the betting
     # process over groups (compare reads the run with them); None without groups.
     groups_total: int | None = None
@@ -74,7 +84,7 @@ class SequentialResult:
 
 
 def plan_order(
-    items: list[Item], baseline: Any, metric: str, key: stats.OrderKey
+    items: list[Item], baseline: LoadedRun, metric: str, key: stats.OrderKey
 ) -> tuple[list[Item], list[Item], dict[str, float]]:
     """(paired items in the order of ``key``, unpaired items, baseline per-item scores).
 
@@ -99,7 +109,7 @@ def plan_order(
 
 async def run_sequential(
     suite: Suite,
-    baseline: Any,
+    baseline: LoadedRun,
     *,
     metric: str,
     rollouts: int,
@@ -136,7 +146,8 @@ async def run_sequential(
     # The statistics' seed (sign-flip draws, betting order) is the one `evalgate compare`
     # uses, so the scorecard reproduces each look's decision exactly.
     design = stats.Design(alpha=alpha, margin=margin, looks=looks, horizon=len(order), seed=0)
-    done, decision, history = 0, None, []
+    done, decision = 0, None
+    history: list[LookRecord] = []
     for look, size in enumerate(sizes, 1):
         if size == done and look < looks:
             continue  # a group larger than a slice: this look would see nothing new

@@ -26,6 +26,7 @@ from evalgate.errors import InfraError
 
 if TYPE_CHECKING:
     from evalgate.config.spec import SandboxSpec
+    from evalgate.sandbox.bridge import ModelBridge
 
 __all__ = [
     "DEFAULT_ENV",
@@ -230,7 +231,7 @@ class Sandbox(abc.ABC):
         # unless the sandbox is "model-only".
         self.model_env: dict[str, str] = {}
         self._destroyed = False
-        self._bridge: Any = None  # the host-side model bridge, for backends that run one
+        self._bridge: ModelBridge | None = None  # the host-side model bridge, where one runs
 
     # -- the one primitive each backend implements ------------------------------------------
 
@@ -313,6 +314,29 @@ class Sandbox(abc.ABC):
             raise SandboxFileError(f"{path}: larger than {max_bytes} bytes")
         return out
 
+    async def _script(
+        self,
+        script: str,
+        path: str,
+        *,
+        timeout_s: float,
+        stdin: bytes | None,
+        cwd: str,
+        max_output: int,
+    ) -> tuple[int, bytes, bytes, bool, bool]:
+        """A file operation's shell ``script`` (``path`` as its ``$1``: never spliced into the
+        script), run with the default environment as every exec is."""
+        return await self._exec(
+            ExecCall(
+                ["/bin/sh", "-c", script, "sh", path],
+                timeout_s=timeout_s,
+                stdin=stdin,
+                env=dict(DEFAULT_ENV),
+                cwd=cwd,
+                max_output=max_output,
+            )
+        )
+
     async def write_file(
         self, path: str, data: bytes | str, *, mode: int | None = None, cwd: str | None = None
     ) -> None:
@@ -321,15 +345,13 @@ class Sandbox(abc.ABC):
         script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
         if mode is not None:
             script += f' && chmod {mode:o} -- "$1"'
-        code, _, err, timed_out, _ = await self._exec(
-            ExecCall(
-                ["/bin/sh", "-c", script, "sh", path],
-                timeout_s=60.0,
-                stdin=payload,
-                env=dict(DEFAULT_ENV),
-                cwd=cwd or self.workdir,
-                max_output=64 << 10,
-            )
+        code, _, err, timed_out, _ = await self._script(
+            script,
+            path,
+            timeout_s=60.0,
+            stdin=payload,
+            cwd=cwd or self.workdir,
+            max_output=64 << 10,
         )
         if code != 0 or timed_out:
             detail = err.decode("utf-8", "replace").strip() or f"exit {code}"
@@ -348,15 +370,8 @@ class Sandbox(abc.ABC):
             'chmod -R u+rwX -- "$1" 2>/dev/null; cd -- "$1" && '
             "find . -mindepth 1 -maxdepth 1 -print0 | tar --null -cf - -T -"
         )
-        code, out, err, timed_out, truncated = await self._exec(
-            ExecCall(
-                ["/bin/sh", "-c", script, "sh", path],
-                timeout_s=120.0,
-                stdin=None,
-                env=dict(DEFAULT_ENV),
-                cwd="/",
-                max_output=max_bytes,
-            )
+        code, out, err, timed_out, truncated = await self._script(
+            script, path, timeout_s=120.0, stdin=None, cwd="/", max_output=max_bytes
         )
         if timed_out or code != 0 or truncated:
             detail = err.decode("utf-8", "replace").strip()[-300:] or f"exit {code}"

@@ -36,7 +36,7 @@ import json
 import re
 import secrets
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping
 
 import aiohttp
 from aiohttp import web
@@ -85,7 +85,7 @@ _FETCHING_KEYS = frozenset({"server_url", "web_search_options", "image_url", "fi
 _MEDIA_PARTS = frozenset({"image_url", "input_image", "input_file", "file", "input_audio"})
 
 
-def beyond(payload: dict[str, Any]) -> str | None:
+def beyond(payload: Mapping[str, object]) -> str | None:
     """Why ``payload`` asks for more than the model under test answering text, or None.
 
     ``payload`` is a parsed request (its depth already bounded by :data:`MAX_JSON_DEPTH`).
@@ -107,7 +107,7 @@ def beyond(payload: dict[str, Any]) -> str | None:
         if "server_url" in tool:
             return "'server_url'"
     # The messages, not the tools' parameter schemas (a parameter may well be named image_url).
-    stack: list[Any] = [{k: v for k, v in payload.items() if k != "tools"}]
+    stack: list[object] = [{k: v for k, v in payload.items() if k != "tools"}]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
@@ -266,7 +266,7 @@ class ModelBridge:
     def _count(self, tail: bytes) -> bool:
         """Add the response's token usage (plain JSON, or the last SSE event that has one);
         whether it had one."""
-        usage: Any = None
+        usage: object = None
         text = tail.decode("utf-8", "replace").strip()
         try:
             usage = json.loads(text).get("usage")

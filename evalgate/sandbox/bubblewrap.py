@@ -54,6 +54,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,8 @@ class BubblewrapSandbox(Sandbox):
         self._backend = backend
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
-        self._pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
+        # What waits for the supervisor's answer: "ready", "killall", or an exec's id.
+        self._pending: dict[str | int, asyncio.Future[dict[str, Any]]] = {}
         self._reader: asyncio.Task[None] | None = None
         self._stderr: Drain | None = None  # bwrap's (and the supervisor's) error messages
         self._dir: str | None = None
@@ -295,7 +297,7 @@ class BubblewrapSandbox(Sandbox):
                     fut.set_exception(SandboxError(f"{self.describe()}: {self._dead}"))
             self._pending.clear()
 
-    async def _send(self, obj: dict[str, Any], fds: list[int] = ()) -> None:  # type: ignore[assignment]
+    async def _send(self, obj: dict[str, object], fds: Sequence[int] = ()) -> None:
         if self._sock is None or self._dead:
             raise SandboxError(f"{self.describe()}: {self._dead or 'not started'}")
         data = marshal.dumps(obj)

@@ -33,7 +33,8 @@ import math
 import os
 import secrets
 import tarfile
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from evalgate.sandbox.base import (
@@ -45,6 +46,9 @@ from evalgate.sandbox.base import (
     SandboxConfig,
     SandboxError,
 )
+
+if TYPE_CHECKING:
+    import modal
 
 __all__ = ["APP_NAME", "ModalBackend", "ModalSandbox", "has_credentials"]
 
@@ -77,7 +81,12 @@ def _allowlist(base_url: str) -> dict[str, list[str]]:
 class ModalSandbox(Sandbox):
     backend = "modal"
 
-    def __init__(self, config: SandboxConfig, handle: Any, on_destroy: Any = None) -> None:
+    def __init__(
+        self,
+        config: SandboxConfig,
+        handle: modal.Sandbox,
+        on_destroy: Callable[[ModalSandbox], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._sb = handle
         self._on_destroy = on_destroy
@@ -95,11 +104,12 @@ class ModalSandbox(Sandbox):
         limit = max(1, math.ceil(timeout_s))
         loop = asyncio.get_running_loop()
         t0 = loop.time()
+        environment: dict[str, str | None] = dict(env)  # modal's type: None unsets a variable
         try:
             proc = await self._sb.exec.aio(
                 "timeout", "-s", "KILL", str(limit), *argv,
                 workdir=cwd,
-                env=env,
+                env=environment,
                 timeout=limit + 30,
                 text=False,
             )  # fmt: skip
@@ -173,9 +183,9 @@ class ModalBackend(SandboxBackend):
             raise SandboxError("modal sandbox: pip install modal==1.6.4") from exc
         self.modal = modal
         self.app_name = app_name
-        self._app: Any = None
+        self._app: modal.App | None = None
         self._live: set[ModalSandbox] = set()
-        self._images: dict[str, Any] = {}  # ImageBuild.digest → modal.Image: one build each
+        self._images: dict[str, modal.Image] = {}  # ImageBuild.digest → modal.Image: one build each
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -209,7 +219,7 @@ class ModalBackend(SandboxBackend):
             kwargs["block_network"] = True
         return kwargs
 
-    def _image(self, config: SandboxConfig) -> Any:
+    def _image(self, config: SandboxConfig) -> modal.Image:
         build = config.build
         if build is None:
             if config.image:

@@ -73,10 +73,10 @@ class JudgeFailed(InfraError):
     usage, the judge's raw replies). An InfraError, not a RequestFailed: this module must not
     import the HTTP client (`validate` builds suites without loading it)."""
 
-    def __init__(self, kind: str, detail: str, partial: dict[str, object]) -> None:
+    def __init__(self, kind: str, detail: str, partial: Mapping[str, object]) -> None:
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
-        self.partial = partial
+        self.partial: dict[str, object] = dict(partial)
 
 
 def no_usage() -> dict[str, int]:

@@ -21,10 +21,15 @@ import contextlib
 import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from evalgate.errors import ConfigError, InfraError
+
+if TYPE_CHECKING:
+    import types
+
+    import modal
 
 __all__ = [
     "FUNCTION_NAME",
@@ -67,7 +72,9 @@ def _server_url(environ: Mapping[str, str]) -> str:
 
 
 @contextlib.contextmanager
-def modal_errors(modal: Any, doing: str, server_url: str = DEFAULT_SERVER_URL) -> Iterator[None]:
+def modal_errors(
+    modal: types.ModuleType, doing: str, server_url: str = DEFAULT_SERVER_URL
+) -> Iterator[None]:
     """Map Modal's exceptions raised while ``doing`` to ConfigError (2) or InfraError (3)."""
     exc_mod = modal.exception
     try:
@@ -98,6 +105,13 @@ def _reachable(server_url: str) -> str | None:
         return str(exc) or type(exc).__name__
 
 
+def _served_at(app: modal.App, url: str | None) -> str:
+    """The started app's web URL; Modal giving none is its failure, not a URL of None."""
+    if not url:
+        raise InfraError(f"Modal started the app {app.name} but gave no web URL for it")
+    return url
+
+
 class ModalOps:
     """Every call that reaches Modal. Credentials come from ``environ`` (MODAL_TOKEN_ID and
     MODAL_TOKEN_SECRET, MODAL_ENVIRONMENT), else from modal's own configuration file."""
@@ -112,13 +126,13 @@ class ModalOps:
         self.server_url = _server_url(environ)
         self.show_output = show_output  # Modal's build and container logs, as they come
         self._token = (environ.get("MODAL_TOKEN_ID"), environ.get("MODAL_TOKEN_SECRET"))
-        self._client: Any = None
+        self._client: modal.Client | None = None
 
     def _errors(self, doing: str) -> contextlib.AbstractContextManager[None]:
         return modal_errors(self.modal, doing, self.server_url)
 
     @property
-    def client(self) -> Any:
+    def client(self) -> modal.Client:
         if self._client is None:
             why = _reachable(self.server_url)
             if why is not None:
@@ -137,22 +151,25 @@ class ModalOps:
         if self.show_output:
             stack.enter_context(self.modal.enable_output())
 
-    def run_ephemeral(self, app: Any, function: Any, stack: contextlib.ExitStack) -> str:
+    def run_ephemeral(
+        self, app: modal.App, function: modal.Function, stack: contextlib.ExitStack
+    ) -> str:
         """Start ``app`` until ``stack`` closes; its web URL. Modal's image build and the
         container's start-up (weights, compile) stream to the console while it runs."""
         client = self.client
         self._output(stack)
         with self._errors(f"starting the app {app.name}"):
             stack.enter_context(app.run(client=client, environment_name=self.environment))
-            return function.get_web_url()
+            url = function.get_web_url()
+        return _served_at(app, url)
 
-    def deploy(self, app: Any, function: Any) -> str:
+    def deploy(self, app: modal.App, function: modal.Function) -> str:
         client = self.client
         with contextlib.ExitStack() as stack, self._errors(f"deploying {app.name}"):
             self._output(stack)
             app.deploy(environment_name=self.environment, client=client)
             url = function.get_web_url()
-        return url or self.web_url(app.name)  # type: ignore[return-value]
+        return _served_at(app, url or (self.web_url(app.name) if app.name else None))
 
     def web_url(self, app_name: str) -> str | None:
         """The deployed app's URL, or None when no such app is deployed."""

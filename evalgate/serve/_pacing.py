@@ -7,7 +7,7 @@ import asyncio
 import email.utils
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Mapping
 
 __all__ = ["AdaptiveLimit", "parse_retry_after", "retry_after"]
 
@@ -94,7 +94,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         return max(0.0, parsed.timestamp() - (time.time() if now is None else now))
 
 
-def retry_after(headers: Any) -> float | None:
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
     """The server's wait hint from response headers (chat servers and LiteLLM's proxy)."""
     if not headers:
         return None

@@ -10,9 +10,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
-__all__ = ["die_with_parent", "stop_group"]
+__all__ = ["die_with_parent", "spawn_group", "stop_group"]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -33,6 +34,34 @@ def die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return preexec
+
+
+def spawn_group(
+    argv: list[str],
+    log_path: Path,
+    *,
+    env: Mapping[str, str],
+    preexec_fn: Callable[[], None] | None,
+    cwd: Path | None = None,
+    note: str | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a server in its own process group (so :func:`stop_group` reaches the workers it
+    forks), its output appended to ``log_path`` after the line ``note``, with no stdin.
+    ``preexec_fn``: :func:`die_with_parent`, or one that also calls it."""
+    with log_path.open("ab") as log:
+        if note is not None:
+            log.write(f"{note}\n".encode())
+            log.flush()
+        return subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=preexec_fn,
+            env=env,
+            cwd=cwd,
+        )
 
 
 def _group_alive(pgid: int) -> bool:

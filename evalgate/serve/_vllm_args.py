@@ -7,24 +7,28 @@ spelled out, defaults included, so the log shows every setting that shaped the n
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from evalgate.config.vllm_flags import check_extra_args
+
+if TYPE_CHECKING:
+    from evalgate.config.spec.models import VLLMOptions
 
 __all__ = ["gpus_needed", "serve_args", "serve_command"]
 
 
-def gpus_needed(opts: Any) -> int:
+def gpus_needed(opts: VLLMOptions) -> int:
     """GPUs one server uses: tensor-parallel ranks times data-parallel replicas."""
     return int(opts.tensor_parallel_size) * int(opts.data_parallel_size)
 
 
-def _flags(extra: Any) -> set[str]:
+def _flags(extra: Iterable[object]) -> set[str]:
     return {str(arg).split("=", 1)[0] for arg in extra}
 
 
 def serve_args(
-    opts: Any,
+    opts: VLLMOptions,
     *,
     served_model_name: str,
     host: str,
@@ -61,7 +65,7 @@ def serve_args(
 
 
 def serve_command(
-    opts: Any,
+    opts: VLLMOptions,
     *,
     served_model_name: str,
     host: str,

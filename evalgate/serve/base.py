@@ -6,12 +6,15 @@ manager yielding an :class:`Endpoint`; the pipeline never knows which one it got
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
 
-__all__ = ["Endpoint", "ModelServer", "ServeContext"]
+if TYPE_CHECKING:
+    from evalgate.serve.chat_template import ChatTemplate
+
+__all__ = ["Endpoint", "ModelServer", "ServeContext", "ServeOptions"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,17 @@ class ServeContext:
     benchmarks: tuple[str, ...] = ()  # benchmark names: a benchmark's template fallback
 
 
+class ServeOptions(TypedDict):
+    """Every backend constructor's keyword arguments after the model (``**ctx:
+    Unpack[ServeOptions]``): the fields of :class:`ServeContext`, which :func:`open_server`
+    passes to any backend alike; a backend reads those it needs."""
+
+    log_dir: Path
+    environ: dict[str, str]
+    config_dir: NotRequired[Path | None]  # evals.yaml's folder; None: the working directory
+    benchmarks: NotRequired[Sequence[str]]
+
+
 class ModelServer(Protocol):
     """Serve one model for the duration of a ``with`` block.
 
@@ -66,4 +80,4 @@ class ModelServer(Protocol):
     log_path: Path | None  # the server's own log, when it has one
     # The chat template the server was started with, when evalgate resolved one (vLLM
     # backends); None when the server applies its own (llama.cpp, an API, LiteLLM).
-    chat_template: Any
+    chat_template: ChatTemplate | None

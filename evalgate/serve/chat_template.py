@@ -29,11 +29,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from evalgate.config.benchmarks import builtin_dir
 from evalgate.config.hostfiles import read_host_file, repository_root
 from evalgate.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evalgate.config.spec.models import VLLMOptions
 
 __all__ = [
     "BENCHMARK_TEMPLATES",
@@ -201,18 +204,22 @@ def _fetch_from_hub(
             "chat_template: in evals.yaml",
         ) from exc
 
-    kwargs: dict[str, Any] = {
-        "revision": revision or "main",
-        "cache_dir": hf_cache_dir(environ),
-        "endpoint": environ.get("HF_ENDPOINT") or None,
-        "token": token or None,
-        # The run's environment decides, not the one huggingface_hub read at import.
-        "local_files_only": environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"),
-    }
+    # The run's environment decides, not the one huggingface_hub read at import.
+    offline = environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
     found: dict[str, Path | None] = {}
     for name in ("tokenizer_config.json", REPO_TEMPLATE):
         try:
-            found[name] = Path(hf_hub_download(model, name, **kwargs))
+            found[name] = Path(
+                hf_hub_download(
+                    model,
+                    name,
+                    revision=revision or "main",
+                    cache_dir=hf_cache_dir(environ),
+                    endpoint=environ.get("HF_ENDPOINT") or None,
+                    token=token or None,
+                    local_files_only=offline,
+                )
+            )
         except LocalEntryNotFoundError as exc:  # offline, or the Hub did not answer
             raise _unfetchable(model, revision, exc) from exc
         except EntryNotFoundError:  # the Hub answered: the repository has no such file
@@ -258,7 +265,7 @@ def configured_template(name: str, config_dir: Path) -> Path:
 
 
 def resolve_chat_template(
-    opts: Any,
+    opts: VLLMOptions,
     *,
     config_dir: Path,
     benchmarks: Iterable[str] = (),

@@ -33,9 +33,9 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import aiohttp
 from yarl import URL
@@ -69,7 +69,7 @@ PROBE_MESSAGE = "evalgate health probe: reply with OK."
 _STD_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def _std_dumps(value: Any) -> bytes:
+def _std_dumps(value: object) -> bytes:
     """Compact UTF-8 JSON with the stdlib (``dumps`` where orjson is not installed)."""
     return _STD_ENCODER.encode(value).encode("utf-8")
 
@@ -77,7 +77,7 @@ def _std_dumps(value: Any) -> bytes:
 try:  # orjson: 5-10x faster encode/decode on the per-request path; the stdlib is the fallback.
     import orjson
 
-    def dumps(value: Any) -> bytes:
+    def dumps(value: object) -> bytes:
         """Compact UTF-8 JSON: the stdlib's ``separators=(",", ":")``, ``ensure_ascii=False``
         form, byte for byte, except the exponent spelling of tiny or huge floats (1e-07 vs
         1e-7). Cache keys hash these bytes, so a cache is shared only between installs that
@@ -146,7 +146,7 @@ class ClientStats:
     # router's fallback): said once in metadata, not per rollout.
     server_model: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         named = {"server_model": self.server_model} if self.server_model else {}
         return {
             **named,
@@ -165,6 +165,20 @@ def _too_large(cap: int) -> RequestFailed:
     # Built only when a reply is too large: an exception and its message per request cost more
     # than the rest of the size check.
     return RequestFailed("too_large", f"the reply is over {cap} bytes (eval.max_reply_mib)")
+
+
+class SamplingParams(Protocol):
+    """What a request's body takes from the sampling config (``config.spec.Sampling``, or a
+    verifiers rollout's own); a ``stop`` list is read when there is one."""
+
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def top_p(self) -> float: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def seed(self) -> int | None: ...
 
 
 class ReplyCache(Protocol):
@@ -193,7 +207,7 @@ class ChatClient:
     def __init__(
         self,
         endpoint: Endpoint,
-        sampling: Any,
+        sampling: SamplingParams,
         *,
         timeout_s: float = 120.0,
         max_retries: int = 4,
@@ -270,9 +284,9 @@ class ChatClient:
         if self.cache is not None:
             self.cache.flush()
 
-    def body(self, messages: list[dict[str, Any]], rollout: int) -> dict[str, Any]:
+    def body(self, messages: Sequence[Mapping[str, object]], rollout: int) -> dict[str, object]:
         s = self.sampling
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             "model": self.endpoint.model,
             "messages": messages,
             "temperature": s.temperature,
@@ -298,7 +312,7 @@ class ChatClient:
         *,
         rollout: int = 0,
         keep: Callable[[str], bool] | None = None,
-        response_format: dict[str, Any] | None = None,
+        response_format: Mapping[str, object] | None = None,
         complete_only: bool = False,
     ) -> Reply:
         """One chat completion. ``keep``: whether a reply's text may be cached (and a cached
@@ -456,7 +470,7 @@ class ChatClient:
 
     async def _exchange(
         self, session: aiohttp.ClientSession, payload: bytes, result: list[URL]
-    ) -> tuple[int, bytes, Any]:
+    ) -> tuple[int, bytes, Mapping[str, str]]:
         """POST the request (or GET its result URL when ``result`` holds one), following
         redirects here rather than in aiohttp: each hop gets the full timeout, the result URL
         is remembered in ``result`` for a retry, and the hop budget is ours (aiohttp's is 10)."""
@@ -505,7 +519,7 @@ class ChatClient:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _note_served(self, parsed: _T, raw: bytes, headers: Any) -> _T:
+    def _note_served(self, parsed: _T, raw: bytes, headers: Mapping[str, str] | None) -> _T:
         """A reply another model served (a router's fallback) is noted for the rollout (its
         tokens priced as that model) and marked on a :class:`Reply` (never cached as the
         configured model's answer). The body is read again only on LiteLLM's fallback header,

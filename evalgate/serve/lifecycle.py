@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalgate.errors import InfraError, UsageError
 from evalgate.serve._health import NotReady, wait_until_ready
@@ -42,7 +42,7 @@ class AppStatus:
     digest: str | None = None
     detail: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
     def line(self) -> str:
@@ -102,7 +102,7 @@ def deploy(
     models: Sequence[str] = (),
     wait: bool = False,
     log_dir: Path = Path("outputs/logs/deploy"),
-    ops: Any = None,
+    ops: ModalOps | None = None,
     log: Callable[[str], None] = print,
 ) -> list[AppStatus]:
     """Deploy (or update) every persistent ``modal-vllm`` model; with ``wait``, also wait for
@@ -154,7 +154,7 @@ def status(
     environ: dict[str, str],
     models: Sequence[str] = (),
     probe: bool = False,
-    ops: Any = None,
+    ops: ModalOps | None = None,
 ) -> list[AppStatus]:
     """Where each persistent model's app stands. ``probe`` also asks ``/health``, which wakes a
     scaled-to-zero app (GPU time), so it is off unless asked for."""
@@ -202,7 +202,7 @@ def stop(
     environ: dict[str, str],
     models: Sequence[str] = (),
     all_apps: bool = False,
-    ops: Any = None,
+    ops: ModalOps | None = None,
 ) -> list[AppStatus]:
     """Stop the apps of the config's ``modal-vllm`` models (any mode), or with ``all_apps``
     every live app tagged ``managed-by=evalgate`` in the Modal environment."""

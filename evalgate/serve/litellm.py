@@ -32,21 +32,24 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from evalgate._repo_code import RESERVED
 from evalgate.errors import ConfigError, InfraError
-from evalgate.serve._process import die_with_parent, stop_group
+from evalgate.serve._process import die_with_parent, spawn_group, stop_group
 from evalgate.serve.base import Endpoint
 from evalgate.serve.keys import api_key_from_env
 from evalgate.serve.tracing import langfuse_enabled, litellm_callback_settings
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from evalgate.config.spec import LiteLLMModel
+    from evalgate.serve.base import ServeOptions
 
 __all__ = [
     "INSTALL_HINT",
@@ -65,7 +68,7 @@ STARTUP_TIMEOUT_S = 120.0
 _RESERVED_PARAMS = {"model": "model", "api_base": "api_base", "api_key": "api_key_env"}
 
 
-def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, Any]:
+def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, object]:
     """The LiteLLM proxy config for one model: routing, settings, and no secret values."""
     clash = sorted(set(model.params) & set(_RESERVED_PARAMS))
     if clash:
@@ -79,14 +82,14 @@ def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, A
             f"model {model.name!r}: LiteLLM's openai/ provider needs a key: set api_key_env "
             "(any non-empty value for a server without auth) or OPENAI_API_KEY"
         )
-    params: dict[str, Any] = {"model": model.model}
+    params: dict[str, object] = {"model": model.model}
     if model.api_base:
         params["api_base"] = model.api_base
     if model.api_key_env:
         params["api_key"] = f"os.environ/{model.api_key_env}"
     params.update(model.params)
     model_list, router = _with_router_fallbacks(model.model, params)
-    settings: dict[str, Any] = {
+    settings: dict[str, object] = {
         # Retries belong to the ChatClient (backoff, Retry-After, error accounting); LiteLLM's
         # default retries would multiply every attempt by three.
         "num_retries": 0,
@@ -95,7 +98,7 @@ def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, A
         "drop_params": True,
         **litellm_callback_settings(environ),
     }
-    config = {
+    config: dict[str, object] = {
         "model_list": model_list,
         "litellm_settings": settings,
         "general_settings": {"master_key": f"os.environ/{MASTER_KEY_ENV}"},
@@ -106,8 +109,8 @@ def proxy_config(model: LiteLLMModel, environ: Mapping[str, str]) -> dict[str, A
 
 
 def _with_router_fallbacks(
-    name: str, params: dict[str, Any]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    name: str, params: dict[str, object]
+) -> tuple[list[dict[str, object]], dict[str, object]]:
     """The proxy's model list and router settings for ``params``, its ``fallbacks`` made router
     fallbacks. Left in ``litellm_params``, LiteLLM would call a fallback itself and answer in the
     primary's name, with no fallback header and the primary's api base in
@@ -121,7 +124,7 @@ def _with_router_fallbacks(
         if fallbacks is not None:
             params["fallbacks"] = fallbacks  # not a list: LiteLLM's to refuse, as before
         return [{"model_name": name, "litellm_params": params}], {}
-    entries = [{"model_name": name, "litellm_params": params}]
+    entries: list[dict[str, object]] = [{"model_name": name, "litellm_params": params}]
     names: list[str] = []
     for entry in fallbacks:
         own = {"model": entry} if isinstance(entry, str) else dict(entry)
@@ -209,21 +212,13 @@ class LiteLLMServer:
 
     chat_template = None  # the server applies its own (ModelServer.chat_template)
 
-    def __init__(
-        self,
-        model: LiteLLMModel,
-        *,
-        log_dir: Path,
-        environ: dict[str, str],
-        config_dir: Path | None = None,  # the ServeContext fields every backend accepts
-        benchmarks: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, model: LiteLLMModel, **ctx: Unpack[ServeOptions]) -> None:
         self.model = model
-        self.environ = environ
+        self.environ = ctx["environ"]
         spawn = not model.proxy_url
         # Absolute: the proxy runs in the log folder, so a relative --config (the CLI's default
         # output folder is relative) would be looked up from inside itself.
-        log_dir = log_dir.absolute()
+        log_dir = ctx["log_dir"].absolute()
         self.log_path: Path | None = log_dir / f"model_server-{model.name}.log" if spawn else None
         self.config_path: Path | None = log_dir / f"litellm-{model.name}.yaml" if spawn else None
         # Not (yet) fields of LiteLLMModel: read when the spec grows them.
@@ -326,20 +321,13 @@ class LiteLLMServer:
 
     def _spawn(self, cmd: list[str], env: dict[str, str]) -> None:
         assert self.log_path is not None
-        log = self.log_path.open("ab")
-        try:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # own process group: killpg reaches uvicorn's workers
-                preexec_fn=die_with_parent(),  # the kernel kills it if evalgate dies first
-                env=env,
-                cwd=self.log_path.parent,  # nothing of the user's working directory is read
-            )
-        finally:
-            log.close()
+        self._proc = spawn_group(
+            cmd,
+            self.log_path,
+            env=env,
+            preexec_fn=die_with_parent(),  # the kernel kills it if evalgate dies first
+            cwd=self.log_path.parent,  # nothing of the user's working directory is read
+        )
 
     def _wait_healthy(self, base: str, master_key: str) -> None:
         # /models with the master key: proves the config loaded, auth works and the model is routed.

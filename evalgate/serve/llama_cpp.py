@@ -24,16 +24,18 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalgate.errors import InfraError
-from evalgate.serve._process import die_with_parent, stop_group
+from evalgate.serve._process import die_with_parent, spawn_group, stop_group
 from evalgate.serve.base import Endpoint
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from evalgate.config.spec import LocalModel
+    from evalgate.serve.base import ServeOptions
 
 __all__ = ["INSTALL_COMMAND", "INSTALL_HINT", "LlamaCppServer", "find_gguf"]
 
@@ -71,17 +73,9 @@ class LlamaCppServer:
 
     alias = "smollm2"
 
-    def __init__(
-        self,
-        model: LocalModel,
-        *,
-        log_dir: Path,
-        environ: dict[str, str],
-        config_dir: Path | None = None,  # the ServeContext fields every backend accepts
-        benchmarks: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, model: LocalModel, **ctx: Unpack[ServeOptions]) -> None:
         self.model = model
-        self.log_path: Path | None = log_dir / f"model_server-{model.name}.log"
+        self.log_path: Path | None = ctx["log_dir"] / f"model_server-{model.name}.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self._token = secrets.token_urlsafe(24)
 
@@ -135,19 +129,13 @@ class LlamaCppServer:
         raise InfraError(f"the embedded model server did not start: {last} (log: {self.log_path})")
 
     def _start(self, gguf: Path, port: int) -> None:
-        log = self.log_path.open("ab")  # type: ignore[union-attr]
-        try:
-            self._proc = subprocess.Popen(
-                self.command(gguf, port),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # own process group: killpg reaches uvicorn's children
-                preexec_fn=die_with_parent(),  # killed by the kernel if evalgate dies first
-                env={**os.environ, "PYTHONUNBUFFERED": "1", "EVALGATE_SERVER_TOKEN": self._token},
-            )
-        finally:
-            log.close()
+        assert self.log_path is not None  # set in __init__: this server always logs
+        self._proc = spawn_group(
+            self.command(gguf, port),
+            self.log_path,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "EVALGATE_SERVER_TOKEN": self._token},
+            preexec_fn=die_with_parent(),  # killed by the kernel if evalgate dies first
+        )
 
     def _wait_healthy(self, base: str) -> None:
         deadline = time.monotonic() + self.model.startup_timeout_s

@@ -31,10 +31,11 @@ import math
 import re
 import secrets
 import sys
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve._cuda import cuda_image
@@ -46,7 +47,12 @@ from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
 from evalgate.serve.keys import api_key_from_env
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
+    import modal
+
     from evalgate.config.spec import ModalVLLMModel
+    from evalgate.serve.base import ServeOptions
 
 __all__ = [
     "API_KEY_ENV",
@@ -84,7 +90,7 @@ UV_VERSION = "0.9.5"
 API_KEY_ENV = "EVALGATE_VLLM_API_KEY"
 
 
-def import_modal() -> Any:
+def import_modal() -> types.ModuleType:
     """The ``modal`` module, or a ConfigError naming the extra that installs it."""
     try:
         import modal
@@ -236,7 +242,7 @@ def _serve_function(command: Sequence[str], template_text: str | None, template_
 
 def build_app(
     spec: ModalAppSpec, *, secret_values: Mapping[str, str], template_text: str | None
-) -> tuple[Any, Any]:
+) -> tuple[modal.App, modal.Function]:
     """(modal.App, modal.Function) for ``spec``. No network: objects hydrate on run/deploy."""
     modal = import_modal()
     missing = set(spec.secret_env) - set(secret_values)
@@ -282,20 +288,13 @@ class ModalVLLMServer:
     health_poll_timeout_s = 30.0
 
     def __init__(
-        self,
-        model: ModalVLLMModel,
-        *,
-        log_dir: Path,
-        environ: dict[str, str],
-        config_dir: Path | None = None,
-        benchmarks: Sequence[str] = (),
-        ops: ModalOps | None = None,
+        self, model: ModalVLLMModel, *, ops: ModalOps | None = None, **ctx: Unpack[ServeOptions]
     ) -> None:
         self.model = model
-        self.environ = environ
-        self.config_dir = config_dir if config_dir is not None else Path.cwd()
-        self.benchmarks = tuple(benchmarks)
-        self.log_path: Path | None = log_dir / f"model_server-{model.name}.log"
+        self.environ = ctx["environ"]
+        self.config_dir = ctx.get("config_dir") or Path.cwd()
+        self.benchmarks = tuple(ctx.get("benchmarks", ()))
+        self.log_path: Path | None = ctx["log_dir"] / f"model_server-{model.name}.log"
         self.chat_template: ChatTemplate | None = None
         self.spec: ModalAppSpec | None = None
         self._ops = ops

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -13,7 +12,10 @@ from evalgate.serve.base import Endpoint
 from evalgate.serve.keys import api_key_from_env
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from evalgate.config.spec import OpenAIModel
+    from evalgate.serve.base import ServeOptions
 
 __all__ = ["OpenAICompatServer"]
 
@@ -22,17 +24,9 @@ class OpenAICompatServer:
     chat_template = None  # the server applies its own (ModelServer.chat_template)
     log_path: Path | None = None
 
-    def __init__(
-        self,
-        model: OpenAIModel,
-        *,
-        log_dir: Path,
-        environ: dict[str, str],
-        config_dir: Path | None = None,  # the ServeContext fields every backend accepts
-        benchmarks: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, model: OpenAIModel, **ctx: Unpack[ServeOptions]) -> None:
         self.model = model
-        self.environ = environ
+        self.environ = ctx["environ"]
 
     def __enter__(self) -> Endpoint:
         key = None

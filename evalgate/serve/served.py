@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import Any
 
 __all__ = [
     "collect",
@@ -39,7 +38,7 @@ def fell_back(headers: Mapping[str, str] | None) -> bool:
 
 
 def other_model(
-    requested: str, responded: Any, headers: Mapping[str, str] | None, *, router: bool = True
+    requested: str, responded: object, headers: Mapping[str, str] | None, *, router: bool = True
 ) -> str | None:
     """The responding model when it is not the requested one, else None. A dated variant of the
     requested name (``gpt-4o`` → ``gpt-4o-2024-08-06``) is the same model; LiteLLM's fallback

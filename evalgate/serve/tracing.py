@@ -13,7 +13,6 @@ import importlib.util
 import subprocess
 import sys
 from collections.abc import Mapping
-from typing import Any
 
 from evalgate.config.routes import LANGFUSE_KEYS
 from evalgate.errors import ConfigError
@@ -53,7 +52,7 @@ def _langfuse_installed(environ: Mapping[str, str]) -> bool:
         return False
 
 
-def litellm_callback_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+def litellm_callback_settings(environ: Mapping[str, str]) -> dict[str, list[str]]:
     """The ``litellm_settings`` entries that turn tracing on; empty when it is off.
 
     Raises ConfigError when the keys are set but the SDK is missing: the keys say the user wants

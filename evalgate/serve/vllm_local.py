@@ -22,20 +22,23 @@ import secrets
 import shutil
 import socket
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalgate._repo_code import RESERVED, repo_env, spawn_options
 from evalgate.errors import InfraError
 from evalgate.serve._health import NotReady, wait_until_ready
-from evalgate.serve._process import die_with_parent, stop_group
+from evalgate.serve._process import die_with_parent, spawn_group, stop_group
 from evalgate.serve._vllm_args import serve_command
 from evalgate.serve.base import Endpoint
 from evalgate.serve.chat_template import ChatTemplate, resolve_chat_template
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from evalgate.config.spec import VLLMModel
+    from evalgate.serve.base import ServeOptions
 
 __all__ = ["VLLMServer", "server_env"]
 
@@ -114,21 +117,13 @@ class VLLMServer:
     stop_grace_s = 30.0  # vLLM drains requests and joins its workers on SIGTERM
     poll_interval_s = 0.5
 
-    def __init__(
-        self,
-        model: VLLMModel,
-        *,
-        log_dir: Path,
-        environ: dict[str, str],
-        config_dir: Path | None = None,
-        benchmarks: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, model: VLLMModel, **ctx: Unpack[ServeOptions]) -> None:
         self.model = model
-        self.environ = environ
-        self.config_dir = config_dir if config_dir is not None else Path.cwd()
-        self.benchmarks = tuple(benchmarks)
+        self.environ = ctx["environ"]
+        self.config_dir = ctx.get("config_dir") or Path.cwd()
+        self.benchmarks = tuple(ctx.get("benchmarks", ()))
         # Absolute: nothing the server is told may depend on the directory it runs in.
-        self.log_path: Path | None = log_dir.absolute() / f"model_server-{model.name}.log"
+        self.log_path: Path | None = ctx["log_dir"].absolute() / f"model_server-{model.name}.log"
         self.chat_template: ChatTemplate | None = None  # set by __enter__, for run_config.json
         self._proc: subprocess.Popen[bytes] | None = None
         # The port is on loopback, but other users of a shared GPU box can reach it too: a
@@ -207,23 +202,16 @@ class VLLMServer:
 
     def _start(self, exe: str, port: int) -> None:
         cmd = self.command(port, executable=exe)
-        log = self.log_path.open("ab")  # type: ignore[union-attr]
-        try:
-            log.write(f"[evalgate] {' '.join(cmd)}\n".encode())
-            log.flush()
-            self._proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # own process group: killpg reaches vLLM's workers
-                # The kernel kills it if evalgate dies first; a root gate's capabilities (but its
-                # file access) are dropped, and the gate made unreadable to it (repo_code).
-                preexec_fn=_preexec(die_with_parent(), spawn_options().get("preexec_fn")),
-                env=server_env(self.environ, self._api_key),
-            )
-        finally:
-            log.close()
+        assert self.log_path is not None  # set in __init__: this server always logs
+        self._proc = spawn_group(
+            cmd,
+            self.log_path,
+            env=server_env(self.environ, self._api_key),
+            # The kernel kills it if evalgate dies first; a root gate's capabilities (but its
+            # file access) are dropped, and the gate made unreadable to it (repo_code).
+            preexec_fn=_preexec(die_with_parent(), spawn_options().get("preexec_fn")),
+            note=f"[evalgate] {' '.join(cmd)}",
+        )
 
     def _stop(self) -> None:
         proc, self._proc = self._proc, None

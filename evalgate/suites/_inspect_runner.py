@@ -26,14 +26,52 @@ import json  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
 import re  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, NotRequired, TypedDict  # noqa: E402
+
+if TYPE_CHECKING:  # inspect_ai's own classes (it ships no type information)
+    from inspect_ai import Task
+    from inspect_ai.dataset import Sample
+    from inspect_ai.log import EvalSample
+    from inspect_ai.scorer import Score
+
+
+class Sources(TypedDict):
+    """Where a task's code came from (:func:`_sources`)."""
+
+    files: list[str]  # modules it imported from its folder, relative to it
+    package: NotRequired[list[str | None]]  # a registered task's [package, version]
+
+
+class TaskMeta(Sources):
+    """The first line ``list`` writes: what the suite checks before any sample runs."""
+
+    epochs: int
+    own_models: dict[str, str]  # task parameters naming a judge model of the task's own
+    score_keys: list[str] | None  # the keys of a dict-valued score, when declared
+
+
+class SampleRecord(TypedDict):
+    """One sample × epoch that ``run`` writes (one JSON line each), for the suite."""
+
+    id: str
+    epoch: int
+    reward: float | None
+    scores: dict[str, object]
+    completion: str
+    messages: list[dict[str, str]]
+    usage: dict[str, int]
+    grader_usage: dict[str, int]
+    error: str | None
+    unscored: str | None
+
 
 # The grader model's name in inspect: its own service, so its key and its usage stay apart.
 GRADER_PREFIX = "openai-api/evalgate-grader/"
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A sample's input or target as plain text (messages are joined by role)."""
     if isinstance(value, str):
         return value
@@ -61,7 +99,7 @@ class _Unused(logging.Handler):
             self.found.append(message)
 
 
-def _load_task(spec: str, task_args: dict[str, Any]) -> Any:
+def _load_task(spec: str, task_args: dict[str, object]) -> Task:
     from inspect_ai._eval.loader import load_tasks  # the loader `inspect eval` itself uses
 
     path, at, name = spec.partition("@")
@@ -88,13 +126,13 @@ def _load_task(spec: str, task_args: dict[str, Any]) -> Any:
     return tasks[0]
 
 
-def _epochs(task: Any) -> int:
+def _epochs(task: Task) -> int:
     """The epochs the task asks for (an int, or inspect's ``Epochs``); 1 if none."""
     epochs = getattr(task, "epochs", None)
     return int(getattr(epochs, "epochs", epochs) or 1)
 
 
-def _exam(sample: Any) -> str:
+def _exam(sample: Sample) -> str:
     """What else of a sample decides its score (choices, metadata a scorer reads, the files
     and setup of its sandbox): a digest, part of the item's hash."""
     parts = {
@@ -109,7 +147,7 @@ def _exam(sample: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def _sources(spec: str) -> dict[str, Any]:
+def _sources(spec: str) -> Sources:
     """Where the task's code came from, for its items' hash: the modules it imported from this
     folder (a scorer in a helper module), and a registered task's package version."""
     here = os.path.realpath(os.getcwd())
@@ -120,7 +158,7 @@ def _sources(spec: str) -> dict[str, Any]:
         installed = {"site-packages", "dist-packages"} & set(Path(real).parts)  # a venv here
         if real.startswith(here + os.sep) and not installed:
             files.add(os.path.relpath(real, here))
-    out: dict[str, Any] = {"files": sorted(files)}
+    out: Sources = {"files": sorted(files)}
     if not spec.partition("@")[0].endswith(".py"):
         from importlib.metadata import PackageNotFoundError, version
 
@@ -138,7 +176,7 @@ _JUDGE_PARAM = re.compile(r"judge|grader|grading|scorer|evaluator|model", re.IGN
 _MODEL_NAME = re.compile(r"[A-Za-z][\w.-]*/\S+")
 
 
-def _own_models(task: Any, task_args: dict[str, Any]) -> dict[str, str]:
+def _own_models(task: Task, task_args: Mapping[str, object]) -> dict[str, str]:
     """The task function's parameters that name a judge model of its own, with the value the
     run would use (``task_args``' or the default): the scorer asks that model directly, not the
     ``grader`` role, so a configured grader would go unused."""
@@ -162,7 +200,7 @@ def _own_models(task: Any, task_args: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _score_keys(task: Any) -> list[str] | None:
+def _score_keys(task: Task) -> list[str] | None:
     """The keys of the dict-valued score the task's first scorer declares (metrics per key,
     ``@scorer(metrics={"utility": [...], "security": [...]})``), or None where it declares
     none (or a pattern): what ``score_key`` must name, known before any sample runs."""
@@ -183,18 +221,21 @@ def _score_keys(task: Any) -> list[str] | None:
 def cmd_list(args: argparse.Namespace) -> int:
     task_args = json.loads(args.task_args)
     task = _load_task(args.task, task_args)
-    meta = {"epochs": _epochs(task), **_sources(args.task)}
-    meta["own_models"] = _own_models(task, task_args)
-    meta["score_keys"] = _score_keys(task)
+    meta: TaskMeta = {
+        **_sources(args.task),
+        "epochs": _epochs(task),
+        "own_models": _own_models(task, task_args),
+        "score_keys": _score_keys(task),
+    }
     with open(args.out, "w", encoding="utf-8") as fh:
         fh.write(json.dumps({"task": meta}) + "\n")  # before the samples
         for n, sample in enumerate(task.dataset, 1):
             sid = sample.id if sample.id is not None else n  # inspect numbers id-less 1..n
-            meta = sample.metadata or {}
+            metadata = sample.metadata or {}
             row = {"id": str(sid), "input": _text(sample.input), "target": _text(sample.target)}
             row["exam"] = _exam(sample)
-            if "group" in meta:
-                row["group"] = str(meta["group"])
+            if "group" in metadata:
+                row["group"] = str(metadata["group"])
             fh.write(json.dumps(row) + "\n")
     return 0
 
@@ -204,7 +245,7 @@ class ScoreShape(Exception):
     ``score_key``, or without that key): the config's to fix, never a silent 0."""
 
 
-def _as_float(value: Any) -> float | None:
+def _as_float(value: object) -> float | None:
     """inspect's own value_to_float (C/I, yes/no, numbers), which returns 0 for what it does not
     know (a dict, a list) rather than raising: those are refused before it sees them."""
     from inspect_ai.scorer import value_to_float
@@ -223,7 +264,7 @@ class Unscored(Exception):
     never the benchmark's (the other samples keep their scores, as ``inspect eval`` keeps them)."""
 
 
-def _unscored(name: str, score: Any, value: Any) -> Unscored | None:
+def _unscored(name: str, score: Score, value: object) -> Unscored | None:
     if value is not None and not (isinstance(value, float) and math.isnan(value)):
         return None
     why = getattr(score, "explanation", None) or getattr(score, "reason", None) or "no value"
@@ -233,7 +274,7 @@ def _unscored(name: str, score: Any, value: Any) -> Unscored | None:
     return Unscored(f"scorer {name!r} left the sample unscored ({prefix}{first[:240]})")
 
 
-def _reward(sample: Any, score_key: str | None) -> tuple[float | None, dict[str, Any]]:
+def _reward(sample: EvalSample, score_key: str | None) -> tuple[float | None, dict[str, object]]:
     """The first scorer's value as a float in [0, 1], plus every score for the record. A
     dict-valued score (``{"utility": 0, "security": 1.0}``) gives the reward of the key that
     ``score_key`` names; one benchmark per key gates each key. Raises :class:`Unscored` for a
@@ -272,7 +313,7 @@ def _reward(sample: Any, score_key: str | None) -> tuple[float | None, dict[str,
     return reward, scores
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, float) and math.isnan(value):
         return None  # an unscored value: JSON has no NaN
     if isinstance(value, dict):
@@ -280,7 +321,7 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, int | float | str | bool) or value is None else str(value)
 
 
-def _record(sample: Any, score_key: str | None = None) -> dict[str, Any]:
+def _record(sample: EvalSample, score_key: str | None = None) -> SampleRecord:
     unscored = None
     try:
         reward, scores = _reward(sample, score_key)

@@ -9,15 +9,17 @@ import importlib
 import inspect
 import json
 import types
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
+from evalgate._json import integer, items, mapping
 from evalgate.errors import ConfigError, InfraError
 from evalgate.score import vf_judge as _vf_judge
 from evalgate.serve.client import RequestFailed
 from evalgate.suites._vf_runner import (
     _STATUS,
     VerifiersOutcome,
+    WorkerClient,
     _as_dict,
     _digest,
     _legacy_sampling,
@@ -38,14 +40,14 @@ _RAISED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
 )
 
 
-def _raised(func: Any, exc: Exception) -> None:
+def _raised(func: object, exc: Exception) -> None:
     seen = _RAISED.get()
     if seen is not None:
         name = getattr(func, "__name__", type(func).__name__)
         seen.append(f"{name}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
 
 
-def _watched(func: Callable[..., Any]) -> Callable[..., Any]:
+def _watched(func: Callable[..., object]) -> Callable[..., object]:
     """``func``, noting what it raises for the rollout (then raising it as before). The
     signature is ``func``'s (``functools.wraps``: verifiers reads it to pass arguments)."""
     if getattr(func, "evalgate_watched", False):
@@ -53,18 +55,19 @@ def _watched(func: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(func):
 
         @functools.wraps(func)
-        async def watched_async(*args: Any, **kwargs: Any) -> Any:
+        async def watched_async(*args: object, **kwargs: object) -> object:
             try:
-                return await func(*args, **kwargs)
+                result = func(*args, **kwargs)
+                return await result if inspect.isawaitable(result) else result
             except Exception as exc:
                 _raised(func, exc)
                 raise
 
-        watched: Callable[..., Any] = watched_async
+        watched: Callable[..., object] = watched_async
     else:
 
         @functools.wraps(func)
-        def watched_sync(*args: Any, **kwargs: Any) -> Any:
+        def watched_sync(*args: object, **kwargs: object) -> object:
             try:
                 return func(*args, **kwargs)
             except Exception as exc:
@@ -76,7 +79,7 @@ def _watched(func: Callable[..., Any]) -> Callable[..., Any]:
     return watched
 
 
-def _watch_reward_funcs(env: Any) -> None:
+def _watch_reward_funcs(env: object) -> None:
     """Wrap every reward function of the environment's rubric tree (:func:`_watched`)."""
     for rubric in _vf_judge.rubrics(getattr(env, "rubric", None)):
         funcs = getattr(rubric, "funcs", None)
@@ -128,31 +131,30 @@ class Legacy:
         ids = _unique_ids([self._item_id(r) for r in rows])
         self.rows = dict(zip(ids, rows, strict=True))
         self.items = [self._item(i, r) for i, r in zip(ids, rows, strict=True)]
-        self._client: Any = None
-        self._client_key: tuple[Any, ...] | None = None
+        self._client: object = None  # the SDK client, in 0.3.x wrapped in verifiers' adapter
+        self._client_key: tuple[asyncio.AbstractEventLoop, str, str | None] | None = None
         self._closer: asyncio.Task[None] | None = None
-        self._groups: dict[str, asyncio.Future[list[Any]]] = {}
+        self._groups: dict[str, asyncio.Future[list[object]]] = {}
 
     @staticmethod
-    def _item_id(row: dict[str, Any]) -> str:
+    def _item_id(row: Mapping[str, object]) -> str:
         # `example_id` is the row position unless the dataset supplied ids: a string one is
         # renamed `src_id` by Environment._format_dataset. Positions shift when rows change, so
         # without an explicit id the content of the prompt and answer is the identity.
-        info = row.get("info")
-        info = info if isinstance(info, dict) else {}
+        info = mapping(row.get("info"))
         for value in (row.get("id"), row.get("src_id"), info.get("id")):
             if value is not None and value != "":
                 return str(value)
         return f"h{_digest([row.get('prompt'), row.get('answer')])}"
 
     @staticmethod
-    def _item(item_id: str, row: dict[str, Any]) -> Item:
+    def _item(item_id: str, row: Mapping[str, object]) -> Item:
         prompt = row.get("prompt")
         text = (
             prompt
             if isinstance(prompt, str)
             else "\n\n".join(
-                _as_dict(m)["content"] for m in prompt or [] if _as_dict(m)["role"] != "system"
+                _as_dict(m)["content"] for m in items(prompt) if _as_dict(m)["role"] != "system"
             )
         )
         fields = {k: v for k, v in row.items() if k not in ("prompt", "answer")}
@@ -164,7 +166,7 @@ class Legacy:
             fields=json.loads(json.dumps(fields, default=str)),
         )
 
-    def _vf_client(self, client: Any) -> Any:
+    def _vf_client(self, client: WorkerClient) -> object:
         # One SDK client per event loop and endpoint: the pipeline runs each model's benchmarks
         # in a fresh asyncio.run, and an httpx client cannot outlive its loop.
         endpoint = client.endpoint
@@ -192,10 +194,10 @@ class Legacy:
             self._closer = asyncio.get_running_loop().create_task(_close_at_loop_end(oai))
         return self._client
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: WorkerClient) -> Outcome:
         model = client.endpoint.model
         vf_client = self._vf_client(client)
-        judged = _vf_judge.CURRENT.set(getattr(client, "judge", None))  # see _vf_judge
+        judged = _vf_judge.CURRENT.set(client.judge)  # see _vf_judge
         raised: list[str] = []
         watching = _RAISED.set(raised)
         try:
@@ -214,9 +216,9 @@ class Legacy:
             _RAISED.reset(watching)
         if raised:  # (a group's rollouts: noted for the rollout that ran the group)
             raise InfraError(f"vf_reward_error: {raised[0]}")
-        return _output_outcome(out)
+        return _output_outcome(mapping(out))  # a RolloutOutput (a TypedDict in 0.3.x)
 
-    def _input(self, item_id: str) -> dict[str, Any]:
+    def _input(self, item_id: str) -> dict[str, object]:
         """The row as vf-eval hands it to the environment: its env server sends a rollout's
         input as the ``RolloutInput`` it declares (prompt, example_id, answer, info), so a
         dataset's other columns, a plain-string ``task`` route among them (TruthfulQA's
@@ -226,7 +228,7 @@ class Legacy:
             return dict(row)
         return {k: v for k, v in row.items() if k in self._input_keys}
 
-    async def _group(self, item: Item, vf_client: Any, model: str) -> list[Any]:
+    async def _group(self, item: Item, vf_client: object, model: str) -> list[object]:
         # Group rewards score the k rollouts of an item together: the first of its pairs runs
         # the whole group, the others take their index from the same result.
         fut = self._groups.get(item.id)  # reset with the client: per loop and endpoint
@@ -256,7 +258,11 @@ def _rollout_input_keys(vf: types.ModuleType) -> frozenset[str] | None:
     return frozenset(keys) or None
 
 
-async def _close_at_loop_end(sdk_client: Any) -> None:
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+async def _close_at_loop_end(sdk_client: _Closable) -> None:
     try:
         await asyncio.Event().wait()
     except asyncio.CancelledError:  # the loop ends (asyncio.run cancels its tasks): close here
@@ -279,7 +285,14 @@ def _legacy_exception(exc: Exception) -> Exception:
     return InfraError(f"vf_{name}: {' '.join(str(exc).split())[:300]}")
 
 
-def _output_outcome(out: dict[str, Any]) -> VerifiersOutcome:
+def _float(value: object) -> float:
+    """A score from the rollout's output: a number (or its text), as ``float`` takes it."""
+    if isinstance(value, int | float | str):
+        return float(value)
+    raise TypeError(f"a score is a number, not {type(value).__name__}")
+
+
+def _output_outcome(out: Mapping[str, object]) -> VerifiersOutcome:
     error = out.get("error")
     if isinstance(error, dict) and error.get("error") == "EmptyModelResponseError":
         # An empty reply is a wrong answer scored 0, as in the v1 API, not an infrastructure error.
@@ -306,13 +319,13 @@ def _output_outcome(out: dict[str, Any]) -> VerifiersOutcome:
     prompt_msgs = (
         [{"role": "user", "content": prompt}]
         if isinstance(prompt, str)
-        else [_as_dict(m) for m in prompt or []]
+        else [_as_dict(m) for m in items(prompt)]
     )
-    metrics = {k: float(v) for k, v in (out.get("metrics") or {}).items() if v is not None}
-    reward = float(out.get("reward") or 0.0)
+    metrics = {k: _float(v) for k, v in mapping(out.get("metrics")).items() if v is not None}
+    reward = _float(out.get("reward") or 0.0)
     metrics["reward"] = reward
-    tokens = out.get("token_usage") or {}
-    timing_raw = out.get("timing") or {}
+    tokens = mapping(out.get("token_usage"))
+    timing_raw = mapping(out.get("timing"))
     # RolloutTiming: setup / generation / scoring / model spans, each with a duration.
     timing = {
         f"{k}_s": round(float(v["duration"]), 4)
@@ -325,8 +338,8 @@ def _output_outcome(out: dict[str, Any]) -> VerifiersOutcome:
         reward=reward,
         metrics=metrics,
         usage={
-            "prompt_tokens": int(tokens.get("input_tokens") or 0),
-            "completion_tokens": int(tokens.get("output_tokens") or 0),
+            "prompt_tokens": integer(tokens.get("input_tokens")),
+            "completion_tokens": integer(tokens.get("output_tokens")),
         },
         timing=timing,
     )

@@ -34,8 +34,9 @@ import os
 import re
 import sys
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.score import vf_judge as _vf_judge
@@ -44,8 +45,10 @@ from evalgate.suites.base import Item, Outcome
 
 if TYPE_CHECKING:
     from evalgate.config.spec import VerifiersBenchmark
+    from evalgate.serve.base import Endpoint
+    from evalgate.suites._vf_legacy import Legacy
 
-__all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "load_runner", "module_name"]
+__all__ = ["CHAT_HARNESS_ID", "VerifiersOutcome", "WorkerClient", "load_runner", "module_name"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,15 @@ _STATUS = re.compile(r"Error code: (\d{3})")
 
 
 @dataclass(frozen=True)
+class WorkerClient:
+    """What a rollout in the worker is given: the model's endpoint, and its tab on the gate's
+    judge relay (``judge:`` set; :mod:`evalgate.score.vf_judge` routes the judges there)."""
+
+    endpoint: Endpoint
+    judge: Mapping[str, object] | None = None
+
+
+@dataclass(frozen=True)
 class VerifiersOutcome(Outcome):
     """An :class:`Outcome` plus verifiers' own stage timing (seconds), for the journal."""
 
@@ -72,7 +84,7 @@ def module_name(env_id: str) -> str:
     return env_id.rsplit("/", 1)[-1].split("@", 1)[0].replace("-", "_").lower()
 
 
-def _digest(value: Any) -> str:
+def _digest(value: object) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -88,7 +100,7 @@ def _unique_ids(ids: list[str]) -> list[str]:
     return out
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
@@ -101,10 +113,11 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def _as_dict(message: Any) -> dict[str, str]:
+def _as_dict(message: object) -> dict[str, str]:
     if isinstance(message, dict):
         return {"role": str(message.get("role", "")), "content": _text(message.get("content"))}
-    return {"role": str(getattr(message, "role", "")), "content": _text(message.content)}
+    role, content = getattr(message, "role", ""), getattr(message, "content", None)
+    return {"role": str(role), "content": _text(content)}
 
 
 def _pick_api(spec: VerifiersBenchmark) -> str:
@@ -146,9 +159,9 @@ def _exports_taskset(module: types.ModuleType) -> bool:
     )
 
 
-def _sampling(spec: VerifiersBenchmark, index: int) -> dict[str, Any]:
+def _sampling(spec: VerifiersBenchmark, index: int) -> dict[str, object]:
     s = spec.sampling
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "temperature": s.temperature,
         "top_p": s.top_p,
         "max_tokens": s.max_tokens,
@@ -158,7 +171,7 @@ def _sampling(spec: VerifiersBenchmark, index: int) -> dict[str, Any]:
     return out
 
 
-def _legacy_sampling(spec: VerifiersBenchmark, index: int) -> dict[str, Any]:
+def _legacy_sampling(spec: VerifiersBenchmark, index: int) -> dict[str, object]:
     out = _sampling(spec, index)
     # The 0.3.x chat client renames max_tokens to max_completion_tokens, which llama.cpp's
     # server ignores (replies ran past the cap); extra_body puts max_tokens back in the body,
@@ -242,7 +255,7 @@ def _chat_harness_module() -> types.ModuleType:
     return module
 
 
-def _v1_env_config(spec: VerifiersBenchmark) -> Any:
+def _v1_env_config(spec: VerifiersBenchmark) -> object:
     from verifiers.v1.configs.agent import AgentConfig
     from verifiers.v1.utils.loaders import default_harness_id, env_config_type, resolve_env_config
 
@@ -254,7 +267,7 @@ def _v1_env_config(spec: VerifiersBenchmark) -> Any:
     harness_id = spec.harness
     if harness_id is None and default_harness_id(spec.env_id) == "bash":
         harness_id = CHAT_HARNESS_ID  # the taskset ships no harness of its own
-    harness: dict[str, Any] | None = None
+    harness: dict[str, object] | None = None
     if harness_id is not None:
         harness = {"id": harness_id}
         if harness_id == CHAT_HARNESS_ID:
@@ -262,15 +275,35 @@ def _v1_env_config(spec: VerifiersBenchmark) -> Any:
                 "max_retries": spec.eval.max_retries,
                 "timeout_s": spec.eval.request_timeout_s,
             }
-    data: dict[str, Any] = {"taskset": {**spec.env_args, "id": spec.env_id}}
+    data: dict[str, object] = {"taskset": {**spec.env_args, "id": spec.env_id}}
     for role in roles:
         # Every seat runs where evals.yaml says: AgentConfig.runtime defaults to PrimeConfig,
         # a remote sandbox service.
-        data[role] = {"runtime": {"type": spec.runtime}}
+        seat: dict[str, object] = {"runtime": {"type": spec.runtime}}
         pinned = cls.model_fields[role].default.harness
         if harness is not None and (spec.harness is not None or pinned is None):
-            data[role]["harness"] = dict(harness)
+            seat["harness"] = dict(harness)
+        data[role] = seat
     return resolve_env_config(data)
+
+
+class _TaskData(Protocol):
+    """What an item is made of in a v1 task's data (verifiers' TaskData, a pydantic model)."""
+
+    @property
+    def prompt_text(self) -> str: ...
+    def model_dump(
+        self, *, mode: str, exclude_none: bool, exclude: set[str]
+    ) -> dict[str, object]: ...
+
+
+class _Task(Protocol):
+    """A v1 taskset's task: its key and its data."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def data(self) -> _TaskData: ...
 
 
 class _V1:
@@ -306,17 +339,17 @@ class _V1:
         self._keeper: asyncio.Task[None] | None = None
 
     @staticmethod
-    def _item_id(task: Any) -> str:
+    def _item_id(task: _Task) -> str:
         data = task.data
-        if getattr(data, "id", None):  # TaskData.id: verifiers >= 0.4
-            return str(data.id)
+        if ident := getattr(data, "id", None):  # TaskData.id: verifiers >= 0.4
+            return str(ident)
         # Content hash without `idx` (the position in load(), which Task.hash includes): the
         # same row keeps its id when rows before it are added or removed.
         wire = data.model_dump(mode="json", exclude_none=True, exclude={"idx"})
         return f"h{_digest(wire)}"
 
     @staticmethod
-    def _item(item_id: str, task: Any) -> Item:
+    def _item(item_id: str, task: _Task) -> Item:
         data = task.data
         answer = getattr(data, "answer", None)
         extra = data.model_dump(mode="json", exclude_none=True, exclude={"idx", "prompt"})
@@ -351,7 +384,7 @@ class _V1:
             if not ready.done():
                 ready.set_exception(InfraError(f"vf_serving: {type(exc).__name__}: {exc}"))
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: WorkerClient) -> Outcome:
         from verifiers.v1 import EvalClientConfig, ModelContext, SamplingConfig
         from verifiers.v1.env import RunSlot
 
@@ -363,7 +396,7 @@ class _V1:
             client=EvalClientConfig(base_url=endpoint.base_url, api_key_var=_KEY_VAR),
             sampling=SamplingConfig(**_sampling(self.spec, index)),
         )
-        judged = _vf_judge.CURRENT.set(getattr(client, "judge", None))
+        judged = _vf_judge.CURRENT.set(client.judge)
         try:
             episode = await self.env.run_slot(RunSlot(self.tasks[item.id]), ctx)
         except Exception as exc:
@@ -373,7 +406,7 @@ class _V1:
         return _episode_outcome(episode)
 
 
-def _episode_error(episode: Any) -> Exception | None:
+def _episode_error(episode: Any) -> Exception | None:  # verifiers' Episode
     errors = [*episode.errors, *(e for t in episode.traces for e in t.errors)]
     # `is_timeout` is 0.4.x; 0.3.x records a timeout as an error.
     if getattr(episode, "is_timeout", False) or any(
@@ -445,11 +478,11 @@ def _episode_outcome(episode: Any) -> VerifiersOutcome:
 # ------------------------------------------------------------------------------------------
 
 
-def load_runner(spec: VerifiersBenchmark) -> tuple[str, Any]:
+def load_runner(spec: VerifiersBenchmark) -> tuple[str, _V1 | Legacy]:
     """``(api, runner)`` for a benchmark spec: the environment loaded, its items listed."""
     api = _pick_api(spec)
     if api == "v1":
-        runner: Any = _V1(spec)
+        runner: _V1 | Legacy = _V1(spec)
         if spec.judge is not None:  # the environment's judges call evalgate's (see _vf_judge)
             _vf_judge.route_v1()
     else:
@@ -474,11 +507,11 @@ def load_runner(spec: VerifiersBenchmark) -> tuple[str, Any]:
     return api, runner
 
 
-def roles(runner: Any) -> dict[str, dict[str, Any]]:
+def roles(runner: object) -> dict[str, dict[str, str | None]]:
     """Where each v1 seat runs (runtime, harness): what the gate reports and tests check."""
     env = getattr(runner, "env", None)
     config = getattr(env, "config", None)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, str | None]] = {}
     for name in getattr(type(config), "model_fields", {}) if config is not None else {}:
         agent = getattr(config, name, None)
         runtime = getattr(getattr(agent, "runtime", None), "type", None)

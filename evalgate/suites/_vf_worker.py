@@ -19,13 +19,74 @@ import dataclasses
 import json
 import os
 import sys
-import types
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.serve.client import RequestFailed
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from evalgate.suites._vf_runner import WorkerClient
+    from evalgate.suites.base import Item, Outcome
+
+__all__ = ["Answer", "EndpointWire", "OutcomeWire", "Request", "WorkerError", "main"]
+
+
+class EndpointWire(TypedDict):
+    """The model endpoint of a rollout, as :class:`~evalgate.serve.base.Endpoint` fields."""
+
+    base_url: str
+    model: str
+    api_key: str | None
+
+
+class Request(TypedDict, total=False):
+    id: int
+    op: Literal["load", "rollout"]
+    spec: dict[str, object]  # load: the VerifiersBenchmark, as JSON
+    env_path: str | None  # load: the one folder the environment is imported from
+    item: str  # rollout: the item's id
+    index: int  # rollout: which of its rollouts
+    endpoint: EndpointWire  # rollout
+    judge: Mapping[str, object] | None  # rollout: its tab on the gate's judge relay
+
+
+class WorkerError(TypedDict, total=False):
+    type: Literal["config", "request", "infra"]
+    message: str
+    kind: str  # request: RequestFailed's kind
+
+
+class OutcomeWire(TypedDict):
+    """An outcome's fields (``VerifiersOutcome``), as ``dataclasses.asdict`` writes them."""
+
+    prompt: list[dict[str, str]]
+    completion: str
+    reward: float
+    metrics: dict[str, float]
+    usage: dict[str, int]
+    timing: dict[str, float]
+    reason: str | None
+    cost_usd: float | None
+    judge: Mapping[str, object] | None
+
+
+class Answer(TypedDict, total=False):
+    id: int | None
+    ok: bool
+    error: WorkerError  # not ok
+    api: str  # load: "v1" or "legacy"
+    items: list[dict[str, object]]  # load: each Item's fields
+    roles: dict[str, dict[str, str | None]]  # load: where each v1 seat runs
+    outcome: OutcomeWire  # rollout
+
+
+class _Runner(Protocol):
+    """A loaded environment (``_vf_runner``'s v1 or ``_vf_legacy``'s Legacy)."""
+
+    items: list[Item]
+
+    async def rollout(self, item: Item, index: int, client: WorkerClient) -> Outcome: ...
 
 
 class _Answers:
@@ -34,13 +95,13 @@ class _Answers:
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: Answer) -> None:
         data = (json.dumps(message, default=str) + "\n").encode("utf-8")
         while data:
             data = data[os.write(self.fd, data) :]
 
 
-def _error(exc: BaseException) -> dict[str, Any]:
+def _error(exc: BaseException) -> WorkerError:
     if isinstance(exc, ConfigError):
         return {"type": "config", "message": str(exc)}
     if isinstance(exc, RequestFailed):
@@ -53,44 +114,57 @@ def _error(exc: BaseException) -> dict[str, Any]:
 class _Worker:
     def __init__(self, answers: _Answers) -> None:
         self.answers = answers
-        self.runner: Any = None
-        self.items: dict[str, Any] = {}
+        self.runner: _Runner | None = None
+        self.items: dict[str, Item] = {}
 
-    def load(self, request: dict[str, Any]) -> dict[str, Any]:
+    def load(self, request: Request) -> Answer:
         from evalgate.config.spec import VerifiersBenchmark
         from evalgate.suites import _vf_runner
 
         if request.get("env_path"):
             sys.path.insert(0, str(request["env_path"]))
         spec = VerifiersBenchmark.model_validate(request["spec"])
-        api, self.runner = _vf_runner.load_runner(spec)
-        self.items = {item.id: item for item in self.runner.items}
+        api, runner = _vf_runner.load_runner(spec)
+        self.runner, self.items = runner, {item.id: item for item in runner.items}
         return {
+            "ok": True,
             "api": api,
-            "items": [dataclasses.asdict(item) for item in self.runner.items],
-            "roles": _vf_runner.roles(self.runner),
+            "items": [dataclasses.asdict(item) for item in runner.items],
+            "roles": _vf_runner.roles(runner),
         }
 
-    async def rollout(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def rollout(self, request: Request) -> Answer:
         from evalgate.serve.base import Endpoint
+        from evalgate.suites._vf_runner import WorkerClient
 
-        endpoint = Endpoint(**request["endpoint"])
+        if self.runner is None:
+            raise InfraError("vf_worker: a rollout before the environment was loaded")
         # The judge's relay endpoint for this rollout (``judge:`` set), else None.
-        client = types.SimpleNamespace(endpoint=endpoint, judge=request.get("judge"))
+        client = WorkerClient(Endpoint(**request["endpoint"]), request.get("judge"))
         item = self.items[request["item"]]
         outcome = await self.runner.rollout(item, int(request["index"]), client)
-        return {"outcome": dataclasses.asdict(outcome)}
+        wire: OutcomeWire = {
+            "prompt": outcome.prompt,
+            "completion": outcome.completion,
+            "reward": outcome.reward,
+            "metrics": outcome.metrics,
+            "usage": outcome.usage,
+            "timing": outcome.timing,
+            "reason": outcome.reason,
+            "cost_usd": outcome.cost_usd,
+            "judge": outcome.judge,
+        }
+        return {"ok": True, "outcome": wire}
 
-    async def handle(self, request: dict[str, Any]) -> None:
-        answer: dict[str, Any] = {"id": request.get("id")}
+    async def handle(self, request: Request) -> None:
         try:
             if request.get("op") == "load":
-                answer |= {"ok": True, **self.load(request)}
+                answer = self.load(request)
             else:
-                answer |= {"ok": True, **(await self.rollout(request))}
+                answer = await self.rollout(request)
         except Exception as exc:  # every failure is an answer; the gate decides what it means
-            answer |= {"ok": False, "error": _error(exc)}
-        self.answers.send(answer)
+            answer = {"ok": False, "error": _error(exc)}
+        self.answers.send({"id": request.get("id"), **answer})
 
 
 async def _serve(worker: _Worker) -> None:

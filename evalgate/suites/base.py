@@ -12,7 +12,7 @@ from evalgate.errors import ConfigError
 
 if TYPE_CHECKING:
     from evalgate.config.spec import AgentVariant, Benchmark
-    from evalgate.serve.client import Reply
+    from evalgate.serve.client import ChatClient, Reply
 
 __all__ = ["SUITES", "Item", "Outcome", "Suite", "SuiteDefaults", "build_suite", "build_suites"]
 
@@ -78,7 +78,7 @@ class Suite(Protocol):
     items: list[Item]  # the items to run, in order (num_examples already applied)
     variant: AgentVariant | None  # the agent variant this suite runs; fingerprinted
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: ChatClient) -> Outcome:
         """Run rollout ``index`` of ``item`` against ``client``; raise on infrastructure failure."""
         ...
 

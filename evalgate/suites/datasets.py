@@ -7,9 +7,9 @@ import io
 import json
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NoReturn
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.suites.base import Item
@@ -17,6 +17,7 @@ from evalgate.suites.identity import digest
 
 if TYPE_CHECKING:
     from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
+    from evalgate.config.spec.benchmarks import DatasetFields
 
 __all__ = ["DataError", "arith_items", "file_items", "hf_items", "load_items"]
 
@@ -63,11 +64,11 @@ def _read_text(path: Path) -> str:
         raise DataError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from exc
     from evalgate.config._yamlio import decode_utf8
 
-    return decode_utf8(raw, str(path), DataError)
+    return decode_utf8(raw, str(path), error=DataError)
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    row: dict[str, Any] = {}
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    row: dict[str, object] = {}
     for key, value in pairs:
         if key in row:  # json.loads would keep the last one silently
             raise ValueError(f"duplicate key {key!r} in one object")
@@ -75,7 +76,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a value evalgate can compare; write a number or text")
 
 
@@ -86,7 +87,7 @@ def _finite(text: str) -> float:
     return value
 
 
-def _whole_document(text: str) -> Any:
+def _whole_document(text: str) -> object:
     """The file read as one JSON document (None if it is not one)."""
     if not text.lstrip().startswith(("[", "{")):
         return None
@@ -96,7 +97,7 @@ def _whole_document(text: str) -> Any:
         return None
 
 
-def _rows_jsonl(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _rows_jsonl(path: Path, text: str) -> Iterator[tuple[int, dict[str, object]]]:
     whole = _whole_document(text)
     if isinstance(whole, list) and whole and isinstance(whole[0], dict):
         raise DataError(
@@ -129,7 +130,7 @@ def _rows_jsonl(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
         yield lineno, row
 
 
-def _rows_csv(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _rows_csv(path: Path, text: str) -> Iterator[tuple[int, dict[str, object]]]:
     # strict: an unclosed quote is an error, not a row that swallows the rest of the file.
     reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
     done = 1  # the header's line; a failing record starts on the line after the last good one
@@ -159,7 +160,7 @@ def _rows_csv(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
         raise DataError(f"{path}:{done + 1}: invalid CSV ({exc}); check the quotes") from None
 
 
-def _text(row: dict[str, Any], name: str, where: str) -> str:
+def _text(row: Mapping[str, object], name: str, where: str) -> str:
     value = row[name]
     if isinstance(value, bool):  # str(True) is "True": neither the file's spelling nor a word
         spelled = "true" if value else "false"
@@ -173,8 +174,11 @@ def _text(row: dict[str, Any], name: str, where: str) -> str:
     return str(value)
 
 
-def _to_item(row: dict[str, Any], index: int, where: str, spec: Any, ids: bool) -> Item:
+def _to_item(
+    row: dict[str, object], index: int, where: str, spec: DatasetFields, ids: bool
+) -> Item:
     """``ids``: whether the dataset has an id column (else rows are numbered)."""
+    id_field = spec.id_field if ids else None
     for need, setting in ((spec.prompt_field, "prompt_field"), (spec.answer_field, "answer_field")):
         if need not in row:
             have = ", ".join(sorted(map(str, row))) or "none"
@@ -184,27 +188,29 @@ def _to_item(row: dict[str, Any], index: int, where: str, spec: Any, ids: bool) 
     if not _text(row, spec.answer_field, where).strip():
         # An empty answer is contained in every completion: the item would always pass.
         raise DataError(f"{where}: field {spec.answer_field!r} is empty; every row needs an answer")
-    if ids:
-        item_id = row.get(spec.id_field)
+    if id_field is not None:
+        item_id = row.get(id_field)
         if item_id is None or isinstance(item_id, bool | float):
-            got = "missing" if spec.id_field not in row else f"{item_id!r}"
+            got = "missing" if id_field not in row else f"{item_id!r}"
             raise DataError(
                 f"{where}: field {spec.id_field!r} must be text or an integer in every row "
                 f"(got {got}); or set id_field: null to number the rows"
             )
-    group = row.get(spec.group_field) if spec.group_field else None
-    if group is not None:  # an object as a cluster id would be its Python repr, silently
-        group = _text(row, spec.group_field, where)
+    group_field = spec.group_field
+    group = None
+    if group_field is not None and row.get(group_field) is not None:
+        # An object as a cluster id would be its Python repr, silently: _text refuses it.
+        group = _text(row, group_field, where)
     # The row's other columns decide the score too (a template shows the choices; a scorer may
     # read them): in the item's hash. A row of id, prompt, answer (and group) alone hashes as
     # it always did, so stored baselines of plain questions stay comparable.
     named = {spec.id_field, spec.prompt_field, spec.answer_field, spec.group_field}
     rest = {k: v for k, v in row.items() if k not in named}
     return Item(
-        id=_text(row, spec.id_field, where) if ids else str(index),
+        id=_text(row, id_field, where) if id_field is not None else str(index),
         prompt=_text(row, spec.prompt_field, where),
         answer=_text(row, spec.answer_field, where),
-        group=str(group) if group is not None else None,
+        group=group,
         fields=row,
         exam=digest(rest) if rest else "",
     )

@@ -25,11 +25,12 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from evalgate._json import integer, items, mapping
 from evalgate._repo_code import repo_env
 from evalgate.errors import ConfigError, InfraError
 from evalgate.sandbox.worker import jail
@@ -42,6 +43,8 @@ from evalgate.suites.identity import digest
 if TYPE_CHECKING:
     from evalgate.config.spec import InspectBenchmark
     from evalgate.sandbox import Sandboxes
+    from evalgate.serve.client import ChatClient
+    from evalgate.suites._inspect_runner import SampleRecord
 
 __all__ = ["Grader", "InspectSuite", "inspect_python"]
 
@@ -138,13 +141,13 @@ def _folder_like(file: str) -> bool:
     return file.endswith("/") or file.startswith(("/", "./", "../")) or file in (".", "..")
 
 
-def _task_source(task: str, file: str, cwd: Path, meta: dict[str, Any]) -> str:
+def _task_source(task: str, file: str, cwd: Path, meta: Mapping[str, object]) -> str:
     """A digest of the task's code: the task file, the modules it imported from its folder (as
     the runner listed them; read here, only inside that folder, links as links), a registered
     task's package version."""
     root = cwd.resolve()
-    files: dict[str, Any] = {}
-    for rel in [*meta.get("files", ()), *([Path(file).name] if file.endswith(".py") else [])]:
+    files: dict[str, object] = {}
+    for rel in [*items(meta.get("files")), *([Path(file).name] if file.endswith(".py") else [])]:
         path = root / str(rel)
         if path.is_symlink():
             files[str(rel)] = {"link": os.readlink(path)}
@@ -208,7 +211,7 @@ def _check_grader_used(spec: InspectBenchmark, own: dict[str, str]) -> None:
     )
 
 
-def _attribute(total: dict[str, int], records: list[dict[str, Any]]) -> None:
+def _attribute(total: dict[str, int], records: list[SampleRecord]) -> None:
     """Split the relay's count of the grader's tokens (``total``) over the samples: as inspect
     reports each sample's grader usage, with what the reports leave out (or a task's code
     under-reports) on the first sample, so the run's judge tokens are the relay's, not the
@@ -235,7 +238,7 @@ class InspectSuite(SuiteDefaults):
     log_dir: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="evalgate-inspect-"))
     )
-    _batch: asyncio.Task[dict[tuple[str, int], dict[str, Any]]] | None = None
+    _batch: asyncio.Task[dict[tuple[str, int], SampleRecord]] | None = None
     _wanted: list[str] | None = None  # sample ids of the next batch (see plan); None: all
     judge: Grader | None = None  # the grader role's model (``grader:``); the run binds its client
     _grader_failed: tuple[str, str] | None = None  # (kind, detail): the relay's first failure
@@ -285,11 +288,13 @@ class InspectSuite(SuiteDefaults):
                 f"{_last_line(err)}"
             )
         rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        meta: dict[str, Any] = next((r["task"] for r in rows if "task" in r), {})
+        meta = mapping(next((r["task"] for r in rows if "task" in r), {}))
         rows = [r for r in rows if "task" not in r]
-        _check_epochs(spec, int(meta.get("epochs", 1)))
-        _check_grader_used(spec, meta.get("own_models") or {})
-        _check_score_key(spec, meta.get("score_keys"))
+        _check_epochs(spec, integer(meta.get("epochs"), 1))
+        own = mapping(meta.get("own_models"))
+        _check_grader_used(spec, {str(k): str(v) for k, v in own.items()})
+        keys = meta.get("score_keys")
+        _check_score_key(spec, None if keys is None else [str(k) for k in items(keys)])
         # The task file holds the scorer (what decides every sample's score): its bytes, and
         # those of the modules it imported from its folder, are in each item's hash, beside what
         # the runner reports of the sample's own.
@@ -315,7 +320,7 @@ class InspectSuite(SuiteDefaults):
         """inspect's own logs, for the run directory."""
         return sorted(self.log_dir.glob("*")) if self.log_dir.is_dir() else []
 
-    async def _run_task(self, client: Any) -> dict[tuple[str, int], dict[str, Any]]:
+    async def _run_task(self, client: ChatClient) -> dict[tuple[str, int], SampleRecord]:
         ep, spec = client.endpoint, self.spec
         out_file = self.log_dir / "evalgate-samples.jsonl"
         generate = {
@@ -371,9 +376,9 @@ class InspectSuite(SuiteDefaults):
             raise ConfigError(f"benchmark {spec.name!r}: task {spec.task!r}: {_last_line(err)}")
         if code != 0 or not out_file.is_file():
             raise InfraError(f"inspect: task {spec.task!r} failed: {_last_line(err)}")
-        results = {}
+        results: dict[tuple[str, int], SampleRecord] = {}
         for line in out_file.read_text(encoding="utf-8").splitlines():
-            rec = json.loads(line)
+            rec: SampleRecord = json.loads(line)
             results[(rec["id"], rec["epoch"] - 1)] = rec
         out_file.unlink()
         if graded is not None:
@@ -382,7 +387,7 @@ class InspectSuite(SuiteDefaults):
             self._grader_failed = graded.failed
         return results
 
-    def _check_grader_asked(self, graded: Tab, records: list[dict[str, Any]]) -> None:
+    def _check_grader_asked(self, graded: Tab, records: list[SampleRecord]) -> None:
         """The relay saw not one of the grader's calls while the candidate answered: the task's
         scorer asks a judge of its own (written into the task, beyond what the validate-time
         check of its parameters sees), so the benchmark was graded by another model than the
@@ -402,14 +407,14 @@ class InspectSuite(SuiteDefaults):
         self._wanted = list(dict.fromkeys(item.id for item, _ in pairs))
         self._batch = None
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: ChatClient) -> Outcome:
         if self._batch is None:  # the first rollout starts the whole task; the rest wait on it
             self._batch = asyncio.ensure_future(self._run_task(client))
         results = await asyncio.shield(self._batch)
         rec = results.get((item.id, index))
         if rec is None:
             raise InfraError(f"inspect: no result for sample {item.id!r} epoch {index + 1}")
-        judge: dict[str, Any] | None = None
+        judge: dict[str, object] | None = None
         if self.judge is not None:  # the grader's tokens: counted, at the grader's price
             usage = rec.get("grader_usage") or {"prompt_tokens": 0, "completion_tokens": 0}
             judge = {"usage": usage, "cost_usd": self.judge.cost(usage), "samples": []}
@@ -428,11 +433,14 @@ class InspectSuite(SuiteDefaults):
                 # counted against the error budget as an unreadable verdict is; never a 0.
                 raise JudgeFailed("judge_unparseable", failed, partial)
             raise InfraError(f"inspect: {rec['error']}")
+        reward = rec["reward"]
+        if reward is None:  # the runner writes an error or `unscored` for a sample without one
+            raise InfraError(f"inspect: no reward for sample {item.id!r} epoch {index + 1}")
         return Outcome(
             prompt=rec["messages"][:-1] or [{"role": "user", "content": item.prompt}],
             completion=rec["completion"],
-            reward=rec["reward"],
-            metrics={"accuracy": rec["reward"]},
+            reward=reward,
+            metrics={"accuracy": reward},
             usage=rec["usage"],
             judge=judge,
         )

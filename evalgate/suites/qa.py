@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the judge loads with a judged benchmark only (start-up: tes
     from evalgate.sandbox import Sandboxes
     from evalgate.score.base import JudgeRecord
     from evalgate.score.judge import Judge, JudgeContext
+    from evalgate.serve.client import ChatClient
 
 __all__ = ["QASuite"]
 
@@ -107,7 +108,7 @@ class QASuite(SuiteDefaults):
             return cls(name=spec.name, items=items, scorer=_unused, messages=messages, judge=judge)
         return cls(name=spec.name, items=items, scorer=make_scorer(spec.scorer), messages=messages)
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: ChatClient) -> Outcome:
         prompt = self.messages[item.id]
         reply = await client.chat(prompt, rollout=index)
         if self.judge is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import importlib.machinery
 import itertools
 import json
@@ -30,9 +31,10 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import evalgate
+from evalgate._json import mapping
 from evalgate._repo_code import repo_env
 from evalgate.errors import ConfigError, InfraError
 from evalgate.sandbox.worker import Jail, jail
@@ -46,6 +48,13 @@ from evalgate.suites.identity import digest, tree_digest
 if TYPE_CHECKING:
     from evalgate.config.spec import VerifiersBenchmark
     from evalgate.sandbox import Sandboxes
+    from evalgate.serve.client import ChatClient
+    from evalgate.suites._vf_worker import Answer, Request, WorkerError
+
+    # Who waits for an answer: a thread (loading), or a task on its event loop.
+    _Waiter = (
+        concurrent.futures.Future[Answer] | tuple[asyncio.AbstractEventLoop, asyncio.Future[Answer]]
+    )
 
 __all__ = [
     "CHAT_HARNESS_ID",
@@ -121,7 +130,7 @@ class _Worker:
             **jailed.options,
         )
         self._lock = threading.Lock()
-        self._pending: dict[int, Any] = {}
+        self._pending: dict[int, _Waiter] = {}
         self._ids = itertools.count(1)
         self._reader = threading.Thread(target=self._read, name=f"vf-worker-{name}", daemon=True)
         self._reader.start()
@@ -130,19 +139,19 @@ class _Worker:
     def close(self) -> None:
         self._finalizer()
 
-    def call(self, message: dict[str, Any]) -> dict[str, Any]:
+    def call(self, message: Request) -> Answer:
         """Send a request and block for its answer (loading, before any event loop runs)."""
-        future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        future: concurrent.futures.Future[Answer] = concurrent.futures.Future()
         self._send(message, future)
         return future.result()
 
-    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, message: Request) -> Answer:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        future: asyncio.Future[Answer] = loop.create_future()
         self._send(message, (loop, future))
         return await future
 
-    def _send(self, message: dict[str, Any], waiter: Any) -> None:
+    def _send(self, message: Request, waiter: _Waiter) -> None:
         line = (json.dumps({**message, "id": 0}) + "\n").encode("utf-8")
         with self._lock:
             if self.proc.poll() is not None or self.proc.stdin is None:
@@ -168,11 +177,12 @@ class _Worker:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             try:
-                answer = json.loads(line)
+                answer: Answer = json.loads(line)
             except ValueError:
                 continue
             with self._lock:
-                waiter = self._pending.pop(answer.get("id"), None)
+                ident = answer.get("id")
+                waiter = None if ident is None else self._pending.pop(ident, None)
             if waiter is not None:
                 _deliver(waiter, answer)
         self.proc.wait()
@@ -182,7 +192,7 @@ class _Worker:
             _deliver(waiter, {"ok": False, "error": {"type": "infra", "message": self._gone()}})
 
 
-def _deliver(waiter: Any, answer: dict[str, Any]) -> None:
+def _deliver(waiter: _Waiter, answer: Answer) -> None:
     if isinstance(waiter, concurrent.futures.Future):
         waiter.set_result(answer)
         return
@@ -225,19 +235,20 @@ def env_source(env_id: str, env_path: str | None) -> str:
     return tree_digest(found) if found.is_dir() else digest(found.read_bytes())
 
 
-def items_from_worker(raw: list[dict[str, Any]], source: str = "") -> list[Item]:
+def items_from_worker(raw: list[dict[str, object]], source: str = "") -> list[Item]:
     """The worker's items, with their exam digest derived here from each row's data (``info``,
     ``task``, the answer...: what the environment's reward functions read) and the
     environment's ``source`` (:func:`env_source`), never taken from the environment's process."""
     out = []
     for row in raw:
-        fields = dict(row.get("fields") or {})
+        fields = dict(mapping(row.get("fields")))
+        group = row.get("group")
         out.append(
             Item(
                 id=str(row["id"]),
                 prompt=str(row["prompt"]),
                 answer=str(row["answer"]),
-                group=row.get("group"),
+                group=None if group is None else str(group),
                 fields=fields,
                 exam=digest({"row": fields, "source": source}) if fields or source else "",
             )
@@ -245,7 +256,7 @@ def items_from_worker(raw: list[dict[str, Any]], source: str = "") -> list[Item]
     return out
 
 
-def _raise(error: dict[str, Any]) -> None:
+def _raise(error: WorkerError) -> None:
     kind, message = error.get("type"), str(error.get("message", ""))
     if kind == "config":
         raise ConfigError(message)
@@ -263,7 +274,7 @@ class VerifiersSuite(SuiteDefaults):
     items: list[Item]
     api: str
     worker: _Worker
-    roles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    roles: dict[str, dict[str, str | None]] = field(default_factory=dict)
     judge: Grader | None = None  # ``judge:``: the environment's judges call it (the run binds it)
     # Of the rollouts planned (``plan``): how many ended, were played, asked the judge.
     _planned: int = 0
@@ -283,7 +294,7 @@ class VerifiersSuite(SuiteDefaults):
         if not answer.get("ok"):
             worker.close()
             _raise(answer.get("error") or {})
-        items = items_from_worker(answer["items"], source)
+        items = items_from_worker(answer.get("items", []), source)
         log.info("verifiers benchmark %s: %s api, %d items", spec.name, answer["api"], len(items))
         judge = Grader(spec.judge) if spec.judge is not None else None
         roles = dict(answer.get("roles") or {})
@@ -312,10 +323,14 @@ class VerifiersSuite(SuiteDefaults):
                 "grade with its JudgeRubric's judge_client / vf.Judge, or drop `judge:`"
             )
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: ChatClient) -> Outcome:
         e = client.endpoint
-        endpoint = {"base_url": e.base_url, "model": e.model, "api_key": e.api_key}
-        request = {"op": "rollout", "item": item.id, "index": index, "endpoint": endpoint}
+        request: Request = {
+            "op": "rollout",
+            "item": item.id,
+            "index": index,
+            "endpoint": {"base_url": e.base_url, "model": e.model, "api_key": e.api_key},
+        }
         if self.judge is None:
             answer = await self.worker.request(request)
             if not answer.get("ok"):
@@ -335,15 +350,14 @@ class VerifiersSuite(SuiteDefaults):
             # The judge failed after evalgate's retries: an error of kind judge_*, even where
             # the environment caught it and scored 0.
             kind, detail = spent.failed
-            outcome = answer.get("outcome") or {}
+            outcome = answer.get("outcome")
             partial = {
-                "completion": outcome.get("completion"),
-                "usage": outcome.get("usage") or {},
+                "completion": outcome["completion"] if outcome else None,
+                "usage": outcome["usage"] if outcome else {},
                 "judge": judgement,
             }
             raise JudgeFailed(f"judge_{kind}", detail, partial)
         if not answer.get("ok"):
             _raise(answer.get("error") or {})
-        fields = dict(answer["outcome"])
-        fields["judge"] = judgement  # the relay's count, not the environment's report
-        return VerifiersOutcome(**fields)
+        # The relay's count, not the environment's report.
+        return dataclasses.replace(VerifiersOutcome(**answer["outcome"]), judge=judgement)

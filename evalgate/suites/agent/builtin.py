@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.config.hostfiles import read_host_file, repository_root
 from evalgate.sandbox import Sandbox
@@ -22,6 +22,9 @@ from evalgate.suites.agent.llm import ToolChat
 from evalgate.suites.agent.runner import AgentRun
 from evalgate.suites.agent.tasks import Task
 from evalgate.suites.agent.tools import TOOLS, run_tool
+
+if TYPE_CHECKING:
+    from evalgate.serve.client import ChatClient
 
 __all__ = ["SKILLS_DIR", "SYSTEM_PROMPT", "BuiltinAgent", "Skill", "find_skills"]
 
@@ -98,7 +101,7 @@ class BuiltinAgent:
         self,
         box: Sandbox,
         task: Task,
-        client: Any,
+        client: ChatClient,
         *,
         rollout: int,
         record: AgentRun,

@@ -29,11 +29,13 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import yaml
 
+from evalgate._json import items, mapping
 from evalgate.errors import ConfigError
 from evalgate.sandbox.base import ImageBuild
 from evalgate.suites.agent.swe import gold_script
@@ -66,7 +68,7 @@ def detect(path: Path) -> list[Task] | None:
     return None
 
 
-def _num(value: Any, where: str, key: str, unit: str = " of seconds") -> float | None:
+def _num(value: object, where: str, key: str, unit: str = " of seconds") -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -74,7 +76,7 @@ def _num(value: Any, where: str, key: str, unit: str = " of seconds") -> float |
     return float(value)
 
 
-def _mib(value: Any, where: str, key: str) -> int | None:
+def _mib(value: object, where: str, key: str) -> int | None:
     """``2G``, ``512M``, ``2048`` (MiB) → MiB; zero is refused, never a 1 MiB container."""
     if value is None:
         return None
@@ -106,7 +108,14 @@ def _single_container(folder: Path) -> None:
             )
 
 
-def _image(folder: Path, dockerfile: str, prebuilt: Any, where: str) -> dict[str, Any]:
+class _ImageSource(TypedDict):
+    """Where a task's container image comes from: built here, or pulled (one of the two)."""
+
+    build: ImageBuild | None
+    image: str | None
+
+
+def _image(folder: Path, dockerfile: str, prebuilt: object, where: str) -> _ImageSource:
     _single_container(folder)
     if prebuilt:
         return {"build": None, "image": str(prebuilt)}
@@ -150,12 +159,13 @@ def load_tb2(folder: Path) -> Task:
     )
 
 
-def load_tb1(folder: Path, data: dict[str, Any]) -> Task:
+def load_tb1(folder: Path, data: Mapping[str, object]) -> Task:
     """A Terminal-Bench 1 task folder (``task.yaml`` with ``instruction``)."""
     where = str(folder / "task.yaml")
     instruction = data.get("instruction")
-    if instruction is None and isinstance(data.get("descriptions"), list) and data["descriptions"]:
-        instruction = (data["descriptions"][0] or {}).get("description")  # the older spelling
+    descriptions = items(data.get("descriptions"))
+    if instruction is None and descriptions:
+        instruction = mapping(descriptions[0]).get("description")  # the older spelling
     if not isinstance(instruction, str) or not instruction.strip():
         raise ConfigError(f"{where}: instruction must be a non-empty text")
     if not (folder / "run-tests.sh").is_file():
@@ -204,11 +214,11 @@ def _container_task(
     )
 
 
-def _instances(path: Path) -> list[dict[str, Any]]:
+def _instances(path: Path) -> list[dict[str, object]]:
     if path.suffix == ".jsonl":
         lines = path.read_text(encoding="utf-8").splitlines()
         try:
-            data: Any = [json.loads(line) for line in lines if line.strip()]
+            data: object = [json.loads(line) for line in lines if line.strip()]
         except ValueError as exc:
             raise ConfigError(f"{path}: invalid JSON line ({exc})") from None
     else:
@@ -224,7 +234,7 @@ def _instances(path: Path) -> list[dict[str, Any]]:
     return []
 
 
-def _tests(value: Any, where: str, key: str) -> tuple[str, ...]:
+def _tests(value: object, where: str, key: str) -> tuple[str, ...]:
     if isinstance(value, str):  # the dataset's rows carry these as JSON text
         try:
             value = json.loads(value)
@@ -235,11 +245,12 @@ def _tests(value: Any, where: str, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def load_swe(path: Path, index: int, inst: dict[str, Any]) -> Task:
+def load_swe(path: Path, index: int, inst: Mapping[str, object]) -> Task:
     """One SWE-bench-style instance of the file at ``path``."""
     where = f"{path}: instance {index} ({inst.get('instance_id')})"
     for key in ("instance_id", "problem_statement", "test_patch"):
-        if not isinstance(inst.get(key), str) or not inst[key].strip():
+        value = inst.get(key)
+        if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"{where}: {key} is required (text)")
     f2p = _tests(inst.get("FAIL_TO_PASS"), where, "FAIL_TO_PASS")
     if not f2p:
@@ -247,7 +258,7 @@ def load_swe(path: Path, index: int, inst: dict[str, Any]) -> Task:
     image = inst.get("image") or inst.get("image_name")
     dockerfile = inst.get("dockerfile")
     if image:
-        source: dict[str, Any] = {"build": None, "image": str(image)}
+        source: _ImageSource = {"build": None, "image": str(image)}
     elif isinstance(dockerfile, str):
         full = (path.parent / dockerfile).resolve()
         if not full.is_file():
@@ -256,7 +267,7 @@ def load_swe(path: Path, index: int, inst: dict[str, Any]) -> Task:
     else:
         raise ConfigError(f"{where}: set `image` (a prebuilt image) or `dockerfile` (to build)")
     swe = SweSpec(
-        test_patch=inst["test_patch"],
+        test_patch=str(inst["test_patch"]),  # text: checked above
         fail_to_pass=f2p,
         pass_to_pass=_tests(inst.get("PASS_TO_PASS", []), where, "PASS_TO_PASS"),
         test_cmd=str(inst.get("test_cmd") or "python -m pytest -rA"),
@@ -264,7 +275,7 @@ def load_swe(path: Path, index: int, inst: dict[str, Any]) -> Task:
     )
     repo = inst.get("repo", "")
     prompt = (
-        f"{inst['problem_statement'].rstrip()}\n\n"
+        f"{str(inst['problem_statement']).rstrip()}\n\n"
         f"The repository{f' ({repo})' if repo else ''} is checked out in the working directory. "
         "Change its code so that the problem is solved; do not change its tests."
     )

@@ -11,8 +11,8 @@ that fails for good raises ``RequestFailed`` (an errored rollout, never a 0).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from evalgate.serve.client import ChatClient, RequestFailed
 
@@ -32,7 +32,7 @@ class ToolReply:
     tool_calls: tuple[ToolCall, ...]
     usage: dict[str, int]
     finish_reason: str | None = None
-    message: dict[str, Any] = field(default_factory=dict)  # the assistant message, to append
+    message: dict[str, object] = field(default_factory=dict)  # the assistant message, to append
 
 
 def _parse(raw: bytes) -> ToolReply:
@@ -52,7 +52,7 @@ def _parse(raw: bytes) -> ToolReply:
             ToolCall(id=str(call.get("id") or f"call_{i}"), name=fn.get("name", ""), arguments=args)
         )
     usage = data.get("usage") or {}
-    message: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
+    message: dict[str, object] = {"role": "assistant", "content": msg.get("content") or ""}
     if calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -84,10 +84,14 @@ class ToolChat:
         return None
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, rollout: int = 0
+        self,
+        messages: Sequence[Mapping[str, object]],
+        tools: Sequence[Mapping[str, object]],
+        *,
+        rollout: int = 0,
     ) -> ToolReply:
         body = self.client.body(messages, rollout)
         if tools:
-            body["tools"] = tools
+            body["tools"] = list(tools)
             body["tool_choice"] = "auto"
         return await self.client.send(json.dumps(body).encode(), lambda raw, _attempts: _parse(raw))

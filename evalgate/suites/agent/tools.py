@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from collections.abc import Mapping
 
 from evalgate.sandbox import Sandbox, SandboxFileError
 
@@ -18,7 +18,9 @@ __all__ = ["MAX_RESULT", "TOOLS", "run_tool"]
 MAX_RESULT = 16_000  # characters of one tool result shown to the model
 
 
-def _fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict:
+def _fn(
+    name: str, description: str, properties: dict[str, dict[str, str]], required: list[str]
+) -> dict[str, object]:
     return {
         "type": "function",
         "function": {
@@ -30,7 +32,7 @@ def _fn(name: str, description: str, properties: dict[str, Any], required: list[
 
 
 _PATH = {"type": "string", "description": "File path, relative to /workspace or absolute."}
-TOOLS: list[dict[str, Any]] = [
+TOOLS: list[dict[str, object]] = [
     _fn(
         "bash",
         "Run a bash command in /workspace and return its exit code, stdout and stderr.",
@@ -101,8 +103,16 @@ def _clip(text: str) -> str:
     return f"{text[:half]}\n… [{len(text) - MAX_RESULT} characters cut] …\n{text[-half:]}"
 
 
-async def _bash(box: Sandbox, args: dict[str, Any], budget_s: float) -> str:
-    timeout = min(float(args.get("timeout_s") or 60.0), budget_s)
+def _number(args: Mapping[str, object], key: str, default: float) -> float:
+    """A numeric argument as the model wrote it (a number, or its text); TypeError else."""
+    value = args.get(key) or default
+    if isinstance(value, int | float | str):
+        return float(value)
+    raise TypeError(f"{key} must be a number")
+
+
+async def _bash(box: Sandbox, args: Mapping[str, object], budget_s: float) -> str:
+    timeout = min(_number(args, "timeout_s", 60.0), budget_s)
     result = await box.exec(["bash", "-c", str(args["command"])], timeout_s=max(timeout, 0.1))
     head = f"exit code: {result.exit_code}" + (" (timed out)" if result.timed_out else "")
     parts = [head]
@@ -113,22 +123,22 @@ async def _bash(box: Sandbox, args: dict[str, Any], budget_s: float) -> str:
     return "\n".join(parts)
 
 
-async def _read(box: Sandbox, args: dict[str, Any], budget_s: float) -> str:
+async def _read(box: Sandbox, args: Mapping[str, object], budget_s: float) -> str:
     text = (await box.read_file(str(args["path"]), max_bytes=1 << 20)).decode("utf-8", "replace")
     lines = text.splitlines()
-    start = max(int(args.get("offset") or 1), 1)
-    stop = start - 1 + int(args["limit"]) if args.get("limit") else len(lines)
+    start = max(int(_number(args, "offset", 1)), 1)
+    stop = start - 1 + int(_number(args, "limit", 0)) if args.get("limit") else len(lines)
     shown = [f"{n:6}\t{line}" for n, line in enumerate(lines[start - 1 : stop], start)]
     return "\n".join(shown) if shown else "(empty file)"
 
 
-async def _write(box: Sandbox, args: dict[str, Any], budget_s: float) -> str:
+async def _write(box: Sandbox, args: Mapping[str, object], budget_s: float) -> str:
     content = str(args["content"])
     await box.write_file(str(args["path"]), content)
     return f"wrote {len(content.encode())} bytes to {args['path']}"
 
 
-async def _edit(box: Sandbox, args: dict[str, Any], budget_s: float) -> str:
+async def _edit(box: Sandbox, args: Mapping[str, object], budget_s: float) -> str:
     path, old, new = str(args["path"]), str(args["old_string"]), str(args["new_string"])
     text = (await box.read_file(path, max_bytes=4 << 20)).decode("utf-8")
     count = text.count(old) if old else 0
@@ -142,13 +152,13 @@ async def _edit(box: Sandbox, args: dict[str, Any], budget_s: float) -> str:
     return f"edited {path} ({count if args.get('replace_all') else 1} replacement(s))"
 
 
-async def _glob(box: Sandbox, args: dict[str, Any], budget_s: float) -> str:
+async def _glob(box: Sandbox, args: Mapping[str, object], budget_s: float) -> str:
     where = str(args.get("path") or box.workdir)
     result = await box.exec(["python3", "-I", "-c", _GLOB, str(args["pattern"]), where])
     return result.stdout or result.stderr or "(no matches)"
 
 
-async def _grep(box: Sandbox, args: dict[str, Any], budget_s: float) -> str:
+async def _grep(box: Sandbox, args: Mapping[str, object], budget_s: float) -> str:
     cmd = ["grep", "-rnE", "-I"]
     if args.get("include"):
         cmd.append(f"--include={args['include']}")
