@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
+from typing import IO, TYPE_CHECKING, NoReturn, cast
 
 if TYPE_CHECKING:
     import asyncio
@@ -85,7 +85,7 @@ def _parser() -> _Parser:
     return parser
 
 
-def _run_commands(sub: Any) -> None:
+def _run_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     """local and resume: the commands that call the model."""
     local = sub.add_parser(
         "local",
@@ -118,7 +118,7 @@ def _run_commands(sub: Any) -> None:
     _cache_arguments(resume)
 
 
-def _gate_commands(sub: Any) -> None:
+def _gate_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     """compare and validate: deciding without a model."""
     compare = sub.add_parser(
         "compare",
@@ -155,7 +155,7 @@ def _gate_commands(sub: Any) -> None:
     _cache_arguments(judge)
 
 
-def _ops_commands(sub: Any) -> None:
+def _ops_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     """doctor and the Modal lifecycle: the stack around a run."""
     doctor = sub.add_parser(
         "doctor",
@@ -188,7 +188,7 @@ def _ops_commands(sub: Any) -> None:
             )
 
 
-def _results_commands(sub: Any) -> None:
+def _results_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     """push, runs, show: what a run left behind."""
     push = sub.add_parser(
         "push",

@@ -19,9 +19,8 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from evalgate.report._escape import code_span
 from evalgate.run.rundir import SCORECARD, VERDICT
@@ -60,19 +59,25 @@ def report_lock(root: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def invocation_entry(run_id: str, verdict: dict[str, Any]) -> dict[str, Any]:
+def invocation_entry(run_id: str, verdict: Mapping[str, object]) -> dict[str, object]:
     """How the root's verdict.json names one invocation."""
+    runs = verdict.get("runs") or ()
     return {
         "run_id": run_id,
         "status": verdict.get("status"),
         "exit_code": verdict.get("exit_code"),
-        "runs": [f"{r.get('model')}/{r.get('benchmark')}" for r in verdict.get("runs") or ()],
+        # verdict.json's runs: a list of mappings (what the report module writes)
+        "runs": [
+            f"{r.get('model')}/{r.get('benchmark')}"
+            for r in (runs if isinstance(runs, list | tuple) else ())
+            if isinstance(r, Mapping)
+        ],
         "finished_at": time.time(),
         "report": f"{REPORTS}/{run_id}/{SCORECARD}",
     }
 
 
-def concurrent_invocations(root: Path, run_id: str) -> list[dict[str, Any]]:
+def concurrent_invocations(root: Path, run_id: str) -> list[dict[str, object]]:
     """The invocations named in the root's current verdict.json (its own and those it named)
     that ran at the same time as ``run_id``: finished after it started."""
     start = started_at(run_id)
@@ -93,13 +98,17 @@ def concurrent_invocations(root: Path, run_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def with_note(scorecard: str, others: list[dict[str, Any]]) -> str:
+def with_note(scorecard: str, others: list[dict[str, object]]) -> str:
     """``scorecard`` with a note under its title naming each invocation in ``others``."""
     if not others:
         return scorecard
     lines = []
     for entry in others:
-        runs = ", ".join(code_span(str(r)) for r in entry.get("runs") or ()) or "no runs"
+        named = entry.get("runs")
+        runs = ", ".join(
+            code_span(str(r)) for r in (named if isinstance(named, list | tuple) else ())
+        )
+        runs = runs or "no runs"
         lines.append(
             f"> **Note:** another invocation wrote to this folder while this one ran: run "
             f"{code_span(str(entry['run_id']))} ({runs}) ended {code_span(str(entry['status']))}; "

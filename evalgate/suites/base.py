@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from evalgate._lazy import load_entry
 from evalgate.errors import ConfigError
 
 if TYPE_CHECKING:
     from evalgate.config.spec import AgentVariant, Benchmark
-    from evalgate.serve.client import Reply
+    from evalgate.sandbox import Sandboxes
+    from evalgate.serve.client import ChatClient, Reply
 
 __all__ = ["SUITES", "Item", "Outcome", "Suite", "SuiteDefaults", "build_suite", "build_suites"]
 
@@ -26,7 +27,7 @@ class Item:
     prompt: str
     answer: str
     group: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, object] = field(default_factory=dict)
     # A digest (``suites.identity``) of whatever else decides this item's score: a task's check
     # and files, a verifier, an image's build context, a data row's other columns. Empty when
     # the prompt and answer are all of it (such an item keeps the hash it always had).
@@ -78,7 +79,7 @@ class Suite(Protocol):
     items: list[Item]  # the items to run, in order (num_examples already applied)
     variant: AgentVariant | None  # the agent variant this suite runs; fingerprinted
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: ChatClient) -> Outcome:
         """Run rollout ``index`` of ``item`` against ``client``; raise on infrastructure failure."""
         ...
 
@@ -136,7 +137,15 @@ SUITES: dict[str, str] = {
 }
 
 
-def _suite_class(spec: Benchmark) -> Any:
+class _SuiteClass(Protocol):
+    """What the registry's classes offer this module (``for_variants``: the agent kind's)."""
+
+    def from_spec(self, spec: Benchmark, *, sandboxes: Sandboxes | None) -> Suite: ...
+
+    def for_variants(self, spec: Benchmark, *, sandboxes: Sandboxes | None) -> list[Suite]: ...
+
+
+def _suite_class(spec: Benchmark) -> _SuiteClass:
     target = SUITES.get(spec.kind)
     if target is None:
         raise ConfigError(f"benchmark {spec.name!r}: unknown kind {spec.kind!r}")
@@ -145,14 +154,14 @@ def _suite_class(spec: Benchmark) -> Any:
     )
 
 
-def build_suite(spec: Benchmark, sandboxes: Any = None) -> Suite:
+def build_suite(spec: Benchmark, sandboxes: Sandboxes | None = None) -> Suite:
     """The suite for a resolved benchmark config. ``sandboxes`` (:class:`evalgate.sandbox.
     Sandboxes`): the run's backends, for the kinds that execute code; every kind's ``from_spec``
     takes it."""
     return _suite_class(spec).from_spec(spec, sandboxes=sandboxes)
 
 
-def build_suites(spec: Benchmark, sandboxes: Any = None) -> list[Suite]:
+def build_suites(spec: Benchmark, sandboxes: Sandboxes | None = None) -> list[Suite]:
     """One suite per agent variant (named ``{benchmark}.{variant}``, same item ids, so variants
     compare item by item); one suite otherwise. Through the registry, like every kind: this
     module never imports a suite implementation (they import it)."""

@@ -17,14 +17,17 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
 __all__ = ["digest", "tree_digest"]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> JsonValue:
     """``value`` as JSON: bytes by their hash, dataclasses and tuples as mappings and lists."""
     if isinstance(value, bytes | bytearray):
         return {"sha256": hashlib.sha256(value).hexdigest()}
@@ -37,14 +40,15 @@ def _plain(value: Any) -> Any:
         return sorted(items, key=json.dumps) if isinstance(value, set | frozenset) else items
     if value is None or isinstance(value, str | int | float | bool):
         return value
-    if callable(getattr(value, "tobytes", None)):  # an image or array in a dataset row
-        return {type(value).__name__: _plain(value.tobytes())}
+    tobytes = getattr(value, "tobytes", None)
+    if callable(tobytes):  # an image or array in a dataset row
+        return {type(value).__name__: _plain(tobytes())}
     # A date in a dataset row, a Path; never a repr that holds a memory address (it would
     # differ in every run, and no item would ever pair).
     return _ADDRESS.sub(" at 0x…", str(value))
 
 
-def digest(value: Any) -> str:
+def digest(value: object) -> str:
     """A stable hash of ``value`` (mappings in key order; bytes by content)."""
     try:  # plain JSON (a data row) as it is: _plain would rebuild it to the same text
         text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

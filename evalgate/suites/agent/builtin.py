@@ -13,13 +13,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalgate.config.hostfiles import read_host_file, repository_root
 from evalgate.sandbox import Sandbox
 from evalgate.sandbox.base import WORKDIR
 from evalgate.suites.agent.llm import ToolChat
 from evalgate.suites.agent.runner import AgentRun
+
+if TYPE_CHECKING:
+    from evalgate.serve.client import ChatClient
 from evalgate.suites.agent.tasks import Task
 from evalgate.suites.agent.tools import TOOLS, run_tool
 
@@ -98,7 +101,7 @@ class BuiltinAgent:
         self,
         box: Sandbox,
         task: Task,
-        client: Any,
+        client: ChatClient,
         *,
         rollout: int,
         record: AgentRun,
@@ -108,7 +111,7 @@ class BuiltinAgent:
         deadline = time.monotonic() + budget_s
         # A challenge container's working directory is its image's (e.g. /app), not /workspace.
         system = self.system_prompt.replace(WORKDIR, box.workdir)
-        messages: list[dict[str, Any]] = [
+        messages: list[dict[str, object]] = [
             {"role": "system", "content": system},
             {"role": "user", "content": task.prompts[0]},
         ]

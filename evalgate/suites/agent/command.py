@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalgate.errors import InfraError
 from evalgate.sandbox import Sandbox
 from evalgate.sandbox.base import WORKDIR
 from evalgate.suites.agent.runner import AgentRun
 from evalgate.suites.agent.tasks import Task
+
+if TYPE_CHECKING:
+    from evalgate.serve.client import ChatClient
 
 __all__ = ["MCP_CONFIG_PATH", "SKILLS_PATH", "CommandAgent", "parse_turn_meta"]
 
@@ -34,7 +37,7 @@ _MAX_TOKENS = 10**9  # in one line of an agent's report: more is no count
 _MAX_USD = 1e6
 
 
-def _number(obj: Mapping[str, Any], keys: Sequence[str]) -> float | None:
+def _number(obj: Mapping[str, object], keys: Sequence[str]) -> float | None:
     for key in keys:
         value = obj.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
@@ -60,7 +63,7 @@ def parse_turn_meta(stderr: str) -> tuple[int, float | None, dict[str, int], str
     turns, cost, usage, rest = 0, None, {"prompt_tokens": 0, "completion_tokens": 0}, []
     refused = 0
     for line in stderr.splitlines():
-        obj: Any = None
+        obj: object = None
         if line.lstrip().startswith("{"):
             try:
                 obj = json.loads(line)
@@ -123,7 +126,7 @@ class CommandAgent:
         self,
         box: Sandbox,
         task: Task,
-        client: Any,
+        client: ChatClient,
         *,
         rollout: int,
         record: AgentRun,

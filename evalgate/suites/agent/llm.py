@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from evalgate.serve.client import ChatClient, RequestFailed
 
@@ -32,7 +31,7 @@ class ToolReply:
     tool_calls: tuple[ToolCall, ...]
     usage: dict[str, int]
     finish_reason: str | None = None
-    message: dict[str, Any] = field(default_factory=dict)  # the assistant message, to append
+    message: dict[str, object] = field(default_factory=dict)  # the assistant message, to append
 
 
 def _parse(raw: bytes) -> ToolReply:
@@ -52,7 +51,7 @@ def _parse(raw: bytes) -> ToolReply:
             ToolCall(id=str(call.get("id") or f"call_{i}"), name=fn.get("name", ""), arguments=args)
         )
     usage = data.get("usage") or {}
-    message: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
+    message: dict[str, object] = {"role": "assistant", "content": msg.get("content") or ""}
     if calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -84,7 +83,7 @@ class ToolChat:
         return None
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, rollout: int = 0
+        self, messages: list[dict[str, object]], tools: list[dict[str, object]], *, rollout: int = 0
     ) -> ToolReply:
         body = self.client.body(messages, rollout)
         if tools:

@@ -29,7 +29,7 @@ import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from evalgate.errors import InfraError
 from evalgate.sandbox import Sandbox, SandboxBackend, SandboxConfig, SandboxFileError
@@ -37,6 +37,9 @@ from evalgate.sandbox.base import WORKDIR
 from evalgate.sandbox.confine import confine_command
 from evalgate.suites.agent.tasks import Task, tar_files
 from evalgate.suites.agent.verify import challenge_config, run_container_check
+
+if TYPE_CHECKING:
+    from evalgate.serve.client import ChatClient
 
 __all__ = ["Agent", "AgentRun", "TaskResult", "install_files", "run_check", "run_task"]
 
@@ -59,7 +62,7 @@ class AgentRun:
     stopped: str | None = None  # e.g. "max_turns"
     cost_usd: float | None = None
     usage: Counter[str] = field(default_factory=Counter)
-    transcript: list[dict[str, Any]] = field(default_factory=list)
+    transcript: list[dict[str, object]] = field(default_factory=list)
     log: str = ""  # a command agent's stderr tail
 
 
@@ -70,7 +73,7 @@ class Agent(Protocol):
         self,
         box: Sandbox,
         task: Task,
-        client: Any,
+        client: ChatClient,
         *,
         rollout: int,
         record: AgentRun,
@@ -199,7 +202,7 @@ async def run_check(
 async def run_task(
     task: Task,
     agent: Agent,
-    client: Any,
+    client: ChatClient,
     *,
     backend: SandboxBackend,
     sandbox: SandboxConfig,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalgate.config.hostfiles import check_host_path, read_host_file, repository_root
 from evalgate.errors import ConfigError
@@ -33,6 +33,8 @@ from evalgate.suites.base import Item, Outcome, SuiteDefaults
 
 if TYPE_CHECKING:
     from evalgate.config.spec import AgentBenchmark, AgentVariant
+    from evalgate.serve.client import ChatClient
+    from evalgate.suites.agent.runner import Agent
 
 __all__ = ["AGENT_BIN_DIR", "AgentSuite"]
 
@@ -46,7 +48,7 @@ def _make_agent(
     mounts: list[Mount],
     skills_dir: str | None,
     mcp_config: str | None,
-) -> tuple[Any, str]:
+) -> tuple[Agent, str]:
     """The agent ``spec`` (and ``variant``) configure, and the sandbox network it runs with; a
     command agent's binary is added to ``mounts``."""
     agent_spec = spec.agent
@@ -61,7 +63,7 @@ def _make_agent(
                 f"benchmark {spec.name!r}: variant {variant.name!r}: args apply to command "
                 "agents only"
             )
-        agent: Any = BuiltinAgent(
+        agent: Agent = BuiltinAgent(
             max_turns=agent_spec.max_turns,
             skills=find_skills(skills_dir) if skills_dir else (),
         )
@@ -155,7 +157,7 @@ class AgentSuite(SuiteDefaults):
     name: str
     items: list[Item]
     tasks: dict[str, Task]
-    agent: Any  # BuiltinAgent | CommandAgent
+    agent: Agent  # BuiltinAgent | CommandAgent
     backend: SandboxBackend
     sandbox: SandboxConfig
     network: str  # what the agent's sandbox may reach: "none" or "model-only"
@@ -234,7 +236,7 @@ class AgentSuite(SuiteDefaults):
             cls.from_spec(spec, sandboxes=sandboxes)
         ]
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: ChatClient) -> Outcome:
         task = self.tasks[item.id]
         config = self.sandbox
         if self.network == "model-only":

@@ -38,7 +38,6 @@ import os
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -175,7 +174,7 @@ def read_folder(root: Path) -> tuple[dict[str, bytes], dict[str, int]]:
     return files, modes
 
 
-def _task(data: Any, where: str, folder: Path | None, default_id: str | None) -> Task:
+def _task(data: object, where: str, folder: Path | None, default_id: str | None) -> Task:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: a task must be a mapping")
     unknown = set(data) - _TASK_KEYS
@@ -238,7 +237,7 @@ def _task(data: Any, where: str, folder: Path | None, default_id: str | None) ->
     )
 
 
-def load_yaml(path: Path) -> Any:
+def load_yaml(path: Path) -> object:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
