@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,7 +235,7 @@ def _read_line(
     return 1
 
 
-def kept_records(path: str | os.PathLike[str], state: JournalState) -> Iterator[dict[str, Any]]:
+def kept_records(path: str | os.PathLike[str], state: JournalState) -> Iterator[dict[str, object]]:
     """The records ``state`` kept, as written (texts included), read again from ``path`` one at
     a time: the file as :func:`read_journal` read it (before :func:`resume_journal` repairs it)."""
     with Path(path).open("rb") as src:
@@ -256,7 +256,7 @@ def _keep_lines(path: Path, state: JournalState) -> None:
     os.replace(tmp, path)
 
 
-def rewrite_journal(path: str | os.PathLike[str], records: Iterable[dict[str, Any]]) -> None:
+def rewrite_journal(path: str | os.PathLike[str], records: Iterable[Mapping[str, object]]) -> None:
     """Replace the journal with exactly ``records``, atomically (temp file, fsync, rename)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")

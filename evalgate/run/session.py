@@ -258,7 +258,10 @@ def _run_model(
 
 
 def _serve_judges(
-    ctx: RunContext, suites: list[tuple[Any, Suite]], serve_ctx: ServeContext, stack: Any
+    ctx: RunContext,
+    suites: list[tuple[Benchmark, Suite]],
+    serve_ctx: ServeContext,
+    stack: contextlib.ExitStack[bool | None],
 ) -> dict[str, Endpoint]:
     """Serve each distinct judge model the suites grade with (suite name → its endpoint), on
     its own server like any model: the judge never shares a process with the judged. Each
