@@ -59,7 +59,7 @@ async def _execute(
     cache_identity: str | None = None,
     skip: AbstractSet[tuple[str, int]] = frozenset(),
     kept: RolloutTable | None = None,
-    stats: dict[str, Any] | None = None,
+    stats: JsonObject | None = None,
     budget: BudgetMeter | None = None,
     judge_endpoint: Endpoint | None = None,
     replay: dict[tuple[bytes, int], tuple[str, dict[str, int]]] | None = None,
@@ -376,7 +376,7 @@ def _run_one(
     if looks and ctx.run_dirs is not None:
         looks_key = manifest.recorded_looks_key(run_dir)
     t0 = time.perf_counter()
-    stats: dict[str, Any] = {}
+    stats: JsonObject = {}
     try:
         records, seq = asyncio.run(
             _execute(
@@ -512,7 +512,7 @@ def _note_extras(
     bench: Benchmark,
     suite: Suite,
     seq: SequentialResult | None,
-    stats: dict[str, Any],
+    stats: JsonObject,
     records: RolloutTable,
 ) -> None:
     """What the scorecard shows of a run besides its scores: its benchmark (a variant's suite
@@ -524,5 +524,5 @@ def _note_extras(
         summary.extra["sequential"] = dataclasses.asdict(seq)
     judge_stats, agreement = stats.pop("judge", None), stats.pop("judge_agreement", None)
     summary.extra["requests"] = stats  # the scorecard's Runs table shows them
-    if judge_stats is not None:  # a judged suite: it left judge stats
+    if isinstance(judge_stats, dict):  # a judged suite: it left judge stats (a mapping)
         summary.extra["judge"] = manifest.judge_summary(suite, records, judge_stats, agreement)
