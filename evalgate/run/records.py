@@ -99,7 +99,7 @@ def journal_bytes(path: Path) -> Iterator[tuple[int, bytes]]:
             raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
 
 
-def parse_line(raw: bytes) -> dict[str, Any]:
+def parse_line(raw: bytes) -> dict[str, object]:
     """A line of a journal :func:`read_records` has checked: a JSON object."""
     try:
         return _fast_loads(raw)
