@@ -154,12 +154,14 @@ def is_complete(rec: object) -> bool:
     return isinstance(reward, int | float) and not isinstance(reward, bool)
 
 
-def _tabular(rec: dict[str, Any]) -> bool:
-    """A complete record whose columns (:class:`RolloutTable`) can hold it: a rollout index
-    that fits, metrics and token counts as objects of numbers."""
-    usage, metrics = rec["usage"] or {}, rec["metrics"] or {}
+def _tabular(rec: Mapping[str, object]) -> bool:
+    """A complete record (:func:`is_complete`: its rollout an int) whose columns
+    (:class:`RolloutTable`) can hold it: a rollout index that fits, metrics and token counts as
+    objects of numbers."""
+    usage, metrics, rollout = rec["usage"] or {}, rec["metrics"] or {}, rec["rollout"]
     return (
-        0 <= rec["rollout"] < 1 << 32
+        isinstance(rollout, int)
+        and 0 <= rollout < 1 << 32
         and isinstance(metrics, dict)
         and isinstance(usage, dict)
         and all(type(v) in (int, float) for v in usage.values())
