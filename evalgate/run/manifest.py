@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
@@ -35,7 +35,8 @@ from evalgate.stats._order import OrderKey
 
 if TYPE_CHECKING:
     from evalgate.config.load import Config
-    from evalgate.config.spec import Benchmark, GateSettings, Model
+    from evalgate.config.spec import Benchmark, GateSettings, GraderSpec, JudgeScorer, Model
+    from evalgate.score.base import JudgeBase
     from evalgate.serve import Endpoint, ModelServer
     from evalgate.suites import Suite
 
@@ -252,11 +253,15 @@ def run_costs(
 
 
 def judge_summary(
-    suite: Any, records: Iterable[dict[str, Any]], judge_stats: JsonObject, agreement: JsonValue
+    judge: JudgeBase[JudgeScorer] | JudgeBase[GraderSpec],
+    records: Iterable[Mapping[str, object]],
+    judge_stats: JsonObject,
+    agreement: JsonValue,
 ) -> JsonObject:
     """The scorecard's judge line of a judged run: who graded, at what cost, how well."""
-    judge_model = suite.judge.spec.model
-    swaps = [r["judge"]["consistent"] for r in records if "consistent" in (r.get("judge") or {})]
+    judge_model = judge.spec.model
+    judged = (_mapping(r.get("judge")) for r in records)
+    swaps = [bool(j["consistent"]) for j in judged if "consistent" in j]
     return {
         "model_id": judge_model.model_id,
         "backend": judge_model.backend,

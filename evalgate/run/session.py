@@ -524,5 +524,9 @@ def _note_extras(
         summary.extra["sequential"] = dataclasses.asdict(seq)
     judge_stats, agreement = stats.pop("judge", None), stats.pop("judge_agreement", None)
     summary.extra["requests"] = stats  # the scorecard's Runs table shows them
-    if isinstance(judge_stats, dict):  # a judged suite: it left judge stats (a mapping)
-        summary.extra["judge"] = manifest.judge_summary(suite, records, judge_stats, agreement)
+    judge = getattr(suite, "judge", None)
+    if isinstance(judge_stats, dict) and judge is not None:  # a judged suite left judge stats
+        from evalgate.score.base import JudgeBase  # judged runs only
+
+        assert isinstance(judge, JudgeBase)  # every judge is one (score/base.py)
+        summary.extra["judge"] = manifest.judge_summary(judge, records, judge_stats, agreement)
