@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from evalgate.run.fingerprint import identity
 from evalgate.run.rollouts import RolloutTable
@@ -46,6 +46,8 @@ __all__ = [
     "resume_journal",
     "rewrite_journal",
 ]
+
+_Record = TypeVar("_Record", bound=Mapping[str, object])  # a record, as its caller types it
 
 # Every results.jsonl line has at least these keys (see evalgate.run.engine; a suite may add
 # `reason` or `cost_usd`).
@@ -292,10 +294,17 @@ def resume_journal(
     return state
 
 
-def order_records(records: Iterable[dict[str, Any]], items: Iterable[Item]) -> list[dict[str, Any]]:
+def order_records(records: Iterable[_Record], items: Iterable[Item]) -> list[_Record]:
     """Records in the run's order: item order, then rollout (as ``run_suite`` returns them)."""
-    order = {it.id: i for i, it in enumerate(items)}
-    return sorted(records, key=lambda r: (order.get(r["example_id"], len(order)), r["rollout"]))
+    order: dict[object, int] = {it.id: i for i, it in enumerate(items)}
+
+    def key(rec: _Record) -> tuple[int, int]:
+        rollout = rec["rollout"]
+        if not isinstance(rollout, int):  # a complete record's is (is_complete)
+            raise TypeError(f"rollout {rollout!r} is not an int")
+        return order.get(rec["example_id"], len(order)), rollout
+
+    return sorted(records, key=key)
 
 
 def order_tables(tables: Iterable[RolloutTable], items: Iterable[Item]) -> RolloutTable:
