@@ -59,7 +59,7 @@ async def _execute(
     cache_identity: str | None = None,
     skip: AbstractSet[tuple[str, int]] = frozenset(),
     kept: RolloutTable | None = None,
-    stats: JsonObject | None = None,
+    stats: dict[str, Any] | None = None,
     budget: BudgetMeter | None = None,
     judge_endpoint: Endpoint | None = None,
     replay: dict[tuple[bytes, int], tuple[str, dict[str, int]]] | None = None,
@@ -376,7 +376,7 @@ def _run_one(
     if looks and ctx.run_dirs is not None:
         looks_key = manifest.recorded_looks_key(run_dir)
     t0 = time.perf_counter()
-    stats: JsonObject = {}
+    stats: dict[str, Any] = {}
     try:
         records, seq = asyncio.run(
             _execute(
@@ -512,7 +512,7 @@ def _note_extras(
     bench: Benchmark,
     suite: Suite,
     seq: SequentialResult | None,
-    stats: JsonObject,
+    stats: dict[str, Any],
     records: RolloutTable,
 ) -> None:
     """What the scorecard shows of a run besides its scores: its benchmark (a variant's suite
