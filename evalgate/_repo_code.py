@@ -29,9 +29,9 @@ import ctypes.util
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TypedDict
 
-__all__ = ["NEEDED", "RESERVED", "protect_gate", "repo_env", "spawn_options"]
+__all__ = ["NEEDED", "RESERVED", "SpawnOptions", "protect_gate", "repo_env", "spawn_options"]
 
 # What a program needs to start and to reach the model under test: no credentials among them.
 NEEDED = (
@@ -90,7 +90,7 @@ def repo_env(
     return env
 
 
-def _libc() -> Any:
+def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
@@ -113,7 +113,7 @@ class _CapData(ctypes.Structure):
     ]
 
 
-def _drop_capabilities(libc: Any) -> Callable[[], None]:
+def _drop_capabilities(libc: ctypes.CDLL) -> Callable[[], None]:
     """A ``preexec_fn`` that leaves the child of a root gate only ``_FILE_CAPS`` after its
     exec. Everything is allocated before the fork: the child only makes system calls."""
     header = _CapHeader(_CAP_VERSION_3, 0)
@@ -133,7 +133,13 @@ def _drop_capabilities(libc: Any) -> Callable[[], None]:
     return drop
 
 
-def spawn_options() -> dict[str, Any]:
+class SpawnOptions(TypedDict, total=False):
+    """What :func:`spawn_options` may set."""
+
+    preexec_fn: Callable[[], None]
+
+
+def spawn_options() -> SpawnOptions:
     """Keyword arguments for ``subprocess.Popen`` / ``asyncio.create_subprocess_exec`` that
     start repository code: the gate protected first, and a root gate's child stripped of its
     capabilities."""

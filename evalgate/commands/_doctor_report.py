@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from evalgate.errors import ExitCode
 
@@ -39,7 +39,7 @@ class DoctorReport:
             return int(ExitCode.CONFIG)
         return int(ExitCode.INFRA) if failed else int(ExitCode.PASS)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "config": self.config_path,
             "exit_code": self.exit_code,
@@ -71,8 +71,17 @@ class Doctor:
         self.environ = environ
         self.blocked: dict[str, str] = {}  # model name → why its later phases are skipped
 
-    def add(self, phase: str, name: str, status: Status, detail: str = "", **kw: Any) -> Check:
-        check = Check(phase, name, status, detail, **kw)
+    def add(
+        self,
+        phase: str,
+        name: str,
+        status: Status,
+        detail: str = "",
+        *,
+        fix: str = "",
+        config_error: bool = False,
+    ) -> Check:
+        check = Check(phase, name, status, detail, fix=fix, config_error=config_error)
         self.report.checks.append(check)
         return check
 

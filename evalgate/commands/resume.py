@@ -52,7 +52,9 @@ def _budget(overrides: list[str]) -> dict[str, object]:
             f"resume takes only --budget.FIELD=VALUE overrides, not --{'.'.join(other[0])} "
             "(the run's recorded config holds; start a new run to change it)"
         )
-    data = cli.top.get("budget", {})
+    data = cli.top.get("budget")
+    if not isinstance(data, dict):  # `--budget.FIELD=V` (checked above) always makes a mapping
+        data = {}
     try:
         BudgetSettings.model_validate(data)
     except ValidationError as exc:

@@ -12,13 +12,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, cast
 
 from evalgate.errors import ConfigError
 
 if TYPE_CHECKING:
     from evalgate.config.load import Config
-    from evalgate.config.spec import Benchmark, VerifiersBenchmark
+    from evalgate.config.spec import ArithBenchmark, Benchmark, FileBenchmark, VerifiersBenchmark
+    from evalgate.sandbox import Sandboxes
+    from evalgate.sandbox.base import SandboxBackend
     from evalgate.suites import Suite
 
 __all__ = ["check_data", "check_environment", "run"]
@@ -86,7 +88,7 @@ class _NoSandboxes:
     gets the backend's class, which says what it can run (a task's own image, say) without
     asking whether it is available here."""
 
-    def get(self, name: str) -> Any:
+    def get(self, name: str) -> type[SandboxBackend]:
         from evalgate.sandbox import backend_class
 
         return backend_class(name)
@@ -98,7 +100,9 @@ def _check_built(config: Config, bench: Benchmark, built: dict[str, list[Suite]]
     from evalgate.suites.base import build_suites
 
     try:
-        suites = build_suites(bench, _NoSandboxes())
+        # Not a Sandboxes: building reads only the backend's class attributes (its name, whether
+        # it runs task images), so the class stands in for an instance that would open it.
+        suites = build_suites(bench, cast("Sandboxes", _NoSandboxes()))
     except ConfigError as exc:
         at = config.locate(bench.name, getattr(exc, "field", None) or _BUILT_KINDS[bench.kind])
         raise ConfigError(f"{at}: {exc}") from None
@@ -222,13 +226,14 @@ def _check_one(
         notes.append(_check_judge(config, bench))
 
 
-def _check_judge(config: Any, bench: Any) -> str:
+def _check_judge(config: Config, bench: ArithBenchmark | FileBenchmark) -> str:
     """A judged benchmark: its template rendered for every item (by the suite), and its
     labelled set read as `local` reads it before the first request."""
+    from evalgate.config.spec import JudgeScorer
     from evalgate.score.labels import labels_path, load_labels
 
     path = labels_path(config, bench)
-    if path is None:
+    if path is None or not isinstance(bench.scorer, JudgeScorer):  # only a judge has labels
         return f"{bench.name}: judge template rendered; no labelled set (agreement not measured)"
     try:
         rows = load_labels(path, bench.scorer)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 from statistics import fmean
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalgate.run.rollouts import unusable
 
@@ -58,14 +58,15 @@ class PairwiseSide:
         return self.consistent / self.pairs if self.pairs else None
 
 
-def pairwise_side(records: Iterable[dict[str, Any]]) -> PairwiseSide:
+def pairwise_side(records: Iterable[dict[str, object]]) -> PairwiseSide:
     """Read ``records`` (a run's table or its journal) once. Pairs not judged (the PR's
     completion is the baseline's: a tie by construction, no call) count at their score, ½."""
     values: dict[str, list[float]] = {}
     consistent = pairs = 0
     complete = True
     for rec in records:
-        judge = rec.get("judge") or {}
+        judge = rec.get("judge")
+        judge = judge if isinstance(judge, dict) else {}  # a mapping, when the rollout was judged
         if "consistent" in judge:  # counted like the run's own figure: every judged pair
             pairs += 1
             consistent += bool(judge["consistent"])
@@ -74,7 +75,7 @@ def pairwise_side(records: Iterable[dict[str, Any]]) -> PairwiseSide:
         if "consistent" in judge and "worse_order" not in judge:
             complete = False
         value = judge.get("worse_order", rec["reward"])
-        values.setdefault(rec["example_id"], []).append(float(value))
+        values.setdefault(str(rec["example_id"]), []).append(float(value))  # ids are strings
     worse = {i: fmean(v) for i, v in values.items()} if complete else None
     return PairwiseSide(worse, consistent, pairs)
 

@@ -3,10 +3,9 @@ registry name, or an entry with overrides or an inline ``kind``) and settings.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Discriminator,
     Field,
@@ -33,7 +32,7 @@ from evalgate.config.spec import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from evalgate.config.spec import Benchmark
 
 
 __all__ = ["BENCHMARK_KINDS", "BenchmarkEntry", "EvalsFile"]
@@ -49,13 +48,13 @@ class BenchmarkEntry(Strict):
         None
     )
     """Set for an inline benchmark; omit to use the registry's definition."""
-    sampling: dict[str, Any] | None = None
+    sampling: dict[str, object] | None = None
     """Sampling overrides for this benchmark."""
-    eval: dict[str, Any] | None = None
+    eval: dict[str, object] | None = None
     """Eval overrides for this benchmark."""
 
 
-def _entry_shape(value: Any) -> str:
+def _entry_shape(value: object) -> str:
     return "entry" if isinstance(value, dict | BenchmarkEntry) else "name"
 
 
@@ -91,7 +90,7 @@ class EvalsFile(Strict):
 
 
 # kind → its benchmark model.
-BENCHMARK_KINDS: dict[str, type[BaseModel]] = {
+BENCHMARK_KINDS: dict[str, type[Benchmark]] = {
     "arith": ArithBenchmark,
     "jsonl": FileBenchmark,
     "hf": HFBenchmark,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import re
 import types
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Literal, NoReturn, Union, get_args, get_origin
 
 from pydantic import (
@@ -260,6 +261,7 @@ _PERCENTISH = frozenset({"margin", "max_error_rate", "thresholds"})
 def _owners(path: Path_, in_entry: bool) -> str:
     """`path:` on an arith benchmark, `n_ctx:` on an openai model: a field of another kind."""
     key = path[-1] if path else None
+    family: Mapping[str, type[BaseModel]]
     if in_entry and len(path) == 1:  # a benchmark's own field (paths relative to the entry)
         family, tag = BENCHMARK_KINDS, "kind"
     elif len(path) == 3 and path[0] == "models":

@@ -4,7 +4,6 @@ YAML read otherwise than meant. Pure text; :mod:`evalgate.config.load` builds th
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from evalgate.config.spec._base import URL_NO_USERINFO
 
@@ -35,7 +34,7 @@ _MAPPING = re.compile(
 )
 
 
-def shown(node: Any) -> str:
+def shown(node: object) -> str:
     text = type(node).__name__ if isinstance(node, dict | list) else repr(node)
     return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}… ({len(text):,} characters)"
 
@@ -48,7 +47,7 @@ def mapping_words(msg: str, example: str = "") -> str:
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
-def typing_hint(kind: str, node: Any) -> str:
+def typing_hint(kind: str, node: object) -> str:
     """What the user probably meant, for values YAML read otherwise than intended."""
     if isinstance(node, bool) and kind == "string_type":
         return "; YAML reads yes/no/on/off as true/false: quote it"

@@ -13,7 +13,7 @@ import os
 import re
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import (
     BaseModel,
@@ -108,14 +108,14 @@ class Config(BaseModel):
 
 
 @functools.cache
-def _any_kind() -> TypeAdapter[Any]:
+def _any_kind() -> TypeAdapter[Benchmark]:
     """The whole union of kinds: only for an entry whose ``kind`` names none (its error says
     which kinds there are). Built on first use: building every kind's validator costs more than
     a small run's whole request phase (issue #36)."""
     return TypeAdapter(Benchmark)
 
 
-def _validate_benchmark(data: Any) -> Any:
+def _validate_benchmark(data: object) -> Benchmark:
     """One benchmark entry, through its own kind's class: the union would pick the same class
     (it is discriminated by ``kind``), but building it builds every kind."""
     kind = data.get("kind") if isinstance(data, dict) else None
@@ -205,7 +205,7 @@ def _load_config(
         )
 
     dirs = (path.parent / "benchmarks", *search_dirs)
-    resolved: list[Any] = []
+    resolved: list[Benchmark] = []
     where: dict[str, str] = {}
     problems = []
     for index, entry in enumerate(top["benchmarks"]):
@@ -312,7 +312,7 @@ def _apply_model_overrides(top: dict, origin: dict, cli: Overrides, cli_layer: L
                 origin[("models", i, key)] = cli_layer
 
 
-def _anchor_hf(data: dict[str, Any], anchored: Callable[[Path_, str], str]) -> None:
+def _anchor_hf(data: dict[str, object], anchored: Callable[[Path_, str], str]) -> None:
     """An hf benchmark's local data is the config's: ``data_files`` and a ``dataset`` that is a
     folder next to the evals.yaml that names it are made absolute there. (`datasets` would look
     in the working directory: in the Action that is the PR's checkout, not the exam's tree.) A
@@ -333,14 +333,20 @@ def _anchor_hf(data: dict[str, Any], anchored: Callable[[Path_, str], str]) -> N
 
 
 def _resolve_benchmark(
-    doc: Layer, index: int, entry: Any, top: dict, cli: Overrides, dirs: tuple[Path, ...]
-) -> tuple[Any, dict[str, str]]:
+    doc: Layer,
+    index: int,
+    entry: str | dict[str, object],
+    top: dict,
+    cli: Overrides,
+    dirs: tuple[Path, ...],
+) -> tuple[Benchmark, dict[str, str]]:
     """The validated benchmark, and where its located fields were set (see ``LOCATED``)."""
     at: Path_ = ("benchmarks", index)
-    entry_data = {"name": entry} if isinstance(entry, str) else dict(entry)
+    entry_data: dict[str, object] = {"name": entry} if isinstance(entry, str) else dict(entry)
+    name = str(entry_data["name"])  # a string: EvalsFile validated the entries
     layers: list[Layer] = []
     if entry_data.get("kind") is None:
-        layers.append(registry.load(str(entry_data["name"]), dirs, where=doc.where(at)))
+        layers.append(registry.load(name, dirs, where=doc.where(at)))
     # evals.yaml's global sampling/eval sit between the registry's defaults and the entry.
     glob = {k: top[k] for k in ("sampling", "eval") if isinstance(top.get(k), dict)}
     glob_lines = {p: ln for p, ln in doc.lines.items() if p and p[0] in ("sampling", "eval")}
@@ -349,11 +355,9 @@ def _resolve_benchmark(
     layers.append(Layer(data=entry_data, source=doc.source, lines=entry_lines, prefix=at))
     cli_glob = {k: cli.top[k] for k in ("sampling", "eval") if k in cli.top}
     layers.append(Layer(data=cli_glob, source="command line"))
-    per_bench = cli.per_benchmark.get(entry_data["name"])
+    per_bench = cli.per_benchmark.get(name)
     # Named as typed (`benchmarks.NAME.field`), not as a bare `field`.
-    layers.append(
-        Layer(data=per_bench, source="command line", prefix=("benchmarks", entry_data["name"]))
-    )
+    layers.append(Layer(data=per_bench, source="command line", prefix=("benchmarks", name)))
     data, origin = merge_layers(layers)
 
     def anchored(path: Path_, value: str) -> str:
@@ -384,15 +388,16 @@ def _resolve_benchmark(
                     root = _ROOT.get() or repository_root(named.parent if named else Path.cwd())
                     what = f"{doc.where(at)}: {format_path((*at, 'variants', i, key))}"
                     check_host_path(variant[key], root=root, what=what)
-        command: Any = (  # YAML data, not yet validated
+        command: object = (  # YAML data, not yet validated
             (data.get("agent") or {}).get("command")
             if isinstance(data.get("agent"), dict)
             else None
         )
         # A relative program path ("./agents/run.sh") is the user's file; a bare name is on PATH.
-        program = command[0] if isinstance(command, list) and command else None
-        if isinstance(program, str) and "/" in program and not program.startswith("/"):
-            command[0] = anchored(("agent", "command", 0), program)
+        if isinstance(command, list) and command:
+            program = command[0]
+            if isinstance(program, str) and "/" in program and not program.startswith("/"):
+                command[0] = anchored(("agent", "command", 0), program)
     try:
         bench = _validate_benchmark(data)
     except ValidationError as exc:

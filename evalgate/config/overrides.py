@@ -8,7 +8,6 @@ Paths are checked against the schema in :mod:`evalgate.config.load`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import yaml
 
@@ -21,13 +20,13 @@ __all__ = ["Overrides", "parse_overrides"]
 class Overrides:
     """Parsed overrides, split by what they address."""
 
-    top: dict[str, Any] = field(default_factory=dict)
-    per_benchmark: dict[str, dict[str, Any]] = field(default_factory=dict)
-    per_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+    top: dict[str, object] = field(default_factory=dict)
+    per_benchmark: dict[str, dict[str, object]] = field(default_factory=dict)
+    per_model: dict[str, dict[str, object]] = field(default_factory=dict)
     paths: tuple[tuple[str, ...], ...] = ()
 
 
-def _set(tree: dict[str, Any], keys: list[str], value: Any, raw: str) -> None:
+def _set(tree: dict[str, object], keys: list[str], value: object, raw: str) -> None:
     node = tree
     for key in keys[:-1]:
         nxt = node.setdefault(key, {})

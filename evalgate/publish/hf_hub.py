@@ -15,10 +15,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalgate.errors import ConfigError, InfraError
 from evalgate.run.rundir import EVALS, RUN_FILES, SCORECARD, VERDICT, find_run_dirs, load_run
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 __all__ = ["RUN_FILES", "dataset_card", "push_run", "run_files"]
 
@@ -86,7 +89,7 @@ def dataset_card(repo: str, runs: Mapping[str, list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _existing_runs(api: Any, repo: str) -> dict[str, list[str]]:
+def _existing_runs(api: HfApi, repo: str) -> dict[str, list[str]]:
     from huggingface_hub.errors import EntryNotFoundError
 
     runs: dict[str, list[str]] = {}

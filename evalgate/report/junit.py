@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalgate.gate import Check, Verdict
+
+if TYPE_CHECKING:
+    from evalgate.run.summary import RunSummary
 
 __all__ = ["render_junit"]
 
@@ -78,7 +81,7 @@ def _suites(verdict: Verdict) -> dict[tuple[str, str], list[Check]]:
 
 def render_junit(verdict: Verdict) -> str:
     """The JUnit XML document (UTF-8 text with its declaration)."""
-    runs: dict[tuple[str, str], Any] = {(r.model, r.benchmark): r for r in verdict.runs}
+    runs: dict[tuple[str, str], RunSummary] = {(r.model, r.benchmark): r for r in verdict.runs}
     root = ET.Element("testsuites", name=f"evalgate: {verdict.status}")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_time = 0.0
@@ -89,8 +92,8 @@ def render_junit(verdict: Verdict) -> str:
         counts = {"tests": len(checks), "failures": 0, "errors": 0, "skipped": 0}
         if run is not None:
             props = ET.SubElement(suite, "properties")
-            for key, value in (("model_id", run.model_id), ("run_dir", run.run_dir)):
-                ET.SubElement(props, "property", name=key, value=str(value))
+            for key, prop in (("model_id", run.model_id), ("run_dir", run.run_dir)):
+                ET.SubElement(props, "property", name=key, value=str(prop))
         for check in checks:
             outcome = _case(suite, check, f"evalgate.{model}.{benchmark}")
             if outcome in counts:

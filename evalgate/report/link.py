@@ -18,7 +18,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -40,7 +39,7 @@ class ReportLink:
 _AFTER_FAILURE = ("always()", "cancelled()", "failure()")
 
 
-def _workflow_job(environ: Mapping[str, str]) -> Mapping[str, Any] | None:
+def _workflow_job(environ: Mapping[str, str]) -> Mapping[str, object] | None:
     """The running job's definition in the workflow file it came from; None if unreadable."""
     ref, job, workspace = (
         environ.get(k) for k in ("GITHUB_WORKFLOW_REF", "GITHUB_JOB", "GITHUB_WORKSPACE")
@@ -72,11 +71,12 @@ def _covers(pattern: str, folder: Path, workspace: Path) -> bool:
     return report == target or os.path.commonpath([target, report]) == target
 
 
-def uploaded_artifact(job: Mapping[str, Any], folder: Path, workspace: Path) -> str | None:
+def uploaded_artifact(job: Mapping[str, object], folder: Path, workspace: Path) -> str | None:
     """The name of the artifact ``job`` uploads ``folder`` in, even after a failing step
     (``actions/upload-artifact``'s default name is ``artifact``); None when it uploads none."""
     folder, workspace = Path(os.path.normpath(folder)), Path(os.path.normpath(workspace))
-    for step in job.get("steps") or ():
+    steps = job.get("steps")
+    for step in steps if isinstance(steps, list) else ():  # YAML: a list, or not steps at all
         if not isinstance(step, Mapping):
             continue
         uses = step.get("uses")

@@ -21,7 +21,6 @@ import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 __all__ = ["PRICE_FILE", "cost_usd", "format_usd", "price_per_token"]
 
@@ -49,7 +48,7 @@ def _litellm_dir() -> Path | None:
 
 
 @functools.cache
-def _price_list() -> dict[str, dict[str, Any]]:
+def _price_list() -> dict[str, dict[str, object]]:
     """The bundled list, keys lower-cased (LiteLLM matches names so); {} without LiteLLM."""
     folder = _litellm_dir()
     if folder is None:
@@ -88,13 +87,14 @@ def price_per_token(model: str) -> tuple[float, float] | None:
     candidates = [(name, None)] + ([(rest, provider)] if rest else [])
     for key, wanted in candidates:
         info = prices.get(key)
-        if info is None or not _same_provider(info.get("litellm_provider"), wanted):
+        listed = info.get("litellm_provider") if info is not None else None
+        if info is None or not _same_provider(listed if isinstance(listed, str) else None, wanted):
             continue
         if info.get("input_cost_per_token") is None and info.get("output_cost_per_token") is None:
             continue
         return (
-            float(info.get("input_cost_per_token") or 0.0),
-            float(info.get("output_cost_per_token") or 0.0),
+            _number(info.get("input_cost_per_token") or 0.0),
+            _number(info.get("output_cost_per_token") or 0.0),
         )
     return None
 
@@ -104,7 +104,7 @@ def cost_usd(
     prompt_tokens: int,
     completion_tokens: int,
     *,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
 ) -> float | None:
     """US dollars for these token counts; None when the model's price is unknown.
 
@@ -119,9 +119,16 @@ def cost_usd(
     ):
         return None
     listed_in, listed_out = listed or (0.0, 0.0)
-    price_in = float(custom.get("input_cost_per_token", listed_in))
-    price_out = float(custom.get("output_cost_per_token", listed_out))
+    price_in = _number(custom.get("input_cost_per_token", listed_in))
+    price_out = _number(custom.get("output_cost_per_token", listed_out))
     return prompt_tokens * price_in + completion_tokens * price_out
+
+
+def _number(value: object) -> float:
+    """``float(value)`` for what a YAML config holds (a custom price written as text too)."""
+    if isinstance(value, int | float | str):
+        return float(value)
+    raise TypeError(f"a price must be a number, not {type(value).__name__}")
 
 
 def format_usd(value: float | None) -> str:

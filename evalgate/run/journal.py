@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from evalgate.run.fingerprint import identity
 from evalgate.run.rollouts import RolloutTable
@@ -46,6 +46,8 @@ __all__ = [
     "resume_journal",
     "rewrite_journal",
 ]
+
+_Record = TypeVar("_Record", bound=Mapping[str, object])  # a record, as its caller types it
 
 # Every results.jsonl line has at least these keys (see evalgate.run.engine; a suite may add
 # `reason` or `cost_usd`).
@@ -154,12 +156,14 @@ def is_complete(rec: object) -> bool:
     return isinstance(reward, int | float) and not isinstance(reward, bool)
 
 
-def _tabular(rec: dict[str, Any]) -> bool:
-    """A complete record whose columns (:class:`RolloutTable`) can hold it: a rollout index
-    that fits, metrics and token counts as objects of numbers."""
-    usage, metrics = rec["usage"] or {}, rec["metrics"] or {}
+def _tabular(rec: Mapping[str, object]) -> bool:
+    """A complete record (:func:`is_complete`: its rollout an int) whose columns
+    (:class:`RolloutTable`) can hold it: a rollout index that fits, metrics and token counts as
+    objects of numbers."""
+    usage, metrics, rollout = rec["usage"] or {}, rec["metrics"] or {}, rec["rollout"]
     return (
-        0 <= rec["rollout"] < 1 << 32
+        isinstance(rollout, int)
+        and 0 <= rollout < 1 << 32
         and isinstance(metrics, dict)
         and isinstance(usage, dict)
         and all(type(v) in (int, float) for v in usage.values())
@@ -235,7 +239,7 @@ def _read_line(
     return 1
 
 
-def kept_records(path: str | os.PathLike[str], state: JournalState) -> Iterator[dict[str, Any]]:
+def kept_records(path: str | os.PathLike[str], state: JournalState) -> Iterator[dict[str, object]]:
     """The records ``state`` kept, as written (texts included), read again from ``path`` one at
     a time: the file as :func:`read_journal` read it (before :func:`resume_journal` repairs it)."""
     with Path(path).open("rb") as src:
@@ -256,7 +260,7 @@ def _keep_lines(path: Path, state: JournalState) -> None:
     os.replace(tmp, path)
 
 
-def rewrite_journal(path: str | os.PathLike[str], records: Iterable[dict[str, Any]]) -> None:
+def rewrite_journal(path: str | os.PathLike[str], records: Iterable[Mapping[str, object]]) -> None:
     """Replace the journal with exactly ``records``, atomically (temp file, fsync, rename)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -290,10 +294,17 @@ def resume_journal(
     return state
 
 
-def order_records(records: Iterable[dict[str, Any]], items: Iterable[Item]) -> list[dict[str, Any]]:
+def order_records(records: Iterable[_Record], items: Iterable[Item]) -> list[_Record]:
     """Records in the run's order: item order, then rollout (as ``run_suite`` returns them)."""
-    order = {it.id: i for i, it in enumerate(items)}
-    return sorted(records, key=lambda r: (order.get(r["example_id"], len(order)), r["rollout"]))
+    order: dict[object, int] = {it.id: i for i, it in enumerate(items)}
+
+    def key(rec: _Record) -> tuple[int, int]:
+        rollout = rec["rollout"]
+        if not isinstance(rollout, int):  # a complete record's is (is_complete)
+            raise TypeError(f"rollout {rollout!r} is not an int")
+        return order.get(rec["example_id"], len(order)), rollout
+
+    return sorted(records, key=key)
 
 
 def order_tables(tables: Iterable[RolloutTable], items: Iterable[Item]) -> RolloutTable:

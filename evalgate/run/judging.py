@@ -98,10 +98,14 @@ def _baseline_completions(baseline: LoadedRun) -> dict[str, list[str]]:
     left out: there is nothing to compare with)."""
     by_rollout: dict[str, list[tuple[int, str]]] = {}
     for rec in baseline.full_records():  # the table keeps no texts: read them from the journal
-        if rec.get("error") is None and isinstance(rec.get("completion"), str):
-            by_rollout.setdefault(rec["example_id"], []).append(
-                (rec.get("rollout", 0), rec["completion"])
-            )
+        item, rollout, text = rec["example_id"], rec.get("rollout", 0), rec.get("completion")
+        if (
+            rec.get("error") is None
+            and isinstance(text, str)
+            and isinstance(item, str)  # load_run checked the id and the rollout
+            and isinstance(rollout, int)
+        ):
+            by_rollout.setdefault(item, []).append((rollout, text))
     # In rollout order (a stable sort: as sorting the whole journal by rollout would give).
     return {
         item: [text for _, text in sorted(texts, key=lambda t: t[0])]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
@@ -35,7 +35,8 @@ from evalgate.stats._order import OrderKey
 
 if TYPE_CHECKING:
     from evalgate.config.load import Config
-    from evalgate.config.spec import Benchmark, GateSettings, Model
+    from evalgate.config.spec import Benchmark, GateSettings, GraderSpec, JudgeScorer, Model
+    from evalgate.score.base import JudgeBase
     from evalgate.serve import Endpoint, ModelServer
     from evalgate.suites import Suite
 
@@ -180,31 +181,44 @@ def _fallback_cost(name: str, seen: Mapping[str, float]) -> float | None:
     return cost_usd(name, int(seen["prompt_tokens"]), int(seen["completion_tokens"]))
 
 
-def run_costs(summary: RunSummary, model: Model, records: Iterable[dict[str, Any]]) -> JsonObject:
+def _count(value: object) -> int:
+    """A record's token or request count (numbers, checked when the run was read); 0 if none."""
+    return int(value) if isinstance(value, int | float) else 0
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    """A record's nested object (``served_by``, ``judge``, its ``usage``); {} when absent."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def run_costs(
+    summary: RunSummary, model: Model, records: Iterable[Mapping[str, object]]
+) -> JsonObject:
     """The run's cost: priced from LiteLLM's bundled price list (None for unknown or self-hosted
     models), else what the agents said they spent (command agents on their own API keys)."""
     params = getattr(model, "params", None)
     others: dict[str, dict[str, float]] = {}  # tokens a fallback served, by the model that did
     fallback_rollouts = 0
     reported: list[float] = []  # what command agents said they spent
-    judged: list[Any] = []  # judgements (dicts: their tokens and cost)
+    judged: list[Mapping[str, object]] = []  # judgements: their tokens and cost
     for rec in records:  # one pass: a table builds a dict per row on each
-        served_by = rec.get("served_by")
+        served_by = _mapping(rec.get("served_by"))
         if served_by:
             fallback_rollouts += 1
             for name, seen in served_by.items():
+                seen = _mapping(seen)
                 mine = others.setdefault(
                     name, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
                 )
                 for k in ("requests", "prompt_tokens", "completion_tokens"):
-                    mine[k] += int(seen.get(k) or 0)
+                    mine[k] += _count(seen.get(k))
                 for k in ("priced", "cost_usd"):  # the server's own price (LiteLLM's header)
-                    if seen.get(k) is not None:
-                        mine[k] = mine.get(k, 0) + seen[k]
-        if rec.get("cost_usd") is not None:
-            reported.append(rec["cost_usd"])
-        if rec.get("judge"):
-            judged.append(rec["judge"])
+                    if isinstance(value := seen.get(k), int | float):
+                        mine[k] = mine.get(k, 0) + value
+        if isinstance(cost := rec.get("cost_usd"), int | float):  # checked when read
+            reported.append(cost)
+        if judge := _mapping(rec.get("judge")):
+            judged.append(judge)
     own_in = summary.usage.get("prompt_tokens", 0) - sum(
         int(o["prompt_tokens"]) for o in others.values()
     )
@@ -227,11 +241,11 @@ def run_costs(summary: RunSummary, model: Model, records: Iterable[dict[str, Any
     out: JsonObject = {"cost_usd": summary.extra["cost_usd"], "agent_cost_usd": agent_cost}
     if judged:  # a judge's tokens and cost are the run's too, shown apart from the model's
         usage: JsonObject = {
-            k: sum(int((j.get("usage") or {}).get(k) or 0) for j in judged)
+            k: sum(_count(_mapping(j.get("usage")).get(k)) for j in judged)
             for k in ("prompt_tokens", "completion_tokens")
         }
-        costs = [j.get("cost_usd") for j in judged]
-        judge_cost = None if None in costs else sum(costs)
+        costs = [c if isinstance(c := j.get("cost_usd"), int | float) else None for j in judged]
+        judge_cost = None if None in costs else sum(c for c in costs if c is not None)
         summary.extra["judge_usage"] = out["judge_usage"] = usage
         summary.extra["judge_cost_usd"] = out["judge_cost_usd"] = judge_cost
     if others:  # in metadata.json too: which models answered instead, and for how many rollouts
@@ -240,11 +254,15 @@ def run_costs(summary: RunSummary, model: Model, records: Iterable[dict[str, Any
 
 
 def judge_summary(
-    suite: Any, records: Iterable[dict[str, Any]], judge_stats: JsonObject, agreement: JsonValue
+    judge: JudgeBase[JudgeScorer] | JudgeBase[GraderSpec],
+    records: Iterable[Mapping[str, object]],
+    judge_stats: JsonObject,
+    agreement: JsonValue,
 ) -> JsonObject:
     """The scorecard's judge line of a judged run: who graded, at what cost, how well."""
-    judge_model = suite.judge.spec.model
-    swaps = [r["judge"]["consistent"] for r in records if "consistent" in (r.get("judge") or {})]
+    judge_model = judge.spec.model
+    judged = (_mapping(r.get("judge")) for r in records)
+    swaps = [bool(j["consistent"]) for j in judged if "consistent" in j]
     return {
         "model_id": judge_model.model_id,
         "backend": judge_model.backend,

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -171,7 +171,7 @@ class LoadedRun:
 
     def first_records(
         self, items: Collection[str], *, answered: bool = False
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
+    ) -> Iterator[tuple[str, dict[str, object]]]:
         """(item id, the journal's record of its first rollout: ``answered``, its first whose
         record has no error) of each of ``items`` the run has, in journal order. The table knows
         which lines those are: only they are parsed (a million-line journal is read, not
@@ -207,7 +207,7 @@ class LoadedRun:
 
     def _scan_rows(
         self, wanted: dict[int, tuple[str, int]]
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
+    ) -> Iterator[tuple[str, dict[str, object]]]:
         last, row = max(wanted), -1
         for _, raw in journal_bytes(self.path / RESULTS):
             if raw[:1] != b"{" and not raw.decode("utf-8", "replace").strip():
@@ -218,7 +218,7 @@ class LoadedRun:
                 if row == last:
                     return
 
-    def full_records(self, items: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
+    def full_records(self, items: Collection[str] | None = None) -> Iterator[dict[str, object]]:
         """The journal's records as written (prompt, completion, judge's reasons...), of
         ``items`` only when given, read again from disk one at a time."""
         for rec in iter_records(self.path / RESULTS):

@@ -258,7 +258,10 @@ def _run_model(
 
 
 def _serve_judges(
-    ctx: RunContext, suites: list[tuple[Any, Suite]], serve_ctx: ServeContext, stack: Any
+    ctx: RunContext,
+    suites: list[tuple[Benchmark, Suite]],
+    serve_ctx: ServeContext,
+    stack: contextlib.ExitStack[bool | None],
 ) -> dict[str, Endpoint]:
     """Serve each distinct judge model the suites grade with (suite name → its endpoint), on
     its own server like any model: the judge never shares a process with the judged. Each
@@ -521,5 +524,9 @@ def _note_extras(
         summary.extra["sequential"] = dataclasses.asdict(seq)
     judge_stats, agreement = stats.pop("judge", None), stats.pop("judge_agreement", None)
     summary.extra["requests"] = stats  # the scorecard's Runs table shows them
-    if judge_stats is not None:  # a judged suite: it left judge stats
-        summary.extra["judge"] = manifest.judge_summary(suite, records, judge_stats, agreement)
+    judge = getattr(suite, "judge", None)
+    if isinstance(judge_stats, dict) and judge is not None:  # a judged suite left judge stats
+        from evalgate.score.base import JudgeBase  # judged runs only
+
+        assert isinstance(judge, JudgeBase)  # every judge is one (score/base.py)
+        summary.extra["judge"] = manifest.judge_summary(judge, records, judge_stats, agreement)

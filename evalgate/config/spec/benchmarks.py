@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
@@ -303,7 +303,7 @@ class VerifiersBenchmark(CommonBenchmark):
     env_path: str | None = None
     """Folder to import the environment from (relative to evals.yaml), in the worker process
     only; default: the installed packages. The working directory is never on the import path."""
-    env_args: dict[str, Any] = Field(default_factory=dict)
+    env_args: dict[str, object] = Field(default_factory=dict)
     """Keyword arguments for the environment's loader."""
     api: Literal["auto", "v1", "legacy"] = "auto"
     """verifiers API generation; `auto` picks by what the environment provides."""
@@ -331,7 +331,7 @@ class InspectBenchmark(CommonBenchmark):
     task: str = Field(min_length=1)
     """A task file and name (`evals/my_task.py@my_task`, relative to evals.yaml) or a registered
     task (`inspect_evals/gsm8k`, with that package installed for inspect's interpreter)."""
-    task_args: dict[str, Any] = Field(default_factory=dict)
+    task_args: dict[str, object] = Field(default_factory=dict)
     """Keyword arguments for the task function (`-T` in `inspect eval`)."""
     pass_env: PassEnv = Field(default_factory=empty_list)
     """Names of this machine's environment variables the task's code may read (a judge model's

@@ -7,7 +7,7 @@ measurement (a PR that changes them is not compared, and cannot PASS).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 from pydantic_core import PydanticCustomError
@@ -36,7 +36,7 @@ class JudgeScale(Strict):
         return self
 
 
-def _scale_shape(value: Any) -> str:
+def _scale_shape(value: object) -> str:
     return "pass-fail" if isinstance(value, str) else "scale"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -78,7 +78,7 @@ class LiteLLMModel(Strict):
     """Provider base URL, for self-hosted or regional endpoints."""
     proxy_url: EndpointURL | None = None
     """An existing LiteLLM proxy (`…/v1`): requests go there instead of the in-process SDK."""
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, object] = Field(default_factory=dict)
     """Extra `litellm_params` (e.g. `api_version`, `vertex_project`)."""
     startup_timeout_s: float = Field(120.0, gt=0)
     """Seconds to wait for the started proxy to answer."""
