@@ -147,26 +147,17 @@ def _run_checks(run: RunSummary, gate: GateSettings, max_error_rate: float) -> l
 
 
 def _comparison_checks(comp: RunComparison) -> list[Check]:
+    of_comp = functools.partial(Check, comp.model, comp.benchmark)  # every check names it
     if not comp.comparable:
         # Nothing that cannot be compared passes quietly while the base gates (a baseline
         # exists, so its margin applies): the PR has not shown it did not regress.
         reason = f"baseline not comparable: {comp.reason}"
-        return [Check(comp.model, comp.benchmark, "-", "baseline", "FAIL", reason, p=0.0)]
+        return [of_comp("-", "baseline", "FAIL", reason, p=0.0)]
     out = []
     for mc in comp.metrics:
         r = mc.result
         if r is None:
-            out.append(
-                Check(
-                    comp.model,
-                    comp.benchmark,
-                    mc.metric,
-                    "baseline",
-                    "INCONCLUSIVE",
-                    mc.reason,
-                    comparison=mc,
-                )
-            )
+            out.append(of_comp(mc.metric, "baseline", "INCONCLUSIVE", mc.reason, comparison=mc))
             continue
         # Each bound at the precision that keeps it on its side of the edge it is tested
         # against (L vs −δ, U vs 0), so the text never contradicts the status.
@@ -185,16 +176,7 @@ def _comparison_checks(comp: RunComparison) -> list[Check]:
         if mc.blocked:  # why it cannot PASS comes first: the bounds alone would say it may
             reason = f"{mc.blocked}; {reason}"
         out.append(
-            Check(
-                comp.model,
-                comp.benchmark,
-                mc.metric,
-                "baseline",
-                mc.status,
-                reason,
-                comparison=mc,
-                p=r.p_regression,
-            )
+            of_comp(mc.metric, "baseline", mc.status, reason, comparison=mc, p=r.p_regression)
         )
     return out
 
