@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import evalgate.compare.paired as paired
+import evalgate.compare.runs as runs
 import evalgate.run.summary as summary_module
 from evalgate.compare.paired import compare_runs, summary_of
 from evalgate.run.fingerprint import item_hash
@@ -161,7 +161,7 @@ def test_a_run_pair_compares_as_through_the_records(
     def through_rows(records: Any, rollouts: int, **kw: Any) -> dict[str, dict[str, float]]:
         return item_metrics(list(records), rollouts, **kw)  # a dict per row: the records' pass
 
-    monkeypatch.setattr(paired, "item_metrics", through_rows)
+    monkeypatch.setattr(runs, "item_metrics", through_rows)
     expected = compare_runs(base, head, margin=0.05, alpha=0.05)
     assert got.comparable and got.n_paired > 300 and got.flips
     assert [m.metric for m in got.metrics] == ["accuracy", "judge", "style"]

@@ -13,7 +13,13 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from evalgate.run.item_ids import ItemIds, ItemValues
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["RolloutTable", "unusable"]
 
@@ -73,13 +79,12 @@ class RolloutTable:
     """Rollouts appended as records, iterated back as slim records (in the order appended)."""
 
     def __init__(self) -> None:
-        self._item_index: dict[str, int] = {}
-        # Per item, in the order first seen: its id, its group (where it has one) and its
-        # content hash, as its first record gave them. The engine's hash (16 lowercase hex
-        # digits: run.fingerprint.item_hash) is kept as its 8 bytes in one buffer, any other
-        # (None, a hand-made one) beside it: a million items, 8 MB where a tuple and a hash
-        # string each took ~130.
-        self._ids: list[str] = []
+        # Per item, in the order first seen: its id (and id → index: a compact table, see
+        # run/item_ids.py), its group (where it has one) and its content hash, as its first
+        # record gave them. The engine's hash (16 lowercase hex digits: run.fingerprint.
+        # item_hash) is kept as its 8 bytes in one buffer, any other (None, a hand-made one)
+        # beside it: a million items, 8 MB where a tuple and a hash string each took ~130.
+        self._ids = ItemIds()
         self._groups: dict[int, str] = {}
         self._hashes = bytearray()
         self._odd_hashes: dict[int, str | None] = {}
@@ -115,10 +120,10 @@ class RolloutTable:
     def append(self, rec: dict[str, Any]) -> int:
         """Add one record; returns its item's index (in the order items were first seen)."""
         row = self._n
-        index = self._item_index.get(rec["example_id"])
-        if index is None:
-            index = self._item_index[rec["example_id"]] = len(self._ids)
-            self._add_item(rec["example_id"], rec.get("group"), rec.get("item_hash", ""))
+        known = len(self._ids)
+        index = self._ids.add(rec["example_id"])
+        if index == known:
+            self._add_item(rec.get("group"), rec.get("item_hash", ""))
         self._item.append(index)
         self._rollout.append(rec.get("rollout", 0))  # a hand-made record may leave it out
         error = rec["error"] if rec["error"] is not None else unusable(rec)
@@ -159,9 +164,9 @@ class RolloutTable:
         self._n += 1
         return index
 
-    def _add_item(self, example_id: str, group: str | None, ihash: str | None) -> None:
-        index = len(self._ids)
-        self._ids.append(example_id)
+    def _add_item(self, group: str | None, ihash: str | None) -> None:
+        """The new item's group and content hash (its id was just added to ``_ids``)."""
+        index = len(self._ids) - 1
         if group is not None:
             self._groups[index] = group
         packed = _pack_hash(ihash)
@@ -205,6 +210,22 @@ class RolloutTable:
         packed = _pack_hash(ihash)
         at = _HASH_BYTES * index
         return packed is not None and self._hashes[at : at + _HASH_BYTES] == packed
+
+    @property
+    def id_table(self) -> ItemIds:
+        """The items' ids (and id → index), as the table keeps them."""
+        return self._ids
+
+    def id_codes(self) -> npt.NDArray[np.int64]:
+        """Each item's ``hash()`` of its id (equal ids, equal codes: a join's first pass)."""
+        return self._ids.codes()
+
+    def content_hashes(self) -> tuple[npt.NDArray[np.uint64], frozenset[int]]:
+        """(each item's packed content hash, the items whose hash is not the engine's, whose
+        packed value is 0 and which :meth:`same_hash` alone compares)."""
+        import numpy as np
+
+        return np.frombuffer(bytes(self._hashes), dtype=np.uint64), frozenset(self._odd_hashes)
 
     def item_hash(self, index: int) -> str | None:
         """The content hash the item's first record gave."""
@@ -269,11 +290,10 @@ class RolloutTable:
                 row_value["error"] = None
             return self.append(row_value)
         row = self._n
-        example_id = value["example_id"]
-        index = self._item_index.get(example_id)
-        if index is None:
-            index = self._item_index[example_id] = len(self._ids)
-            self._add_item(example_id, value.get("group"), value.get("item_hash"))
+        known = len(self._ids)
+        index = self._ids.add(value["example_id"])
+        if index == known:
+            self._add_item(value.get("group"), value.get("item_hash"))
         self._item.append(index)
         self._rollout.append(value.get("rollout", 0))
         metrics = value.get("metrics") or {}
@@ -341,7 +361,8 @@ class RolloutTable:
 
     def index_of(self, example_id: str) -> int | None:
         """The item's index (its place in :meth:`items`), None when the run has no such item."""
-        return self._item_index.get(example_id)
+        index = self._ids.find(example_id)
+        return None if index < 0 else index
 
     def outcomes(self) -> tuple[Any, Any, dict[int, str]]:
         """Per item, as the journal's own fields give it: (mean of its finite rewards of
@@ -375,111 +396,131 @@ class RolloutTable:
         and the token usage summed per name; as a pass over the rows would count them."""
         import numpy as np
 
-        groups = {example_id: self._groups.get(i) for i, example_id in enumerate(self._ids)}
+        groups = {self._ids[i]: group for i, group in sorted(self._groups.items())}
         errors = [self._errors[row] for row in sorted(self._errors) if self._errors[row]]
         blank = np.frombuffer(self._blank, dtype=bool)  # a view: 0 or 1 a row
         empty = int(np.count_nonzero(blank if not self._errors else blank & self._scored()))
         usage = {name: int(sum(col)) for name, col in self._usage.items()}
         return groups, errors, empty, usage
 
-    def item_metrics(self, rollouts: int, success: float) -> dict[str, dict[str, float]]:
+    def item_metrics(self, rollouts: int, success: float) -> dict[str, ItemValues]:
         """metric → {item id: mean of its scored rollouts' values}, plus pass@k / pass^k (k =
         ``rollouts`` > 1, a rollout succeeding at reward ≥ ``success``) for items with k scored
         rollouts: what :func:`evalgate.run.summary.item_metrics` computes from the records, in
         the same order and to the same bits, from the columns (numpy: views of the columns
-        where every row counts, a few bytes a row of temporaries otherwise)."""
+        where every row counts, a few bytes a row of temporaries otherwise), each as an
+        :class:`~evalgate.run.item_ids.ItemValues` (columns, not a dict per item)."""
+        import numpy as np
+
+        if not self._n:
+            return {}
+        item = np.frombuffer(self._item, dtype=np.uint32)
+        rows: slice | np.ndarray = slice(None) if not self._errors else self._scored_rows()
+        if not item[rows].size:
+            return {}
+        ranked = self._ranked_items(item, rows)
+        rank = np.full(len(self._ids), len(self._ids), dtype=np.int64)
+        rank[ranked] = np.arange(ranked.size)
+        # (rank of the first item, 0 for a metric / 1, 2 for pass@k, pass^k, name, values):
+        # the records' pass lists a metric when its first item is first met.
+        keyed: list[tuple[int, int, str, ItemValues]] = []
+        for name, col in self._metrics.items():
+            per = self._metric_means(item, rows, np.frombuffer(col, dtype=np.float64))
+            if per is None:
+                continue
+            count, means = per
+            present = ranked[count[ranked] > 0]
+            values = ItemValues(self._ids, present, means[present])
+            keyed.append((int(rank[present[0]]), 0, name, values))
+        if rollouts > 1:
+            keyed += self._pass_rates(item, rows, ranked, rank, rollouts, success)
+        keyed.sort(key=lambda entry: (entry[0], entry[1], entry[2] if entry[1] == 0 else ""))
+        return {name: values for _, _, name, values in keyed}
+
+    def _scored_rows(self) -> npt.NDArray[np.intp]:
+        import numpy as np
+
+        return np.nonzero(self._scored())[0]
+
+    def _ranked_items(
+        self, item: npt.NDArray[np.uint32], rows: slice | npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.intp]:
+        """Items in the order of their first scored rollout (the records' pass keeps that
+        order): item indices are given in the order first seen, so with no error that is
+        theirs."""
+        import numpy as np
+
+        n_items = len(self._ids)
+        if isinstance(rows, slice):
+            return np.arange(n_items)
+        first = np.full(n_items, self._n, dtype=np.int64)
+        np.minimum.at(first, item[rows], rows)
+        seen = np.nonzero(first < self._n)[0]
+        return seen[np.argsort(first[seen], kind="stable")]
+
+    def _metric_means(
+        self,
+        item: npt.NDArray[np.uint32],
+        rows: slice | npt.NDArray[np.intp],
+        values: npt.NDArray[np.float64],
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
+        """(rollouts counted, mean) per item of one metric column, over ``rows`` and the rows
+        that have the metric; None when no row has it."""
+        import numpy as np
+
+        n_items = len(self._ids)
+        missing = np.isnan(values)
+        where: slice | npt.NDArray[np.intp] = rows
+        if missing.any():
+            clean = isinstance(rows, slice)
+            where = np.nonzero(~missing if clean else self._scored() & ~missing)[0]
+        del missing
+        per = item[where]
+        if not per.size:
+            return None
+        count = np.bincount(per, minlength=n_items)
+        picked = values[where]
+        if _dyadic(picked):
+            means = np.bincount(per, weights=picked, minlength=n_items) / np.maximum(count, 1)
+        else:  # rounding could differ from fmean: the exact sum per item, as it did
+            means = _fsum_means(per.astype(np.intp), picked, n_items, count)
+        return count, means
+
+    def _pass_rates(
+        self,
+        item: npt.NDArray[np.uint32],
+        rows: slice | npt.NDArray[np.intp],
+        ranked: npt.NDArray[np.intp],
+        rank: npt.NDArray[np.int64],
+        rollouts: int,
+        success: float,
+    ) -> list[tuple[int, int, str, ItemValues]]:
+        """pass@k and pass^k of the items with k scored rollouts, keyed as item_metrics sorts
+        them (after the metrics their first item starts)."""
         import numpy as np
 
         from evalgate import stats
 
-        if not self._n:
-            return {}
         n_items = len(self._ids)
-        item = np.frombuffer(self._item, dtype=np.uint32)
-        clean = not self._errors
-        rows: Any = slice(None) if clean else np.nonzero(self._scored())[0]
         item_ok = item[rows]
-        if not item_ok.size:
-            return {}
-        # Items in the order of their first scored rollout (the records' pass keeps that order):
-        # item indices are given in the order first seen, so with no error that is theirs.
-        if clean:
-            ranked = np.arange(n_items)
-        else:
-            first = np.full(n_items, self._n, dtype=np.int64)
-            np.minimum.at(first, item_ok, rows)
-            seen = np.nonzero(first < self._n)[0]
-            ranked = seen[np.argsort(first[seen], kind="stable")]
-        rank = np.full(n_items, n_items, dtype=np.int64)
-        rank[ranked] = np.arange(ranked.size)
-        ids = [self._ids[i] for i in ranked.tolist()]
-        keyed: list[tuple[int, int, str, dict[str, float]]] = []
-        for name, col in self._metrics.items():
-            values = np.frombuffer(col, dtype=np.float64)
-            missing = np.isnan(values)
-            where: Any = rows
-            if missing.any():
-                where = np.nonzero(~missing if clean else self._scored() & ~missing)[0]
-            del missing
-            per = item[where]
-            if not per.size:
-                continue
-            count = np.bincount(per, minlength=n_items)
-            picked = values[where]
-            if _dyadic(picked):
-                means = np.bincount(per, weights=picked, minlength=n_items) / np.maximum(count, 1)
-            else:  # rounding could differ from fmean: the exact sum per item, as it did
-                means = _fsum_means(per.astype(np.intp), picked, n_items, count)
-            present = ranked[count[ranked] > 0]
-            keyed.append(
-                (
-                    int(rank[present[0]]),
-                    0,
-                    name,
-                    dict(
-                        zip(
-                            [ids[r] for r in rank[present].tolist()],
-                            means[present].tolist(),
-                            strict=True,
-                        )
-                    ),
-                )
-            )
-        if rollouts > 1:
-            scored = np.bincount(item_ok, minlength=n_items)
-            reward = np.frombuffer(self._reward, dtype=np.float64)[rows]
-            wins = np.bincount(item_ok[reward >= success], minlength=n_items)
-            full = ranked[scored[ranked] >= rollouts]
-            if full.size:
-                # One float per distinct (n, c), shared by the items that have it.
-                code = scored[full].astype(np.int64) * (self._n + 1) + wins[full]
-                distinct, which = np.unique(code, return_inverse=True)
-                at, hat = [], []
-                for c in distinct.tolist():
-                    n_c = divmod(c, self._n + 1)
-                    at.append(stats.pass_at_k(n_c[0], n_c[1], rollouts))
-                    hat.append(stats.pass_hat_k(n_c[0], n_c[1], rollouts))
-                names = [ids[r] for r in rank[full].tolist()]
-                picks = which.ravel().tolist()
-                start = int(rank[full[0]])
-                keyed.append(
-                    (
-                        start,
-                        1,
-                        f"pass@{rollouts}",
-                        dict(zip(names, [at[w] for w in picks], strict=True)),
-                    )
-                )
-                keyed.append(
-                    (
-                        start,
-                        2,
-                        f"pass^{rollouts}",
-                        dict(zip(names, [hat[w] for w in picks], strict=True)),
-                    )
-                )
-        keyed.sort(key=lambda entry: (entry[0], entry[1], entry[2] if entry[1] == 0 else ""))
-        return {name: values for _, _, name, values in keyed}
+        scored = np.bincount(item_ok, minlength=n_items)
+        reward = np.frombuffer(self._reward, dtype=np.float64)[rows]
+        wins = np.bincount(item_ok[reward >= success], minlength=n_items)
+        full = ranked[scored[ranked] >= rollouts]
+        if not full.size:
+            return []
+        # One float per distinct (n, c), shared by the items that have it.
+        code = scored[full].astype(np.int64) * (self._n + 1) + wins[full]
+        distinct, which = np.unique(code, return_inverse=True)
+        pairs = [divmod(c, self._n + 1) for c in distinct.tolist()]
+        at = np.array([stats.pass_at_k(n, c, rollouts) for n, c in pairs])
+        hat = np.array([stats.pass_hat_k(n, c, rollouts) for n, c in pairs])
+        picks = which.ravel()
+        start = int(rank[full[0]])
+        return [
+            (start, 1, f"pass@{rollouts}", ItemValues(self._ids, full, at[picks])),
+            (start, 2, f"pass^{rollouts}", ItemValues(self._ids, full, hat[picks])),
+        ]
 
     @classmethod
     def ordered(cls, parts: Iterable[RolloutTable], order: dict[str, int]) -> RolloutTable:
