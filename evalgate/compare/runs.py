@@ -158,9 +158,11 @@ def compare_runs(
     results: list[MetricComparison] = []
     flips: list[Flip] = []
     n_paired = 0
-    for name in names:
+    for at, name in enumerate(names):
         b_all = _dense(base_metrics.get(name, {}), base.records)
         h_all = _dense(head_metrics.get(name, {}), head.records)
+        if name not in names[at + 1 :]:  # its columns are the dense arrays now: let them go
+            base_metrics.pop(name, None), head_metrics.pop(name, None)
         # Errored items drop out: the pairs are the items scored on both sides.
         usable = pairing.paired & ~np.isnan(h_all)
         usable[usable] = ~np.isnan(b_all[pairing.at_base[usable]])
@@ -169,6 +171,7 @@ def compare_runs(
             results.append(MetricComparison(name, None, "INCONCLUSIVE", None, "no paired items"))
             continue
         b, h = b_all[pairing.at_base[index]], h_all[index]
+        del h_all, usable
         mc = _test_metric(name, b, h, base, head, pairing, b_all, index, plan, pairwise)
         results.append(mc)
         n_paired = max(n_paired, index.size)

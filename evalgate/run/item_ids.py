@@ -30,10 +30,11 @@ class ItemIds:
     """Item ids in the order added; :meth:`find` and :meth:`add` map an id to its index."""
 
     def __init__(self) -> None:
-        self._blocks: list[tuple[str, array[int]]] = []  # full blocks: (text, end offsets)
+        # Full blocks: (text, end offsets; a block's text is far below 2^32 characters).
+        self._blocks: list[tuple[str, array[int]]] = []
         self._open: list[str] = []  # the block being filled, as str objects
         self._hashes = array("q", [0]) * 8  # per slot: the id's hash()
-        self._slots = array("l", [_EMPTY]) * 8  # per slot: the item index, _EMPTY when free
+        self._slots = array("i", [_EMPTY]) * 8  # per slot: the item index, _EMPTY when free
         self._mask = 7
         self._n = 0
 
@@ -96,7 +97,7 @@ class ItemIds:
         return index
 
     def _close_block(self) -> None:
-        ends, end = array("q"), 0
+        ends, end = array("I"), 0
         for item_id in self._open:
             end += len(item_id)
             ends.append(end)
@@ -106,7 +107,7 @@ class ItemIds:
     def _grow(self) -> None:
         size = 2 * (self._mask + 1)
         mask = size - 1
-        hashes, slots = array("q", [0]) * size, array("l", [_EMPTY]) * size
+        hashes, slots = array("q", [0]) * size, array("i", [_EMPTY]) * size
         for code, index in zip(self._hashes, self._slots, strict=True):
             if index != _EMPTY:
                 slot = code & mask
@@ -120,7 +121,7 @@ class ItemIds:
         two runs' items, :func:`evalgate.compare.join.pair_items`, matches codes first)."""
         import numpy as np
 
-        slots = np.frombuffer(self._slots, dtype=np.int_)
+        slots = np.frombuffer(self._slots, dtype=np.int32)
         used = slots != _EMPTY
         out = np.zeros(self._n, dtype=np.int64)
         out[slots[used]] = np.frombuffer(self._hashes, dtype=np.int64)[used]

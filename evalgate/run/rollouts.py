@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from evalgate.run.item_ids import ItemIds, ItemValues
@@ -69,10 +69,38 @@ def _finite_floats(rec: dict[str, Any]) -> bool:
     return True
 
 
-def _fill(columns: dict[str, array[Any]], row: int, fill: float) -> None:
+def _fill(columns: Mapping[str, array[int] | array[float]], row: int, fill: float) -> None:
     for col in columns.values():
         if len(col) == row:  # a name this record lacks
-            col.append(fill)  # 0 for usage's "q" columns, NaN for the metrics' "d"
+            col.append(fill)  # type: ignore[arg-type]  # 0 for usage's ints, NaN for scores
+
+
+def _add_usage(columns: dict[str, array[int]], usage: Mapping[str, float], row: int) -> None:
+    """Row ``row``'s token counts into ``columns`` (a new name: earlier rows had 0 of it).
+    4 bytes a count ("I") until one does not fit (negative, 2^32 or more): that column is then
+    widened to 8 ("q")."""
+    for name, value in usage.items():
+        col = columns.get(name)
+        if col is None:
+            col = columns[name] = array("I", [0]) * row
+        try:
+            col.append(int(value))
+        except OverflowError:
+            col = columns[name] = array("q", col)
+            col.append(int(value))
+    if len(usage) != len(columns):  # names this record lacks (the common record has all)
+        _fill(columns, row, 0)
+
+
+def _add_scores(columns: dict[str, array[float]], scores: Mapping[str, float], row: int) -> None:
+    """Row ``row``'s metric values into ``columns`` (NaN: a row without that metric)."""
+    for name, score in scores.items():
+        col = columns.get(name)
+        if col is None:
+            col = columns[name] = array("d", [_NAN]) * row
+        col.append(float(score))
+    if len(scores) != len(columns):
+        _fill(columns, row, _NAN)
 
 
 class RolloutTable:
@@ -95,9 +123,8 @@ class RolloutTable:
         self._rollout = array("I")
         self._reward = array("d")
         self._blank = bytearray()
-        # array[Any]: the loops below treat both alike (usage holds ints "q", metrics floats "d")
-        self._usage: dict[str, array[Any]] = {}
-        self._metrics: dict[str, array[Any]] = {}
+        self._usage: dict[str, array[int]] = {}  # token counts ("I", widened to "q" if need be)
+        self._metrics: dict[str, array[float]] = {}
         self._errors: dict[int, str] = {}  # row → error message (errors are few)
         self._costs: dict[int, float] = {}  # row → cost_usd, where a suite reported one
         # row → a judge's tokens, cost and position-swap consistency (the metadata's judge
@@ -135,23 +162,8 @@ class RolloutTable:
         completion = rec.get("completion")
         blank = completion is None or (isinstance(completion, str) and not completion.strip())
         self._blank.append(1 if blank else 0)
-        usage, metrics = rec.get("usage") or {}, rec["metrics"]
-        columns = self._usage
-        for name, value in usage.items():
-            col = columns.get(name)
-            if col is None:  # a new name: earlier rows did not have it
-                col = columns[name] = array("q", [0]) * row
-            col.append(int(value))
-        if len(usage) != len(columns):  # names this record lacks (the common record has all)
-            _fill(columns, row, 0)
-        columns = self._metrics
-        for name, value in metrics.items():
-            col = columns.get(name)
-            if col is None:
-                col = columns[name] = array("d", [_NAN]) * row
-            col.append(float(value))
-        if len(metrics) != len(columns):
-            _fill(columns, row, _NAN)
+        _add_usage(self._usage, rec.get("usage") or {}, row)
+        _add_scores(self._metrics, rec["metrics"], row)
         if rec["error"] is not None:
             self._errors[row] = rec["error"]
         if rec.get("cost_usd") is not None:
@@ -251,7 +263,10 @@ class RolloutTable:
             yield self._row(row, usage, metrics)
 
     def _row(
-        self, row: int, usage: list[tuple[str, array[Any]]], metrics: list[tuple[str, array[Any]]]
+        self,
+        row: int,
+        usage: list[tuple[str, array[int]]],
+        metrics: list[tuple[str, array[float]]],
     ) -> dict[str, Any]:
         index = self._item[row]
         example_id, group, ihash = self._ids[index], self._groups.get(index), self.item_hash(index)
@@ -305,23 +320,8 @@ class RolloutTable:
             type(completion) is str and (not completion or completion.isspace())
         )
         self._blank.append(1 if blank else 0)
-        usage = value.get("usage") or {}
-        columns = self._usage
-        for name, amount in usage.items():
-            col = columns.get(name)
-            if col is None:
-                col = columns[name] = array("q", [0]) * row
-            col.append(int(amount))
-        if len(usage) != len(columns):
-            _fill(columns, row, 0)
-        columns = self._metrics
-        for name, score in metrics.items():
-            col = columns.get(name)
-            if col is None:
-                col = columns[name] = array("d", [_NAN]) * row
-            col.append(score)
-        if len(metrics) != len(columns):
-            _fill(columns, row, _NAN)
+        _add_usage(self._usage, value.get("usage") or {}, row)
+        _add_scores(self._metrics, metrics, row)
         if value.get("cost_usd") is not None:
             self._costs[row] = value["cost_usd"]
         judge = value.get("judge")
@@ -390,10 +390,11 @@ class RolloutTable:
                 first_error.setdefault(int(item[row]), recorded[row])
         return mean, count, first_error
 
-    def tally(self) -> tuple[dict[str, str | None], list[str], int, dict[str, int]]:
+    def tally(self) -> tuple[dict[str, str], list[str], int, dict[str, int]]:
         """What a summary counts per rollout, from the columns (no dict per row): each item's
         group, the error messages in row order, the scored rollouts whose completion was blank,
-        and the token usage summed per name; as a pass over the rows would count them."""
+        and the token usage summed per name; as a pass over the rows would count them (items
+        without a group are left out of the groups)."""
         import numpy as np
 
         groups = {self._ids[i]: group for i, group in sorted(self._groups.items())}

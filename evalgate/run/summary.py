@@ -48,7 +48,7 @@ def item_metrics(
     Rollouts whose scores are unusable (NaN, ±inf; see :func:`unusable`) count as errored.
     """
     if _columnar(records):  # the same values from its columns (numpy)
-        return records.item_metrics(rollouts if derived else 1, SUCCESS)
+        return dict(records.item_metrics(rollouts if derived else 1, SUCCESS))
     values: dict[str, dict[str, array[float]]] = {}  # item → metric → its rollouts' values
     counts: dict[str, list[int]] = {}  # item → [rollouts scored, rollouts at full marks]
     for rec in records:
@@ -104,7 +104,7 @@ class RunSummary:
     # Per-item values (metric → item → value; columns when read from them: ItemValues) and
     # the items' groups (items without one left out), for threshold tests; not serialised.
     per_item: dict[str, Mapping[str, float]] = field(default_factory=dict, repr=False)
-    groups: dict[str, str | None] = field(default_factory=dict, repr=False)
+    groups: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def error_rate(self) -> float:
@@ -138,7 +138,7 @@ def summarize(
     time_s: float,
 ) -> RunSummary:
     # One pass for what is counted per rollout (a table builds a dict per row on each pass).
-    groups: dict[str, str | None] = {}
+    groups: dict[str, str] = {}  # items without a group left out
     errors: list[str] = []  # a rollout with a NaN or infinite score is an error of its own kind
     empty = 0
     usage: Counter[str] = Counter()
