@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from evalgate.run.rollouts import RolloutTable
 
-__all__ = ["Pairing", "pair_items"]
+__all__ = ["Pairing", "join_ids", "pair_items"]
 
 _STEP = 1 << 16  # items confirmed a block at a time: no list of a million ints
 
@@ -38,7 +38,7 @@ class Pairing:
 
 def pair_items(base: RolloutTable, head: RolloutTable) -> Pairing:
     """The join of ``head``'s items with ``base``'s."""
-    at = _join_ids(base, head)
+    at = join_ids(base, head)
     found = at >= 0
     same = found & _same_content(base, head, at)
     mixed = _answered_apart(base, head, same)
@@ -46,7 +46,7 @@ def pair_items(base: RolloutTable, head: RolloutTable) -> Pairing:
     return Pairing(at, same & ~mixed, n_in, n_in - n_same, int(mixed.sum()))
 
 
-def _join_ids(base: RolloutTable, head: RolloutTable) -> npt.NDArray[np.intp]:
+def join_ids(base: RolloutTable, head: RolloutTable) -> npt.NDArray[np.intp]:
     """Per head item, the base item of the same id (−1: none)."""
     import numpy as np
 
