@@ -150,8 +150,8 @@ HARNESS = textwrap.dedent(
             seen = [it.id for it in order if it.id in scores]
             stats.sequential_decision(
                 np.array([base_scores[i] for i in seen]), np.array([scores[i] for i in seen]),
-                look=1, looks=3, margin=0.05, alpha=0.05, n_total=len(order), clusters=None,
-                seed=0)
+                stats.Design(alpha=0.05, margin=0.05, looks=3, horizon=len(order), seed=0),
+                look=1, clusters=None)
     wall = time.perf_counter() - t0
     use = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"peak_rss": use.ru_maxrss * 1024, "wall_s": wall,

@@ -224,7 +224,7 @@ def ratio(base: np.ndarray, head: np.ndarray, seed: int, variant: str = "gate") 
         ids = [f"q{i:04d}" for i in range(n)]
         at = [int(i[1:]) for i in stats.item_order(ids, stats.OrderKey.draw())]
         lo = stats.paired_compare(
-            base[at], head[at], margin=0.03, alpha=ALPHA, horizon=n, n_resamples=100
+            base[at], head[at], stats.Design(alpha=ALPHA, margin=0.03, horizon=n, n_resamples=100)
         ).lo
     elif variant == "shaped":
         lo = _shaped_lower(d, seed)

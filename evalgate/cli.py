@@ -22,7 +22,10 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, NoReturn, cast
+from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
+
+if TYPE_CHECKING:
+    import asyncio
 
 from evalgate import __version__
 from evalgate.errors import (
@@ -239,13 +242,46 @@ class _Terminate:
 
     def __init__(self) -> None:
         self.fired = False
+        self.pending = False  # an interrupt handed to the event loop, not raised yet
 
     def __call__(self, signum: int, frame: object) -> None:
         if self.fired:
             return
         self.fired = True
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        loop = _running_loop()
+        if loop is None:
+            raise KeyboardInterrupt
+        # With an event loop running, raised between two of its callbacks instead: raised here
+        # it can land in the loop's own bookkeeping (a callback taken off the ready queue and
+        # not yet run), and a task whose step is lost never ends, so asyncio.run's
+        # cancellation of the tasks waits for it forever (seen: a run hung after Ctrl-C).
+        # asyncio's own SIGINT handler avoids raising here for the same reason.
+        self.pending = True
+        loop.call_soon_threadsafe(self._interrupt)
+
+    def _interrupt(self) -> None:
+        self.pending = False
         raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raise an interrupt the loop was handed but ended before running (a loop that
+        stopped just then): the command returned, yet it was interrupted."""
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, if any (asyncio is not imported for it)."""
+    aio = sys.modules.get("asyncio")
+    if aio is None:  # never imported: no loop can be running
+        return None
+    try:
+        loop: asyncio.AbstractEventLoop = aio.get_running_loop()
+    except RuntimeError:
+        return None
+    return loop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -355,7 +391,9 @@ def main(
             else {}
         )
         try:
-            return _dispatch(args, overrides, environ, out)
+            code = _dispatch(args, overrides, environ, out)
+            handler.check()
+            return code
         finally:
             for sig, before in previous.items():
                 # Once interrupted, this process is on its way out with 130: a runner's

@@ -270,7 +270,8 @@ def decide(
 
     # FAIL decisions: Holm over every hypothesis that could fail (thresholds and regressions).
     testable = [i for i, c in enumerate(checks) if c.p is not None and c.status != "ERROR"]
-    rejected = stats.holm([checks[i].p for i in testable], alpha=gate.alpha) if testable else []
+    pvalues = [p for i in testable if (p := checks[i].p) is not None]  # all: testable has one
+    rejected = stats.holm(pvalues, alpha=gate.alpha) if testable else []
     stop = _holm_stop(checks, testable, list(rejected))
     for i, reject in zip(testable, rejected, strict=True):
         c = checks[i]

@@ -34,6 +34,7 @@ from evalgate.run.rundir import (
     read_run_config,
     write_json,
 )
+from evalgate.run.runfiles import RunConfig
 from evalgate.run.session import RunContext, evaluate
 from evalgate.sandbox import Sandboxes, open_backend
 from evalgate.serve import open_server
@@ -191,10 +192,10 @@ def gate_runs(
     return verdict
 
 
-def _error_budget(run_config: dict[str, Any]) -> float:
-    bench = run_config.get("benchmark") or {}
-    budget = (bench.get("eval") or {}).get("max_error_rate")
-    return float(budget) if budget is not None else EvalSettings().max_error_rate
+def _error_budget(run_config: RunConfig) -> float:
+    recorded = run_config.benchmark.eval
+    budget = recorded.max_error_rate if recorded is not None else None
+    return budget if budget is not None else EvalSettings().max_error_rate
 
 
 def run(
@@ -339,8 +340,8 @@ def _gate(
         heads = [load_run(d) for d in dirs]
     else:  # nothing to compare: each run's error budget is all the gate reads of it
         for d in dirs:
-            cfg, _ = read_run_config(d)
-            budgets[str(cfg["benchmark"]["name"])] = _error_budget(cfg)
+            cfg = read_run_config(d)
+            budgets[cfg.benchmark.name] = _error_budget(cfg)
     return gate_runs(
         heads,
         ctx.baselines,
@@ -354,10 +355,10 @@ def _gate(
     )
 
 
-def _saved_config(run_dir: Path) -> dict[str, Any]:
+def _saved_config(run_dir: Path) -> RunConfig:
     """A run's run_config.json, with what resume needs of it; a one-line error otherwise."""
-    cfg, _ = read_run_config(run_dir)
-    missing = [k for k in ("config_path", "model", "benchmark", "gate") if k not in cfg]
+    cfg = read_run_config(run_dir)
+    missing = [k for k in ("config_path", "gate") if getattr(cfg, k) is None]
     if missing:
         raise UsageError(
             f"{run_dir / RUN_CONFIG}: not a run configuration evalgate wrote (no "
@@ -420,11 +421,11 @@ def _resume_locked(
     try:
         config = Config.model_validate(
             {
-                "path": first["config_path"],
-                "models": [first["model"]],
-                "benchmarks": [cfg["benchmark"] for _, cfg in saved],
-                "gate": first["gate"],
-                "budget": {**(first.get("budget") or {}), **(budget or {})},
+                "path": first.config_path,
+                "models": [first.model.as_written()],
+                "benchmarks": [cfg.benchmark.as_written() for _, cfg in saved],
+                "gate": first.gate,
+                "budget": {**(first.budget or {}), **(budget or {})},
             }
         )
     except ValidationError as exc:  # another version's run_config.json, or a hand edit
@@ -433,7 +434,7 @@ def _resume_locked(
         raise UsageError(
             f"{dirs[0] / RUN_CONFIG}: {where}: {err['msg']}; this run cannot be resumed"
         ) from None
-    if any(cfg["model"] != first["model"] for _, cfg in saved):
+    if any(cfg.model != first.model for _, cfg in saved):
         raise UsageError(f"run {run!r} holds several models; resume one run directory at a time")
     with _sandboxes(sandbox_factory) as sandboxes, _closing() as opened:
         how = _Invocation(output_root, environ, progress, server_factory, log, cache_dir)
@@ -444,7 +445,7 @@ def _resume_locked(
 def _recorded_baselines(
     config: Config,
     suites: list[tuple[Benchmark, Suite]],
-    saved: list[tuple[RunDir, dict[str, Any]]],
+    saved: list[tuple[RunDir, RunConfig]],
     log: Callable[[str], None],
 ) -> dict[tuple[str, str], LoadedRun]:
     """The baselines the runs were started with (run_config.json's ``baseline``), so a resumed
@@ -459,12 +460,12 @@ def _recorded_baselines(
     model = config.models[0].name
     out: dict[tuple[str, str], LoadedRun] = {}
     for (bench, suite), (run_dir, cfg) in zip(suites, saved, strict=True):
-        if not cfg.get("baseline"):
+        if cfg.baseline is None:
             continue
         try:
-            base = load_recorded_baseline(run_dir.path, cfg["baseline"])
+            base = load_recorded_baseline(run_dir.path, cfg.baseline)
         except UsageError as exc:
-            if cfg.get("sequential"):
+            if cfg.sequential is not None:
                 raise
             log(f"[evalgate] warning: {exc}; finishing the run without the comparison")
             continue
@@ -475,7 +476,7 @@ def _recorded_baselines(
 
 def _resume_runs(
     config: Config,
-    saved: list[tuple[RunDir, dict[str, Any]]],
+    saved: list[tuple[RunDir, RunConfig]],
     sandboxes: Sandboxes,
     how: _Invocation,
     *,
@@ -485,13 +486,14 @@ def _resume_runs(
 ) -> Verdict:
     suites = []
     for bench, (_, cfg) in zip(config.benchmarks, saved, strict=True):
-        name = cfg.get("suite", bench.name)  # an agent variant's run: "{benchmark}.{variant}"
+        name = cfg.suite or bench.name  # an agent variant's run: "{benchmark}.{variant}"
         match = [s for s in map(opened, build_suites(bench, sandboxes)) if s.name == name]
         if not match:
             raise UsageError(f"{name}: no such suite in the run's own config; start a new run")
         suites.append((bench, match[0]))
     for (bench, suite), (_, cfg) in zip(suites, saved, strict=True):
-        if dataset_hash(suite.items) != cfg["fingerprint"]["dataset"]["hash"]:
+        recorded = cfg.fingerprint.dataset
+        if recorded is None or dataset_hash(suite.items) != recorded.hash:
             raise UsageError(f"{bench.name}: the dataset changed since the run; start a new one")
     ctx = how.context(
         config,

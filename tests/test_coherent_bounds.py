@@ -11,6 +11,8 @@ only ever take verdicts away, so the false-PASS and false-FAIL rates stay ≤ α
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -62,7 +64,7 @@ def test_an_estimate_below_the_margin_never_passes_whatever_the_order(broken: fl
 def test_the_issues_example_minus_four_pp_is_shown_with_its_estimate_inside() -> None:
     # "PASS −4.0 pp [−3.0, −1.1]": an estimate a little below −δ, the good items first.
     base, head = _good_first(500, 0.065, seed=3)
-    result = stats.paired_compare(base, head, margin=MARGIN, alpha=ALPHA, horizon=500)
+    result = stats.paired_compare(base, head, stats.Design(margin=MARGIN, alpha=ALPHA, horizon=500))
     assert -0.06 < result.delta < -MARGIN
     _assert_coherent(result)
     assert stats.verdict(result) != "PASS"
@@ -106,11 +108,11 @@ def test_every_row_holds_its_estimate_over_many_random_runs() -> None:
     for run in range(300):
         base, head, clusters = _random_run(rng)
         n = base.size
+        groups = None if clusters is None else int(np.unique(clusters).size)
         common = {"margin": MARGIN, "alpha": ALPHA, "n_resamples": 500, "horizon": n}
-        if clusters is not None:
-            common["groups_total"] = int(np.unique(clusters).size)
+        design = stats.Design(**common, groups_total=groups)
         if run % 3:
-            result = stats.paired_compare(base, head, clusters=clusters, **common)
+            result = stats.paired_compare(base, head, design, clusters=clusters)
         else:
             look = 1 + run % 4
             size = stats.look_sizes(n, 4)[look - 1]
@@ -118,6 +120,6 @@ def test_every_row_holds_its_estimate_over_many_random_runs() -> None:
                 size = min(n, -(-size // 5) * 5)
             cut = None if clusters is None else clusters[:size]
             result = stats.sequential_compare(
-                base[:size], head[:size], look=look, looks=4, clusters=cut, **common
+                base[:size], head[:size], replace(design, looks=4), look=look, clusters=cut
             )
         _assert_coherent(result, f"run {run}")

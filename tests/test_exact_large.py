@@ -1,5 +1,5 @@
-"""The exact test's large-n path (evalgate/stats/_exact.py, _LARGE_N) decides as the bounded
-supremum does, and its bounds hold the bounded supremum's.
+"""The exact test's large-n path (evalgate/stats/_exact_interval.py, _LARGE_N) decides as the
+bounded supremum does, and its bounds hold the bounded supremum's.
 
 From _LARGE_N items on, the bounds' points are checked on the grid's p with an allowance, and
 the p-values at the decision points are bounded from above more loosely (a decision near α
@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import pytest
 
-from evalgate.stats import _exact
+from evalgate.stats import _exact, _exact_interval
 
-N = _exact._LARGE_N
+N = _exact_interval._LARGE_N
 ALPHA, MARGIN = 0.05, 0.05
 
 
 def _both(b: int, c: int, monkeypatch: pytest.MonkeyPatch) -> tuple[tuple[float, ...], ...]:
-    _exact.exact_paired.cache_clear()
-    large = _exact.exact_paired(b, c, N, MARGIN, ALPHA)
+    _exact_interval.exact_paired.cache_clear()
+    large = _exact_interval.exact_paired(b, c, N, MARGIN, ALPHA)
     with monkeypatch.context() as patch:
-        patch.setattr(_exact, "_LARGE_N", N + 1)  # the bounded supremum everywhere
-        _exact.exact_paired.cache_clear()
-        small = _exact.exact_paired(b, c, N, MARGIN, ALPHA)
-    _exact.exact_paired.cache_clear()
+        patch.setattr(_exact_interval, "_LARGE_N", N + 1)  # the bounded supremum everywhere
+        _exact_interval.exact_paired.cache_clear()
+        small = _exact_interval.exact_paired(b, c, N, MARGIN, ALPHA)
+    _exact_interval.exact_paired.cache_clear()
     return large, small
 
 
@@ -59,8 +59,8 @@ def test_the_large_path_decides_as_the_bounded_supremum(
 def test_below_the_large_path_nothing_changes() -> None:
     """Under _LARGE_N items the bounded supremum decides and bounds, as before (the values of
     tests/test_stats.py and tests/test_exact_sup.py): the p is bounded to 1e-6."""
-    _exact.exact_paired.cache_clear()
-    lo, hi, p_ni, _ = _exact.exact_paired(30, 5, 1000, MARGIN, ALPHA)
+    _exact_interval.exact_paired.cache_clear()
+    lo, hi, p_ni, _ = _exact_interval.exact_paired(30, 5, 1000, MARGIN, ALPHA)
     z = float(_exact.score_z(_exact.np.array(30), _exact.np.array(5), 1000, -MARGIN))
     assert p_ni == _exact._sup_tail(z, 1000, -MARGIN)
     assert lo > -MARGIN and hi < 0.0

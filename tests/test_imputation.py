@@ -105,6 +105,7 @@ def _run(where: Path, records: list[dict[str, Any]], k: int) -> Any:
     """A saved run (its journal written to ``where``) as compare reads it."""
     from evalgate.run.rollouts import RolloutTable
     from evalgate.run.rundir import LoadedRun
+    from evalgate.run.runfiles import RunConfig, RunMetadata
 
     where.mkdir(parents=True, exist_ok=True)
     (where / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -115,7 +116,7 @@ def _run(where: Path, records: list[dict[str, Any]], k: int) -> Any:
         "model": {"name": "m"},
         "fingerprint": {"measurement": {"scorer": {"type": "judge"}}},
     }
-    return LoadedRun(where, config, table, {})
+    return LoadedRun(where, RunConfig.model_validate(config), table, RunMetadata())
 
 
 def _rec(item: int, rollout: int, score: float | None, error: str | None = None) -> dict:

@@ -423,11 +423,11 @@ def test_a_catalogue_score_outside_0_1_is_refused_not_clamped(
 
 def test_score_key_is_part_of_the_measurement() -> None:
     from evalgate.config.spec import InspectBenchmark
-    from evalgate.run.fingerprint import _kind_measurement
+    from evalgate.run.fingerprint import measurement
 
     def measured(**extra: Any) -> Any:
         bench = InspectBenchmark(name="b", kind="inspect", task="t.py@t", **extra)
-        return _kind_measurement(bench)
+        return measurement(bench)
 
     assert measured(score_key="utility") != measured(score_key="security") != measured()
 

@@ -299,19 +299,30 @@ def test_older_runs_keep_the_order_they_ran_in(tmp_path: Path) -> None:
     # A sequential run written before keys recorded its seed (metadata and look plan): compare
     # reads it, and a resume goes on, in that seed's public order; a run with a key, in the key's.
     from evalgate.compare.paired import order_of
+    from evalgate.run.manifest import recorded_looks_key as _recorded_looks_key
     from evalgate.run.rundir import LoadedRun, RunDir
-    from evalgate.run.runfiles import recorded_looks_key as _recorded_looks_key
+    from evalgate.run.runfiles import RunConfig, RunMetadata
+
+    named = {"model": {"name": "m"}, "benchmark": {"name": "qa"}}  # what every run records
+
+    def loaded(config: dict[str, Any], metadata: dict[str, Any]) -> LoadedRun:
+        return LoadedRun(
+            tmp_path,
+            RunConfig.model_validate({**named, **config}),
+            None,  # type: ignore[arg-type]
+            RunMetadata.model_validate(metadata),
+        )
 
     seq = {"look": 2, "looks": 4, "items_total": 300, "seed": 7}
-    old = LoadedRun(tmp_path, {"sequential": {"seed": 7}}, None, {"sequential": seq})  # type: ignore[arg-type]
+    old = loaded({"sequential": {"seed": 7}}, {"sequential": seq})
     assert order_of(old) == (stats.OrderKey.legacy(7), 300)
-    plain = LoadedRun(tmp_path, {}, None, {})  # type: ignore[arg-type]
+    plain = loaded({}, {})
     assert order_of(plain) == (stats.OrderKey.legacy(0), None)
     key = stats.OrderKey.draw()
-    new = LoadedRun(tmp_path, {}, None, {"order_key": key.record()})  # type: ignore[arg-type]
+    new = loaded({}, {"order_key": key.record()})
     assert order_of(new) == (key, None)
-    (tmp_path / "run_config.json").write_text(json.dumps({"sequential": {"seed": 7}}))
+    (tmp_path / "run_config.json").write_text(json.dumps({**named, "sequential": {"seed": 7}}))
     assert _recorded_looks_key(RunDir(tmp_path)) == stats.OrderKey.legacy(7)
-    plan = {"sequential": {"order_key": key.record()}}
+    plan = {**named, "sequential": {"order_key": key.record()}}
     (tmp_path / "run_config.json").write_text(json.dumps(plan))
     assert _recorded_looks_key(RunDir(tmp_path)) == key

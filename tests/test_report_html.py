@@ -163,7 +163,7 @@ def test_trend_and_agent_transcripts(
     verdict = verdict_of(runs.head, runs.base)
     page_path = tmp_path / "report-trend.html"
     page_path.write_text(render_html(verdict, trend=trend_points(store, verdict)))
-    assert load_run(head_caps).config["benchmark"]["kind"] == "agent"
+    assert load_run(head_caps).config.benchmark.kind == "agent"
 
     page, remote = _open(browser(), page_path)
     trend = page.locator("#bench-arith .trend-row")

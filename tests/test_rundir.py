@@ -143,7 +143,31 @@ def _no_run_config(run: Path) -> str:
     return f"{run.name}/run_config.json"
 
 
+def _json_field(name: str, path: str, value: Any) -> Callable[[Path], str]:
+    """A damage: the run file ``name``'s field at ``path`` (dotted) set to ``value``, which
+    evalgate never writes; the error must name the file and the field. These fields were read
+    with ``.get()`` chains that let a damaged value through (or crash deep in the comparison)."""
+
+    def damage(run: Path) -> str:
+        data = json.loads((run / name).read_text())
+        *parents, last = path.split(".")
+        at = data
+        for key in parents:  # a section the run left null (no looks) is made
+            if not isinstance(at.get(key), dict):
+                at[key] = {}
+            at = at[key]
+        at[last] = value
+        (run / name).write_text(json.dumps(data))
+        return f"{name}: {path}"
+
+    return damage
+
+
 DAMAGES = {
+    "recorded k a string": _json_field("run_config.json", "benchmark.eval.rollouts", "2"),
+    "measurement not an object": _json_field("run_config.json", "fingerprint.measurement", "x"),
+    "look plan's order key": _json_field("run_config.json", "sequential.order_key", "zz"),
+    "looks record's look": _json_field("metadata.json", "sequential.look", "two"),
     "reward stored as a string": _field("reward", "1.0"),
     "metric stored as a string": _field("metrics", {"accuracy": "1"}, "metrics.accuracy"),
     "metrics null": _field("metrics", None),
@@ -288,29 +312,67 @@ def test_runs_lists_a_run_whose_config_is_unreadable_with_the_reason(
 
 def test_one_loader_owns_the_layout() -> None:
     """The run directory's and the output root's file names are spelled in one module
-    (evalgate.run.rundir): everything else imports them. Read from the syntax tree, so a name in
+    (evalgate.run.layout): everything else imports them. Read from the syntax tree, so a name in
     an f-string, a path join or a tuple is found as surely as a plain literal; words about a file
     in a message or a docstring ("… in run_config.json") are not a spelling of the layout."""
     import ast
 
-    from evalgate.run import rundir
+    from evalgate.run import layout, rundir
 
     names = {
-        rundir.RUN_CONFIG, rundir.RESULTS, rundir.METADATA, rundir.SCORECARD, rundir.VERDICT,
-        rundir.JUNIT, rundir.REPORT_HTML,
+        layout.RUN_CONFIG, layout.RESULTS, layout.METADATA, layout.SCORECARD, layout.VERDICT,
+        layout.JUNIT, layout.REPORT_HTML,
     }  # fmt: skip
+    assert {getattr(rundir, n) for n in layout.__all__ if n.isupper()} >= names  # re-exported
     package = Path(__file__).resolve().parent.parent / "evalgate"
     spelled = []
     for path in package.rglob("*.py"):
-        if path == Path(rundir.__file__).resolve():
+        if path == Path(layout.__file__).resolve():
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
                 continue
             value = node.value.strip("/")
-            if value in names or value.startswith(f"{rundir.EVALS}/"):
+            if value in names or value.startswith(f"{layout.EVALS}/"):
                 spelled.append(f"{path.relative_to(package)}:{node.lineno}: {node.value!r}")
     assert spelled == []
+
+
+def test_one_module_reads_and_writes_the_run_files() -> None:
+    """run_config.json and metadata.json are read and written by evalgate.run.runfiles alone, as
+    its typed models (RunConfig, RunMetadata, kept on the loaded run): no other module parses
+    them into dicts read with ``.get()`` chains (the trend, `runs` and the report's agent check
+    did). Read from the syntax tree: a call that reads or writes a path naming either file, or
+    any use of the raw JSON readers, outside the module."""
+    import ast
+
+    from evalgate.run import layout, runfiles
+
+    files = {"RUN_CONFIG", "METADATA"}
+    raw = {"read_json_object", "read_object"}
+    io = {"read_text", "read_bytes", "write_text", "write_bytes", "open", "load", "loads",
+          "write_json", *raw}  # fmt: skip
+    owners = {Path(runfiles.__file__).resolve(), Path(layout.__file__).resolve()}
+
+    def name(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name):
+            return node.id
+        return node.attr if isinstance(node, ast.Attribute) else None
+
+    package = Path(__file__).resolve().parent.parent / "evalgate"
+    found = []
+    for path in package.rglob("*.py"):
+        if path.resolve() in owners:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.relative_to(package)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.alias) and node.name in raw:
+                found.append(f"{where}: imports {node.name}")
+            if isinstance(node, ast.Call) and name(node.func) in io:
+                named = {name(n) for n in ast.walk(node)} & files
+                if named:
+                    found.append(f"{where}: {name(node.func)}(… {', '.join(sorted(named))} …)")
+    assert found == []
 
 
 @pytest.mark.parametrize("gate", [{"margin": "abc"}, {"margin": 0.05, "from_the_future": 1}])

@@ -374,6 +374,7 @@ def _loaded(where: Path, records: list[dict[str, Any]], metadata: dict[str, Any]
     the flipped items' texts, is written to ``where``."""
     from evalgate.run.rollouts import RolloutTable
     from evalgate.run.rundir import LoadedRun
+    from evalgate.run.runfiles import RunConfig, RunMetadata
 
     where.mkdir(parents=True, exist_ok=True)
     (where / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -385,7 +386,9 @@ def _loaded(where: Path, records: list[dict[str, Any]], metadata: dict[str, Any]
         "model": {"name": "m"},
         "fingerprint": {"measurement": {"scorer": {"type": "exact"}}},
     }
-    return LoadedRun(where, config, table, metadata)
+    return LoadedRun(
+        where, RunConfig.model_validate(config), table, RunMetadata.model_validate(metadata)
+    )
 
 
 def test_a_looks_verdict_is_the_one_compare_reads_from_the_results(tmp_path: Path) -> None:
@@ -427,11 +430,8 @@ def test_a_looks_verdict_is_the_one_compare_reads_from_the_results(tmp_path: Pat
         look = stats.sequential_compare(
             np.array([base[i] for i in seen]),
             np.array([head[i] for i in seen]),
+            stats.Design(looks=4, margin=0.05, alpha=0.05, horizon=len(order)),
             look=result.look,
-            looks=4,
-            margin=0.05,
-            alpha=0.05,
-            horizon=len(order),
         )
         assert mc.result is not None and mc.result.n == len(seen) < len(order)
         assert (mc.result.hi, mc.result.p_regression) == (look.hi, look.p_regression)
@@ -441,11 +441,8 @@ def test_a_looks_verdict_is_the_one_compare_reads_from_the_results(tmp_path: Pat
         worst = stats.sequential_compare(
             np.array([base[i] for i in tried]),
             np.array([0.0 if i in errored else head[i] for i in tried]),
+            stats.Design(looks=4, margin=0.05, alpha=0.05, horizon=len(order)),
             look=result.look,
-            looks=4,
-            margin=0.05,
-            alpha=0.05,
-            horizon=len(order),
         )
         assert mc.imputed == len(errored & set(tried)) > 0
         assert (mc.result.lo, mc.result.p_noninferiority) == (worst.lo, worst.p_noninferiority)

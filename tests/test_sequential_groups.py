@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,6 +27,7 @@ from evalgate.run.fingerprint import item_hash
 from evalgate.run.sequential import plan_order
 from evalgate.stats._betting import _bets, betting_lower_groups
 from evalgate.stats._paired import _compare as paired_compare_core
+from evalgate.stats._paired import _Reading
 from evalgate.suites.base import Item
 from tests.test_sequential import _loaded, looks_metadata, order_key_of, run_looks
 
@@ -72,17 +74,18 @@ def test_a_looks_pass_side_over_groups_is_one_process_at_the_full_alpha(binary: 
     p_seen = []
     for look in range(1, looks + 1):
         seen = int(ends[look * groups // looks - 1])  # whole groups
-        kw = {"clusters": clusters[:seen], "margin": margin, "alpha": 0.05, "n_resamples": 50}
-        plan = {"horizon": base.size, "groups_total": groups, "group_size": top}
-        res = stats.sequential_compare(
-            base[:seen], head[:seen], look=look, looks=looks, **kw, **plan
+        design = stats.Design(
+            margin=margin, n_resamples=50, horizon=base.size, groups_total=groups, group_size=top
         )
+        res = stats.sequential_compare(
+            base[:seen], head[:seen], replace(design, looks=looks), look=look,
+            clusters=clusters[:seen],
+        )  # fmt: skip
         # The same process read at this prefix by the fixed-sample code (flat bets: a fixed run
         # read at its end would shape them, paired_compare with horizon = n).
         alone = paired_compare_core(
-            base[:seen], head[:seen], clusters[:seen], margin, 0.05, 50, 0, None, base.size,
-            pass_alpha=None, group_plan=(groups, top),
-        )  # fmt: skip
+            base[:seen], head[:seen], clusters[:seen], design, _Reading(0.05)
+        )
         p_group = _capital_p(base[:seen], head[:seen], clusters[:seen], groups, top, margin)
         _, p_direct = betting_lower_groups(
             np.bincount(clusters[:seen], weights=head[:seen] - base[:seen]),
@@ -103,9 +106,14 @@ def test_a_looks_pass_side_over_groups_is_one_process_at_the_full_alpha(binary: 
             assert res.p_noninferiority == alone.p_noninferiority
             assert res.lo == alone.lo
         else:
-            item = stats.paired_compare(base[:seen], head[:seen], margin=margin, alpha=0.05)
+            item = stats.paired_compare(
+                base[:seen], head[:seen], stats.Design(margin=margin, alpha=0.05)
+            )
             nominal = stats.sequential_compare(
-                base[:seen], head[:seen], look=look, looks=looks, margin=margin, alpha=0.05
+                base[:seen],
+                head[:seen],
+                stats.Design(looks=looks, margin=margin, alpha=0.05),
+                look=look,
             )
             assert item.n_clusters is None and nominal.n_clusters is None
             assert res.p_noninferiority == pytest.approx(
@@ -145,13 +153,15 @@ def test_grouped_false_pass_over_many_looks_is_at_most_alpha() -> None:
             stats.paired_compare(
                 base[:end],
                 head[:end],
+                stats.Design(
+                    margin=margin,
+                    alpha=alpha,
+                    horizon=base.size,
+                    groups_total=groups,
+                    group_size=size,
+                    n_resamples=1,
+                ),
                 clusters=clusters[:end],
-                margin=margin,
-                alpha=alpha,
-                horizon=base.size,
-                groups_total=groups,
-                group_size=size,
-                n_resamples=1,
             ).p_noninferiority
             <= alpha
             for end in ends
@@ -320,14 +330,16 @@ def test_a_grouped_looks_verdict_is_the_one_compare_reads_from_the_results(
         look = stats.sequential_compare(
             np.array([base[i] for i in seen]),
             np.array([head[i] for i in seen]),
+            stats.Design(
+                looks=4,
+                margin=0.05,
+                alpha=0.05,
+                horizon=len(order),
+                groups_total=result.groups_total,
+                group_size=result.group_size,
+            ),
             look=result.look,
-            looks=4,
-            margin=0.05,
-            alpha=0.05,
             clusters=[g or f"item:{i}" for g, i in zip(clusters, seen, strict=True)],
-            horizon=len(order),
-            groups_total=result.groups_total,
-            group_size=result.group_size,
         )
         assert mc.result is not None and mc.result.n == len(seen)
         assert (mc.result.hi, mc.result.p_regression) == (look.hi, look.p_regression)
@@ -337,14 +349,16 @@ def test_a_grouped_looks_verdict_is_the_one_compare_reads_from_the_results(
         worst = stats.sequential_compare(
             np.array([base[it.id] for it in tried]),
             np.array([0.0 if it.id in errored else head[it.id] for it in tried]),
+            stats.Design(
+                looks=4,
+                margin=0.05,
+                alpha=0.05,
+                horizon=len(order),
+                groups_total=result.groups_total,
+                group_size=result.group_size,
+            ),
             look=result.look,
-            looks=4,
-            margin=0.05,
-            alpha=0.05,
             clusters=[it.group or f"item:{it.id}" for it in tried],
-            horizon=len(order),
-            groups_total=result.groups_total,
-            group_size=result.group_size,
         )
         assert mc.imputed == len(errored & {it.id for it in tried}) > 0
         assert (mc.result.lo, mc.result.p_noninferiority) == (worst.lo, worst.p_noninferiority)
@@ -381,19 +395,19 @@ def test_a_looks_decision_uses_the_metrics_declared_range(tmp_path: Path) -> Non
         look = stats.sequential_compare(
             b,
             h,
+            stats.Design(
+                looks=2, margin=0.05, alpha=0.05, horizon=n, bounds=(found.low, found.high)
+            ),
             look=result.look,
-            looks=2,
-            margin=0.05,
-            alpha=0.05,
-            horizon=n,
-            bounds=(found.low, found.high),
         )
         assert (mc.result.lo, mc.result.p_noninferiority) == (look.lo, look.p_noninferiority)
         assert stats.verdict(look) == result.decision
     # The declared range is wider than the values: a look on [0, 10] is not one on [0, 8].
-    seen_range = stats.sequential_compare(b, h, look=1, looks=2, margin=0.05, alpha=0.05, horizon=n)
+    seen_range = stats.sequential_compare(
+        b, h, stats.Design(looks=2, margin=0.05, alpha=0.05, horizon=n), look=1
+    )
     declared_range = stats.sequential_compare(
-        b, h, look=1, looks=2, margin=0.05, alpha=0.05, horizon=n, bounds=(0.0, 10.0)
+        b, h, stats.Design(looks=2, margin=0.05, alpha=0.05, horizon=n, bounds=(0.0, 10.0)), look=1
     )
     assert seen_range.lo != declared_range.lo
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,9 +17,11 @@ from scipy import stats as sps
 
 from evalgate import stats
 from evalgate.stats import (
+    Design,
     Estimate,
     PairedResult,
     _exact,
+    _exact_regions,
     holm,
     item_scores,
     look_sizes,
@@ -204,7 +207,7 @@ def test_worked_examples_same_verdicts_as_the_notes(b: int, c: int) -> None:
     # The notes quote conditional McNemar p; the gate's unconditional test is a little more
     # powerful (p below McNemar's here) and FAILs exactly where the notes' p ≤ .05 does.
     base, head = notes_example(b, c)
-    res = paired_compare(base, head, margin=0.05)
+    res = paired_compare(base, head, Design(margin=0.05))
     assert res.method == "exact-unconditional"
     assert res.discordant == (b, c)
     assert res.n == 200 and res.delta == pytest.approx(-0.04)
@@ -216,13 +219,13 @@ def test_worked_examples_same_verdicts_as_the_notes(b: int, c: int) -> None:
 
 def test_worked_example_noninferiority_and_verdict() -> None:
     base, head = notes_example(26, 18)
-    res = paired_compare(base, head, margin=0.05, alpha=0.05)
+    res = paired_compare(base, head, Design(margin=0.05, alpha=0.05))
     assert res.p_noninferiority == pytest.approx(0.455, abs=5e-3)  # notes (Wald): 0.38
     assert res.se == pytest.approx(math.sqrt((44 / 200 - 0.04**2) / 200), rel=1e-12)
     assert verdict(res, margin=0.05, alpha=0.05) == "INCONCLUSIVE"
     assert res.lo <= -0.05 and res.hi >= 0.0
     # Only 12/4 reaches significance: a FAIL.
-    assert verdict(paired_compare(*notes_example(12, 4), margin=0.05)) == "FAIL"
+    assert verdict(paired_compare(*notes_example(12, 4), Design(margin=0.05))) == "FAIL"
 
 
 @pytest.mark.slow
@@ -231,7 +234,7 @@ def test_verdict_and_bounds_agree_for_every_small_table() -> None:
     # PASS), and the bounds are the inverted tests: the bound itself and points beyond it are
     # rejected, a point inside it is not.
     for b, c in itertools.product(range(13), range(13)):
-        res = paired_compare(*binary_pair(b, c, 120, 200), margin=0.03, alpha=0.05)
+        res = paired_compare(*binary_pair(b, c, 120, 200), Design(margin=0.03, alpha=0.05))
         got = verdict(res)
         assert (got == "PASS") == (res.lo > -0.03), (b, c, res)
         assert (got == "FAIL") == (res.hi < 0.0 and res.lo <= -0.03), (b, c, res)
@@ -244,7 +247,7 @@ def test_verdict_and_bounds_agree_for_every_small_table() -> None:
         assert _exact.p_greater(b, c, 200, res.lo + 2e-3) > 0.05 or res.lo > -0.03
         assert _exact.p_less(b, c, 200, res.hi - 2e-3) > 0.05 or res.hi < 0.0
     # The issue's tables: 3/0 is a significant regression, never a PASS.
-    three = paired_compare(*binary_pair(3, 0, 137, 200), margin=0.03)
+    three = paired_compare(*binary_pair(3, 0, 137, 200), Design(margin=0.03))
     assert verdict(three) == "FAIL" and three.hi < 0.0 and three.lo < -0.03
 
 
@@ -262,13 +265,13 @@ def test_pr_that_only_breaks_items_passes_at_most_alpha() -> None:
 
 def test_binary_no_discordant_pairs() -> None:
     base, head = binary_pair(0, 0, 150, 200)
-    res = paired_compare(base, head, margin=0.03)
+    res = paired_compare(base, head, Design(margin=0.03))
     assert res.p_regression == 1.0 and res.discordant == (0, 0)
     assert res.lo < 0.0 < res.hi  # not a zero-width interval
     assert verdict(res) == "PASS"  # 200 identical items are non-inferior at 3 pp
-    tiny = paired_compare(np.ones(5), np.ones(5), margin=0.03)
+    tiny = paired_compare(np.ones(5), np.ones(5), Design(margin=0.03))
     assert verdict(tiny) == "INCONCLUSIVE"  # ...but 5 identical items prove nothing
-    twenty = paired_compare(np.ones(20), np.ones(20), margin=0.03)
+    twenty = paired_compare(np.ones(20), np.ones(20), Design(margin=0.03))
     assert verdict(twenty) == "INCONCLUSIVE" and twenty.lo <= -0.03
 
 
@@ -279,7 +282,7 @@ def test_permutation_exact_matches_enumeration_n10() -> None:
     rng = np.random.default_rng(7)
     base = rng.random(10)
     head = np.clip(base - 0.08 + rng.normal(0, 0.15, 10), 0, 1)
-    res = paired_compare(base, head, margin=0.05)
+    res = paired_compare(base, head, Design(margin=0.05))
     d = head - base
     assert res.method == "betting / sign-flip-permutation" and res.exact
     assert res.n_resamples == 2**10
@@ -293,7 +296,7 @@ def test_permutation_monte_carlo_close_to_enumeration() -> None:
     rng = np.random.default_rng(11)
     base = rng.beta(2, 2, 14)
     head = np.clip(base - 0.05 + rng.normal(0, 0.12, 14), 0, 1)
-    res = paired_compare(base, head, margin=0.03, n_resamples=10_000, seed=1)
+    res = paired_compare(base, head, Design(margin=0.03, n_resamples=10_000, seed=1))
     d = head - base
     assert not res.exact and res.n_resamples == 10_000
     # MC SE ≤ 0.005 at R = 10,000; 0.02 is four of them.
@@ -311,9 +314,9 @@ def test_permutation_counts_tied_statistics() -> None:
 def test_seeded_reproducibility() -> None:
     rng = np.random.default_rng(5)
     base, head = rng.random(300), rng.random(300)
-    first = paired_compare(base, head, seed=42)
-    assert paired_compare(base, head, seed=42) == first
-    other = paired_compare(base, head, seed=43)
+    first = paired_compare(base, head, Design(seed=42))
+    assert paired_compare(base, head, Design(seed=42)) == first
+    other = paired_compare(base, head, Design(seed=43))
     assert other.p_regression != first.p_regression
     assert other.p_regression == pytest.approx(first.p_regression, abs=0.03)
 
@@ -322,18 +325,18 @@ def test_clustered_permutation_treats_cluster_as_one_unit() -> None:
     rng = np.random.default_rng(2)
     base = rng.random(40)
     head = np.clip(base - 0.04 + rng.normal(0, 0.2, 40), 0, 1)
-    plain = paired_compare(base, head, margin=0.03, seed=9)
+    plain = paired_compare(base, head, Design(margin=0.03, seed=9))
     # Every item duplicated, the copy in its original's cluster: the same 40 units, each doubled.
     twins = np.repeat(np.arange(40), 2)
     dup = paired_compare(
-        np.repeat(base, 2), np.repeat(head, 2), clusters=twins, margin=0.03, seed=9
+        np.repeat(base, 2), np.repeat(head, 2), Design(margin=0.03, seed=9), clusters=twins
     )
     assert dup.method == "cluster-sign-flip-permutation" and dup.n_clusters == 40
     assert dup.p_regression == plain.p_regression
     assert dup.delta == pytest.approx(plain.delta)
     assert dup.se == pytest.approx(plain.se, rel=1e-12)
     # Ignoring the clusters double-counts the evidence: SE shrinks by ~sqrt(2), p shrinks.
-    naive = paired_compare(np.repeat(base, 2), np.repeat(head, 2), margin=0.03, seed=9)
+    naive = paired_compare(np.repeat(base, 2), np.repeat(head, 2), Design(margin=0.03, seed=9))
     assert naive.se < 0.75 * plain.se
     assert naive.p_regression < plain.p_regression
 
@@ -349,18 +352,18 @@ def test_clustered_permutation_exact_and_label_invariant() -> None:
     assert flip.exact and flip.used == 2**8
     assert flip.p_reg == pytest.approx(brute_sign_flip(-sums), abs=1e-12)
     assert flip.p_ni == pytest.approx(brute_sign_flip(sums + 0.02 * np.array(sizes)), abs=1e-12)
-    res = paired_compare(base, head, clusters=ids, margin=0.02)
+    res = paired_compare(base, head, Design(margin=0.02), clusters=ids)
     assert res.n_clusters == 8 and res.p_regression >= flip.p_reg
     assert "few groups (8 < 20)" in res.note
     names = np.array([f"passage-{i}" for i in ids])
-    assert paired_compare(base, head, clusters=names, margin=0.02) == res
+    assert paired_compare(base, head, Design(margin=0.02), clusters=names) == res
 
 
 def test_few_identical_groups_are_not_a_pass() -> None:
     # The quickstart's capitals: 20 items in 5 groups, two identical runs. Δ = 0 with zero
     # variance is no evidence; the sign-flip's 1/32 must not make it a PASS.
     base = np.r_[np.ones(17), np.zeros(3)]
-    res = paired_compare(base, base.copy(), clusters=np.arange(20) // 4, margin=0.03)
+    res = paired_compare(base, base.copy(), Design(margin=0.03), clusters=np.arange(20) // 4)
     assert verdict(res) == "INCONCLUSIVE" and res.lo <= -0.03
     assert "few groups (5 < 20)" in res.note
     # A group column never makes the gate more lenient than the same items ungrouped.
@@ -368,9 +371,11 @@ def test_few_identical_groups_are_not_a_pass() -> None:
     for _ in range(30):
         b = (rng.random(200) < 0.7).astype(float)
         h = np.where(rng.random(200) < 0.05, 1 - b, b)
-        plain = paired_compare(b, h, margin=0.03)
+        plain = paired_compare(b, h, Design(margin=0.03))
         for g in (5, 40):
-            grouped = paired_compare(b, h, clusters=np.arange(200) // (200 // g), margin=0.03)
+            grouped = paired_compare(
+                b, h, Design(margin=0.03), clusters=np.arange(200) // (200 // g)
+            )
             assert grouped.lo <= plain.lo and grouped.hi >= plain.hi
             assert not (verdict(grouped) == "PASS" and verdict(plain) != "PASS")
 
@@ -391,12 +396,12 @@ def test_permutation_fast_enough_shape() -> None:
 
 def test_all_zero_differences() -> None:
     s = np.array([0.25, 0.5, 0.75, 1.0, 0.5])
-    res = paired_compare(s, s.copy(), margin=0.03)
+    res = paired_compare(s, s.copy(), Design(margin=0.03))
     assert res.p_regression == 1.0
     assert verdict(res) == "INCONCLUSIVE" and res.lo <= -0.03  # no variance is no evidence
     assert res.delta == 0.0 and res.se == 0.0
     many = np.tile(s, 60)  # 300 identical fractional items: the betting bound does PASS
-    assert verdict(paired_compare(many, many.copy(), margin=0.03)) == "PASS"
+    assert verdict(paired_compare(many, many.copy(), Design(margin=0.03))) == "PASS"
 
 
 def test_betting_bound_holds_alpha_when_a_pr_breaks_a_few_rollouts() -> None:
@@ -410,7 +415,7 @@ def test_betting_bound_holds_alpha_when_a_pr_breaks_a_few_rollouts() -> None:
     for r in range(runs):
         rollouts = rng.random((n, k)) < p[:, None]
         broken = rollouts & (rng.random((n, k)) >= f)
-        res = paired_compare(rollouts.mean(1), broken.mean(1), n_resamples=500, seed=r)
+        res = paired_compare(rollouts.mean(1), broken.mean(1), Design(n_resamples=500, seed=r))
         passes += verdict(res) == "PASS"
         assert (verdict(res) == "PASS") == (res.lo > -0.03)
     assert passes / runs <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs)
@@ -424,7 +429,7 @@ def test_degenerate_inputs_raise() -> None:
     with pytest.raises(ValueError):
         paired_compare([0.1, float("nan")], [0.1, 0.2])
     with pytest.raises(ValueError):
-        paired_compare([0.1], [0.2], margin=-0.01)
+        paired_compare([0.1], [0.2], Design(margin=-0.01))
     with pytest.raises(ValueError):
         paired_compare([0.1, 0.2], [0.1, 0.2], clusters=[1])
 
@@ -683,7 +688,7 @@ def test_mde_for_test_power_by_simulation(kind: str, shape: str) -> None:
     delta = float(np.median([mde_for_test(*draw(0.0), clusters=clusters) for _ in range(101)]))
     hits = 0
     for r in range(runs):
-        res = paired_compare(*draw(delta), clusters=clusters, n_resamples=1000, seed=r)
+        res = paired_compare(*draw(delta), Design(n_resamples=1000, seed=r), clusters=clusters)
         hits += res.p_regression <= 0.05
     assert hits / runs >= 0.80 - 2 * math.sqrt(0.8 * 0.2 / runs)
 
@@ -770,12 +775,12 @@ def test_repeated_p_is_the_design_level() -> None:
 
 def test_sequential_stops_early_on_clear_results() -> None:
     base, head = binary_pair(20, 0, 20, 50)  # 20 regressions, no fixes, in the first 50 items
-    kw = {"looks": 4, "margin": 0.03, "alpha": 0.05, "n_total": 200}
-    assert sequential_decision(base, head, look=1, **kw) == "FAIL"
+    design = Design(looks=4, margin=0.03, alpha=0.05, horizon=200)
+    assert sequential_decision(base, head, design, look=1) == "FAIL"
     same = np.r_[np.ones(70), np.zeros(30)]
-    assert sequential_decision(same, same, look=2, **kw) is None  # 100 ties are not yet enough
+    assert sequential_decision(same, same, design, look=2) is None  # 100 ties are not yet enough
     many_same = np.r_[np.ones(140), np.zeros(60)]
-    assert sequential_decision(many_same[:150], many_same[:150], look=3, **kw) == "PASS"
+    assert sequential_decision(many_same[:150], many_same[:150], design, look=3) == "PASS"
 
 
 def test_sequential_bounds_are_repeated_intervals_that_agree_with_the_decision() -> None:
@@ -784,9 +789,11 @@ def test_sequential_bounds_are_repeated_intervals_that_agree_with_the_decision()
     for b, c in [(12, 0), (6, 0), (0, 0), (9, 9), (15, 3)]:
         base, head = binary_pair(b, c, 60, 100)
         for look in (2, 4):
-            res = sequential_compare(base, head, look=look, looks=4, margin=0.03, alpha=0.05)
+            res = sequential_compare(
+                base, head, Design(looks=4, margin=0.03, alpha=0.05), look=look
+            )
             nominal = stats.nominal_alpha(look, 4, 0.05)
-            fixed = paired_compare(base, head, margin=0.03, alpha=nominal)
+            fixed = paired_compare(base, head, Design(margin=0.03, alpha=nominal))
             assert (res.lo, res.hi, res.level) == (fixed.lo, fixed.hi, nominal)
             got = verdict(res)
             assert (got == "PASS") == (res.lo > -0.03)
@@ -797,13 +804,17 @@ def test_sequential_final_look_is_fixed_sample_verdict() -> None:
     final_alpha = stats.nominal_alpha(4, 4, 0.05)
     for b, c in [(26, 18), (12, 4), (5, 30), (14, 14)]:
         base, head = notes_example(b, c) if b - c == 8 else binary_pair(b, c, 100, 200)
-        out = sequential_decision(base, head, look=4, looks=4, margin=0.05, alpha=0.05, n_total=200)
-        fixed = verdict(paired_compare(base, head, margin=0.05, alpha=final_alpha))
+        out = sequential_decision(
+            base, head, Design(looks=4, margin=0.05, alpha=0.05, horizon=200), look=4
+        )
+        fixed = verdict(paired_compare(base, head, Design(margin=0.05, alpha=final_alpha)))
         assert out == fixed and out is not None
     # One look: exactly the ordinary gate.
     base, head = notes_example(12, 4)
-    one = sequential_decision(base, head, look=1, looks=1, margin=0.05, alpha=0.05, n_total=200)
-    assert one == verdict(paired_compare(base, head, margin=0.05)) == "FAIL"
+    one = sequential_decision(
+        base, head, Design(looks=1, margin=0.05, alpha=0.05, horizon=200), look=1
+    )
+    assert one == verdict(paired_compare(base, head, Design(margin=0.05))) == "FAIL"
 
 
 def test_sequential_fractional_and_clustered_final_look() -> None:
@@ -812,36 +823,39 @@ def test_sequential_fractional_and_clustered_final_look() -> None:
     head = np.clip(base + rng.normal(0, 0.1, 60), 0, 1)
     groups = np.arange(60) // 3
     for clusters in (None, groups):
-        plan = {} if clusters is None else {"groups_total": 20}  # groups: the plan's count
-        out = sequential_decision(
-            base, head, look=3, looks=3, margin=0.03, alpha=0.05, n_total=60, clusters=clusters,
-            **plan,
-        )  # fmt: skip
+        # groups: the plan's count
+        design = Design(looks=3, margin=0.03, alpha=0.05, horizon=60)
+        design = design if clusters is None else replace(design, groups_total=20)
+        out = sequential_decision(base, head, design, look=3, clusters=clusters)
         assert out in {"PASS", "FAIL", "INCONCLUSIVE"}
         interim = sequential_decision(
             base[:20],
             head[:20],
+            design,
             look=1,
-            looks=3,
-            margin=0.03,
-            alpha=0.05,
-            n_total=60,
             clusters=None if clusters is None else clusters[:20],
-            **plan,
         )
         assert interim in {None, "PASS", "FAIL"}
     # Groups without the plan's number of groups: each look would be a process of its own.
     with pytest.raises(ValueError, match="groups_total"):
         sequential_decision(
-            base, head, look=3, looks=3, margin=0.03, alpha=0.05, n_total=60, clusters=groups
+            base,
+            head,
+            Design(looks=3, margin=0.03, alpha=0.05, horizon=60),
+            look=3,
+            clusters=groups,
         )
 
 
 def test_sequential_rejects_bad_looks() -> None:
     with pytest.raises(ValueError):
-        sequential_decision([1, 0], [1, 0], look=5, looks=4, margin=0.03, alpha=0.05, n_total=8)
+        sequential_decision(
+            [1, 0], [1, 0], Design(looks=4, margin=0.03, alpha=0.05, horizon=8), look=5
+        )
     with pytest.raises(ValueError):
-        sequential_decision([1, 0], [1, 0], look=1, looks=4, margin=0.03, alpha=0.05, n_total=1)
+        sequential_decision(
+            [1, 0], [1, 0], Design(looks=4, margin=0.03, alpha=0.05, horizon=1), look=1
+        )
 
 
 def _broken_halves(rng: np.random.Generator, n: int, margin: float) -> tuple[np.ndarray, ...]:
@@ -855,12 +869,9 @@ def _broken_halves(rng: np.random.Generator, n: int, margin: float) -> tuple[np.
 def _process(base: np.ndarray, head: np.ndarray, horizon: int, **kw: Any) -> Any:
     """paired_compare's bounds with the flat bets of a sequential run's one process, read at
     this prefix (paired_compare itself reads a whole run, horizon = n, as a fixed design)."""
-    from evalgate.stats._paired import _compare
+    from evalgate.stats._paired import _compare, _Reading
 
-    return _compare(
-        base, head, None, kw["margin"], kw["alpha"], kw["n_resamples"], 0, None, horizon,
-        pass_alpha=None,
-    )  # fmt: skip
+    return _compare(base, head, None, Design(horizon=horizon, **kw), _Reading(kw["alpha"]))
 
 
 def test_sequential_graded_false_pass_is_at_most_alpha_over_many_looks() -> None:
@@ -897,10 +908,8 @@ def test_sequential_graded_pass_side_is_one_betting_process() -> None:
         head = np.clip(base + rng.normal(0.0, 0.2, n), 0.0, 1.0)
         p_seen, lo_seen = [], []
         for look, size in enumerate(look_sizes(n, looks), start=1):
-            res = sequential_compare(
-                base[:size], head[:size], look=look, looks=looks, margin=0.05, alpha=0.05,
-                horizon=n, n_resamples=100,
-            )  # fmt: skip
+            design = Design(looks=looks, margin=0.05, alpha=0.05, horizon=n, n_resamples=100)
+            res = sequential_compare(base[:size], head[:size], design, look=look)
             p_seen.append(res.p_noninferiority)
             lo_seen.append(res.lo)
             alone = _process(base[:size], head[:size], n, margin=0.05, alpha=0.05, n_resamples=100)
@@ -1091,7 +1100,7 @@ def test_regression_edge_matches_the_triangle(n: int, alpha: float) -> None:
     # The FAIL test's rejection edge (used by the MDE and the sequential crossing probability)
     # is computed without the (n + 1)² grid; it must be the same edge.
     np.testing.assert_array_equal(
-        _exact.regression_edge(n, alpha), _triangle_regression_edge(n, alpha)
+        _exact_regions.regression_edge(n, alpha), _triangle_regression_edge(n, alpha)
     )
 
 
@@ -1128,7 +1137,7 @@ def test_compare_and_mde_need_memory_linear_in_n() -> None:
     head = np.where(rng.random(n) < 0.02, 1.0 - base, base)
     tracemalloc.start()
     try:
-        res = paired_compare(base, head, margin=0.03)
+        res = paired_compare(base, head, Design(margin=0.03))
         found = mde_for_test(base, head)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -1157,7 +1166,7 @@ def test_large_monte_carlo_sign_flip_is_centred() -> None:
     # regression p is not small and the bounds straddle the mean.
     rng = np.random.default_rng(6)
     d = rng.choice([-0.25, 0.0, 0.25], size=20_000)
-    res = paired_compare(np.full(d.size, 0.5), 0.5 + d, n_resamples=2_000)
+    res = paired_compare(np.full(d.size, 0.5), 0.5 + d, Design(n_resamples=2_000))
     assert not res.exact and res.n_resamples == 2_000
     assert res.lo < res.delta < res.hi and res.p_regression > 0.01
     se = d.std(ddof=1) / math.sqrt(d.size)
@@ -1191,6 +1200,8 @@ def test_pr_that_breaks_whole_groups_passes_at_most_alpha(groups: int) -> None:
     clusters = np.arange(n) // (n // groups)
     for r in range(runs):
         base, head = _whole_groups_broken(rng, groups, n, 4, 0.03)
-        res = paired_compare(base, head, clusters=clusters, margin=0.03, n_resamples=500, seed=r)
+        res = paired_compare(
+            base, head, Design(margin=0.03, n_resamples=500, seed=r), clusters=clusters
+        )
         passes += verdict(res) == "PASS"
     assert passes / runs <= 0.05 + 2.0 * math.sqrt(0.05 * 0.95 / runs), passes

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from evalgate.stats import paired_compare
+from evalgate.stats import Design, paired_compare
 from evalgate.stats._betting import betting_lower
 
 ALPHA = 0.05
@@ -76,7 +76,7 @@ def test_fixed_design_pass_bound_is_narrower_than_flat_bets(
             d = head - base
             t_half = float(sps.t.ppf(1.0 - ALPHA, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
             found = paired_compare(
-                base, head, margin=MARGIN, alpha=ALPHA, n_resamples=200, seed=seed
+                base, head, Design(margin=MARGIN, alpha=ALPHA, n_resamples=200, seed=seed)
             )
             tracking.append((float(d.mean()) - found.lo) / t_half)
             flat.append(_ratio(base, head, seed))

@@ -17,7 +17,6 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from evalgate.errors import UsageError
 from evalgate.publish.artifact import read_artifact_text
@@ -42,7 +41,7 @@ class CIContext:
     is_fork: bool
     default_branch: str | None
     workspace: Path
-    event: dict[str, Any]
+    event: dict[str, object]  # the webhook payload, as GitHub wrote it (JSON)
 
     @property
     def is_pr(self) -> bool:
@@ -57,12 +56,10 @@ class CIContext:
         )
 
     @property
-    def pr_run(self) -> dict[str, Any] | None:
+    def pr_run(self) -> dict[str, object] | None:
         """The trusted ``workflow_run`` object when this is a finished run of a PR workflow."""
-        run = self.event.get("workflow_run") if self.event_name == "workflow_run" else None
-        if isinstance(run, dict) and str(run.get("event", "")).startswith("pull_request"):
-            return run
-        return None
+        run = _object(self.event, "workflow_run") if self.event_name == "workflow_run" else {}
+        return run if str(run.get("event", "")).startswith("pull_request") else None
 
     @property
     def run_url(self) -> str:
@@ -70,33 +67,31 @@ class CIContext:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> CIContext:
-        event: dict[str, Any] = {}
+        event: dict[str, object] = {}
         event_path = environ.get("GITHUB_EVENT_PATH")
         if event_path:
             try:
-                event = json.loads(Path(event_path).read_text(encoding="utf-8"))
+                event = _object(json.loads(Path(event_path).read_text(encoding="utf-8")))
             except (OSError, ValueError) as exc:
                 raise UsageError(
                     f"GITHUB_EVENT_PATH {event_path}: unreadable event ({exc})"
                 ) from exc
         name = environ.get("GITHUB_EVENT_NAME", "")
-        repository = environ.get("GITHUB_REPOSITORY") or event.get("repository", {}).get(
-            "full_name", ""
-        )
-        pr = event.get("pull_request") if name.startswith("pull_request") else None
+        repository = environ.get("GITHUB_REPOSITORY") or _text(event, "repository", "full_name")
+        pr = _object(event, "pull_request") if name.startswith("pull_request") else {}
         if name == "workflow_run":  # publish mode: the PR is named by the trusted payload
-            runs = event.get("workflow_run", {}).get("pull_requests") or []
-            pr = runs[0] if runs else None
+            runs = _object(event, "workflow_run").get("pull_requests")
+            pr = _object(runs[0]) if isinstance(runs, list) and runs else {}
         sha = environ.get("GITHUB_SHA", "")
         base_sha = base_ref = None
         pr_number = None
         is_fork = False
         if pr:
-            pr_number = int(pr["number"])
-            sha = pr.get("head", {}).get("sha") or sha
-            base_sha = pr.get("base", {}).get("sha")
-            base_ref = pr.get("base", {}).get("ref") or environ.get("GITHUB_BASE_REF")
-            head_repo = (pr.get("head", {}).get("repo") or {}).get("full_name")
+            pr_number = int(str(pr["number"]))
+            sha = _text(pr, "head", "sha") or sha
+            base_sha = _text(pr, "base", "sha") or None
+            base_ref = _text(pr, "base", "ref") or environ.get("GITHUB_BASE_REF")
+            head_repo = _text(pr, "head", "repo", "full_name")
             is_fork = bool(head_repo) and head_repo != repository
         return cls(
             event_name=name,
@@ -111,7 +106,7 @@ class CIContext:
             base_ref=base_ref,
             pr_number=pr_number,
             is_fork=is_fork,
-            default_branch=(event.get("repository") or {}).get("default_branch"),
+            default_branch=_text(event, "repository", "default_branch") or None,
             workspace=Path(environ.get("GITHUB_WORKSPACE") or "/github/workspace"),
             event=event,
         )
@@ -129,7 +124,7 @@ class CIContext:
                 "publish mode needs a workflow_run event of a pull_request run (the PR is "
                 "verified against the run's head commit from the event)"
             )
-        run_sha = str(run.get("head_sha") or "")
+        run_sha = _text(run, "head_sha")
         number = _artifact_pr_number(pr_json)
         try:
             pull = fetch(number)
@@ -140,7 +135,7 @@ class CIContext:
                     f"request of {self.repository}"
                 ) from exc
             raise
-        run_repo = (run.get("head_repository") or {}).get("full_name")
+        run_repo = _text(run, "head_repository", "full_name")
         if pull.base_repo != self.repository:
             problem = f"targets {pull.base_repo}, not {self.repository}"
         elif not run_sha or pull.head_sha != run_sha:
@@ -161,6 +156,22 @@ class CIContext:
             f"refusing to publish: {pr_json.name} names #{number}, but that pull request "
             f"{problem} (a stale or forged artifact; nothing was posted)"
         )
+
+
+def _object(payload: object, *keys: str) -> dict[str, object]:
+    """The JSON object at ``keys`` in ``payload``; empty where one is missing or not an object
+    (a field GitHub leaves out, or null)."""
+    value: object = payload
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _text(payload: dict[str, object], *keys: str) -> str:
+    """The string at ``keys`` in ``payload``; "" where it is missing or not a string."""
+    *parents, leaf = keys
+    value = _object(payload, *parents).get(leaf)
+    return value if isinstance(value, str) else ""
 
 
 def _artifact_pr_number(pr_json: Path) -> int:

@@ -24,7 +24,9 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
+
+from pydantic import JsonValue
 
 from evalgate import pipeline
 from evalgate.action import git as gitops
@@ -61,7 +63,10 @@ from evalgate.run.fingerprint import SCORING_VERSION
 from evalgate.run.progress import make_progress
 from evalgate.run.rundir import REPORT_HTML, SCORECARD, load_run, load_runs
 from evalgate.serve import open_server
-from evalgate.store import ResultStore, RunKey, StoreError, open_store
+from evalgate.store import ResultStore, RunKey, StoredRun, StoreError, open_store
+
+if TYPE_CHECKING:
+    from evalgate.serve.registry import ServerFactory
 
 __all__ = ["run_action", "store_name"]
 
@@ -95,7 +100,7 @@ class _Publisher:
         self.author = inputs.comment_author
         # What the error path still reports: the scorecard and outputs, once the run has them.
         self.scorecard: str | None = None
-        self.outputs: dict[str, Any] = {}
+        self.outputs: dict[str, str | int] = {}
         self.crash_dir: Path | None = None
         self.secrets: list[str] = [inputs.github_token, *secret_values(environ)]
 
@@ -141,7 +146,7 @@ class _Publisher:
             self.notices.append(result.notice)
             self.log(actions.annotation("notice", result.notice))
 
-    def finish(self, markdown: str, outputs: dict[str, Any]) -> None:
+    def finish(self, markdown: str, outputs: Mapping[str, str | int]) -> None:
         markdown = with_notices(markdown, self.notices)
         if self.env.summary_path is not None:
             actions.append_summary(self.env.summary_path, markdown)
@@ -178,8 +183,8 @@ def _stored_baselines(
                 missing.append(f"{model.name}/{bench.name}")
                 continue
             run = _load_stored(stored, commits[0])
-            recorded = (run.config.get("fingerprint") or {}).get("measurement") or {}
-            if recorded.get("scoring_version") != SCORING_VERSION:
+            recorded = run.config.fingerprint.measurement
+            if recorded is None or recorded.scoring_version != SCORING_VERSION:
                 # Stored by an evalgate that scored or identified items otherwise: it cannot
                 # pair with this run, so it counts as absent (`auto` evaluates the base again).
                 missing.append(f"{model.name}/{bench.name} (stored by another scoring version)")
@@ -188,10 +193,14 @@ def _stored_baselines(
     return found, missing
 
 
-def _load_stored(stored: Any, merge_base: str) -> LoadedRun:
+def _load_stored(stored: StoredRun, merge_base: str) -> LoadedRun:
     """A stored baseline read back and checked for shape: a corrupt store is a one-line error
     naming the run and the fix, not a traceback from deep inside the comparison."""
-    origin = {"commit": stored.key.commit, "stored_at": stored.stored_at, "merge_base": merge_base}
+    origin: dict[str, JsonValue] = {
+        "commit": stored.key.commit,
+        "stored_at": stored.stored_at,
+        "merge_base": merge_base,
+    }
     where = f"stored baseline {stored.key.name} @ {stored.key.commit[:12]} ({stored.path})"
     fix = "delete it from the result store, or push to the default branch to store a new one"
     try:  # the run directory's one loader checks every file, line and field
@@ -202,7 +211,7 @@ def _load_stored(stored: Any, merge_base: str) -> LoadedRun:
 
 def _rerun_baseline(
     workdir: Path, sha: str, policy: BasePolicy, out_root: Path, environ: Mapping[str, str],
-    server_factory: Callable[..., Any], log: Callable[[str], None], why: dict[str, Any],
+    server_factory: ServerFactory, log: Callable[[str], None], why: dict[str, JsonValue],
 ) -> dict[tuple[str, str], LoadedRun]:  # fmt: skip
     """Evaluate the base commit itself (same items, same seeds) in a detached worktree;
     ``why`` it is re-run goes with the runs, for the comment's baseline line."""
@@ -221,7 +230,7 @@ def _rerun_baseline(
             server_factory=server_factory,
             log=log,
         )
-        origin = {"commit": sha, "rerun": True, "merge_base": sha, **why}
+        origin: dict[str, JsonValue] = {"commit": sha, "rerun": True, "merge_base": sha, **why}
         return load_runs(out_root, origin=lambda _: dict(origin))
     finally:
         with contextlib.suppress(gitops.GitFailed):
@@ -231,7 +240,7 @@ def _rerun_baseline(
 
 def _baselines(base: str, mode: str, store: ResultStore | None, config: Config, workdir: Path,
                policy: BasePolicy, out_root: Path, environ: Mapping[str, str],
-               server_factory: Callable[..., Any], pub: _Publisher,
+               server_factory: ServerFactory, pub: _Publisher,
                ) -> dict[tuple[str, str], LoadedRun]:  # fmt: skip
     """The baseline runs of ``base`` (the merge-base): stored, else (``auto``) re-run."""
     baselines: dict[tuple[str, str], LoadedRun] = {}
@@ -241,9 +250,9 @@ def _baselines(base: str, mode: str, store: ResultStore | None, config: Config, 
     if mode == "rerun" or (mode == "auto" and (store is None or bool(missing))):
         # Why, as the scorecard words it (evalgate.report._origin): the setting, or what is
         # not stored at the merge-base or its ancestors.
-        why: dict[str, Any] = {"why": "rerun" if mode == "rerun" else "no-store"}
+        why: dict[str, JsonValue] = {"why": "rerun" if mode == "rerun" else "no-store"}
         if mode != "rerun" and store is not None:
-            why = {"why": "not-stored", "missing": missing}
+            why = {"why": "not-stored", "missing": list[JsonValue](missing)}
         with actions.group("evalgate: baseline run"):
             return _rerun_baseline(
                 workdir, base, policy, out_root / "baseline", environ, server_factory, pub.log,
@@ -277,7 +286,7 @@ def _overridden(inputs: ActionInputs, config: Config, policy: BasePolicy) -> lis
     return out
 
 
-def _outputs(verdict: Verdict, out_root: Path) -> dict[str, Any]:
+def _outputs(verdict: Verdict, out_root: Path) -> dict[str, str | int]:
     summary = {
         f"{r.model}/{r.benchmark}": {k: v.mean for k, v in r.metrics.items()} for r in verdict.runs
     }
@@ -301,14 +310,14 @@ def _annotate(verdict: Verdict, pub: _Publisher) -> None:
 
 
 def _run(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: _Publisher,
-         server_factory: Callable[..., Any]) -> int:  # fmt: skip
+         server_factory: ServerFactory) -> int:  # fmt: skip
     # The base commit's tree, where the exam's files are read: it must outlive the run.
     with tempfile.TemporaryDirectory(prefix="evalgate-exam-") as exam_tree:
         return _run_in(ctx, inputs, environ, pub, server_factory, Path(exam_tree))
 
 
 def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pub: _Publisher,
-            server_factory: Callable[..., Any], exam_tree: Path) -> int:  # fmt: skip
+            server_factory: ServerFactory, exam_tree: Path) -> int:  # fmt: skip
     workdir = (ctx.workspace / inputs.working_directory).resolve()
     out_root = (workdir / inputs.output_dir).resolve()
     pub.crash_dir = out_root
@@ -378,7 +387,7 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
 
 
 def _apply_policy(
-    policy: Any, config: Config, inputs: ActionInputs, pub: _Publisher
+    policy: BasePolicy, config: Config, inputs: ActionInputs, pub: _Publisher
 ) -> tuple[Config, str, str]:
     """The config the base's policy makes of the PR's, the baseline mode and the result store
     it allows; what it changed or refused is noted first on the scorecard."""
@@ -398,7 +407,8 @@ def _apply_policy(
     return config, mode, policy.store_input or config.baseline.store
 
 
-def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verdict, policy: Any,
+def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verdict,
+            policy: BasePolicy,
             config: Config, store: ResultStore | None, out_root: Path) -> int:  # fmt: skip
     """The verdict out: the policy note and trend added, baselines stored on the default branch,
     the comment, the scorecard file, the summary and the outputs."""
@@ -408,10 +418,9 @@ def _report(ctx: CIContext, inputs: ActionInputs, pub: _Publisher, verdict: Verd
     # From here on an error still reports the complete scorecard (summary, outputs, comment).
     pub.scorecard, pub.outputs = markdown, _outputs(verdict, out_root)
     if store is not None:
-        names = [store_name(r.benchmark, r.model) for r in verdict.runs]
         try:
-            markdown += trend_section(store, names)
             trend = trend_points(store, verdict)
+            markdown += trend_section(trend)
             write_html(verdict, out_root / REPORT_HTML, trend=trend)  # with the trend
             pub.scorecard = markdown
         except StoreError as exc:
@@ -471,7 +480,7 @@ def run_action(
     environ: Mapping[str, str],
     *,
     out: IO[str] | None = None,
-    server_factory: Callable[..., Any] = open_server,
+    server_factory: ServerFactory = open_server,
 ) -> int:
     """The Action's entrypoint. Returns the exit code; never raises for a user-fixable error.
 

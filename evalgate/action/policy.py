@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from evalgate.action import exam, workflow_inputs
 from evalgate.action import git as gitops
@@ -78,7 +78,7 @@ class BasePolicy:
     store_input: str = ""
 
     @property
-    def measurements(self) -> dict[str, dict[str, Any]]:
+    def measurements(self) -> dict[str, dict[str, object]]:
         if self.config is None:
             return {}
         return {b.name: measurement(b) for b in self.config.benchmarks}

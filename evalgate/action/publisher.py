@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from evalgate.action.context import CIContext
 from evalgate.action.inputs import ActionInputs
@@ -90,13 +89,13 @@ def missing_token_notice(ctx: CIContext, inputs: ActionInputs) -> str | None:
     return EMPTY_TOKEN_NOTICE if wanted and not inputs.github_token else None
 
 
-def portable(outputs: Mapping[str, Any], workspace: Path) -> dict[str, Any]:
+def portable(outputs: Mapping[str, object], workspace: Path) -> dict[str, object]:
     """``outputs`` with the paths among them (:data:`PATH_OUTPUTS`) relative to ``workspace``."""
     root = os.path.realpath(workspace)
     result = dict(outputs)
     for name in PATH_OUTPUTS & result.keys():
         value = result[name]
-        if not value:
+        if not value or not isinstance(value, str | os.PathLike):
             continue
         path = os.path.realpath(value)
         if os.path.commonpath([path, root]) == root:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from evalgate.run.rundir import METADATA, read_json_object
+from collections.abc import Mapping
 
 __all__ = ["trend_section"]
 
@@ -21,22 +19,17 @@ def trend_chart(name: str, points: list[tuple[str, float]]) -> str:
     )
 
 
-def trend_section(store: Any, names: list[str], limit: int = 10) -> str:
-    """Markdown with one chart per stored run name that has at least two stored runs."""
-    from evalgate.report.html import headline_score
-
-    charts = []
-    for name in dict.fromkeys(names):
-        points = []
-        for stored in reversed(store.history(name, limit=limit)):  # oldest first
-            meta = read_json_object(stored.path / METADATA)
-            if meta is None:
-                continue
-            score = headline_score(meta)
-            if score is not None:
-                points.append((stored.key.commit[:7], score))
-        if len(points) >= 2:
-            charts.append(trend_chart(name, points))
+def trend_section(
+    trend: Mapping[tuple[str, str, str], list[tuple[str, float]]], limit: int = 10
+) -> str:
+    """Markdown with one chart per run that has at least two stored scores: the latest
+    ``limit`` of the points :func:`evalgate.report.html.trend_points` read from the result store
+    for report.html's trend (one read of the store, one score, for both)."""
+    charts = [
+        trend_chart(f"{benchmark}--{model}", points[-limit:])
+        for (model, benchmark, _), points in trend.items()
+        if len(points[-limit:]) >= 2
+    ]
     if not charts:
         return ""
     body = "\n".join(charts)

@@ -14,7 +14,6 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -59,20 +58,20 @@ def _is_evalgate(uses: str, action_repo: str | None, local: bool) -> bool:
     return re.search(r"(^|/)evalgate($|[/@:-])", name) is not None or (local and name == "./")
 
 
-def _steps(doc: Any) -> list[Mapping[str, Any]]:
+def _steps(doc: object) -> list[Mapping[str, object]]:
     jobs = doc.get("jobs") if isinstance(doc, Mapping) else None
-    out: list[Mapping[str, Any]] = []
+    out: list[Mapping[str, object]] = []
     for job in jobs.values() if isinstance(jobs, Mapping) else ():
         steps = job.get("steps") if isinstance(job, Mapping) else None
         out += [s for s in steps or () if isinstance(s, Mapping)]
     return out
 
 
-def _evalgate_steps(tree: Path, environ: Mapping[str, str]) -> list[Mapping[str, Any]] | None:
+def _evalgate_steps(tree: Path, environ: Mapping[str, str]) -> list[Mapping[str, object]] | None:
     """The ``with:`` of every step of the base's workflows that runs evalgate in run mode;
     None when the base has no such step (its workflows say nothing about evalgate)."""
     folder = tree / ".github" / "workflows"
-    found: list[Mapping[str, Any]] = []
+    found: list[Mapping[str, object]] = []
     repo = environ.get("GITHUB_ACTION_REPOSITORY") or None
     action = tree / "action.yml"
     local = action.is_file() and "evalgate" in action.read_text(encoding="utf-8", errors="replace")
@@ -85,7 +84,7 @@ def _evalgate_steps(tree: Path, environ: Mapping[str, str]) -> list[Mapping[str,
             uses = step.get("uses")
             if not isinstance(uses, str) or not _is_evalgate(uses, repo, local):
                 continue
-            given: Mapping[str, Any] = step.get("with") or {}
+            given = step.get("with")
             if not isinstance(given, Mapping):
                 given = {}
             if str(given.get("mode", "run")) != "publish":
@@ -146,7 +145,7 @@ def baseline_input_changes(
     return out
 
 
-def _value(value: Any, default: str) -> str | None:
+def _value(value: object, default: str) -> str | None:
     if value is None or str(value).strip() == "":
         return default
     text = str(value).strip()

@@ -22,11 +22,12 @@ import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 __all__ = ["leaves_workspace_as_found", "restoring_ownership"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def _foreign_owner(root: Path) -> tuple[int, int] | None:
@@ -72,7 +73,9 @@ def restoring_ownership(*folders: str | os.PathLike[str] | None) -> Iterator[Non
                         os.chown(path, uid, gid, follow_symlinks=False)
 
 
-def leaves_workspace_as_found(func: _F) -> _F:
+def leaves_workspace_as_found(
+    func: Callable[Concatenate[Mapping[str, str], _P], _R],
+) -> Callable[Concatenate[Mapping[str, str], _P], _R]:
     """Decorate an entry point whose first argument is the environment.
 
     Besides the workspace, the runner mounts the job's home (``HOME``, ``/github/home``) and
@@ -81,9 +84,9 @@ def leaves_workspace_as_found(func: _F) -> _F:
     """
 
     @functools.wraps(func)
-    def wrapper(environ: Mapping[str, str], *args: Any, **kwargs: Any) -> Any:
+    def wrapper(environ: Mapping[str, str], *args: _P.args, **kwargs: _P.kwargs) -> _R:
         folders = [environ.get(name) for name in ("GITHUB_WORKSPACE", "HOME", "RUNNER_TEMP")]
         with restoring_ownership(*folders):
             return func(environ, *args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper

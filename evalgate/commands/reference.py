@@ -96,7 +96,8 @@ def config_reference(schema: dict[str, Any] | None = None) -> str:
     if schema is None:
         from evalgate.config.schema import json_schema
 
-        schema = json_schema()
+        generated: dict[str, Any] = json_schema()  # JSON objects, read as this page needs them
+        schema = generated
     out = [
         "# Configuration reference",
         "",

@@ -6,17 +6,11 @@ import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from evalgate.errors import UsageError
-from evalgate.run.rundir import (
-    METADATA,
-    RESULTS,
-    is_run_dir,
-    read_json_object,
-    read_run_config,
-    run_dirs_under,
-)
+from evalgate.run.rundir import RESULTS, is_run_dir, read_run_config, run_dirs_under
+from evalgate.run.runfiles import RunMetadata, stored_metadata
 
 __all__ = [
     "RunInfo",
@@ -39,20 +33,17 @@ class RunInfo:
     model_id: str
     complete: bool
     rollouts: int  # journal lines written
-    metadata: dict[str, Any]
+    metadata: RunMetadata | None  # None: not finished, or its metadata.json cannot be read
     problem: str | None = None  # why its run_config.json cannot be read: listed, not left out
 
 
 def _info(run_dir: Path) -> RunInfo:
     try:
-        _, cfg = read_run_config(run_dir)
+        cfg = read_run_config(run_dir)
     except UsageError as exc:
         # Listed with the reason: a run that vanished from `runs` would look never made.
-        return RunInfo(run_dir, run_dir.name, "?", "?", "", False, 0, {}, problem=str(exc))
-    meta_path = run_dir / METADATA
-    meta = read_json_object(meta_path) if meta_path.is_file() else {}
-    if meta is None:
-        meta = {"unreadable": METADATA}
+        return RunInfo(run_dir, run_dir.name, "?", "?", "", False, 0, None, problem=str(exc))
+    meta = stored_metadata(run_dir)
     results = run_dir / RESULTS
     lines = 0
     if results.is_file():
@@ -64,7 +55,7 @@ def _info(run_dir: Path) -> RunInfo:
         benchmark=cfg.benchmark.name,
         model=cfg.model.name,
         model_id=cfg.model_id,
-        complete=bool(meta.get("complete")),
+        complete=meta is not None and meta.complete,
         rollouts=lines,
         metadata=meta,
     )
@@ -130,19 +121,20 @@ def print_runs(runs: list[RunInfo], out: IO[str]) -> None:
         if r.problem:
             print(f"{r.run_id:<24} unreadable: {r.problem}", file=out)
             continue
-        score = r.metadata.get("avg_reward")
-        shown = f"{100 * score:.1f}%" if isinstance(score, int | float) else "–"
+        score = r.metadata.avg_reward if r.metadata is not None else None
+        shown = f"{100 * score:.1f}%" if score is not None else "–"
         status = "complete" if r.complete else "incomplete (evalgate resume)"
-        errors = r.metadata.get("errors", "–")
+        errors = r.metadata.errors if r.metadata is not None else None
         print(
             f"{r.run_id:<24} {r.benchmark:<16} {r.model:<14} {r.rollouts:>8} {shown:>7} "
-            f"{errors!s:>6}  {status}",
+            f"{'–' if errors is None else errors!s:>6}  {status}",
             file=out,
         )
 
 
 def show_run(info: RunInfo, out: IO[str]) -> None:
-    meta = info.metadata
+    # Shown as written: the selected keys' JSON, whatever version wrote them.
+    meta = info.metadata.as_written() if info.metadata is not None else {}
     print(f"run        {info.path}", file=out)
     print(f"benchmark  {info.benchmark}", file=out)
     print(f"model      {info.model} ({info.model_id})", file=out)

@@ -106,10 +106,10 @@ class RunComparison:
 
 
 def _measurement_diff(base: LoadedRun, head: LoadedRun) -> str | None:
-    b = base.config.get("fingerprint", {}).get("measurement")
-    h = head.config.get("fingerprint", {}).get("measurement")
-    if b is None or h is None:
+    measured = base.config.fingerprint.measurement, head.config.fingerprint.measurement
+    if measured[0] is None or measured[1] is None:
         return "a run has no fingerprint (written by an older evalgate)"
+    b, h = measured[0].as_written(), measured[1].as_written()
     for key in sorted(set(b) | set(h)):
         if b.get(key) != h.get(key):
             return f"{key} differs (base {b.get(key)!r}, PR {h.get(key)!r})"
@@ -122,7 +122,7 @@ def _pairwise_diff(base: LoadedRun, head: LoadedRun) -> str | None:
     scores mean nothing, and a tie would pass quietly."""
     if not _is_pairwise(head):
         return None
-    judged = (head.config.get("baseline") or {}).get("results_sha256")
+    judged = head.config.baseline.results_sha256 if head.config.baseline is not None else None
     if judged is None:
         return (
             "pairwise judge: the PR run was judged against no baseline (every item a tie by "
@@ -137,13 +137,13 @@ def _pairwise_diff(base: LoadedRun, head: LoadedRun) -> str | None:
 
 
 def _is_pairwise(run: LoadedRun) -> bool:
-    scorer = (run.config.get("fingerprint", {}).get("measurement") or {}).get("scorer") or {}
-    return scorer.get("type") == "judge" and scorer.get("mode") == "pairwise"
+    measurement = run.config.fingerprint.measurement
+    return measurement is not None and measurement.pairwise
 
 
 def _subject_changes(base: LoadedRun, head: LoadedRun) -> tuple[str, ...]:
-    b = base.config.get("fingerprint", {}).get("subject", {})
-    h = head.config.get("fingerprint", {}).get("subject", {})
+    subjects = base.config.fingerprint.subject, head.config.fingerprint.subject
+    b, h = (s.as_written() if s is not None else {} for s in subjects)
     return tuple(key for key in sorted(set(b) | set(h)) if b.get(key) != h.get(key))
 
 
@@ -153,11 +153,11 @@ def summary_of(run: LoadedRun) -> RunSummary:
         run.records,
         benchmark=run.benchmark,
         model=run.model,
-        model_id=str(run.config.get("model_id", "")),
+        model_id=run.config.model_id,
         run_dir=str(run.path),
         n_items=run.records.n_items,
         rollouts=run.rollouts,
-        time_s=float(run.metadata.get("time_ms", 0.0)) / 1000,
+        time_s=run.metadata.time_ms / 1000,
     )
 
 
@@ -186,7 +186,7 @@ def compare_with_baselines(
                 seed=seed,
                 scales=getattr(gate, "scales", None),
             )
-            run = head.config.get("suite") or head.benchmark
+            run = head.config.run_name
             out.append(comp if run == comp.benchmark else dataclasses.replace(comp, benchmark=run))
     return out
 
@@ -284,11 +284,10 @@ def threshold_test(
 
 def sequential_design(run: LoadedRun) -> tuple[int, int] | None:
     """(look, looks) when ``run`` stopped (or finished) under sequential looks, else None."""
-    seq = run.metadata.get("sequential") or {}
-    try:
-        return int(seq["look"]), int(seq["looks"])
-    except (KeyError, TypeError, ValueError):
+    seq = run.metadata.sequential
+    if seq is None or seq.look is None or seq.looks is None:
         return None
+    return seq.look, seq.looks
 
 
 def order_of(run: LoadedRun) -> tuple[stats.OrderKey, int | None]:
@@ -303,20 +302,16 @@ def order_of(run: LoadedRun) -> tuple[stats.OrderKey, int | None]:
     the looks' own process (the last look's verdict, reproduced); any other run has none (the
     horizon is then the number of paired items).
     """
-    seq = run.metadata.get("sequential") or {}
-    recorded = run.metadata.get("order_key")
-    if recorded is not None:  # checked when the run was loaded (rundir.RunMetadata)
+    seq, recorded = run.metadata.sequential, run.metadata.order_key
+    if recorded is not None:  # checked when the run was loaded (runfiles.RunMetadata)
         key = stats.OrderKey.parse(recorded)
     else:
-        planned = run.config.get("sequential") or {}
-        try:
-            key = stats.OrderKey.legacy(int(seq.get("seed", planned.get("seed", 0))))
-        except (TypeError, ValueError):
-            key = stats.OrderKey.legacy(0)
-    try:
-        horizon = int(seq["items_total"]) if sequential_design(run) is not None else None
-    except (KeyError, TypeError, ValueError):
-        horizon = None
+        seeds = (
+            seq.seed if seq else None,
+            run.config.sequential.seed if run.config.sequential else None,
+        )
+        key = stats.OrderKey.legacy(next((s for s in seeds if s is not None), 0))
+    horizon = seq.items_total if seq is not None and sequential_design(run) is not None else None
     return key, horizon
 
 
@@ -331,11 +326,10 @@ def group_plan_of(run: LoadedRun) -> tuple[int | None, int | None]:
     """(planned groups, planned largest group) of a run decided by sequential looks on grouped
     items: the constants of its betting process over groups (:func:`stats.sequential_compare`),
     so compare reads the looks' own process. (None, None) otherwise: the groups found."""
-    seq = run.metadata.get("sequential") or {}
-    try:
-        return int(seq["groups_total"]), int(seq["group_size"])
-    except (KeyError, TypeError, ValueError):
+    seq = run.metadata.sequential
+    if seq is None or seq.groups_total is None or seq.group_size is None:
         return None, None
+    return seq.groups_total, seq.group_size
 
 
 def compare_metric(
@@ -371,37 +365,21 @@ def compare_metric(
     import numpy as np
 
     found = stats.metric_scale(np.concatenate([base, head]), scale)
-    bounds = (found.low, found.high)
+    plan = stats.Design(
+        alpha=alpha,
+        margin=margin,
+        bounds=(found.low, found.high),
+        horizon=horizon,
+        looks=1 if design is None else design[1],
+        groups_total=groups_total,
+        group_size=group_size,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
     if design is None:
-        result = stats.paired_compare(
-            base,
-            head,
-            clusters=clusters,
-            margin=margin,
-            alpha=alpha,
-            seed=seed,
-            n_resamples=n_resamples,
-            bounds=bounds,
-            horizon=horizon,
-            groups_total=groups_total,
-            group_size=group_size,
-        )
+        result = stats.paired_compare(base, head, plan, clusters=clusters)
     else:
-        result = stats.sequential_compare(
-            base,
-            head,
-            look=design[0],
-            looks=design[1],
-            clusters=clusters,
-            margin=margin,
-            alpha=alpha,
-            seed=seed,
-            n_resamples=n_resamples,
-            bounds=bounds,
-            horizon=horizon,
-            groups_total=groups_total,
-            group_size=group_size,
-        )
+        result = stats.sequential_compare(base, head, plan, look=design[0], clusters=clusters)
     level = result.level or result.alpha
     if design is not None and design[0] == design[1]:
         # A run that reached its last look: the design's MDE, the power of the FAIL test over

@@ -71,13 +71,8 @@ class _Plan:
 
 def _counts(base: LoadedRun, head: LoadedRun, pairing: Pairing) -> _Counts:
     base_only = base.records.n_items - pairing.n_in_base
-    seq = head.metadata.get("sequential") or {}
-    not_run = 0
-    if seq.get("stopped_early"):
-        try:
-            not_run = max(0, min(base_only, int(seq["items_total"]) - int(seq["items_used"])))
-        except (KeyError, TypeError, ValueError):  # metadata from another version: count them all
-            not_run = 0
+    seq = head.metadata.sequential
+    not_run = min(base_only, seq.items_not_run) if seq is not None else 0
     return {
         "n_base_only": base_only - not_run,
         "n_not_run": not_run,

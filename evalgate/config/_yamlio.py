@@ -9,6 +9,7 @@ pasted 50 MB log fails in milliseconds instead of eating the machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,14 +193,16 @@ def is_utf16(raw: bytes) -> bool:
     )
 
 
-def decode_utf8(raw: bytes, source: str) -> str:
+def decode_utf8(raw: bytes, source: str, error: Callable[[str], ConfigError] = ConfigError) -> str:
+    """A file's text: a UTF-8 BOM dropped (Excel writes one); UTF-16 or bytes that are not
+    UTF-8 raise ``error`` with the line (a data file's :class:`DataError` names its field)."""
     if is_utf16(raw):
-        raise ConfigError(f"{source}:1: the file is UTF-16; save it as UTF-8")
+        raise error(f"{source}:1: the file is UTF-16; save it as UTF-8")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError(
+        raise error(
             f"{source}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); save the file as UTF-8"
         ) from None
 

@@ -8,6 +8,7 @@ user set, and every value keeps its origin (file and line) for error messages.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from contextvars import ContextVar
@@ -23,7 +24,7 @@ from pydantic import (
 )
 
 from evalgate.config import benchmarks as registry
-from evalgate.config._document import EvalsFile
+from evalgate.config._document import BENCHMARK_KINDS, EvalsFile
 from evalgate.config._messages import (
     HAS_LINE,
     LOCATED,
@@ -84,7 +85,9 @@ __all__ = [
 class Config(BaseModel):
     """The validated, layered result of loading evals.yaml: what a run needs, frozen."""
 
-    model_config = ConfigDict(frozen=True)
+    # Built from models already validated (model_construct): its own validator, which is every
+    # backend's and every benchmark kind's, is built only if something validates a Config.
+    model_config = ConfigDict(frozen=True, defer_build=True)
     path: Path
     models: tuple[Model, ...]
     benchmarks: tuple[Benchmark, ...]
@@ -103,7 +106,23 @@ class Config(BaseModel):
 # --------------------------------------------------------------------------------------------
 # Loading
 
-_BENCHMARK_ADAPTER: TypeAdapter[Any] = TypeAdapter(Benchmark)
+
+@functools.cache
+def _any_kind() -> TypeAdapter[Any]:
+    """The whole union of kinds: only for an entry whose ``kind`` names none (its error says
+    which kinds there are). Built on first use: building every kind's validator costs more than
+    a small run's whole request phase (issue #36)."""
+    return TypeAdapter(Benchmark)
+
+
+def _validate_benchmark(data: Any) -> Any:
+    """One benchmark entry, through its own kind's class: the union would pick the same class
+    (it is discriminated by ``kind``), but building it builds every kind."""
+    kind = data.get("kind") if isinstance(data, dict) else None
+    cls = BENCHMARK_KINDS.get(kind) if isinstance(kind, str) else None
+    return cls.model_validate(data) if cls is not None else _any_kind().validate_python(data)
+
+
 # Fields holding file paths: resolved against the file that set them (cwd for the command line).
 _PATH_FIELDS = {"jsonl": ("path",), "agent": ("tasks",), "verifiers": ("env_path",)}
 
@@ -216,7 +235,7 @@ def _load_config(
     for i, model in enumerate(evals.models):  # model fields that checks after loading name
         for name in ("chat_template", "vllm_version"):
             where[f"models:{model.name}:{name}"] = locate(top_origin, ("models", i, name))
-    config = Config(
+    config = Config.model_construct(
         path=path,
         models=tuple(evals.models),
         benchmarks=tuple(resolved),
@@ -375,7 +394,7 @@ def _resolve_benchmark(
         if isinstance(program, str) and "/" in program and not program.startswith("/"):
             command[0] = anchored(("agent", "command", 0), program)
     try:
-        bench = _BENCHMARK_ADAPTER.validate_python(data)
+        bench = _validate_benchmark(data)
     except ValidationError as exc:
         # Name the field as the user wrote it: inside their entry, or in the registry file.
         raise_validation(exc, data, origin, kind_type(data))

@@ -8,7 +8,7 @@ name (``base_url``, ``api_base``, ``API-Base``…: any key that names a base, UR
 host, and any value that is a URL); Modal; the code of an inspect task or a verifiers
 environment (``pass_env``). :func:`routes` walks them all, wherever a model sits in the config,
 and the Action refuses a PR whose routes the base's config does not have
-(:func:`evalgate.action.exam.check_secret_routes`).
+(:func:`evalgate.action.secret_policy.check_secret_routes`).
 
 :data:`ROUTE_FIELDS` lists every field of the schema that names a destination or a secret, or
 holds free-form settings that could: ``tests/test_routes.py`` walks the schema and fails on one
@@ -22,12 +22,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, TypeGuard, get_args
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from evalgate.config.spec import Model
+from evalgate.config.spec import (
+    InspectBenchmark,
+    LiteLLMModel,
+    ModalVLLMModel,
+    Model,
+    OpenAIModel,
+    VerifiersBenchmark,
+)
 
 if TYPE_CHECKING:
     from evalgate.config.load import Config
@@ -100,7 +107,7 @@ def host(url: str | None) -> str | None:
     return f"{parts.scheme}://{parts.hostname.lower()}:{port}"
 
 
-def _env_refs(value: Any) -> Iterator[str]:
+def _env_refs(value: object) -> Iterator[str]:
     if isinstance(value, str) and value.strip().startswith("os.environ/"):
         yield value.strip().removeprefix("os.environ/")
     elif isinstance(value, Mapping):
@@ -116,7 +123,7 @@ def _env_refs(value: Any) -> Iterator[str]:
 _ENDPOINT_KEY = re.compile(r"base|url|endpoint|host|proxy")
 
 
-def _param_destinations(value: Any, path: str) -> Iterator[tuple[str, str]]:
+def _param_destinations(value: object, path: str) -> Iterator[tuple[str, str]]:
     """(params field, destination) for every endpoint a LiteLLM ``params`` mapping names."""
     if isinstance(value, Mapping):
         for key, sub in value.items():
@@ -134,12 +141,11 @@ def _param_destinations(value: Any, path: str) -> Iterator[tuple[str, str]]:
         yield path, str(host(value.strip()))
 
 
-def _model_routes(model: Any, where: str) -> Iterator[Route]:
-    backend = model.backend
-    if backend == "openai":
+def _model_routes(model: Model, where: str) -> Iterator[Route]:
+    if isinstance(model, OpenAIModel):
         if model.api_key_env:
             yield Route(where, "api_key_env", model.api_key_env, str(host(model.base_url)))
-    elif backend == "litellm":
+    elif isinstance(model, LiteLLMModel):
         dests: list[tuple[str, str]] = []
         if model.proxy_url:  # requests go to the proxy; api_base and params do not apply
             dests.append(("proxy_url", str(host(model.proxy_url))))
@@ -156,7 +162,7 @@ def _model_routes(model: Any, where: str) -> Iterator[Route]:
             yield Route(where, "api_key_env" if field == "model" else field, key, dest)
             for name in refs:
                 yield Route(where, "params", name, dest)
-    elif backend == "modal-vllm":
+    elif isinstance(model, ModalVLLMModel):
         if model.hf_token_env:
             yield Route(where, "hf_token_env", model.hf_token_env, "Modal")
         for name in model.secrets:
@@ -166,15 +172,19 @@ def _model_routes(model: Any, where: str) -> Iterator[Route]:
             yield Route(where, "api_key_env", model.api_key_env, app)
 
 
-def _code_of(bench: Any) -> str:
+def _code_of(bench: InspectBenchmark | VerifiersBenchmark) -> str:
     """The repository code a benchmark runs, as a destination: its kind and what it loads."""
-    what = getattr(bench, "task", None) or getattr(bench, "env_path", None) or bench.env_id
+    what = bench.task if isinstance(bench, InspectBenchmark) else bench.env_path or bench.env_id
     return f"the code of {bench.kind} benchmark {bench.name} ({what})"
 
 
-def _nested_models(obj: Any, path: str) -> Iterator[tuple[str, Any]]:
+def _is_model(obj: object) -> TypeGuard[Model]:
+    return isinstance(obj, _MODELS)
+
+
+def _nested_models(obj: object, path: str) -> Iterator[tuple[str, Model]]:
     """Every model config inside ``obj`` (a judge, a grader, whatever field holds one)."""
-    if isinstance(obj, _MODELS):
+    if _is_model(obj):
         yield path, obj
     elif isinstance(obj, BaseModel):
         for name in type(obj).model_fields:
@@ -196,8 +206,9 @@ def routes(config: Config) -> Iterator[Route]:
     for bench in config.benchmarks:
         for path, model in _nested_models(bench, ""):
             yield from _model_routes(model, f"benchmarks.{bench.name}: {path} ({model.name})")
-        for name in getattr(bench, "pass_env", ()):
-            yield Route(f"benchmarks.{bench.name}", "pass_env", name, _code_of(bench))
+        if isinstance(bench, InspectBenchmark | VerifiersBenchmark):
+            for name in bench.pass_env:
+                yield Route(f"benchmarks.{bench.name}", "pass_env", name, _code_of(bench))
 
 
 def environment_routes(config: Config, environ: Mapping[str, str]) -> Iterator[Route]:

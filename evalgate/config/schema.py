@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import inspect
 import sys
-from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -26,12 +25,21 @@ __all__ = ["json_schema"]
 
 _REF = "#/$defs/{model}"
 
+Node = dict[str, object]  # a JSON Schema node: JSON, read through _node
 
-def _registry_entry(defs: dict[str, Any], kinds: list[str]) -> dict[str, Any]:
+
+def _node(parent: object, key: str) -> Node:
+    """``parent[key]`` when both are JSON objects (the same object, so edits land in it); else
+    an empty one."""
+    value = parent.get(key) if isinstance(parent, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _registry_entry(defs: Node, kinds: list[str]) -> Node:
     """Any field some benchmark kind has, except ``kind``: what a registry entry may override."""
-    properties: dict[str, Any] = {}
+    properties: Node = {}
     for name in kinds:
-        for field, field_schema in defs[name].get("properties", {}).items():
+        for field, field_schema in _node(_node(defs, name), "properties").items():
             if field != "kind":
                 properties.setdefault(field, field_schema)
     properties["name"] = {
@@ -70,15 +78,15 @@ def _field_docs(cls: type) -> dict[str, str]:
     return {}
 
 
-def _describe(defs: dict[str, Any]) -> None:
+def _describe(defs: Node) -> None:
     """Field docstrings as ``description``s (the runtime models skip reading them: start-up)."""
     for name, cls in _models().items():
-        properties = defs.get(name, {}).get("properties", {})
+        properties = _node(_node(defs, name), "properties")
         for base in cls.__mro__:  # an inherited field is documented where it is declared
             if base.__module__.startswith("evalgate."):
                 for field, doc in _field_docs(base).items():
                     if field in properties:
-                        properties[field].setdefault("description", doc)
+                        _node(properties, field).setdefault("description", doc)
 
 
 def _models() -> dict[str, type[BaseModel]]:
@@ -90,11 +98,12 @@ def _models() -> dict[str, type[BaseModel]]:
     }
 
 
-def _nullable_sections(defs: dict[str, Any]) -> None:
+def _nullable_sections(defs: Node) -> None:
     """`sampling:` left empty (null) is accepted as an empty section (see Strict); say so."""
     for name, cls in _models().items():
-        properties = defs.get(name, {}).get("properties", {})
-        for field, prop in properties.items():
+        properties = _node(_node(defs, name), "properties")
+        for field in properties:
+            prop = _node(properties, field)
             if not is_section(cls, field):
                 continue
             if "$ref" in prop:
@@ -104,20 +113,24 @@ def _nullable_sections(defs: dict[str, Any]) -> None:
                 prop["type"] = ["object", "null"]
 
 
-def json_schema() -> dict[str, Any]:
-    schema = EvalsFile.model_json_schema(ref_template=_REF)
-    inline = TypeAdapter(Benchmark).json_schema(ref_template=_REF)
+def json_schema() -> Node:
+    schema: Node = EvalsFile.model_json_schema(ref_template=_REF)
+    inline: Node = TypeAdapter(Benchmark).json_schema(ref_template=_REF)
     defs = schema.setdefault("$defs", {})
-    defs.update(inline.pop("$defs", {}))
+    assert isinstance(defs, dict)  # pydantic's: a JSON object
+    defs.update(_node(inline, "$defs"))
+    inline.pop("$defs", None)
     defs["EvalsFile"] = schema  # so the document's own fields get theirs
     _describe(defs)
     _nullable_sections(defs)
     del defs["EvalsFile"]
-    kinds = [ref["$ref"].rsplit("/", 1)[1] for ref in inline["oneOf"]]
+    one_of = inline["oneOf"]
+    assert isinstance(one_of, list)  # a discriminated union: one $ref per kind
+    kinds = [str(ref["$ref"]).rsplit("/", 1)[1] for ref in one_of if isinstance(ref, dict)]
     defs["RegistryBenchmark"] = _registry_entry(defs, kinds)
     defs["InlineBenchmark"] = {"title": "InlineBenchmark", **inline}
     defs.pop("BenchmarkEntry", None)
-    schema["properties"]["benchmarks"]["items"] = {
+    _node(_node(schema, "properties"), "benchmarks")["items"] = {
         "anyOf": [
             {"type": "string", "description": "A registry benchmark by name."},
             {"$ref": "#/$defs/RegistryBenchmark"},

@@ -23,19 +23,17 @@ from evalgate.errors import UsageError
 from evalgate.gate import Verdict
 from evalgate.report import _bytecode_cache
 from evalgate.run.rundir import (
-    METADATA,
     RESULTS,
     LoadedRun,
     iter_records,
     loaded_run,
-    read_json_object,
     read_run_config,
 )
+from evalgate.run.runfiles import stored_metadata
 
 __all__ = [
     "MAX_CHANGED_ROWS",
     "MAX_UNCHANGED_ROWS",
-    "headline_score",
     "render_html",
     "report_url",
     "trend_points",
@@ -69,16 +67,6 @@ def report_url(environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def headline_score(meta: dict[str, Any]) -> float | None:
-    """A stored run's one score for a trend (its metadata's ``avg_reward``, else its first
-    metric); the Action's mermaid chart and report.html's trend plot the same number."""
-    value = meta.get("avg_reward")
-    if value is None:
-        metrics = meta.get("avg_metrics") or {}
-        value = next(iter(metrics.values()), None)
-    return float(value) if isinstance(value, int | float) else None
-
-
 def trend_points(store: Any, verdict: Verdict, limit: int = 20) -> dict[Any, list[Any]]:
     """The result store's recent default-branch scores of each of the verdict's runs (stored as
     ``{benchmark}--{model label}``), oldest first, as :func:`render_html`'s ``trend``; the score
@@ -87,10 +75,8 @@ def trend_points(store: Any, verdict: Verdict, limit: int = 20) -> dict[Any, lis
     for run in verdict.runs:
         points = []
         for stored in reversed(store.history(f"{run.benchmark}--{run.model}", limit=limit)):
-            meta = read_json_object(stored.path / METADATA)
-            if meta is None:
-                continue
-            score = headline_score(meta)
+            meta = stored_metadata(stored.path)
+            score = meta.headline_score if meta is not None else None
             if score is not None:
                 points.append((stored.key.commit[:7], score))
         out[(run.model, run.benchmark, "score")] = points
@@ -209,17 +195,17 @@ class _RunRows:
         # outcome (no second parse of the journals, no object per item); else the journals.
         self._held = loaded_run(self.head), loaded_run(self.base) if self.base else None
         if self._held[0] is not None and (self.base is None or self._held[1] is not None):
-            self.agent = (self._held[0].config.get("benchmark") or {}).get("kind") == "agent"
+            self.agent = self._held[0].config.benchmark.kind == "agent"
             self._list_held(self._held[0], self._held[1], unchanged_rows)
             return
         self._held = None, None
         try:
-            config, _ = read_run_config(self.head)
+            config = read_run_config(self.head)
             heads = _stats(self.head)
         except UsageError:
             self.base = None
             return
-        self.agent = (config.get("benchmark") or {}).get("kind") == "agent"
+        self.agent = config.benchmark.kind == "agent"
         bases: dict[str, _Stat] = {}
         if self.base is not None:
             try:

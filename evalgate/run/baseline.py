@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
 
 from evalgate.errors import UsageError
-from evalgate.run.rundir import RESULTS, RUN_CONFIG, LoadedRun, load_run
+from evalgate.run.layout import RESULTS, RUN_CONFIG
+from evalgate.run.rundir import LoadedRun, load_run
+from evalgate.run.runfiles import BaselineRef
 
 __all__ = ["baseline_reference", "load_recorded_baseline", "results_digest"]
 
@@ -31,36 +32,36 @@ def results_digest(run_dir: Path) -> str:
     return sha.hexdigest()
 
 
-def baseline_reference(baseline: LoadedRun) -> dict[str, Any]:
+def baseline_reference(baseline: LoadedRun) -> BaselineRef:
     """What a run's run_config.json records about the baseline it is compared with."""
     path = Path(baseline.path).resolve()
-    return {
-        "path": str(path),
-        "run_id": path.name,
-        "results_sha256": results_digest(path),
-        "origin": dict(baseline.origin),  # e.g. the base commit, for the scorecard
-    }
+    return BaselineRef(
+        path=str(path),
+        run_id=path.name,
+        results_sha256=results_digest(path),
+        origin=dict(baseline.origin),  # e.g. the base commit, for the scorecard
+    )
 
 
-def load_recorded_baseline(run_dir: Path, ref: dict[str, Any]) -> LoadedRun:
+def load_recorded_baseline(run_dir: Path, ref: BaselineRef) -> LoadedRun:
     """The baseline recorded in ``run_dir``'s run_config.json, checked against its digest.
 
     Raises UsageError (one line, naming the run, the baseline and the fix) when the baseline is
     gone or its results changed since the run started.
     """
-    path = Path(str(ref.get("path", "")))
+    path = Path(ref.path)
     where = f"{run_dir / RUN_CONFIG}: baseline.path {path}"
-    moved = run_dir / str(ref.get("relative_path", ""))
-    if not (path / RESULTS).is_file() and ref.get("relative_path"):
+    moved = run_dir / (ref.relative_path or "")
+    if not (path / RESULTS).is_file() and ref.relative_path:
         # The output tree moved (an artifact, a copy): the same relative place, if it is there.
         path = moved.resolve() if (moved / RESULTS).is_file() else path
     if not (path / RESULTS).is_file():
         raise UsageError(
             f"{where} is gone; restore that run directory there to resume, or start a new run"
         )
-    if results_digest(path) != ref.get("results_sha256"):
+    if results_digest(path) != ref.results_sha256:
         raise UsageError(
             f"{where} changed since this run started (results.jsonl differs); "
             "restore the original to resume, or start a new run"
         )
-    return load_run(path, origin=ref.get("origin") or {"run_id": ref.get("run_id", path.name)})
+    return load_run(path, origin=ref.origin or {"run_id": ref.run_id or path.name})

@@ -12,20 +12,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
+
+from pydantic import BaseModel
+from pydantic.main import IncEx
+
+from evalgate.config.split import DERIVED, FIELDS, Measured
 
 if TYPE_CHECKING:
     from evalgate.config.spec import AgentVariant, Benchmark, Model
+    from evalgate.suites.base import Item
 
 __all__ = [
     "SCORING_VERSION",
+    "Fingerprint",
     "dataset_hash",
     "fingerprint",
     "identity",
     "item_hash",
     "measurement",
-    "scorer_measurement",
 ]
 
 # Bump when a scorer's or a metric's meaning changes, or how an item is identified: old
@@ -34,7 +41,7 @@ __all__ = [
 SCORING_VERSION = 2
 
 
-def _digest(value: Any, size: int = 16) -> str:
+def _digest(value: object, size: int = 16) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:size]
 
@@ -46,97 +53,151 @@ def item_hash(prompt: str, answer: str, exam: str = "") -> str:
     return _digest([prompt, answer, exam] if exam else [prompt, answer])
 
 
-def identity(item: Any) -> str:
+def identity(item: Item) -> str:
     """The content hash base and PR items must share to be paired."""
-    return item_hash(item.prompt, item.answer, getattr(item, "exam", ""))
+    return item_hash(item.prompt, item.answer, item.exam)
 
 
-def dataset_hash(items: list[Any]) -> str:
+def dataset_hash(items: Sequence[Item]) -> str:
     return _digest(sorted([i.id, identity(i)] for i in items), 32)
 
 
-def scorer_measurement(bench: Benchmark) -> dict[str, Any] | None:
-    """The scorer as measured: all of it, but a judge's labelled set (`labels`), which decides
-    no score (it measures the judge for the scorecard) and is a path that differs between the
-    base's tree and the PR's."""
-    scorer = getattr(bench, "scorer", None)
-    if scorer is None:
+_BENCH = "benchmarks[]."
+_ABSENT = object()  # a field the benchmark's kind does not have; a derived value not recorded
+
+
+def _field(obj: object, path: str) -> object:
+    """The value at a dotted ``path`` of a config model; _ABSENT where a model lacks it."""
+    for name in path.split("."):
+        if not isinstance(obj, BaseModel) or name not in type(obj).model_fields:
+            return _ABSENT
+        obj = getattr(obj, name)
+    return obj
+
+
+def _unmeasured(path: str) -> dict[str, IncEx | bool]:
+    """Pydantic's ``exclude`` for a measured section: its fields FIELDS classifies otherwise."""
+    out: dict[str, IncEx | bool] = {}
+    for key, entry in FIELDS.items():
+        rest = key.removeprefix(path + ".")
+        if rest == key or isinstance(entry, Measured):
+            continue
+        head, _, deeper = rest.partition(".")
+        if not deeper:
+            out[head] = True
+        elif sub := _unmeasured(f"{path}.{head}"):
+            out[head] = sub
+    return out
+
+
+def _recorded(value: object, path: str, form: str) -> object:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude=_unmeasured(path) or None)
+    if form == "file-name" and isinstance(value, str):
+        # A task file by its name, not its absolute path: the base's run happens in another
+        # checkout (its code is hashed with the items).
+        file, at_sign, func = value.partition("@")
+        return Path(file).name + at_sign + func if file.endswith(".py") else value
+    return value
+
+
+def _put(out: dict[str, object], at: str, value: object) -> None:
+    *parents, leaf = at.split(".")
+    for parent in parents:
+        section = out.setdefault(parent, {})
+        assert isinstance(section, dict), at  # FIELDS puts no value where a section goes
+        out = section
+    out[leaf] = value
+
+
+def _verifiers_version(bench: Benchmark) -> object:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("verifiers")
+    except PackageNotFoundError:
         return None
-    if scorer.type != "judge":
-        return scorer.model_dump(mode="json")
+
+
+def _judge_protocol(bench: Benchmark) -> object:
+    if getattr(getattr(bench, "scorer", None), "type", None) != "judge":
+        return _ABSENT
     from evalgate.suites.judge import JUDGE_PROTOCOL  # the default prompts' and parsing's version
 
-    return {**scorer.model_dump(mode="json", exclude={"labels"}), "protocol": JUDGE_PROTOCOL}
+    return JUDGE_PROTOCOL
 
 
-def _kind_measurement(bench: Benchmark) -> dict[str, Any]:
-    """What else defines the measurement for kinds whose scoring lives outside evalgate."""
-    if bench.kind == "verifiers":
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            vf_version = version("verifiers")
-        except PackageNotFoundError:
-            vf_version = None
-        env: dict[str, Any] = {
-            "environment": {
-                "env_id": bench.env_id,
-                "env_args": bench.env_args,
-                "api": bench.api,
-                "harness": bench.harness,
-                "runtime": bench.runtime,
-                "verifiers": vf_version,
-            }
-        }
-        # The environment's judge is the exam's; only when set, so runs recorded before the
-        # setting existed stay comparable.
-        if (judge := getattr(bench, "judge", None)) is not None:
-            env["judge"] = judge.model_dump(mode="json")
-        return env
-    if bench.kind == "inspect":
-        # The task and its arguments define what is measured; the task file's own code (solver
-        # and scorer) is the PR's to change, like an agent's, and the dataset hash pairs items.
-        # A task file is recorded by name, not by absolute path: the base branch's run happens in
-        # another checkout.
-        file, at_sign, func = bench.task.partition("@")
-        task = Path(file).name + at_sign + func if file.endswith(".py") else bench.task
-        out: dict[str, Any] = {"task": {"task": task, "task_args": bench.task_args}}
-        # Which key of a dict score is the reward: part of the exam. Only when set, so runs
-        # recorded before the setting existed stay comparable.
-        if getattr(bench, "score_key", None) is not None:
-            out["task"]["score_key"] = bench.score_key
-        if bench.grader is not None:  # the judge of model-graded scorers is the exam's
-            out["grader"] = bench.grader.model_dump(mode="json")
-        return out
-    if bench.kind in ("agent", "humaneval"):
-        return {"sandbox": bench.sandbox.model_dump(mode="json")}
-    return {}
+# How each value config.split.DERIVED declares is found (tests/test_fingerprint_fields.py
+# checks that the two name the same values).
+_DERIVE: dict[str, Callable[[Benchmark], object]] = {
+    "scoring_version": lambda bench: SCORING_VERSION,
+    "environment.verifiers": _verifiers_version,
+    "scorer.protocol": _judge_protocol,
+}
 
 
-def measurement(bench: Any) -> dict[str, Any]:
-    """What ``bench`` measures with: the one derivation that both the base policy (before a PR's
-    run: a change FAILs) and the comparison (after it: a differing baseline is not comparable)
-    read, so neither sees a change the other misses. Paths are left out (they differ between
-    checkouts); their contents are the items, which ``item_hash`` pairs one by one."""
-    return {
-        **_kind_measurement(bench),
-        "benchmark": bench.name,
-        "kind": bench.kind,
-        "scorer": scorer_measurement(bench),
-        "rollouts": bench.eval.rollouts,
-        "scoring_version": SCORING_VERSION,
-    }
+def measurement(bench: Benchmark) -> dict[str, object]:
+    """What ``bench`` measures with: the exam fields :data:`evalgate.config.split.FIELDS` marks
+    measured, and the values it declares derived (:data:`~evalgate.config.split.DERIVED`).
+
+    The one derivation that both the base policy (before a PR's run: a change FAILs) and the
+    comparison (after it: a differing baseline is not comparable) read, so neither sees a
+    change the other misses. Paths are left out (they differ between checkouts); their contents
+    are the items, which ``item_hash`` pairs one by one."""
+    out: dict[str, object] = {}
+    for path, entry in FIELDS.items():
+        if not isinstance(entry, Measured) or not path.startswith(_BENCH):
+            continue
+        value = _field(bench, path.removeprefix(_BENCH))
+        if value is _ABSENT:
+            if entry.when != "always":
+                continue
+            value = None
+        if value is None and entry.when == "set":
+            continue
+        _put(out, entry.at, _recorded(value, path, entry.form))
+    for at in DERIVED:
+        section = at.rpartition(".")[0]
+        if section and not isinstance(out.get(section), dict):
+            continue  # a section's value only where the section is
+        if (value := _DERIVE[at](bench)) is not _ABSENT:
+            _put(out, at, value)
+    return out
+
+
+class Subject(TypedDict):
+    """What answered: the PR's to change, so differences are reported, not refused."""
+
+    model_id: str
+    model: str  # a digest of the model's config, its label left out
+    prompt: str  # a digest of the system prompt and the prompt template
+    sampling: dict[str, object]
+    chat_template: str | None  # the applied template's sha256, where the server says
+    agent: str | None  # a digest of an agent's set-up and variant
+
+
+class Dataset(TypedDict):
+    hash: str  # dataset_hash of the items
+    items: int
+
+
+class Fingerprint(TypedDict):
+    """A run's fingerprint, as run_config.json holds it."""
+
+    measurement: dict[str, object]
+    subject: Subject
+    dataset: Dataset
 
 
 def fingerprint(
     bench: Benchmark,
     model: Model,
     model_id: str,
-    items: list[Any],
+    items: Sequence[Item],
     *,
     chat_template: str | None = None,
     variant: AgentVariant | None = None,
-) -> dict[str, Any]:
+) -> Fingerprint:
     """The run's fingerprint, saved in run_config.json."""
     model_cfg = model.model_dump(mode="json", exclude={"name"})
     return {

@@ -20,10 +20,13 @@ from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.run.fingerprint import identity
 from evalgate.run.rollouts import RolloutTable
+
+if TYPE_CHECKING:
+    from evalgate.suites.base import Item
 
 try:  # a journal of 100k rollouts parses 5x faster; both raise ValueError on a bad line
     from orjson import loads as _loads
@@ -124,7 +127,8 @@ class JournalState:
     retried_errors: int = 0  # errored records dropped so that their pairs run again
     # Of those, the ones the model had answered (scoring failed after: a judge's outage): their
     # prompt and reply by (example_id, rollout), so the retry asks only the scorer again.
-    answered: dict[Pair, tuple[Any, str, dict[str, int]]] = field(default_factory=dict)
+    # The prompt: a string, or chat messages (JSON as the journal holds it).
+    answered: dict[Pair, tuple[object, str, dict[str, int]]] = field(default_factory=dict)
     size: int = 0  # bytes read
     clean_size: int = 0  # bytes up to the end of the last complete line
 
@@ -133,12 +137,12 @@ class JournalState:
         """Lines not kept (the torn tail included)."""
         return self.bad_lines + self.duplicates + self.stale + self.retried_errors + self.torn
 
-    def missing(self, items: Iterable[Any], rollouts: int) -> list[Pair]:
+    def missing(self, items: Iterable[Item], rollouts: int) -> list[Pair]:
         """The plan's (example_id, rollout) pairs not in the journal, in run order."""
         return [(it.id, r) for it in items for r in range(rollouts) if (it.id, r) not in self.done]
 
 
-def is_complete(rec: Any) -> bool:
+def is_complete(rec: object) -> bool:
     """A whole record as the engine writes it: all keys, a scored or an errored rollout."""
     if not isinstance(rec, dict) or not rec.keys() >= RECORD_KEYS:
         return False
@@ -165,7 +169,7 @@ def _tabular(rec: dict[str, Any]) -> bool:
 def read_journal(
     path: str | os.PathLike[str],
     *,
-    items: Iterable[Any] | None = None,
+    items: Iterable[Item] | None = None,
     rollouts: int | None = None,
     retry_errors: bool = False,
 ) -> JournalState:
@@ -266,7 +270,7 @@ def rewrite_journal(path: str | os.PathLike[str], records: Iterable[dict[str, An
 
 def resume_journal(
     path: str | os.PathLike[str],
-    items: Iterable[Any],
+    items: Iterable[Item],
     rollouts: int,
     *,
     retry_errors: bool = False,
@@ -286,12 +290,12 @@ def resume_journal(
     return state
 
 
-def order_records(records: Iterable[dict[str, Any]], items: Iterable[Any]) -> list[dict[str, Any]]:
+def order_records(records: Iterable[dict[str, Any]], items: Iterable[Item]) -> list[dict[str, Any]]:
     """Records in the run's order: item order, then rollout (as ``run_suite`` returns them)."""
     order = {it.id: i for i, it in enumerate(items)}
     return sorted(records, key=lambda r: (order.get(r["example_id"], len(order)), r["rollout"]))
 
 
-def order_tables(tables: Iterable[RolloutTable], items: Iterable[Any]) -> RolloutTable:
+def order_tables(tables: Iterable[RolloutTable], items: Iterable[Item]) -> RolloutTable:
     """:func:`order_records` for a resumed run's kept and new rollouts, kept as columns."""
     return RolloutTable.ordered(tables, {it.id: i for i, it in enumerate(items)})

@@ -1,231 +1,374 @@
-"""What a run directory's ``run_config.json`` and ``metadata.json`` say, made in one place: the
-run's identity (fingerprint, endpoint, the exam's sections), its baseline and look plan, and
-what it cost. :mod:`evalgate.run.session` writes them through :class:`~evalgate.run.rundir.RunDir`;
-:mod:`evalgate.run.rundir` reads them back.
+"""A run directory's ``run_config.json`` and ``metadata.json``: their typed models, written and
+read here and nowhere else.
+
+:class:`RunConfig` is written when a run starts (what ran: the model, the benchmark, the gate,
+the fingerprint, the baseline and look plan), :class:`RunMetadata` when it finishes (its summary,
+costs, looks and the key of its items' order). :mod:`evalgate.run.manifest` builds them from the
+configuration and the run's summary, :class:`~evalgate.run.rundir.RunDir` writes them with
+:func:`write_run_config`/:func:`write_metadata`, and :func:`~evalgate.run.rundir.load_run` keeps
+the validated models on the run it returns: readers use attributes, never ``.get()`` chains.
+
+The models are open (extra="allow"): the fields below are what evalgate reads; anything else a
+run records (a suite's own keys, another version's) travels along untouched. A model is written
+back in the order its keys were given, so a file evalgate wrote reads back and writes again
+byte for byte, and runs and baselines written by older versions keep loading (a field they lack
+has its default). A file that is not what evalgate writes is refused in one line naming the file
+and the field (:class:`~evalgate.errors.UsageError`, exit 2).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+import json
+import os
+from pathlib import Path
+from typing import Self
 
-from evalgate import __version__
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
 from evalgate.errors import UsageError
-from evalgate.run.baseline import baseline_reference
-from evalgate.run.costs import cost_usd
-from evalgate.run.fingerprint import fingerprint
-from evalgate.run.rundir import RUN_CONFIG, LoadedRun, RunDir, read_json_object
-from evalgate.run.summary import RunSummary
-from evalgate.stats._order import OrderKey
-
-if TYPE_CHECKING:
-    from evalgate.config.load import Config
-    from evalgate.config.spec import Benchmark, GateSettings, Model
-    from evalgate.serve import Endpoint, ModelServer
-    from evalgate.suites import Suite
+from evalgate.run.layout import METADATA, RUN_CONFIG, RUN_FILES
 
 __all__ = [
-    "baseline_record",
-    "cache_identity",
-    "judge_summary",
-    "metadata",
-    "primary_metric",
-    "recorded_looks_key",
-    "run_config",
-    "run_costs",
+    "BaselineRef",
+    "BenchmarkEntry",
+    "Dataset",
+    "EvalEntry",
+    "Fingerprint",
+    "LookPlan",
+    "LookRecord",
+    "Measurement",
+    "ModelEntry",
+    "Resumed",
+    "RunConfig",
+    "RunMetadata",
+    "Subject",
+    "field_error",
+    "read_json_object",
+    "read_metadata",
+    "read_object",
+    "read_run_config",
+    "stored_metadata",
+    "write_json",
+    "write_metadata",
+    "write_run_config",
 ]
 
-
-def run_config(
-    config: Config,
-    model: Model,
-    bench: Benchmark,
-    endpoint: Endpoint,
-    suite: Suite,
-    server: ModelServer,
-) -> dict[str, Any]:
-    # Which chat template the server applied (vLLM backends resolve one; others: the server's).
-    template = server.chat_template.record() if server.chat_template is not None else None
-    return {
-        "fingerprint": fingerprint(
-            bench,
-            model,
-            endpoint.model_id,
-            suite.items,
-            chat_template=template["sha256"] if template else None,
-            variant=suite.variant,
-        ),
-        "chat_template": template,
-        "suite": suite.name,
-        "evalgate_version": __version__,
-        "config_path": str(config.path),
-        "model": model.model_dump(mode="json"),
-        "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model},
-        "model_id": endpoint.model_id,
-        "benchmark": bench.model_dump(mode="json"),
-        "gate": config.gate.model_dump(mode="json"),
-        "budget": config.budget.model_dump(mode="json"),
-    }
+Number = int | float  # a JSON number, kept as written (a float field would turn 0 into 0.0)
+JsonObject = dict[str, JsonValue]
+ORDER_KEY = r"^[0-9a-f]{64}$"  # evalgate.stats.OrderKey.record
 
 
-def metadata(summary: RunSummary, bench: Benchmark, time_s: float) -> dict[str, Any]:
-    metrics = {k: v.mean for k, v in summary.metrics.items()}
-    return {
-        "benchmark": summary.benchmark,
-        "model": summary.model,
-        "model_id": summary.model_id,
-        "num_examples": summary.n_items,
-        "rollouts_per_example": summary.rollouts,
-        "sampling_args": bench.sampling.model_dump(mode="json"),
-        "time_ms": round(time_s * 1000, 1),
-        "avg_reward": metrics.get("accuracy", metrics.get("reward")),
-        "avg_metrics": {k: v for k, v in metrics.items() if not k.startswith("pass")},
-        "pass_at_k": {k: v for k, v in metrics.items() if k.startswith("pass")},
-        "errors": summary.errors,
-        "error_kinds": summary.error_kinds,
-        "usage": summary.usage,
-        "complete": True,
-    }
+class _Record(BaseModel):
+    """Open and frozen; serialised in the order its keys were given (then any others)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: object, handler: ValidatorFunctionWrapHandler) -> Self:
+        made: Self = handler(data)
+        if isinstance(data, dict):
+            made._order = tuple(data)
+        return made
+
+    @model_serializer(mode="wrap")
+    def _in_given_order(self, handler: SerializerFunctionWrapHandler) -> JsonObject:
+        out: JsonObject = handler(self)
+        first = {k: out[k] for k in self._order if k in out}
+        return first | {k: v for k, v in out.items() if k not in first}
+
+    def as_written(self) -> JsonObject:
+        """The keys the file holds (or the writer gave), in their order; no defaults added."""
+        return self.model_dump(exclude_unset=True)
 
 
-def cache_identity(model: Model, run_config: dict[str, Any]) -> str:
-    # What answers a request, stably across runs: the backend, the model and a digest of its
-    # config (base_url, weights file, quantisation...) and the chat template the server applied.
-    # Not the endpoint's URL alone: an embedded server listens on a new port each run.
-    subject = run_config["fingerprint"]["subject"]
-    return "\n".join(
-        [model.backend, subject["model_id"], subject["model"], subject.get("chat_template") or ""]
-    )
+# --- run_config.json ------------------------------------------------------------------------
 
 
-def baseline_record(
-    baseline: LoadedRun, bench: Benchmark, gate: GateSettings, looks_key: OrderKey | None
-) -> dict[str, Any]:
-    """run_config.json's record of the baseline and, with sequential looks, the look plan (with
-    the key of the order the looks run the items in), so that `evalgate resume` compares with
-    the same baseline and re-runs the same looks."""
-    out: dict[str, Any] = {"baseline": baseline_reference(baseline)}
-    if looks_key is not None:
-        out["sequential"] = {
-            "metric": primary_metric(gate, baseline),
-            "looks": bench.eval.looks,
-            "order_key": looks_key.record(),
-        }
-    return out
+class ModelEntry(_Record):
+    """The model section (evals.yaml's, as run); runs pair on (label, benchmark)."""
+
+    name: str
 
 
-def recorded_looks_key(run_dir: RunDir) -> OrderKey:
-    """The key a sequential run being resumed recorded in its look plan when it started; a run
-    started before keys existed ran its looks in the public order of its seed, and goes on in
-    it (so the resumed looks are the ones an uninterrupted run would have made)."""
-    path = run_dir.path / RUN_CONFIG
-    plan = (read_json_object(path) or {}).get("sequential") or {}
-    if "order_key" not in plan:
-        try:
-            return OrderKey.legacy(int(plan.get("seed", 0)))
-        except (TypeError, ValueError):
-            raise UsageError(f"{path}: sequential.seed: not an integer; start a new run") from None
+class EvalEntry(_Record):
+    """The benchmark's ``eval`` settings as run; absent in older runs."""
+
+    rollouts: int | None = Field(None, ge=1, strict=True)  # k: rollouts per item
+    max_error_rate: float | None = None  # the error budget the run is gated with
+
+
+class BenchmarkEntry(_Record):
+    """The benchmark section (evals.yaml's, as run, overrides included)."""
+
+    name: str
+    kind: str | None = None
+    eval: EvalEntry | None = None
+
+
+class Measurement(_Record):
+    """What the benchmark measures with (:func:`evalgate.run.fingerprint.measurement`): two
+    runs whose measurements differ are not comparable."""
+
+    scorer: JsonObject | None = None  # None: the suite scores its own way (agent tasks)
+    scoring_version: int | None = None
+
+    @property
+    def pairwise(self) -> bool:
+        """A pairwise judge scored the run against one baseline's completions."""
+        scorer = self.scorer or {}
+        return scorer.get("type") == "judge" and scorer.get("mode") == "pairwise"
+
+
+class Subject(_Record):
+    """What answered (the model's config digest, prompts, sampling, chat template, agent)."""
+
+    model_id: str | None = None
+    model: str | None = None
+    chat_template: str | None = None
+
+
+class Dataset(_Record):
+    hash: str | None = None  # evalgate.run.fingerprint.dataset_hash of the items
+    items: int | None = None
+
+
+class Fingerprint(_Record):
+    """Empty in runs written before fingerprints: such a run is compared with no other."""
+
+    measurement: Measurement | None = None
+    subject: Subject | None = None
+    dataset: Dataset | None = None
+
+
+class BaselineRef(_Record):
+    """The baseline a run was compared with (see :mod:`evalgate.run.baseline`)."""
+
+    path: str = ""  # the baseline's run directory, absolute
+    run_id: str | None = None
+    results_sha256: str | None = None  # a digest of its journal: which run, exactly
+    origin: JsonObject = Field(default_factory=dict)  # e.g. the base commit, for the scorecard
+    relative_path: str | None = None  # from the run's own directory: found again when moved
+
+
+class LookPlan(_Record):
+    """Sequential looks: the metric they decide on, how many, and the key of the order the
+    items run in (runs started before keys recorded the ``seed`` of the public order)."""
+
+    metric: str | None = None
+    looks: int | None = None
+    order_key: str | None = Field(None, pattern=ORDER_KEY)
+    seed: int | None = None
+
+
+class RunConfig(_Record):
+    """``run_config.json``: written when the run starts. The fields in the order written."""
+
+    fingerprint: Fingerprint = Field(default_factory=Fingerprint)
+    chat_template: JsonObject | None = None  # the template the server applied, and its digest
+    suite: str | None = None  # an agent variant's run: "{benchmark}.{variant}"
+    evalgate_version: str | None = None
+    config_path: str | None = None
+    model: ModelEntry
+    endpoint: JsonObject | None = None
+    model_id: str = ""
+    benchmark: BenchmarkEntry
+    gate: JsonObject | None = None  # the policy the run was gated with (recorded_gate reads it)
+    budget: JsonObject | None = None
+    baseline: BaselineRef | None = None
+    sequential: LookPlan | None = None
+
+    @property
+    def run_name(self) -> str:
+        """The suite's name: the benchmark's, or an agent variant's "{benchmark}.{variant}"."""
+        return self.suite or self.benchmark.name
+
+    @property
+    def rollouts(self) -> int | None:
+        """k as configured; None in a run written before ``benchmark.eval`` was recorded."""
+        return self.benchmark.eval.rollouts if self.benchmark.eval is not None else None
+
+
+# --- metadata.json ---------------------------------------------------------------------------
+
+
+class LookRecord(_Record):
+    """How sequential looks went (:class:`evalgate.run.sequential.SequentialResult`)."""
+
+    metric: str | None = None
+    decision: str | None = None
+    look: int | None = None
+    looks: int | None = None
+    items_used: int | None = None
+    items_total: int | None = None
+    stopped_early: bool = False
+    history: list[JsonValue] = Field(default_factory=list)
+    # Grouped items: the groups planned and the largest of them (None without groups).
+    groups_total: int | None = None
+    group_size: int | None = None
+    seed: int | None = None  # runs written before order keys: the public order's seed
+
+    @property
+    def items_not_run(self) -> int:
+        """Items the looks planned but never ran, having stopped early (else 0)."""
+        if not self.stopped_early or self.items_total is None or self.items_used is None:
+            return 0
+        return max(0, self.items_total - self.items_used)
+
+
+class Resumed(_Record):
+    kept: int = 0  # rollouts the journal had kept
+    ran: int = 0  # rollouts run by the resume
+
+
+class RunMetadata(_Record):
+    """``metadata.json``: the run's summary, written when it finishes. The fields in the order
+    written; a run's costs, judge and budget facts follow when it has them."""
+
+    benchmark: str | None = None
+    model: str | None = None
+    model_id: str | None = None
+    num_examples: int | None = None
+    rollouts_per_example: int | None = None
+    sampling_args: JsonObject | None = None
+    time_ms: float = 0.0
+    avg_reward: Number | None = None
+    avg_metrics: dict[str, Number | None] = Field(default_factory=dict)
+    pass_at_k: dict[str, Number | None] = Field(default_factory=dict)
+    errors: int | None = None
+    error_kinds: dict[str, int] = Field(default_factory=dict)
+    usage: dict[str, Number] = Field(default_factory=dict)
+    complete: bool = False  # False: stopped early (sequential looks, a budget cap)
+    cost_usd: Number | None = None  # None: no price known
+    agent_cost_usd: Number | None = None  # what command agents said they spent
+    judge_usage: dict[str, Number] | None = None
+    judge_cost_usd: Number | None = None
+    served_by: JsonObject | None = None  # tokens a fallback served, by the model that did
+    fallback_rollouts: int | None = None
+    sequential: LookRecord | None = None
+    # The key of the order the items are read in (evalgate.stats.OrderKey.record: drawn by the
+    # gate, never the candidate's); None in runs written before keys (read in the public order).
+    order_key: str | None = Field(None, pattern=ORDER_KEY)
+    server_startup_ms: float | None = None
+    requests: JsonObject | None = None  # request counts, retries, errors by kind, cache hits
+    judge: JsonObject | None = None  # the scorecard's judge line
+    budget: JsonObject | None = None  # the caps it ran under, and what stopped it
+    resumed: Resumed | None = None
+
+    @property
+    def headline_score(self) -> float | None:
+        """The run's one score for a trend: ``avg_reward``, else its first metric (the
+        Action's mermaid chart and report.html's trend plot the same number)."""
+        value = self.avg_reward
+        if value is None:
+            value = next(iter(self.avg_metrics.values()), None)
+        return float(value) if value is not None else None
+
+
+# --- reading and writing ---------------------------------------------------------------------
+
+
+def field_error(exc: ValidationError) -> str:
+    """``field.path: message`` of the first error: one line."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(the whole value)"
+    return f"{where}: {err['msg']}"
+
+
+def write_json(path: Path, data: object) -> None:
+    """Write atomically: a reader never sees half a file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        return OrderKey.parse(plan["order_key"])
-    except ValueError as exc:
-        raise UsageError(f"{path}: sequential.order_key: {exc}; start a new run") from None
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temporary file left beside the runs
+        tmp.unlink(missing_ok=True)
+        raise
 
 
-def primary_metric(gate: GateSettings, baseline: LoadedRun) -> str:
-    """The metric sequential looks decide on: the first gated one, else accuracy/reward."""
-    from evalgate.run.summary import item_metrics
-
-    if gate.metrics:
-        return str(gate.metrics[0])
-    names = item_metrics(baseline.records, baseline.rollouts)
-    for name in ("accuracy", "reward"):
-        if name in names:
-            return name
-    return next((n for n in names if not n.startswith(("pass@", "pass^"))), "reward")
+def write_run_config(run_dir: Path, config: RunConfig) -> None:
+    write_json(Path(run_dir) / RUN_CONFIG, config.as_written())
 
 
-def _fallback_cost(name: str, seen: Mapping[str, float]) -> float | None:
-    """What a fallback's replies cost: the server's own price when it gave one for every reply
-    (LiteLLM's ``x-litellm-response-cost``: the fallback's price, its custom prices included),
-    else its tokens at the fallback's list price."""
-    if seen.get("priced") == seen["requests"] and seen.get("cost_usd") is not None:
-        return float(seen["cost_usd"])
-    return cost_usd(name, int(seen["prompt_tokens"]), int(seen["completion_tokens"]))
+def write_metadata(run_dir: Path, metadata: RunMetadata) -> None:
+    write_json(Path(run_dir) / METADATA, metadata.as_written())
 
 
-def run_costs(
-    summary: RunSummary, model: Model, records: Iterable[dict[str, Any]]
-) -> dict[str, Any]:
-    """The run's cost: priced from LiteLLM's bundled price list (None for unknown or self-hosted
-    models), else what the agents said they spent (command agents on their own API keys)."""
-    params = getattr(model, "params", None)
-    others: dict[str, dict[str, float]] = {}  # tokens a fallback served, by the model that did
-    fallback_rollouts = 0
-    reported: list[float] = []  # what command agents said they spent
-    judged: list[Any] = []  # judgements (dicts: their tokens and cost)
-    for rec in records:  # one pass: a table builds a dict per row on each
-        served_by = rec.get("served_by")
-        if served_by:
-            fallback_rollouts += 1
-            for name, seen in served_by.items():
-                mine = others.setdefault(
-                    name, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
-                )
-                for k in ("requests", "prompt_tokens", "completion_tokens"):
-                    mine[k] += int(seen.get(k) or 0)
-                for k in ("priced", "cost_usd"):  # the server's own price (LiteLLM's header)
-                    if seen.get(k) is not None:
-                        mine[k] = mine.get(k, 0) + seen[k]
-        if rec.get("cost_usd") is not None:
-            reported.append(rec["cost_usd"])
-        if rec.get("judge"):
-            judged.append(rec["judge"])
-    own_in = summary.usage.get("prompt_tokens", 0) - sum(
-        int(o["prompt_tokens"]) for o in others.values()
+def read_json_object(path: Path) -> JsonObject | None:
+    """A run file's JSON object; None when it is missing, unreadable or not an object (a run
+    killed while writing it, a hand edit): callers list what they can or refuse in one line."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_object(path: Path, what: str) -> JsonObject:
+    """A run file's JSON object, or a one-line UsageError (``what``: why a missing one is)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: missing; {what}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: not a JSON object (a {type(value).__name__})")
+    return value
+
+
+def read_run_config(run_dir: Path) -> RunConfig:
+    """``run_config.json``, typed; a file that is not one evalgate wrote raises UsageError
+    naming the file and the field."""
+    path = Path(run_dir) / RUN_CONFIG
+    damaged = not path.exists() and any((Path(run_dir) / f).exists() for f in RUN_FILES)
+    data = read_object(
+        path,
+        "a damaged run folder (its other files are there): restore the file, or remove the "
+        "folder to leave the run out"
+        if damaged
+        else "not an evalgate run directory",
     )
-    own_out = summary.usage.get("completion_tokens", 0) - sum(
-        int(o["completion_tokens"]) for o in others.values()
-    )
-    parts = [cost_usd(summary.model_id, own_in, own_out, params=params)]
-    if others and not (own_in or own_out):  # the configured model answered nothing
-        parts = []
-    # A fallback's tokens at the fallback's price (the config's custom prices are the primary's);
-    # one unknown price makes the total unknown rather than an undercount.
-    parts += [_fallback_cost(n, o) for n, o in others.items()]
-    summary.extra["cost_usd"] = None if None in parts else sum(p for p in parts if p is not None)
-    if others:
-        summary.extra["served_by"] = others
-        summary.extra["fallback_rollouts"] = fallback_rollouts
-    agent_cost = sum(reported) if reported else None
-    if summary.extra["cost_usd"] is None:
-        summary.extra["cost_usd"] = agent_cost
-    out = {"cost_usd": summary.extra["cost_usd"], "agent_cost_usd": agent_cost}
-    if judged:  # a judge's tokens and cost are the run's too, shown apart from the model's
-        usage = {
-            k: sum(int((j.get("usage") or {}).get(k) or 0) for j in judged)
-            for k in ("prompt_tokens", "completion_tokens")
-        }
-        costs = [j.get("cost_usd") for j in judged]
-        judge_cost = None if None in costs else sum(costs)
-        summary.extra["judge_usage"] = out["judge_usage"] = usage
-        summary.extra["judge_cost_usd"] = out["judge_cost_usd"] = judge_cost
-    if others:  # in metadata.json too: which models answered instead, and for how many rollouts
-        out |= {k: summary.extra[k] for k in ("served_by", "fallback_rollouts")}
-    return out
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(
+            f"{path}: {field_error(exc)} (not a run_config.json evalgate wrote)"
+        ) from None
 
 
-def judge_summary(
-    suite: Any, records: Iterable[dict[str, Any]], judge_stats: dict[str, Any], agreement: Any
-) -> dict[str, Any]:
-    """The scorecard's judge line of a judged run: who graded, at what cost, how well."""
-    judge_model = suite.judge.spec.model
-    swaps = [r["judge"]["consistent"] for r in records if "consistent" in (r.get("judge") or {})]
-    return {
-        "model_id": judge_model.model_id,
-        "backend": judge_model.backend,
-        "requests": judge_stats,
-        "agreement": agreement,
-        # Pairwise: the share of comparisons whose two orders agreed (position bias).
-        "position_consistency": sum(swaps) / len(swaps) if swaps else None,
-        "pairs": len(swaps),
-    }
+def stored_metadata(run_dir: Path) -> RunMetadata | None:
+    """``metadata.json`` for a listing or a trend, which show what they can: None when it is
+    missing (the run did not finish) or not one evalgate wrote (:func:`read_metadata` says why)."""
+    try:
+        return read_metadata(run_dir)
+    except UsageError:
+        return None
+
+
+def read_metadata(run_dir: Path) -> RunMetadata:
+    """``metadata.json``, typed: missing means the run did not finish (resume finishes it)."""
+    path = Path(run_dir) / METADATA
+    if not path.is_file():
+        raise UsageError(
+            f"{path}: missing; the run did not finish (`evalgate resume {Path(run_dir).name}` "
+            "finishes it)"
+        )
+    try:
+        return RunMetadata.model_validate(read_object(path, ""))
+    except ValidationError as exc:
+        raise UsageError(f"{path}: {field_error(exc)}") from None

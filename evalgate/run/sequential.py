@@ -18,7 +18,7 @@ as an uninterrupted run would.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -133,6 +133,9 @@ async def run_sequential(
     # With groups, each look ends at a group's end: its groups are complete.
     sizes = stats.look_sizes(len(order), looks, counts if grouped else None)
     records = RolloutTable()  # columns, as the engine keeps them: no dict per rollout
+    # The statistics' seed (sign-flip draws, betting order) is the one `evalgate compare`
+    # uses, so the scorecard reproduces each look's decision exactly.
+    design = stats.Design(alpha=alpha, margin=margin, looks=looks, horizon=len(order), seed=0)
     done, decision, history = 0, None, []
     for look, size in enumerate(sizes, 1):
         if size == done and look < looks:
@@ -140,12 +143,12 @@ async def run_sequential(
         chunk = order[done:size] + (unpaired if look == 1 else [])
         records.extend(await run_items(Subset(suite, chunk)))
         done = size
-        common = {"look": look, "looks": looks, "margin": margin, "alpha": alpha}
         seen, paired = _compare_look(
             _Look(order[:size], base_scores, groups, counts, metric, rollouts, scale),
             lambda: chain(prior or (), records),
             errored=bool(records.errored) or any(_errored(r) for r in prior or ()),
-            common={**common, "horizon": len(order)},
+            design=design,
+            at=look,
         )
         if paired is None:
             continue
@@ -188,11 +191,13 @@ def _compare_look(
     rows: Callable[[], Iterable[dict[str, Any]]],
     *,
     errored: bool,
-    common: dict[str, Any],
-) -> tuple[list[str], Any]:
-    """The paired comparison at one look (the worse of it and its errors-imputed PASS side),
-    and the ids it read; None when no item has a result yet. ``rows``: the records so far,
-    read afresh on each call (a table builds its rows as it is read)."""
+    design: stats.Design,
+    at: int,
+) -> tuple[list[str], stats.PairedResult | None]:
+    """The paired comparison at look ``at`` of ``design`` (the worse of it and its
+    errors-imputed PASS side), and the ids it read; None when no item has a result yet.
+    ``rows``: the records so far, read afresh on each call (a table builds its rows as it is
+    read)."""
     head = item_metrics(rows(), look.rollouts).get(look.metric, {})
     # The items seen so far in the order they ran in, which is the order `evalgate compare`
     # pairs them in: graded bounds (betting, sign-flips) depend on order, and this way each
@@ -205,15 +210,9 @@ def _compare_look(
     h = np.array([head[i] for i in seen])
     # The metric's range as `evalgate compare` finds it from the same values (its scale).
     found = stats.metric_scale(np.concatenate([b, h]), look.scale)
-    # The statistics' seed (sign-flip draws, betting order) is the one `evalgate compare`
-    # uses, so the scorecard reproduces this decision exactly.
-    common = {**common, "seed": 0}
+    clusters, plan = _grouping(seen, look.groups, look.counts, design)
     paired = stats.sequential_compare(
-        b,
-        h,
-        bounds=(found.low, found.high),
-        **_grouping(seen, look.groups, look.counts),
-        **common,
+        b, h, replace(plan, bounds=(found.low, found.high)), look=at, clusters=clusters
     )
     if errored:
         # The PASS side with every errored rollout at the worst score (evalgate.run.imputed),
@@ -225,12 +224,13 @@ def _compare_look(
             rows(), look.metric, look.base_scores, candidates, np.concatenate([b, h]), look.scale
         )
         if side.imputed:
+            clusters, plan = _grouping(side.ids, look.groups, look.counts, design)
             passing = stats.sequential_compare(
                 side.base,
                 side.head,
-                bounds=(side.scale.low, side.scale.high),
-                **_grouping(side.ids, look.groups, look.counts),
-                **common,
+                replace(plan, bounds=(side.scale.low, side.scale.high)),
+                look=at,
+                clusters=clusters,
             )
             paired = worst_case_result(paired, passing)
     return seen, paired
@@ -240,17 +240,17 @@ def _errored(rec: dict[str, Any]) -> bool:
     return rec["error"] is not None or unusable(rec) is not None
 
 
-def _grouping(seen: list[str], groups: dict[str, str | None], counts: list[int]) -> dict[str, Any]:
-    """The clusters of the items ``seen`` and the plan of the betting process over groups
-    (the groups planned and the largest of them), as :func:`stats.sequential_decision` takes
-    them; no clusters when none of ``seen`` has a group."""
+def _grouping(
+    seen: list[str], groups: dict[str, str | None], counts: list[int], design: stats.Design
+) -> tuple[list[str] | None, stats.Design]:
+    """The clusters of the items ``seen``, and ``design`` with the plan of the betting process
+    over groups (the groups planned and the largest of them), as
+    :func:`stats.sequential_decision` takes them; no clusters when none of ``seen`` has a
+    group."""
     if not any(groups[i] is not None for i in seen):
-        return {"clusters": None, "groups_total": None, "group_size": None}
-    return {
-        "clusters": [groups[i] or f"item:{i}" for i in seen],
-        "groups_total": len(counts),
-        "group_size": max(counts),
-    }
+        return None, design
+    clusters = [groups[i] or f"item:{i}" for i in seen]
+    return clusters, replace(design, groups_total=len(counts), group_size=max(counts))
 
 
 def _group_sizes(groups: list[str]) -> list[int]:

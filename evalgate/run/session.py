@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
 import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.config.load import Config
 from evalgate.errors import ConfigError, InfraError
-from evalgate.run import runfiles
+from evalgate.run import manifest
 from evalgate.run.budget import BudgetMeter, gpu_count, stop_reason
 from evalgate.run.cache import ResponseCache
 from evalgate.run.engine import run_suite
@@ -31,6 +30,7 @@ from evalgate.run.lock import lock_run, unlock_run
 from evalgate.run.progress import Progress
 from evalgate.run.rollouts import RolloutTable
 from evalgate.run.rundir import LoadedRun, RunDir
+from evalgate.run.runfiles import JsonObject, RunConfig
 from evalgate.run.summary import RunSummary, summarize
 from evalgate.serve import Endpoint, ServeContext
 from evalgate.serve.client import ChatClient, dumps
@@ -106,7 +106,7 @@ async def _execute(
                         return await run_items(suite), None
                     from evalgate.run.sequential import run_sequential  # only with looks
 
-                    metric = runfiles.primary_metric(gate, baseline)
+                    metric = manifest.primary_metric(gate, baseline)
                     return await run_sequential(
                         suite,
                         baseline,
@@ -304,7 +304,13 @@ def _serve_judges(
 
 
 def _open_run_dir(
-    ctx: RunContext, bench: Benchmark, suite: Suite, endpoint: Endpoint, run_cfg: dict[str, Any]
+    ctx: RunContext,
+    bench: Benchmark,
+    suite: Suite,
+    endpoint: Endpoint,
+    run_cfg: RunConfig,
+    baseline: LoadedRun | None,
+    looks_key: OrderKey | None,
 ) -> tuple[
     RunDir,
     RolloutTable,
@@ -313,13 +319,14 @@ def _open_run_dir(
 ]:
     """A new run directory, or (resume) the existing one with the journal's kept records, the
     (item, rollout) pairs they cover, and (``--retry-errors``) the replies of the errored
-    rollouts the model had answered, by (prompt, rollout): only their scoring runs again."""
+    rollouts the model had answered, by (prompt, rollout): only their scoring runs again. A
+    new run records its baseline (resume finds the same one again) and look plan."""
     if ctx.run_dirs is None:
         run_dir = RunDir.create(ctx.output_root, suite.name, endpoint.model_id, ctx.run_id)
         lock_run(run_dir.path)  # a `resume` of this run while it goes on is refused
-        if "baseline" in run_cfg:  # found again when the output tree is moved with its baseline
-            run_cfg["baseline"]["relative_path"] = os.path.relpath(
-                run_cfg["baseline"]["path"], run_dir.path
+        if baseline is not None:
+            run_cfg = manifest.with_baseline(
+                run_cfg, baseline, bench, ctx.config.gate, looks_key, run_dir.path
             )
         run_dir.write_config(run_cfg)
         return run_dir, RolloutTable(), frozenset(), {}
@@ -353,18 +360,18 @@ def _run_one(
     judge_endpoint: Endpoint | None = None,
 ) -> tuple[RunSummary, SequentialResult | None]:
     """One benchmark suite on one served model: run, journal, summarise, write metadata."""
-    run_cfg = runfiles.run_config(ctx.config, model, bench, endpoint, suite, server)
+    run_cfg = manifest.run_config(ctx.config, model, bench, endpoint, suite, server)
     baseline = ctx.baselines.get((model.name, suite.name))
     # Sequential looks run the items in the order of a key from the exam's side: drawn here, by
     # the gate, before any output (never the candidate's sampling.seed, which a PR could shop
     # for), recorded in the look plan; a resume goes on in the recorded one.
     looks = bench.eval.sequential and baseline is not None
     looks_key = OrderKey.draw() if looks and ctx.run_dirs is None else None
-    if baseline is not None and ctx.run_dirs is None:  # resume finds the same baseline again
-        run_cfg.update(runfiles.baseline_record(baseline, bench, ctx.config.gate, looks_key))
-    run_dir, kept, skip, replay = _open_run_dir(ctx, bench, suite, endpoint, run_cfg)
+    run_dir, kept, skip, replay = _open_run_dir(
+        ctx, bench, suite, endpoint, run_cfg, baseline, looks_key
+    )
     if looks and ctx.run_dirs is not None:
-        looks_key = runfiles.recorded_looks_key(run_dir)
+        looks_key = manifest.recorded_looks_key(run_dir)
     t0 = time.perf_counter()
     stats: dict[str, Any] = {}
     try:
@@ -378,7 +385,7 @@ def _run_one(
                 baseline=baseline,
                 gate=ctx.config.gate,
                 cache=ctx.cache,
-                cache_identity=runfiles.cache_identity(model, run_cfg),
+                cache_identity=manifest.cache_identity(model, run_cfg),
                 skip=skip,
                 kept=kept,
                 stats=stats,
@@ -399,12 +406,10 @@ def _run_one(
     elapsed = time.perf_counter() - t0
     summary, stopped = _summarise(ctx, model, endpoint, bench, suite, run_dir, records, elapsed)
     _note_extras(summary, bench, suite, seq, stats, records)
-    meta = runfiles.metadata(summary, bench, elapsed)
-    meta.update(runfiles.run_costs(summary, model, records))
-    _add_run_facts(meta, summary, ctx, order, serve_s, stats, stopped)
-    if ctx.run_dirs is not None:
-        meta["resumed"] = {"kept": len(kept), "ran": len(records) - len(kept)}
-    run_dir.write_metadata(meta)
+    resumed = (len(kept), len(records) - len(kept)) if ctx.run_dirs is not None else None
+    costs = manifest.run_costs(summary, model, records)  # first: the judge line shows its part
+    facts = _run_facts(summary, ctx, order, serve_s, stats, stopped, resumed)
+    run_dir.write_metadata(manifest.run_metadata(summary, bench, elapsed, costs, facts))
     run_dir.attach_log(server.log_path)
     run_dir.keep_artifacts(suite.name, suite.artifacts())
     if ctx.run_dirs is None:  # a resume holds its runs until all are done (pipeline.resume)
@@ -443,17 +448,19 @@ def _summarise(
     return summary, stopped
 
 
-def _add_run_facts(
-    meta: dict[str, Any],
+def _run_facts(
     summary: RunSummary,
     ctx: RunContext,
     order: OrderKey,
     serve_s: float,
-    stats: dict[str, Any],
+    stats: JsonObject,
     stopped: str | None,
-) -> None:
+    resumed: tuple[int, int] | None,
+) -> JsonObject:
     """metadata.json's account of how the run went: its looks, the order's key, the server's
-    start-up, request counts, the judge, and the budget it ran under."""
+    start-up, request counts, the judge, the budget it ran under, and (a resumed run) how many
+    rollouts the journal kept and how many ran again."""
+    meta: JsonObject = {}
     meta["sequential"] = summary.extra.get("sequential")
     if not order.public:  # a resumed run started before keys keeps its public order's seed
         meta["order_key"] = order.record()
@@ -466,6 +473,9 @@ def _add_run_facts(
     if ctx.budget is not None and ctx.budget.caps:
         meta["budget"] = {**ctx.budget.as_dict(), "stopped": stopped}
         meta["complete"] = not stopped
+    if resumed is not None:
+        meta["resumed"] = {"kept": resumed[0], "ran": resumed[1]}
+    return meta
 
 
 def _stopped_mid_run(
@@ -512,4 +522,4 @@ def _note_extras(
     judge_stats, agreement = stats.pop("judge", None), stats.pop("judge_agreement", None)
     summary.extra["requests"] = stats  # the scorecard's Runs table shows them
     if judge_stats is not None:  # a judged suite: it left judge stats
-        summary.extra["judge"] = runfiles.judge_summary(suite, records, judge_stats, agreement)
+        summary.extra["judge"] = manifest.judge_summary(suite, records, judge_stats, agreement)

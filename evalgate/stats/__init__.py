@@ -17,9 +17,14 @@ Conventions used throughout:
 
 Layout (private modules; import everything from ``evalgate.stats``):
 
+* ``_design``: :class:`Design`, the constants of a paired comparison (α, margin, range, plan of
+  items, looks and groups, resampling) that :func:`paired_compare`, :func:`sequential_compare`
+  and :func:`sequential_decision` take;
 * ``_estimates``: :class:`Estimate`, :func:`item_scores`, :func:`mean_ci`;
 * ``_paired``: :class:`PairedResult`, :func:`paired_compare` and :func:`verdict`;
-* ``_exact``: the exact unconditional test for paired 0/1 scores and its inversion;
+* ``_exact``: the exact unconditional test for paired 0/1 scores (its p-values),
+  ``_exact_interval`` its inversion (:func:`exact_paired`: the bounds), ``_exact_regions`` its
+  rejection regions for every discordant count (power, sequential crossing probabilities);
 * ``_betting``: the betting lower bound for bounded (fractional) differences;
 * ``_order``: :func:`item_order`, the one data-independent order of a run's items (keyed hash;
   whole groups contiguous, the groups in a keyed order), and :class:`OrderKey`, the key the gate
@@ -45,7 +50,7 @@ the paired machinery, scipy on the first computation that needs it.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Names load from their private module on first use (PEP 562), so that a run which only
 # summarises its scores (``mean_ci``) never imports numpy, scipy or the paired machinery: start-up
@@ -56,6 +61,7 @@ _WHERE = {
     "binom_sf": "_binomial",
     "clopper_pearson_lower": "_binomial",
     "decimals_against": "_display",
+    "Design": "_design",
     "Scale": "_scale",
     "metric_scale": "_scale",
     "Estimate": "_estimates",
@@ -90,10 +96,18 @@ _WHERE = {
     "sequential_decision": "_sequential",
     "wang_tsiatis_bounds": "_sequential",
 }
-_MODULES = frozenset(_WHERE.values()) | {"_betting", "_common", "_exact", "_pure"}
+_MODULES = frozenset(_WHERE.values()) | {
+    "_betting",
+    "_common",
+    "_exact",
+    "_exact_interval",
+    "_exact_regions",
+    "_pure",
+}
 
 if TYPE_CHECKING:
     from evalgate.stats._binomial import binom_cdf, binom_sf, clopper_pearson_lower
+    from evalgate.stats._design import Design
     from evalgate.stats._display import decimals_against
     from evalgate.stats._estimates import Estimate, item_scores, mean_ci
     from evalgate.stats._multiplicity import holm
@@ -122,7 +136,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _WHERE:
         value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
         globals()[name] = value  # later lookups are plain attribute reads
@@ -137,6 +151,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Design",
     "Estimate",
     "OrderKey",
     "PairedResult",

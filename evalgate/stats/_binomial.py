@@ -45,32 +45,25 @@ def _tail(lo: int, hi: int, n: int, p: float) -> float:
 
 def binom_cdf(k: int, n: int, p: float) -> float:
     """P(X ≤ k) for X ~ Binomial(n, p) (scipy.special.bdtr)."""
-    if k < 0:
-        return 0.0
-    if k >= n or p <= 0.0:
-        return 1.0
-    if p >= 1.0:
-        return 0.0
-    if n > _SCIPY_ABOVE:
-        from scipy import special
-
-        return float(special.bdtr(k, n, p))
-    return _tail(0, k, n, p)
+    return _side(k, n, p, upper=False)
 
 
 def binom_sf(k: int, n: int, p: float) -> float:
     """P(X > k) for X ~ Binomial(n, p) (scipy.special.bdtrc), summed directly: no 1 − cdf."""
-    if k < 0:
-        return 1.0
-    if k >= n or p <= 0.0:
-        return 0.0
-    if p >= 1.0:
-        return 1.0
+    return _side(k, n, p, upper=True)
+
+
+def _side(k: int, n: int, p: float, *, upper: bool) -> float:
+    """P(X > k) if ``upper``, else P(X ≤ k): each summed on its own side, so a tail of 1e-200
+    is not lost in 1 − (1 − 1e-200)."""
+    if k < 0 or k >= n or p <= 0.0 or p >= 1.0:  # all the mass on one side: 0 or 1
+        below = 1.0 if k >= 0 and (k >= n or p <= 0.0) else 0.0
+        return 1.0 - below if upper else below
     if n > _SCIPY_ABOVE:
         from scipy import special
 
-        return float(special.bdtrc(k, n, p))
-    return _tail(k + 1, n, n, p)
+        return float((special.bdtrc if upper else special.bdtr)(k, n, p))
+    return _tail(k + 1, n, n, p) if upper else _tail(0, k, n, p)
 
 
 def clopper_pearson_lower(k: int, n: int, alpha: float) -> float:

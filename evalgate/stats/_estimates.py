@@ -6,7 +6,7 @@ import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalgate.stats import _pure
 
@@ -59,7 +59,7 @@ def _wilson(mean: float, n: int, alpha: float) -> tuple[float, float]:
 def mean_ci(
     scores: ArrayLike | Sequence[float],
     *,
-    clusters: Sequence[Hashable] | Any | None = None,
+    clusters: Sequence[Hashable] | np.ndarray | None = None,
     alpha: float = 0.05,
 ) -> Estimate:
     """Mean with SE and a two-sided (1 − alpha) CI.

@@ -17,20 +17,14 @@ and the whole computation is a (ψ grid) x (m) array. The supremum itself is bou
 (:func:`_sup_tail`: branch and bound over ψ with bounds on every interval), so the reported p is
 never below the true one (a grid's maximum was, by up to 2.2 % relative near α).
 
-The one-sided (1 − α) bounds are the inversion of the same test: L is the infimum of the Δ0 that
-H0: Δ ≤ Δ0 does not reject, U the supremum of the Δ0 that H0: Δ ≥ Δ0 does not reject. The
-decision points (−δ and 0) are tested directly and the search is bracketed by them, so
-"L > −δ ⇔ p_noninferiority ≤ α" and "U < 0 ⇔ p_regression ≤ α" hold by construction. A discrete
-test's p(Δ0) is not quite monotone, so the search probes 0.1 pp steps beyond each crossing and
-beyond a decision point whose p is near α, and keeps the outermost crossing it finds; pockets
-narrower than a probe step may still exceed α by a few % of α.
+The inversion of this test into bounds is :mod:`._exact_interval` (:func:`exact_paired`), its
+rejection regions for power and sequential designs :mod:`._exact_regions`.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 
 import numpy as np
 
@@ -44,32 +38,12 @@ _REFINE_POINTS = 8
 # most this much.
 _SUP_RTOL = 5e-4
 _SUP_ATOL = 1e-6
-# From this many items on, the bounded supremum costs O(n) a point (the bounds on an interval
-# need ~√n intervals of ~√n cells each where the tail is flat in ψ, as the score test's is at
-# large n: 25 s for one point near α at 10^6 items). There the bounds' points are checked on
-# the grid's p with an allowance (the grid is below the supremum by a few % at most:
-# _GRID_ALLOWANCE is 4 x the largest gap seen), and the p-values at the decision points (-δ, 0)
-# are bounded from above to 1 % + _LARGE_ATOL (the scorecard shows two digits), a decision
-# within that of α settled as exactly as before
-# (_sup_tail's ``decide``): the verdicts are the bounded supremum's at every n, the shown
-# bounds a little wider (tests/test_exact_large.py).
-_LARGE_N = 20_000
-_LARGE_ATOL = 1e-4
-_LARGE_RTOL = 1e-2
-_GRID_ALLOWANCE = 0.1
 _SUP_LEVELS = 60
 # A tail's cells of less probability than this are left out of its sum, and a tail computed
 # may be below the true one by at most _TAIL_SLACK (the windows' e^−39 ≈ 1.2e-17 plus at most
 # 10^6 cells below the floor): the bounds on the supremum allow for it.
 _CELL_FLOOR = 1e-24
 _TAIL_SLACK = 1e-16
-# Bounds are found to this precision on the Δ scale (the scorecard shows 0.1 pp); the decision
-# never depends on it.
-_BOUND_TOL = 2e-4
-# Points probed beyond a bound found by bisection, and beyond a decision point whose p is near α
-# (see _bisect, _envelope): p(Δ0) of a discrete test wiggles by a few % of itself.
-_PROBES = 3
-_PROBE_STEP = 1e-3
 # Two z values closer than this are the same value computed in a different order.
 _Z_TIES = 1e-9
 
@@ -375,267 +349,9 @@ def p_greater(
     return _sup_tail(z_obs, n, d0, decide, atol=atol, rtol=rtol)
 
 
-def p_less(
-    b: int,
-    c: int,
-    n: int,
-    d0: float,
-    decide: float | None = None,
-    *,
-    atol: float = _SUP_ATOL,
-    rtol: float = _SUP_RTOL,
-) -> float:
+def p_less(b: int, c: int, n: int, d0: float, decide: float | None = None) -> float:
     """Exact unconditional p-value of H0: Δ ≥ d0 against H1: Δ < d0 (b and c swapped)."""
-    return p_greater(c, b, n, -d0, decide, atol=atol, rtol=rtol)
+    return p_greater(c, b, n, -d0, decide)
 
 
-def _bisect(
-    pvalue: Callable[[float], float], alpha: float, rejected: float, accepted: float
-) -> float:
-    """The rejected end of the outermost crossing of p = alpha between the two points.
-
-    Regula falsi on Φ⁻¹(p) (nearly linear in Δ0), Illinois-modified so that both ends move
-    (Dowell & Jarratt 1971), falling back to halving when an end stalls. Exact tests are
-    discrete, so p(Δ0) can wiggle across α near the bound: a few points just beyond the bound
-    are then probed, and the search moves out past any that is accepted.
-    """
-    ndtri = _special().ndtri
-    target = float(ndtri(alpha))
-
-    def g(x: float) -> float:
-        return float(ndtri(min(max(pvalue(x), 1e-300), 1.0 - 1e-16))) - target
-
-    outer = rejected
-    while True:
-        g_r, g_a, side = g(rejected), g(accepted), 0
-        while abs(accepted - rejected) > _BOUND_TOL:
-            x = rejected - g_r * (accepted - rejected) / (g_a - g_r) if g_a != g_r else math.nan
-            span = accepted - rejected
-            if not math.isfinite(x) or not 0.05 < (x - rejected) / span < 0.95:
-                x = rejected + span / 2.0
-            g_x = g(x)
-            if g_x <= 0.0:  # rejected
-                rejected, g_r = x, g_x
-                g_a, side = (g_a / 2.0 if side == -1 else g_a), -1
-            else:
-                accepted, g_a = x, g_x
-                g_r, side = (g_r / 2.0 if side == 1 else g_r), 1
-        step = math.copysign(_PROBE_STEP, outer - accepted)
-        probes = [rejected + k * step for k in range(1, _PROBES + 1)]
-        probes = [x for x in probes if (x - outer) * step < 0.0]  # stay inside the bracket
-        again = [x for x in probes if pvalue(x) > alpha]
-        if not again:
-            return rejected
-        rejected, accepted = outer, again[-1]
-
-
-def _rejected_end(rejects: Callable[[float], bool], x: float, known: float, se: float) -> float:
-    """``x`` (a bound found on the grid's p), moved towards ``known`` (a point the exact test
-    rejects) until the test, with its supremum bounded from above, rejects there too: steps
-    of _BOUND_TOL or SE/20 (the smaller), doubling, and ``known`` itself at the latest."""
-    # The search ends where the grid's p is at alpha, and the supremum is a little above it:
-    # a step out first (deciding at the very crossing would need the supremum to 0.1 %).
-    step = math.copysign(min(_BOUND_TOL, se / 20.0), known - x)
-    x = x + step
-    while (known - x) * step > 0.0 and not rejects(x):
-        step = 2.0 * step
-        x = x + step
-    return x if (known - x) * step > 0.0 else known
-
-
-def _envelope(
-    pvalue: Callable[[float], float], d0: float, beyond: float, alpha: float
-) -> tuple[float, float]:
-    """(p, where): p at the decision point d0, raised to the largest p a few steps beyond it
-    (towards the null) when it is near alpha, and the point where that p was found.
-
-    The test that decides then rejects at d0 only if it also rejects just beyond, so the bound
-    (the outermost crossing, see _bisect) lies on the same side of d0 as the decision says.
-    """
-    worst, where = pvalue(d0), d0
-    if alpha / 3.0 <= worst <= alpha:
-        for k in range(1, _PROBES + 1):
-            x = d0 + beyond * k * _PROBE_STEP
-            if -1.0 <= x <= 1.0 and pvalue(x) > worst:
-                worst, where = pvalue(x), x
-    return worst, where
-
-
-@functools.lru_cache(maxsize=65_536)
-def exact_paired(
-    b: int, c: int, n: int, margin: float, alpha: float
-) -> tuple[float, float, float, float]:
-    """(lower, upper, p_noninferiority, p_regression) for paired binary counts.
-
-    lower / upper are one-sided (1 − alpha) bounds on Δ = (c − b)/n's population value, from
-    inverting the exact unconditional score test; p_noninferiority tests H0: Δ ≤ −margin,
-    p_regression H0: Δ ≥ 0. Cached: simulations and sequential looks ask for the same counts often.
-    """
-    est = (c - b) / n
-    se = math.sqrt(max((b + c) / n, 1.0 / n) / n)
-    large = n >= _LARGE_N
-    atol, rtol = (_LARGE_ATOL, _LARGE_RTOL) if large else (_SUP_ATOL, _SUP_RTOL)
-
-    def settled(p: float, exact: Callable[[], float]) -> float:
-        """p, or where p is above alpha by no more than its tolerance (a large n's p is bounded
-        more loosely), the decision at alpha settled as the tighter bound would settle it."""
-        if large and alpha < p <= alpha * (1.0 + rtol) + atol:
-            closer = exact()
-            return closer if closer <= alpha else p
-        return p
-
-    @functools.cache
-    def p_lower(d0: float) -> float:
-        p = p_greater(b, c, n, d0, atol=atol, rtol=rtol)
-        return settled(p, lambda: p_greater(b, c, n, d0, alpha))
-
-    @functools.cache
-    def p_upper(d0: float) -> float:
-        p = p_less(b, c, n, d0, atol=atol, rtol=rtol)
-        return settled(p, lambda: p_less(b, c, n, d0, alpha))
-
-    # The searches for the bounds run on the grid's p (a lower bound on the supremum, within
-    # a few %: cheap), and every point they return as rejected is checked with the supremum
-    # bounded from above, settled only as far as "≤ alpha?" needs (_sup_tail's ``decide``),
-    # and moved outwards until it is (_rejected_end): the bounds are never narrower than the
-    # exact supremum's test gives.
-    @functools.cache
-    def search_lower(d0: float) -> float:
-        return _grid_tail(float(score_z(np.array(b), np.array(c), n, d0)), n, d0)
-
-    @functools.cache
-    def search_upper(d0: float) -> float:
-        return _grid_tail(float(score_z(np.array(c), np.array(b), n, -d0)), n, -d0)
-
-    p_ni, at_ni = _envelope(p_lower, -margin, -1.0, alpha)
-    p_reg, at_reg = _envelope(p_upper, 0.0, 1.0, alpha)
-
-    @functools.cache
-    def lower_rejects(d0: float) -> bool:
-        if large:  # the grid's p with an allowance (see _LARGE_N); the decision is p_ni's
-            return search_lower(d0) <= alpha * (1.0 - _GRID_ALLOWANCE)
-        return p_greater(b, c, n, d0, alpha) <= alpha
-
-    @functools.cache
-    def upper_rejects(d0: float) -> bool:
-        if large:
-            return search_upper(d0) <= alpha * (1.0 - _GRID_ALLOWANCE)
-        return p_less(b, c, n, d0, alpha) <= alpha
-
-    # Lower bound: the decision point −margin brackets the search on one side.
-    if p_ni <= alpha:
-        accepted = est if not lower_rejects(est) else min(1.0, est + 4.0 * se)
-        lo = _bisect(search_lower, alpha, -margin, max(accepted, -margin + _BOUND_TOL))
-        lo = _rejected_end(lower_rejects, lo, -margin, se)
-        lo = max(lo, math.nextafter(-margin, math.inf))
-    else:
-        far = max(-1.0, min(est, at_ni) - 3.0 * se)  # most bounds lie within 2.5 SE
-        while far > -1.0 and not lower_rejects(far):
-            far = max(-1.0, far - 3.0 * se)
-        if not lower_rejects(far):
-            lo = -1.0
-        else:
-            lo = _rejected_end(lower_rejects, _bisect(search_lower, alpha, far, at_ni), far, se)
-    # Upper bound: bracketed by the decision point 0.
-    if p_reg <= alpha:
-        accepted = est if not upper_rejects(est) else max(-1.0, est - 4.0 * se)
-        hi = _bisect(search_upper, alpha, 0.0, min(accepted, -_BOUND_TOL))
-        hi = _rejected_end(upper_rejects, hi, 0.0, se)
-        hi = min(hi, math.nextafter(0.0, -math.inf))
-    else:
-        far = min(1.0, max(est, at_reg) + 3.0 * se)
-        while far < 1.0 and not upper_rejects(far):
-            far = min(1.0, far + 3.0 * se)
-        if not upper_rejects(far):
-            hi = 1.0
-        else:
-            hi = _rejected_end(upper_rejects, _bisect(search_upper, alpha, far, at_reg), far, se)
-    return lo, hi, p_ni, p_reg
-
-
-@functools.lru_cache(maxsize=32)
-def regression_edge(n: int, alpha: float) -> np.ndarray:
-    """For each discordant count m, the smallest b that the regression test rejects at alpha.
-
-    The exact unconditional p of H0: Δ ≥ 0 depends on the data only through z0 = (c − b)/√m and
-    is nondecreasing in it (a larger z0 has a larger region {z ≤ z0}), so the test rejects iff
-    z0 ≤ z_crit, the largest z0 with p ≤ alpha. z_crit is found by bisection on the real line
-    (p is a step function of z0 with steps at the attainable values, so the region at the
-    bisection's lower end is the region at z_crit), and the edge is the smallest b with
-    (m − 2b)/√m ≤ z_crit: O(n) memory, where listing the attainable z0 would take (n + 1)².
-    m + 1 where no b rejects. Used for the power (MDE) of the FAIL test.
-    """
-
-    def p_reg(z0: float) -> float:  # = p_less at any table with this z0 (b and c swapped)
-        return _grid_tail(-z0, n, 0.0)
-
-    m = np.arange(n + 1, dtype=float)
-    floor, ceiling = -math.sqrt(n) - 1e-6, math.sqrt(n) + 1e-6  # every attainable z0 is inside
-    if p_reg(floor + 2e-6) > alpha:  # not even the most extreme table (b = m = n) rejects
-        return m + 1.0
-    if p_reg(ceiling) <= alpha:
-        return np.zeros(n + 1)
-    # Bracket around the normal critical value, widened until it holds, then bisect.
-    guess = float(_special().ndtri(alpha))
-    lo, hi, step = guess - 0.125, guess + 0.125, 0.125
-    while lo > floor and p_reg(lo) > alpha:
-        lo, hi, step = max(floor, lo - 2.0 * step), lo, 2.0 * step
-    lo = max(lo, floor)
-    while hi < ceiling and p_reg(hi) <= alpha:
-        lo, hi, step = hi, min(ceiling, hi + 2.0 * step), 2.0 * step
-    while hi - lo > 1e-8 * (1.0 + abs(lo)):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if p_reg(mid) <= alpha else (lo, mid)
-    # The grid's p, not the supremum bounded from above: the grid's is never above it, so
-    # this region holds the gate's FAIL region (an outer bound: the A/A false-FAIL rates
-    # computed from it are upper bounds, the MDE's power a hair generous), and the bound
-    # would cost minutes at 10^6 items (the regression test's size is near α at every ψ
-    # there, a plateau the bound must cover finely). The gate's own p-values and bounds
-    # (exact_paired) use the bound.
-    z_crit = lo + _Z_TIES * (1.0 + abs(lo))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        first = np.ceil((m - z_crit * np.sqrt(m)) / 2.0)
-    first = np.clip(np.nan_to_num(first, nan=0.0), 0.0, m + 1.0)
-    # Rounding: step to the exact smallest b with z(b) ≤ z_crit (z falls as b rises).
-    below = (first >= 1.0) & (score_z(first - 1.0, m - first + 1.0, n, 0.0) <= z_crit)
-    first = first - below
-    above = (first <= m) & (score_z(first, m - first, n, 0.0) > z_crit)
-    return np.minimum(first + above, m + 1.0)
-
-
-@functools.lru_cache(maxsize=32)
-def noninferiority_edge(n: int, margin: float, alpha: float) -> np.ndarray:
-    """For each discordant count m, the largest b that the non-inferiority test rejects at
-    alpha (PASS ⇔ b ≤ edge[m]; −1 where no b does).
-
-    The exact p of H0: Δ ≤ −margin is the supremum over ψ of P(z ≥ z_obs) with z Tango's score
-    at d0 = −margin, nonincreasing in z_obs, so the test rejects iff z_obs ≥ z_crit, the
-    smallest z with p ≤ alpha (bisection on the real line, as :func:`regression_edge` does), and
-    the region is {b ≤ b*(m)} of :func:`_region_edge`. The decision raises p to the largest p
-    just beyond −margin (``_envelope``), which only shrinks this region: it is an outer bound
-    of the gate's PASS region. Used for the exact false-PASS rate of sequential designs.
-    """
-    d0 = -float(margin)
-    m = np.arange(n + 1, dtype=float)
-
-    def p_ni(z: float) -> float:
-        return _grid_tail(z, n, d0)  # steers the search; the end is checked exactly below
-
-    bound = 2.0 * math.sqrt(n) / max(math.sqrt(1.0 - d0 * d0), 1e-6) + 10.0
-    if p_ni(bound) > alpha:  # not even the most extreme table rejects
-        return np.full(n + 1, -1.0)
-    lo, hi = -bound, bound
-    while hi - lo > 1e-8 * (1.0 + abs(hi)):
-        mid = (lo + hi) / 2.0
-        lo, hi = (lo, mid) if p_ni(mid) <= alpha else (mid, hi)
-    # The grid's p is below the supremum by up to a few %: move up until the supremum, bounded
-    # from above, rejects too (a step first: deciding at the very crossing would need the
-    # supremum to a few 1e-5).
-    step = 1e-3
-    hi = min(bound, hi + step)
-    while _sup_tail(hi, n, d0, alpha) > alpha:
-        if hi >= bound:
-            return np.full(n + 1, -1.0)
-        step *= 2.0
-        hi = min(bound, hi + step)
-    return _region_edge(hi, n, d0, m)
+__all__ = ["p_greater", "p_less", "score_z"]

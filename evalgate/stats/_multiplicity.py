@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalgate.stats._pure import _check_alpha
 
+if TYPE_CHECKING:  # numpy is not imported for this: a thresholded run needs none
+    import numpy as np
 
-def holm(pvalues: Sequence[float] | Any, alpha: float = 0.05) -> list[bool]:
+
+def holm(pvalues: Sequence[float] | np.ndarray, alpha: float = 0.05) -> list[bool]:
     """Holm (1979) step-down rejections, in input order.
 
     Sort p ascending; reject p_(i) while p_(i) ≤ alpha / (m − i + 1); stop at the first failure.

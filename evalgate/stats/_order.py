@@ -34,7 +34,7 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -131,7 +131,7 @@ def item_rank(ids: Sequence[str], key: OrderKey | int) -> npt.NDArray[np.intp]:
 
 
 @functools.lru_cache(maxsize=8)
-def _keyed(secret: bytes, person: bytes) -> Any:
+def _keyed(secret: bytes, person: bytes) -> hashlib.blake2b:
     """A BLAKE2b MAC state under ``secret`` (its ``person`` separates items from groups), to copy
     per message: keyed BLAKE2b is a MAC in one pass (HMAC-SHA256 cost 4 × as much per item)."""
     return hashlib.blake2b(key=secret, digest_size=32, person=person)

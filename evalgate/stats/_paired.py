@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -39,7 +38,8 @@ from evalgate.stats._common import (
     _plain_se,
     _scipy_stats,
 )
-from evalgate.stats._exact import exact_paired
+from evalgate.stats._design import Design
+from evalgate.stats._exact_interval import exact_paired
 
 PASS: Final = "PASS"
 FAIL: Final = "FAIL"
@@ -211,72 +211,79 @@ def _sign_flip(
     return _Bounds(lo, hi, p_le(-margin), p_ge(0.0), total, exact)
 
 
-def _item_bounds(
-    b: np.ndarray,
-    h: np.ndarray,
-    margin: float,
-    alpha: float,
-    resamples: tuple[int, int],
-    width: float,
-    horizon: int | None = None,
-    pass_alpha: float | None = None,
-    fixed_n: bool = False,
-) -> tuple[_Bounds, str, str]:
-    """The test on items: exact unconditional (binary) or sign-flip; (bounds, method, note).
+@dataclass(frozen=True)
+class _Reading:
+    """How one comparison reads the design's tests: a fixed design's, or one look's.
 
-    ``horizon`` / ``pass_alpha``: the betting bound's horizon and level when not alpha
-    (:func:`_compare`); ``fixed_n``: a fixed design's bound, read once (bets that track the
-    capital)."""
-    n = b.size
+    ``level``: the level of the tests (the design's α, or a look's nominal α); ``pass_alpha``:
+    the level of the betting (PASS) bound on items when not ``level`` (a sequential look: the
+    FAIL side at the look's level, the PASS side one capital process at the full α, see
+    :func:`evalgate.stats.sequential_compare`); ``group_pass_alpha``: the same for the betting
+    bound over groups. ``adjust`` maps a non-inferiority p-value of a test run at ``level`` (not
+    at a ``pass_alpha``) onto the scale of the result's α (a look's repeated p-value) before the
+    item and group tests' are combined. ``fixed_n``: a fixed design, read once, at its end
+    (without a horizon, or with a horizon of all the items given, the betting bound's bets track
+    the capital, :mod:`._betting`); a sequential look's bounds are not.
+    """
+
+    level: float
+    pass_alpha: float | None = None
+    group_pass_alpha: float | None = None
+    adjust: Callable[[float], float] | None = None
+    fixed_n: bool = False
+
+
+def _item_bounds(
+    b: np.ndarray, h: np.ndarray, design: Design, reading: _Reading, width: float
+) -> tuple[_Bounds, str]:
+    """The test on items: exact unconditional (binary) or sign-flip; (bounds, method)."""
+    n, margin, alpha = b.size, design.margin, reading.level
     if _is_binary(b) and _is_binary(h):
         n_b, n_c = int(np.sum((b == 1.0) & (h == 0.0))), int(np.sum((b == 0.0) & (h == 1.0)))
         lo, hi, p_ni, p_reg = exact_paired(n_b, n_c, n, float(margin), float(alpha))
-        return _Bounds(lo, hi, p_ni, p_reg), "exact-unconditional", ""
+        return _Bounds(lo, hi, p_ni, p_reg), "exact-unconditional"
     d = h - b
     # Non-inferiority: the betting bound, valid for any bounded data (a few broken items make d
     # skewed, and the sign-flip's symmetry fails there). Regression: the sign-flip, exact when
     # the PR changes nothing (base and PR exchangeable within each item).
-    flip = _sign_flip(d, np.ones(n), margin, alpha, *resamples)
-    level = alpha if pass_alpha is None else pass_alpha
+    flip = _sign_flip(d, np.ones(n), margin, alpha, design.n_resamples, design.seed)
+    level = alpha if reading.pass_alpha is None else reading.pass_alpha
     # Bets aimed at n need the process read once, at its end: no horizon, or all of it (a fixed
     # run's items in its keyed order); a sequential look reads a prefix.
-    at_end = fixed_n and (horizon is None or horizon == n)
-    lo, p_ni = betting_lower(
-        d, -width, width, -margin, level, resamples[1], horizon, fixed_n=at_end
-    )
+    horizon = design.horizon
+    at_end = reading.fixed_n and (horizon is None or horizon == n)
+    lo, p_ni = betting_lower(d, -width, width, -margin, level, design.seed, horizon, fixed_n=at_end)
     found = _Bounds(lo, flip.hi, p_ni, flip.p_reg, flip.used, flip.exact)
-    return found, "betting / sign-flip-permutation", ""
+    return found, "betting / sign-flip-permutation"
 
 
 def _group_bounds(
     d: np.ndarray,
     codes: np.ndarray,
     n_units: int,
-    margin: float,
-    alpha: float,
-    resamples: tuple[int, int],
+    design: Design,
+    reading: _Reading,
     width: float,
-    plan: tuple[int, float | None] | None = None,
-    pass_alpha: float | None = None,
-    fixed_n: bool = False,
 ) -> tuple[_Bounds, str]:
     """The test on groups: non-inferiority by the betting bound over groups (valid for any
     number of groups and any pattern of change inside them), regression by the sign-flip on
-    group sums (exact when the PR changes nothing).
+    group sums (exact when the PR changes nothing); (bounds, note).
 
-    ``plan`` = (planned groups, planned largest group): the groups are in the run's order (codes
-    by first appearance) and the bound is one capital process over them, read here at a prefix
-    of complete groups (:func:`._betting.betting_lower_groups`); ``pass_alpha``: its level when
-    not ``alpha`` (a sequential look's PASS side, at the full α); ``fixed_n``: a fixed design's
-    bound, read once (bets that track the capital, over the groups)."""
+    With a horizon the groups are in the run's order (codes by first appearance) and the bound
+    is one capital process over the design's planned groups (at least those given), scaled by
+    its planned largest group, read here at a prefix of complete groups
+    (:func:`._betting.betting_lower_groups`)."""
+    margin, alpha = design.margin, reading.level
     sums = np.bincount(codes, weights=d, minlength=n_units)
     sizes = np.bincount(codes, minlength=n_units).astype(float)
-    flip = _sign_flip(sums, sizes, margin, alpha, *resamples)
-    level = alpha if pass_alpha is None else pass_alpha
-    horizon, size = (None, None) if plan is None else (max(plan[0], n_units), plan[1])
+    flip = _sign_flip(sums, sizes, margin, alpha, design.n_resamples, design.seed)
+    level = alpha if reading.group_pass_alpha is None else reading.group_pass_alpha
+    horizon, size = None, None
+    if design.horizon is not None:  # whole groups in the run's order: one process over groups
+        horizon, size = max(design.groups_total or 0, n_units), design.group_size
     lo, p_ni = betting_lower_groups(
-        sums, sizes, width, -margin, level, resamples[1], horizon, size,
-        fixed_n=fixed_n and (horizon is None or horizon == n_units),
+        sums, sizes, width, -margin, level, design.seed, horizon, size,
+        fixed_n=reading.fixed_n and (horizon is None or horizon == n_units),
     )  # fmt: skip
     note = ""
     if n_units < MIN_GROUPS and p_ni > level:
@@ -286,53 +293,78 @@ def _group_bounds(
     return _Bounds(lo, flip.hi, p_ni, flip.p_reg, flip.used, flip.exact), note
 
 
+# The gate's defaults: α = .05, δ = 3 pp, scores in [0, 1], a seeded random order.
+_FIXED = Design()
+
+
 def paired_compare(
     base: ArrayLike,
     head: ArrayLike,
+    design: Design = _FIXED,
     *,
     clusters: Sequence[Hashable] | ArrayLike | None = None,
-    margin: float = 0.03,
-    alpha: float = 0.05,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    bounds: tuple[float, float] | None = None,
-    horizon: int | None = None,
-    groups_total: int | None = None,
-    group_size: int | None = None,
 ) -> PairedResult:
-    """Compare aligned per-item scores (same items, same order) of base and head.
+    """Compare aligned per-item scores (same items, same order) of base and head under
+    ``design`` (a fixed design: one look; its ``bounds``, ``horizon`` and group plan as
+    :class:`~evalgate.stats.Design` says).
 
-    ``bounds``: the range every score can take (a metric's :class:`~evalgate.stats.Scale`);
-    default [0, 1]. It is widened to hold the scores given, and sets the range of the
-    differences that the betting and Hoeffding bounds assume.
-
-    ``horizon``: the items are in an order fixed before any score was seen
-    (:func:`evalgate.stats.item_order`) and are the first of ``horizon`` planned ones: the
-    betting bound bets on them in that order, tuned to ``horizon`` (:mod:`._betting`). None:
-    a seeded random order, tuned to the items given. With ``clusters`` the items must then be
-    whole groups, contiguous (:func:`evalgate.stats.item_order` with groups), and the betting
-    bound over groups bets on them in their order of first appearance, tuned to
-    ``groups_total`` planned groups (default: the groups given) and scaled by ``group_size``,
-    the largest planned group (default: the largest given).
+    With ``clusters`` and a horizon the items must be whole groups, contiguous
+    (:func:`evalgate.stats.item_order` with groups), and the betting bound over groups bets on
+    them in their order of first appearance, tuned to the design's ``groups_total`` planned
+    groups (default: the groups given) and scaled by its ``group_size``, the largest planned
+    group (default: the largest given).
 
     ``lo`` / ``hi`` are the one-sided (1 − alpha) bounds from inverting the tests whose p-values
     are ``p_noninferiority`` / ``p_regression`` (the module docstring lists the method for each
     kind of data), so :func:`verdict` agrees with the bounds. Raises ValueError on a length
-    mismatch, on no items, or on non-finite scores.
+    mismatch, on no items, on non-finite scores, and on a design of more than one look (read
+    it with :func:`evalgate.stats.sequential_compare`).
     """
-    return _compare(
-        base,
-        head,
-        clusters,
-        margin,
-        alpha,
-        n_resamples,
-        seed,
-        bounds,
-        horizon,
-        pass_alpha=None,
-        group_plan=(groups_total or 0, group_size),
-        fixed_n=True,
+    if design.looks != 1:
+        raise ValueError(
+            f"a design of {design.looks} looks is read look by look: use sequential_compare"
+        )
+    return _compare(base, head, clusters, design, _Reading(design.alpha, fixed_n=True))
+
+
+def _checked_pair(
+    base: ArrayLike, head: ArrayLike, design: Design
+) -> tuple[np.ndarray, np.ndarray]:
+    """(base, head) as float arrays, checked: same length, at least one item, within the
+    design's horizon."""
+    b, h = _as_pair(base, head)
+    n = int(b.size)
+    if n == 0:
+        raise ValueError("no items to compare")
+    if design.horizon is not None and design.horizon < n:
+        raise ValueError(f"horizon ({design.horizon}) is below the number of items ({n})")
+    return b, h
+
+
+def _discordant(b: np.ndarray, h: np.ndarray) -> tuple[int, int] | None:
+    """(b, c) = (base 1 & head 0, base 0 & head 1) for 0/1 scores; None for others."""
+    if _is_binary(b) and _is_binary(h):
+        return int(np.sum((b == 1.0) & (h == 0.0))), int(np.sum((b == 0.0) & (h == 1.0)))
+    return None
+
+
+def _width(b: np.ndarray, h: np.ndarray, bounds: tuple[float, float] | None) -> float:
+    """The range of the differences: scores on [low, high] (usually [0, 1]), widened to hold
+    the scores given, have differences in ±(high − low)."""
+    low, high = bounds if bounds is not None else (0.0, 1.0)
+    width = max(high, float(b.max()), float(h.max())) - min(low, float(b.min()), float(h.min()))
+    return width if width > 0.0 else 1.0
+
+
+def _hull(found: _Bounds, group: _Bounds) -> _Bounds:
+    """Both tests must reject (an intersection of rejection regions): the bounds are the hull."""
+    return _Bounds(
+        min(found.lo, group.lo),
+        max(found.hi, group.hi),
+        max(found.p_ni, group.p_ni),
+        max(found.p_reg, group.p_reg),
+        group.used,
+        group.exact and found.exact,
     )
 
 
@@ -340,87 +372,36 @@ def _compare(
     base: ArrayLike,
     head: ArrayLike,
     clusters: Sequence[Hashable] | ArrayLike | None,
-    margin: float,
-    alpha: float,
-    n_resamples: int,
-    seed: int,
-    bounds: tuple[float, float] | None,
-    horizon: int | None,
-    *,
-    pass_alpha: float | None,
-    group_plan: tuple[int, int | None] = (0, None),
-    group_pass_alpha: float | None = None,
-    adjust: Callable[[float], float] | None = None,
-    fixed_n: bool = False,
+    design: Design,
+    reading: _Reading,
 ) -> PairedResult:
-    """:func:`paired_compare`; ``pass_alpha``: the level of the betting (PASS) bound on items
-    when not ``alpha`` (a sequential look: the FAIL side at the look's level, the PASS side one
-    capital process at the full α, see :func:`evalgate.stats.sequential_compare`);
-    ``group_pass_alpha``: the same for the betting bound over groups; ``group_plan``: (planned
-    groups, planned largest group), 0 / None for the groups given. ``adjust`` maps a
-    non-inferiority p-value of a test run at ``alpha`` (not at a ``pass_alpha``) onto the scale
-    of the result's α (a look's repeated p-value) before the item and group tests' are combined.
-    ``fixed_n``: a fixed design, read once, at its end (without a horizon, or with a horizon of
-    all the items given, the betting bound's bets track the capital, :mod:`._betting`); a
-    sequential look's bounds are not.
-    """
-    _check_alpha(alpha)
-    if not (math.isfinite(margin) and margin >= 0.0):
-        raise ValueError(f"margin must be a finite number ≥ 0, got {margin!r}")
-    n_resamples = operator.index(n_resamples)
-    if n_resamples < 1:
-        raise ValueError("n_resamples must be ≥ 1")
-    b, h = _as_pair(base, head)
-    n = int(b.size)
-    if n == 0:
-        raise ValueError("no items to compare")
-    if horizon is not None and operator.index(horizon) < n:
-        raise ValueError(f"horizon ({horizon}) is below the number of items ({n})")
-    d = h - b
-    discordant = None
-    if _is_binary(b) and _is_binary(h):
-        discordant = (int(np.sum((b == 1.0) & (h == 0.0))), int(np.sum((b == 0.0) & (h == 1.0))))
-    # Scores on [low, high] (usually [0, 1]) have differences in ±(high − low).
-    low, high = bounds if bounds is not None else (0.0, 1.0)
-    width = max(high, float(b.max()), float(h.max())) - min(low, float(b.min()), float(h.min()))
-    width = width if width > 0.0 else 1.0
-    resamples = (n_resamples, seed)
-    found, method, note = _item_bounds(
-        b, h, margin, alpha, resamples, width, horizon, pass_alpha, fixed_n
-    )
-    binary = discordant is not None
-    if adjust is not None and (pass_alpha is None or binary):
+    """:func:`paired_compare`, read as ``reading`` says (a fixed design, or one look)."""
+    _check_alpha(reading.level)
+    b, h = _checked_pair(base, head, design)
+    n, d = int(b.size), h - b
+    discordant = _discordant(b, h)
+    width = _width(b, h, design.bounds)
+    found, method = _item_bounds(b, h, design, reading, width)
+    note, adjust = "", reading.adjust
+    if adjust is not None and (reading.pass_alpha is None or discordant is not None):
         found = dataclasses.replace(found, p_ni=adjust(found.p_ni))
     n_clusters = None
     if clusters is not None:
         codes, n_clusters = _cluster_codes(clusters, n)
-        plan = None
-        if horizon is not None:  # whole groups in the run's order: one process over groups
-            plan = (max(group_plan[0], n_clusters), group_plan[1])
-        group, note = _group_bounds(
-            d, codes, n_clusters, margin, alpha, resamples, width, plan, group_pass_alpha, fixed_n
-        )
-        if adjust is not None and group_pass_alpha is None:
+        group, note = _group_bounds(d, codes, n_clusters, design, reading, width)
+        if adjust is not None and reading.group_pass_alpha is None:
             group = dataclasses.replace(group, p_ni=adjust(group.p_ni))
-        # Both tests must reject (an intersection of rejection regions): the bounds are the hull.
-        found = _Bounds(
-            min(found.lo, group.lo),
-            max(found.hi, group.hi),
-            max(found.p_ni, group.p_ni),
-            max(found.p_reg, group.p_reg),
-            group.used,
-            group.exact and found.exact,
-        )
-        method = "cluster-sign-flip-permutation"
+        found, method = _hull(found, group), "cluster-sign-flip-permutation"
         se = _clustered_se(d, codes, n_clusters)
     elif discordant is not None:
         se = float(_binary_delta_se(*discordant, n)[1])
     else:
         se = _plain_se(d)
     # The row holds its own estimate, and so does the verdict (L ≤ Δ̂ ≤ U: ._coherent).
+    margin = float(design.margin)
     lo, hi, p_ni, p_reg = coherent(
         float(d.mean()), max(found.lo, -width), min(found.hi, width),
-        float(found.p_ni), float(found.p_reg), float(margin),
+        float(found.p_ni), float(found.p_reg), margin,
     )  # fmt: skip
     return PairedResult(
         n=n,
@@ -434,8 +415,8 @@ def _compare(
         p_noninferiority=p_ni,
         method=method,
         discordant=discordant,
-        margin=float(margin),
-        alpha=float(alpha),
+        margin=margin,
+        alpha=float(reading.level),
         n_clusters=n_clusters,
         n_resamples=found.used,
         exact=found.exact,

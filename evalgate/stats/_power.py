@@ -20,7 +20,7 @@ from evalgate.stats._common import (
     _plain_se,
     _scipy_stats,
 )
-from evalgate.stats._exact import regression_edge
+from evalgate.stats._exact_regions import regression_edge
 
 # --------------------------------------------------------------------------- power
 

@@ -41,7 +41,7 @@ def _check_alpha(alpha: float, name: str = "alpha") -> None:
         raise ValueError(f"{name} must be in (0, 1), got {alpha!r}")
 
 
-def floats(values: Any, name: str) -> list[float]:
+def floats(values: Any, name: str) -> list[float]:  # anything: it says what is wrong
     """``values`` as finite floats, one-dimensional; the same errors as the array version."""
     shape = getattr(values, "shape", None)
     if shape is not None and len(shape) != 1:

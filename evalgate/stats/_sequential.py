@@ -41,15 +41,16 @@ import functools
 import itertools
 import math
 import operator
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from evalgate.stats._common import _as_pair, _check_alpha, _is_binary, _scipy_stats
-from evalgate.stats._exact import noninferiority_edge, regression_edge
-from evalgate.stats._paired import INCONCLUSIVE, PairedResult, _compare, verdict
+from evalgate.stats._design import Design
+from evalgate.stats._exact_regions import noninferiority_edge, regression_edge
+from evalgate.stats._paired import INCONCLUSIVE, PairedResult, _compare, _Reading, verdict
 
 SHAPE = 0.25
 """The Wang–Tsiatis Δ of the gate's design (0: O'Brien–Fleming, 0.5: Pocock)."""
@@ -217,12 +218,6 @@ def repeated_p(p_nominal: float, look: int, looks: int) -> float:
     return float(min(1.0, max(p_nominal, _crossing_probability(c, looks, SHAPE))))
 
 
-def _trinomial_step(step: int, discordance: float) -> np.ndarray:
-    """P(b, c) of ``step`` items when each is (base right, PR wrong) or (base wrong, PR right)
-    with probability ψ/2 each: the increment of (b, c) between two looks, as a matrix."""
-    return _trinomial_cells(step, discordance / 2.0, discordance / 2.0)
-
-
 def fail_crossing_probability(
     n_total: int,
     looks: int,
@@ -239,29 +234,21 @@ def fail_crossing_probability(
     (the discrete analogue of Armitage, McPherson & Rowe 1969); at look k the exact test's
     rejection region at the nominal level (``levels``, default the design's α_k) is
     removed and its mass counted. Stopping for PASS is ignored and so is the decision's probe
-    beyond Δ0 = 0 (see ``_exact._envelope``): both only make FAIL rarer, so this is an upper
-    bound on the design's A/A false-FAIL rate at this ψ; the design keeps α when it is ≤ α
-    for every ψ.
+    beyond Δ0 = 0 (see ``_exact_interval._envelope``): both only make FAIL rarer, so this is
+    an upper bound on the design's A/A false-FAIL rate at this ψ; the design keeps α when it is
+    ≤ α for every ψ.
     """
-    from scipy.signal import fftconvolve  # lazy, like scipy.stats
-
     _check_alpha(alpha)
     if not 0.0 < discordance <= 1.0:
         raise ValueError(f"discordance must be in (0, 1], got {discordance!r}")
-    sizes = look_sizes(n_total, looks)
     if levels is None:
         levels = [nominal_alpha(k, looks, alpha) for k in range(1, looks + 1)]
-    alive, seen, crossed = np.ones((1, 1)), 0, 0.0
-    for size, level in zip(sizes, levels, strict=True):
-        alive = np.clip(fftconvolve(alive, _trinomial_step(size - seen, discordance)), 0.0, None)
-        seen = size
-        edge = regression_edge(size, float(level))  # FAIL ⇔ b ≥ edge[b + c]
-        b = np.arange(size + 1)[:, None]
-        m = b + np.arange(size + 1)[None, :]
-        region = (m <= size) & (b >= edge[np.minimum(m, size)])
-        crossed += float(alive[region].sum())
-        alive[region] = 0.0
-    return crossed
+
+    def fails(b: np.ndarray, m: np.ndarray, size: int, level: float) -> np.ndarray:
+        return b >= regression_edge(size, level)[m]  # FAIL ⇔ b ≥ edge[b + c]
+
+    half = discordance / 2.0
+    return _crossed(look_sizes(n_total, looks), levels, (half, half), fails)
 
 
 def pass_crossing_probability(
@@ -279,33 +266,48 @@ def pass_crossing_probability(
 
     The companion of :func:`fail_crossing_probability`: the (b, c) counts are carried look by
     look, and at look k the mass in the exact non-inferiority test's rejection region at the
-    look's nominal level (:func:`evalgate.stats._exact.noninferiority_edge`) is removed and
+    look's nominal level (:func:`evalgate.stats._exact_regions.noninferiority_edge`) is removed and
     counted. Stops for FAIL and the decision's probe beyond −δ are ignored (both only make
     PASS rarer), so this bounds the design's false-PASS rate at this ψ from above; the repeated
     tests keep α when it is ≤ α for every ψ in [δ, 1].
     """
-    from scipy.signal import fftconvolve  # lazy, like scipy.stats
-
     _check_alpha(alpha)
     if not 0.0 < margin < 1.0:
         raise ValueError(f"margin must be in (0, 1), got {margin!r}")
     if not margin <= discordance <= 1.0:
         raise ValueError(f"discordance must be in [margin, 1], got {discordance!r}")
-    sizes = look_sizes(n_total, looks)
     if levels is None:
         levels = [nominal_alpha(k, looks, alpha) for k in range(1, looks + 1)]
-    p_b, p_c = (discordance + margin) / 2.0, (discordance - margin) / 2.0
+
+    def passes(b: np.ndarray, m: np.ndarray, size: int, level: float) -> np.ndarray:
+        return b <= noninferiority_edge(size, float(margin), level)[m]  # PASS ⇔ b ≤ edge[b + c]
+
+    cells = ((discordance + margin) / 2.0, (discordance - margin) / 2.0)
+    return _crossed(look_sizes(n_total, looks), levels, cells, passes)
+
+
+def _crossed(
+    sizes: Sequence[int],
+    levels: Sequence[float],
+    cells: tuple[float, float],
+    region: Callable[[np.ndarray, np.ndarray, int, float], np.ndarray],
+) -> float:
+    """P(the (b, c) counts fall in a look's ``region`` at some look), each item (1, 0) with
+    probability ``cells[0]`` and (0, 1) with ``cells[1]``: the counts are carried look by look
+    as a distribution over the not-yet-stopped paths, and at each look the mass in the region
+    (``region(b, b + c, items, level)``, for b + c ≤ items) is removed and counted."""
+    from scipy.signal import fftconvolve  # lazy, like scipy.stats
+
     alive, seen, crossed = np.ones((1, 1)), 0, 0.0
     for size, level in zip(sizes, levels, strict=True):
-        step = _trinomial_cells(size - seen, p_b, p_c)
+        step = _trinomial_cells(size - seen, *cells)
         alive = np.clip(fftconvolve(alive, step), 0.0, None)
         seen = size
-        edge = noninferiority_edge(size, float(margin), float(level))  # PASS ⇔ b ≤ edge[b + c]
         b = np.arange(size + 1)[:, None]
         m = b + np.arange(size + 1)[None, :]
-        region = (m <= size) & (b <= edge[np.minimum(m, size)])
-        crossed += float(alive[region].sum())
-        alive[region] = 0.0
+        inside = (m <= size) & region(b, np.minimum(m, size), size, float(level))
+        crossed += float(alive[inside].sum())
+        alive[inside] = 0.0
     return crossed
 
 
@@ -331,63 +333,47 @@ def _trinomial_cells(step: int, p_b: float, p_c: float) -> np.ndarray:
 def sequential_compare(
     base: ArrayLike,
     head: ArrayLike,
+    design: Design,
     *,
     look: int,
-    looks: int,
-    margin: float,
-    alpha: float,
     clusters: Sequence[Hashable] | ArrayLike | None = None,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    bounds: tuple[float, float] | None = None,
-    horizon: int | None = None,
-    groups_total: int | None = None,
-    group_size: int | None = None,
 ) -> PairedResult:
-    """:func:`paired_compare` at look ``look`` of the ``looks``-look design (:data:`SHAPE`).
+    """:func:`paired_compare` at look ``look`` of the design's ``looks`` (:data:`SHAPE`).
 
     The bounds are the repeated confidence bounds (level ``result.level`` = the look's nominal
-    α), the p-values are repeated p-values and ``result.alpha`` is the overall α, so
+    α), the p-values are repeated p-values and ``result.alpha`` is the design's overall α, so
     :func:`verdict` on the result is the design's decision at this look.
 
-    ``horizon`` (the planned number of items; the items given are the first of them in the
-    run's order, :func:`evalgate.stats.item_order`): for graded items the PASS side is then ONE
-    betting capital process over the whole run, tuned to ``horizon`` and read at this look's
-    prefix. Ville's inequality bounds the chance that it EVER reaches 1/α by α, so the lower
-    bound and p_noninferiority are at the full α at every look (an anytime-valid p = 1 / max
-    capital, no spending), and the false-PASS rate over all looks is ≤ α. With ``clusters``
-    (0/1 or graded items) the items must be whole groups, contiguous, in the run's order, and
-    the PASS side over groups is likewise one betting process over the groups, tuned to
-    ``groups_total`` planned groups and scaled by ``group_size``, the largest planned group
-    (defaults: the groups given, right only at the last look); the test on items beside it
-    (both must reject) is the items' process for graded items and the exact test at the look's
-    level for 0/1 ones. Without a horizon both sides are at the look's nominal level; the PASS
-    side's worst case is then the sum of the looks' levels.
+    With the design's ``horizon`` (the planned number of items; the items given are the first
+    of them in the run's order, :func:`evalgate.stats.item_order`), for graded items the PASS
+    side is ONE betting capital process over the whole run, tuned to ``horizon`` and read at
+    this look's prefix. Ville's inequality bounds the chance that it EVER reaches 1/α by α, so
+    the lower bound and p_noninferiority are at the full α at every look (an anytime-valid
+    p = 1 / max capital, no spending), and the false-PASS rate over all looks is ≤ α. With
+    ``clusters`` (0/1 or graded items) the items must be whole groups, contiguous, in the run's
+    order, and the PASS side over groups is likewise one betting process over the groups, tuned
+    to the design's ``groups_total`` planned groups and scaled by its ``group_size``, the largest
+    planned group (defaults: the groups given, right only at the last look); the test on items
+    beside it (both must reject) is the items' process for graded items and the exact test at
+    the look's level for 0/1 ones. Without a horizon both sides are at the look's nominal level;
+    the PASS side's worst case is then the sum of the looks' levels.
     """
-    _check_alpha(alpha)
-    look, looks = operator.index(look), operator.index(looks)
+    look, looks = operator.index(look), design.looks
     if not 1 <= look <= looks:
         raise ValueError(f"look must be in 1..{looks}, got {look}")
+    alpha = float(design.alpha)
     level = nominal_alpha(look, looks, alpha)
     b, h = _as_pair(base, head)
     graded = not (_is_binary(b) and _is_binary(h))
-    anytime = horizon is not None and graded
-    grouped = horizon is not None and clusters is not None
-    result = _compare(
-        b,
-        h,
-        clusters,
-        margin,
+    anytime = design.horizon is not None and graded
+    grouped = design.horizon is not None and clusters is not None
+    reading = _Reading(
         level,
-        n_resamples,
-        seed,
-        bounds,
-        horizon,
-        pass_alpha=float(alpha) if anytime else None,
-        group_plan=(groups_total or 0, group_size),
-        group_pass_alpha=float(alpha) if grouped else None,
+        pass_alpha=alpha if anytime else None,
+        group_pass_alpha=alpha if grouped else None,
         adjust=lambda p: repeated_p(p, look, looks),
     )
+    result = _compare(b, h, clusters, design, reading)
     notes = [result.note]
     if grouped:
         notes.append("lower bound: one betting process over the looks' groups, at the overall α")
@@ -395,7 +381,7 @@ def sequential_compare(
         notes.append("lower bound: one betting process over the looks, at the overall α")
     return dataclasses.replace(
         result,
-        alpha=float(alpha),
+        alpha=alpha,
         level=level,
         p_regression=repeated_p(result.p_regression, look, looks),
         note="; ".join(x for x in notes if x),
@@ -405,54 +391,34 @@ def sequential_compare(
 def sequential_decision(
     base: ArrayLike,
     head: ArrayLike,
+    design: Design,
     *,
     look: int,
-    looks: int,
-    margin: float,
-    alpha: float,
-    n_total: int,
     clusters: Sequence[Hashable] | ArrayLike | None = None,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    bounds: tuple[float, float] | None = None,
-    groups_total: int | None = None,
-    group_size: int | None = None,
 ) -> Literal["PASS", "FAIL", "INCONCLUSIVE"] | None:
-    """Group-sequential verdict at look ``look`` (1-based) of ``looks``, or None to continue.
+    """Group-sequential verdict at look ``look`` (1-based) of the design's ``looks``, or None
+    to continue.
 
-    ``base`` / ``head`` are the items seen so far, the first of the run's ``n_total`` in its
-    data-independent order (:func:`evalgate.stats.item_order`), ideally
-    ``look_sizes(n_total, looks)[look - 1]`` of them; with ``clusters``, whole groups of the
-    ``groups_total`` planned ones (the largest of ``group_size`` items), contiguous. PASS if the
-    repeated lower bound clears −margin, else FAIL if the repeated upper bound is below 0 (see
-    :func:`sequential_compare`, with ``horizon=n_total``: the PASS side is one betting process
-    over the looks for graded items and over groups). ``bounds``: the range of the metric's
-    scale (:func:`evalgate.stats.metric_scale`), as ``evalgate compare`` uses it. Otherwise None
-    before the last look and INCONCLUSIVE at it.
+    ``base`` / ``head`` are the items seen so far, the first of the run's ``horizon`` (the
+    design's, required) in its data-independent order (:func:`evalgate.stats.item_order`),
+    ideally ``look_sizes(horizon, looks)[look - 1]`` of them; with ``clusters``, whole groups of
+    the design's ``groups_total`` planned ones (required; the largest of ``group_size`` items),
+    contiguous. PASS if the repeated lower bound clears −margin, else FAIL if the repeated upper
+    bound is below 0 (see :func:`sequential_compare`: the PASS side is one betting process over
+    the looks for graded items and over groups). The design's ``bounds``: the range of the
+    metric's scale (:func:`evalgate.stats.metric_scale`), as ``evalgate compare`` uses it.
+    Otherwise None before the last look and INCONCLUSIVE at it.
     """
+    if design.horizon is None:
+        raise ValueError("a sequential decision needs the design's horizon (the planned items)")
     b, h = _as_pair(base, head)
-    if b.size == 0 or b.size > n_total:
-        raise ValueError(f"need 1..{n_total} items seen, got {b.size}")
-    if clusters is not None and groups_total is None:
+    if b.size == 0 or b.size > design.horizon:
+        raise ValueError(f"need 1..{design.horizon} items seen, got {b.size}")
+    if clusters is not None and design.groups_total is None:
         # Tuned to the groups seen, each look would be a process of its own (the PASS side's
         # worst case the sum of the looks' levels): the plan must say how many there are.
         raise ValueError("groups_total (the planned number of groups) is needed with clusters")
-    result = sequential_compare(
-        b,
-        h,
-        look=look,
-        looks=looks,
-        margin=margin,
-        alpha=alpha,
-        clusters=clusters,
-        n_resamples=n_resamples,
-        seed=seed,
-        bounds=bounds,
-        horizon=n_total,
-        groups_total=groups_total,
-        group_size=group_size,
-    )
-    decision = verdict(result)
-    if decision == INCONCLUSIVE and look < looks:
+    decision = verdict(sequential_compare(b, h, design, look=look, clusters=clusters))
+    if decision == INCONCLUSIVE and look < design.looks:
         return None
     return decision

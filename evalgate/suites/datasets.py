@@ -61,15 +61,9 @@ def _read_text(path: Path) -> str:
         raw = path.read_bytes()
     except OSError as exc:
         raise DataError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from exc
-    from evalgate.config._yamlio import is_utf16
+    from evalgate.config._yamlio import decode_utf8
 
-    if is_utf16(raw):
-        raise DataError(f"{path}:1: the file is UTF-16; save it as UTF-8")
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not UTF-8 text; save the file as UTF-8") from None
+    return decode_utf8(raw, str(path), DataError)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -164,7 +164,10 @@ class Strict(BaseModel):
     # Unknown keys are errors (a typo in a gate policy must not pass silently); frozen after load.
     # Field docstrings become schema descriptions in evalgate.config.schema, not here: pydantic
     # reads them by parsing each class's source, a third of the spec's import time.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: a class's validator is built when first used, so a run pays only for the
+    # backends and benchmark kinds its config names (building all of them was most of the
+    # config's import time: issue #36).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

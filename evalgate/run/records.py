@@ -1,0 +1,245 @@
+"""A run's journal (``results.jsonl``) read back: every line checked as a
+:class:`RolloutRecord`, streamed into a :class:`~evalgate.run.rollouts.RolloutTable`; a line that
+is not what evalgate writes is refused in one line naming the file, the line and the field
+(:class:`~evalgate.errors.UsageError`, exit 2). :mod:`evalgate.run.rundir` loads runs with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evalgate.errors import UsageError
+from evalgate.run.runfiles import field_error
+
+try:  # orjson: parses a journal line ~4x faster than the stdlib; json is the fallback, and the
+    # judge of every line orjson refuses (NaN, integers past 64 bits, lone surrogates: valid
+    # to json.loads, as the engine writes them), so both read the same records.
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - where orjson is not installed
+    _fast_loads = json.loads  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from evalgate.run.rollouts import RolloutTable
+
+__all__ = ["RolloutRecord", "iter_records", "journal_bytes", "parse_line", "read_records"]
+
+
+class RolloutRecord(BaseModel):
+    """One line of ``results.jsonl`` (see :mod:`evalgate.run.engine` for every key written).
+    Open (extra="allow"): the fields below are what evalgate's readers rely on; the prompt, the
+    completion and a suite's own keys travel along untouched."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+    example_id: str
+    rollout: int = Field(0, ge=0, lt=2**32)
+    item_hash: str | None = None
+    error: str | None = None
+    # The scores: numbers (NaN and ±inf are read as an errored rollout: see run.rollouts.unusable).
+    reward: float | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)
+    group: str | None = None
+    cost_usd: float | None = Field(None, ge=0)
+    judge: dict[str, object] | None = None
+    usage: dict[str, float] = Field(default_factory=dict)
+
+
+_NUMBER = (float, int)
+_NUMBERS = frozenset(_NUMBER)
+
+
+def _numbers(values: object) -> bool:
+    # set(map(type, ...)) iterates in C: this check runs for every line of every run read.
+    return type(values) is dict and _NUMBERS.issuperset(map(type, values.values()))
+
+
+def _plain_record(value: dict[str, Any]) -> bool:
+    """:class:`RolloutRecord`'s checks, inlined: the model costs 60 % more than parsing the line
+    (bench/rundir_load.py), and nearly every record is fine. Only a record failing these is
+    validated by the model, for its one-line message. Every field a reader uses is checked:
+    a baseline's damaged score must never turn into a quietly errored (left out) rollout."""
+    rollout = value.get("rollout", 0)
+    cost = value.get("cost_usd")
+    return (
+        type(value.get("example_id")) is str
+        and type(rollout) is int
+        and 0 <= rollout < 2**32
+        and (value.get("item_hash") is None or type(value["item_hash"]) is str)
+        and (value.get("error") is None or type(value["error"]) is str)
+        and (value.get("reward") is None or type(value["reward"]) in _NUMBER)
+        and ("metrics" not in value or _numbers(value["metrics"]))
+        and ("usage" not in value or _numbers(value["usage"]))
+        and (value.get("group") is None or type(value["group"]) is str)
+        and (cost is None or (type(cost) in _NUMBER and cost >= 0))
+        and (value.get("judge") is None or type(value["judge"]) is dict)
+    )
+
+
+def journal_bytes(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw bytes) of each line of a journal, read a block at a time: a run of a
+    million rollouts is never held whole, as text or as records. orjson parses the bytes without
+    a decoded copy; a line that is not UTF-8 is refused by :func:`_slow_record`."""
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: missing; not an evalgate run directory") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
+    with fh:
+        lineno = 0
+        try:
+            for raw in fh:  # split on b"\n" only, as the writer does
+                lineno += 1
+                yield lineno, raw  # a line without its newline is the torn last one
+        except OSError as exc:
+            raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
+
+
+def parse_line(raw: bytes) -> dict[str, Any]:
+    """A line of a journal :func:`read_records` has checked: a JSON object."""
+    try:
+        return _fast_loads(raw)
+    except ValueError:  # NaN, big integers: as the stdlib reads them
+        return json.loads(raw)
+
+
+def _slow_record(path: Path, lineno: int, raw: bytes, ended: bool) -> object:
+    """A line orjson refused, read as the stdlib reads it, or refused in one line: not UTF-8,
+    cut off mid-line (no newline after it), or not JSON."""
+    where = f"{path}:{lineno}"
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        if not ended:  # no newline after it: the writer was killed mid-line
+            raise UsageError(
+                f"{where}: cut off mid-line (the run was interrupted: `evalgate resume "
+                f"{path.parent.name}` finishes it)"
+            ) from None
+        raise UsageError(f"{where}: not JSON ({exc})") from None
+
+
+def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Every record of a run's journal, in file order, one at a time (unchecked: for readers of
+    a run :func:`~evalgate.run.rundir.load_run` has checked, that need fields its table does not
+    keep, such as the prompt and the completion)."""
+    for _, raw in journal_bytes(Path(path)):
+        try:
+            yield _fast_loads(raw)
+        except ValueError:
+            if raw.decode("utf-8", "replace").strip():
+                yield json.loads(raw)
+
+
+class _Seen:
+    """Which (item, rollout) pairs a journal has recorded so far, in a few bytes a rollout:
+    a bit mask per item (rollouts below 64; the rare higher index in a set)."""
+
+    def __init__(self) -> None:
+        self._masks: list[int] = []
+        self._high: set[tuple[int, int]] = set()
+
+    def add(self, item: int, rollout: int) -> bool:
+        """Record the pair; False when it was already there."""
+        if item == len(self._masks):
+            self._masks.append(0)
+        if rollout >= 64:
+            if (item, rollout) in self._high:
+                return False
+            self._high.add((item, rollout))
+            return True
+        bit = 1 << rollout
+        if self._masks[item] & bit:
+            return False
+        self._masks[item] |= bit
+        return True
+
+
+def _first_line(path: Path, item: str, rollout: int | None = None) -> int:
+    """The line of ``item``'s first record (of its ``rollout``, when given): an error message's
+    "first on line N", looked up again only when there is an error to report."""
+    for lineno, raw in journal_bytes(path):
+        try:
+            value = json.loads(raw) if raw.strip() else None
+        except ValueError:  # not JSON, or not UTF-8 (a UnicodeDecodeError is a ValueError)
+            continue
+        if (
+            isinstance(value, dict)
+            and value.get("example_id") == item
+            and (rollout is None or value.get("rollout", 0) == rollout)
+        ):
+            return lineno
+    return 0  # pragma: no cover - the record was read from this file a moment ago
+
+
+def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
+    """Every line a whole record; duplicates and torn lines are errors (`resume` repairs both),
+    and so is a rollout index at or past the run's configured ``rollouts`` (k), when known.
+
+    Streamed into a :class:`~evalgate.run.rollouts.RolloutTable` (the columns summaries and
+    comparisons read; per item, its first content hash, which the checks read back) with a bit
+    per rollout for the checks: tens of bytes a rollout, however long the run
+    (bench/gate_memory.py)."""
+    from evalgate.run.rollouts import RolloutTable
+
+    table = RolloutTable()
+    seen = _Seen()
+    # Bound once: this loop runs once a rollout (a million times for a large run).
+    loads, plain, add, mark, same = (
+        _fast_loads,
+        _plain_record,
+        table.add_checked,
+        seen.add,
+        table.same_hash,
+    )
+    offset, starts = 0, table.item_offsets  # where each item's first line starts
+    for lineno, raw in journal_bytes(path):
+        at, offset = offset, offset + len(raw)
+        try:
+            value = loads(raw)
+        except ValueError:
+            if not raw.decode("utf-8", "replace").strip():  # a blank line, as str.strip sees it
+                continue
+            value = _slow_record(path, lineno, raw, raw.endswith(b"\n"))
+        if not isinstance(value, dict):
+            raise UsageError(f"{path}:{lineno}: not a JSON object (a {type(value).__name__})")
+        if not plain(value):  # the model says what is wrong, field by field
+            try:
+                RolloutRecord.model_validate(value)
+            except ValidationError as exc:
+                raise UsageError(f"{path}:{lineno}: {field_error(exc)}") from None
+        item, rollout, content = (
+            value["example_id"],
+            value.get("rollout", 0),
+            value.get("item_hash"),
+        )
+        known = table.n_items
+        index = add(value)
+        if index == known:
+            starts.append(at)
+        if not mark(index, rollout):
+            where, first = f"{path}:{lineno}", _first_line(path, item, rollout)
+            raise UsageError(
+                f"{where}: duplicate record of item {item!r} rollout {rollout} "
+                f"(first on line {first}; `evalgate resume {path.parent.name}` repairs the "
+                "journal)"
+            )
+        if index < known and not same(index, content):  # a new item's hash is its own
+            where, first = f"{path}:{lineno}", _first_line(path, item)
+            raise UsageError(
+                f"{where}: item_hash: item {item!r} has other content than on line "
+                f"{first} (two items share one id)"
+            )
+        if rollouts is not None and rollout >= rollouts:
+            raise UsageError(
+                f"{path}:{lineno}: rollout: {rollout} is out of range (the run has {rollouts} "
+                f"rollout{'s' if rollouts != 1 else ''} per item: 0 to {rollouts - 1})"
+            )
+    return table
