@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict, Unpack
 
 from evalgate import stats
 from evalgate.run.baseline import results_digest
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # numpy loads when a test runs: a run without a gate needs no
 
 __all__ = [
     "LEGACY_ORDER",
+    "CompareOptions",
     "Flip",
     "LoadedRun",
     "MetricComparison",
@@ -394,21 +395,22 @@ def compare_metric(
     return MetricComparison(name, result, stats.verdict(result), mde, reason, found)
 
 
+class CompareOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`compare_runs` (margin and alpha required)."""
+
+    margin: Required[float]
+    alpha: Required[float]
+    metrics: list[str] | None
+    seed: int
+    scales: Mapping[str, str | list[float]] | None
+
+
 def compare_runs(
-    base: LoadedRun,
-    head: LoadedRun,
-    *,
-    margin: float,
-    alpha: float,
-    metrics: list[str] | None = None,
-    seed: int = 0,
-    scales: Mapping[str, str | list[float]] | None = None,
+    base: LoadedRun, head: LoadedRun, **options: Unpack[CompareOptions]
 ) -> RunComparison:
     """Pair ``head`` with ``base`` item by item and test every gated metric (``scales``: the
     declared scale of each metric, ``gate.scales``): :func:`evalgate.compare.runs.compare_runs`
     (numpy loads with it: a run without a gate needs none)."""
     from evalgate.compare import runs
 
-    return runs.compare_runs(
-        base, head, margin=margin, alpha=alpha, metrics=metrics, seed=seed, scales=scales
-    )
+    return runs.compare_runs(base, head, **options)

@@ -68,6 +68,20 @@ class _Plan:
     groups_total: int | None
     group_size: int | None
 
+    def tester(self, name: str) -> functools.partial[MetricComparison]:
+        """:func:`compare_metric` of ``name`` under this plan (what is left: the values, the
+        clusters, the scale, the horizon)."""
+        return functools.partial(
+            compare_metric,
+            name,
+            margin=self.margin,
+            alpha=self.alpha,
+            seed=self.seed,
+            design=self.design,
+            groups_total=self.groups_total,
+            group_size=self.group_size,
+        )
+
 
 def _counts(base: LoadedRun, head: LoadedRun, pairing: Pairing) -> _Counts:
     base_only = base.records.n_items - pairing.n_in_base
@@ -257,18 +271,11 @@ def _test_metric(
     """One metric's comparison on the paired items ``index`` (values ``b``, ``h``): its test,
     its PASS side with the PR's errored rollouts at the worst score, its position guard."""
     test = functools.partial(
-        compare_metric,
-        name,
+        plan.tester(name),
         b,
         clusters=_clusters(head.records, index),
         scale=plan.scales.get(name),
         horizon=max(plan.horizon or 0, index.size),
-        margin=plan.margin,
-        alpha=plan.alpha,
-        seed=plan.seed,
-        design=plan.design,
-        groups_total=plan.groups_total,
-        group_size=plan.group_size,
     )
     mc = test(h)
     if head.records.errored and mc.result is not None:
@@ -304,20 +311,13 @@ def _imputed(
     if not side.imputed:  # else the same data as the test's
         return mc
     kept = np.array([head.records.index_of(i) for i in side.ids], dtype=np.intp)
-    passing = compare_metric(
-        name,
+    passing = plan.tester(name)(
         side.base,
         side.head,
         clusters=_clusters(head.records, kept),
         scale=[side.scale.low, side.scale.high],
         horizon=max(plan.horizon or 0, len(side.ids)),
         with_mde=False,
-        margin=plan.margin,
-        alpha=plan.alpha,
-        seed=plan.seed,
-        design=plan.design,
-        groups_total=plan.groups_total,
-        group_size=plan.group_size,
     )
     if passing.result is None:
         return mc
