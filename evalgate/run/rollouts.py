@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from evalgate.run.item_ids import ItemIds, ItemValues
+from evalgate.run.item_means import dyadic, fsum_means
 
 if TYPE_CHECKING:
     import numpy as np
@@ -23,12 +24,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RolloutTable", "unusable"]
 
-# Per-item means are sums of 8-byte floats: numpy adds them in row order, fmean (what a pass over
-# the records computes) rounds the exact sum once. The two agree when every value is a multiple
-# of 2^-_DYADIC_BITS below 2^_DYADIC_ROOM (0/1 rewards, k-ths of a power of two...): the row-order
-# sums are then exact. Other values take math.fsum per item, as the records' pass did.
-_DYADIC_BITS = 24
-_DYADIC_ROOM = 2**26
 _HASH_BYTES = 8  # an item's content hash, as the engine writes it: 16 hex digits
 
 _NAN = math.nan
@@ -129,11 +124,11 @@ class RolloutTable:
         self._costs: dict[int, float] = {}  # row → cost_usd, where a suite reported one
         # row → a judge's tokens, cost and position-swap consistency (the metadata's judge
         # figures); its reasoning and raw replies stay in the journal.
-        self._judges: dict[int, dict[str, Any]] = {}
-        self._served: dict[int, dict[str, Any]] = {}  # row → served_by, where a fallback answered
+        self._judges: dict[int, dict[str, object]] = {}
+        self._served: dict[int, list[str]] = {}  # row → served_by, where a fallback answered
         # row → the reward recorded, of a rollout kept as errored for an unusable score (the
         # report page lists it by the journal's own fields: no error, that reward)
-        self._unusable: dict[int, Any] = {}
+        self._unusable: dict[int, object] = {}
         self._n = 0
 
     def __len__(self) -> int:
@@ -332,7 +327,7 @@ class RolloutTable:
         self._n += 1
         return index
 
-    def _scored(self) -> Any:
+    def _scored(self) -> npt.NDArray[np.bool_]:
         """A bool mask of the rows without an error (numpy)."""
         import numpy as np
 
@@ -341,7 +336,7 @@ class RolloutTable:
             ok[np.fromiter(self._errors, dtype=np.int64, count=len(self._errors))] = False
         return ok
 
-    def first_rows(self, *, answered: bool = False) -> Any:
+    def first_rows(self, *, answered: bool = False) -> npt.NDArray[np.int64]:
         """Per item (in the order first seen), the row of its first rollout (``answered``: its
         first whose record has no error; an unusable score is not one), −1 where none: which
         journal line holds what a report shows of it."""
@@ -364,7 +359,9 @@ class RolloutTable:
         index = self._ids.find(example_id)
         return None if index < 0 else index
 
-    def outcomes(self) -> tuple[Any, Any, dict[int, str]]:
+    def outcomes(
+        self,
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.intp], dict[int, str]]:
         """Per item, as the journal's own fields give it: (mean of its finite rewards of
         rollouts without a recorded error (NaN: none), rollouts counted, item index → its first
         recorded error): the report page's per-item outcome, from the columns."""
@@ -375,8 +372,10 @@ class RolloutTable:
         reward = np.frombuffer(self._reward, dtype=np.float64).copy()
         recorded = {row: e for row, e in self._errors.items() if row not in self._unusable}
         for row, value in self._unusable.items():  # an unusable score: its reward as recorded
-            ok = isinstance(value, int | float) and math.isfinite(value)
-            reward[row] = float(value) if ok else _NAN
+            if isinstance(value, int | float) and math.isfinite(value):
+                reward[row] = float(value)
+            else:
+                reward[row] = _NAN
         if recorded:
             reward[np.fromiter(recorded, dtype=np.int64, count=len(recorded))] = _NAN
         good = ~np.isnan(reward) & np.isfinite(reward)
@@ -481,10 +480,10 @@ class RolloutTable:
             return None
         count = np.bincount(per, minlength=n_items)
         picked = values[where]
-        if _dyadic(picked):
+        if dyadic(picked):
             means = np.bincount(per, weights=picked, minlength=n_items) / np.maximum(count, 1)
         else:  # rounding could differ from fmean: the exact sum per item, as it did
-            means = _fsum_means(per.astype(np.intp), picked, n_items, count)
+            means = fsum_means(per.astype(np.intp), picked, n_items, count)
         return count, means
 
     def _pass_rates(
@@ -562,30 +561,6 @@ class RolloutTable:
 
     def __radd__(self, other: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [*other, *self]
-
-
-def _dyadic(values: Any) -> bool:
-    """Whether every value is a multiple of 2^-_DYADIC_BITS below 2^_DYADIC_ROOM (row-order sums
-    of them are then exact), checked a block at a time (no temporaries of the whole column)."""
-    import numpy as np
-
-    step = 1 << 16
-    for at in range(0, values.size, step):
-        block = values[at : at + step]
-        scaled = block * 2.0**_DYADIC_BITS
-        if not (np.all(scaled == np.floor(scaled)) and np.all(np.abs(block) < _DYADIC_ROOM)):
-            return False
-    return True
-
-
-def _fsum_means(per: Any, values: Any, n_items: int, count: Any) -> Any:
-    """Per-item math.fsum(values) / count, items given by ``per`` (numpy arrays)."""
-    import numpy as np
-
-    order = np.argsort(per, kind="stable")  # each item's values in row order, as fmean saw them
-    grouped = np.split(values[order], np.cumsum(np.bincount(per, minlength=n_items))[:-1])
-    sums = np.array([math.fsum(chunk.tolist()) for chunk in grouped])
-    return sums / np.maximum(count, 1)
 
 
 def _pack_hash(ihash: str | None) -> bytes | None:
