@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, overload
 
@@ -211,6 +211,11 @@ class _IdsAt(Sequence[str]):
 
     def __len__(self) -> int:
         return len(self._index)
+
+    def __iter__(self) -> Iterator[str]:
+        item_id, step = self._table.item_id, 1 << 16  # no numpy scalar per item
+        for start in range(0, len(self._index), step):
+            yield from map(item_id, self._index[start : start + step].tolist())
 
     @overload
     def __getitem__(self, at: int) -> str: ...
