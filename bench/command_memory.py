@@ -11,10 +11,11 @@ RSS; the stub is not counted):
   every rollout): ``evalgate resume RUN_ID`` reads the journal back, runs nothing, summarises and
   gates it against the baseline and writes the report.
 
-    nice -n 10 python bench/command_memory.py [--items 250000] [--k 4] [--concurrency 256]
+    nice -n 10 python bench/command_memory.py [--items 100000] [--k 10] [--concurrency 256]
 
-A million rollouts (250,000 × 4) send a million requests to the stub for each of the two `local`
-runs: minutes on a quiet machine. ``--items 2000 --k 1`` runs in seconds.
+arith has at most 100,000 items: a million rollouts are 100,000 × 10, a million requests to the
+stub for each of the two `local` runs (~5 min of CPU each on this 2-core machine).
+``--items 2000 --k 1`` runs in seconds.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def _line(what: str, got: dict[str, object]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=250_000)
-    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=256)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as name:
