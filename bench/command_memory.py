@@ -72,10 +72,11 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--root", type=Path, default=ROOT, help="the evalgate checkout to measure")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        env = eng._client_env(tmp, ROOT)
+        env = eng._client_env(tmp, args.root.resolve())
         stub, base_url = eng._start_stub(0.0, tmp)
         try:
             config = eng._write_config(tmp, base_url, args.items, args.concurrency)
