@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import evalgate.compare.paired as paired
+import evalgate.compare.runs as runs
 import evalgate.run.summary as summary_module
 from evalgate.compare.paired import compare_runs, summary_of
 from evalgate.run.fingerprint import item_hash
@@ -161,10 +161,58 @@ def test_a_run_pair_compares_as_through_the_records(
     def through_rows(records: Any, rollouts: int, **kw: Any) -> dict[str, dict[str, float]]:
         return item_metrics(list(records), rollouts, **kw)  # a dict per row: the records' pass
 
-    monkeypatch.setattr(paired, "item_metrics", through_rows)
+    monkeypatch.setattr(runs, "item_metrics", through_rows)
     expected = compare_runs(base, head, margin=0.05, alpha=0.05)
     assert got.comparable and got.n_paired > 300 and got.flips
     assert [m.metric for m in got.metrics] == ["accuracy", "judge", "style"]
+    assert _same(asdict(got), asdict(expected))
+
+
+def test_a_run_pair_with_ids_on_one_code_and_items_on_one_side_compares_as_the_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The join of the two tables (compare/join.py) matches ids by an 8-byte code first: with
+    every id on one of 5 codes, items only the baseline has, only the PR has, changed items,
+    k = 4 and errored rollouts, the pairs, the counts and every figure are those of the
+    records' pass (dicts keyed by the ids themselves), and each id finds its own item."""
+    import evalgate.run.item_ids as item_ids
+
+    monkeypatch.setattr(item_ids, "_code", lambda item_id: hash(item_id) % 5)
+    base_records = [r for r in _records(300, 11) if not r["example_id"].endswith("3")]
+    head_records = [
+        r for r in _records(330, 12, worse=0.08, changed=7) if not r["example_id"].endswith("5")
+    ]
+    base = load_run(_write(tmp_path / "base", base_records))
+    head = load_run(_write(tmp_path / "head", head_records))
+    for run, records in ((base, base_records), (head, head_records)):
+        ids = list(dict.fromkeys(r["example_id"] for r in records))
+        assert [run.records.index_of(i) for i in ids] == list(range(len(ids)))
+        assert run.records.item_ids() == ids and run.records.index_of("item-x") is None
+    got = compare_runs(base, head, margin=0.05, alpha=0.05)
+    base_ids = {r["example_id"] for r in base_records}
+    head_ids = {r["example_id"] for r in head_records}
+    assert got.n_base_only == len(base_ids - head_ids) > 0
+    assert got.n_head_only == len(head_ids - base_ids) > 0
+    changed = {r["example_id"] for r in head_records if not r["item_hash"].startswith("h")}
+    assert (
+        got.n_changed
+        == sum(
+            1
+            for i in base_ids & head_ids
+            if next(r["item_hash"] for r in base_records if r["example_id"] == i)
+            != next(r["item_hash"] for r in head_records if r["example_id"] == i)
+        )
+        > 0
+        and changed
+    )
+
+    def through_rows(records: Any, rollouts: int, **kw: Any) -> dict[str, dict[str, float]]:
+        return item_metrics(list(records), rollouts, **kw)
+
+    monkeypatch.setattr(runs, "item_metrics", through_rows)
+    expected = compare_runs(base, head, margin=0.05, alpha=0.05)
+    assert got.comparable and got.n_paired > 200 and got.flips
+    assert any(m.imputed for m in got.metrics)  # errored PR rollouts scored on the PASS side
     assert _same(asdict(got), asdict(expected))
 
 

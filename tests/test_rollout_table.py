@@ -7,6 +7,8 @@ import random
 import sys
 from dataclasses import asdict
 
+import pytest
+
 from evalgate.run.budget import stop_reason
 from evalgate.run.rollouts import RolloutTable
 from evalgate.run.summary import item_metrics, summarize
@@ -73,3 +75,23 @@ def test_a_table_holds_far_less_than_its_records() -> None:
     )  # fmt: skip
     per_rollout = held / len(records)
     assert per_rollout < 80, per_rollout  # a record dict with its prompt: kilobytes
+
+
+@pytest.mark.parametrize("vector_from", [8, 1 << 30])
+def test_the_item_id_table_finds_every_id_as_it_grows(
+    monkeypatch: pytest.MonkeyPatch, vector_from: int
+) -> None:
+    """The compact id table (run/item_ids.py) gives each id its index, in order, and finds no
+    absent one, while it grows (re-placed by numpy or one by one), with ids on few codes (long
+    probe runs, wrapping past the last slot) and in text blocks and the open one."""
+    import evalgate.run.item_ids as item_ids
+
+    monkeypatch.setattr(item_ids, "_VECTOR_GROW", vector_from)
+    monkeypatch.setattr(item_ids, "_code", lambda item_id: (hash(item_id) % 499) * 104729 - 2**40)
+    ids = item_ids.ItemIds()
+    names = [f"id-{i}-{'é' * (i % 3)}" for i in range(5000)]
+    assert [ids.add(name) for name in names] == list(range(len(names)))
+    assert [ids.add(name) for name in names[::7]] == list(range(0, len(names), 7))
+    assert [ids.find(name) for name in names] == list(range(len(names)))
+    assert list(ids) == names and ids[4095] == names[4095] and ids[4999] == names[4999]
+    assert ids.find("id-x") == -1 and ids.find("id-1-") == -1

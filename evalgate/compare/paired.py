@@ -8,18 +8,16 @@ id when the data has groups. The tests themselves live in :mod:`evalgate.stats`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict, Unpack
 
 from evalgate import stats
-from evalgate.compare import position
 from evalgate.run.baseline import results_digest
-from evalgate.run.imputed import pass_side, worst_case_result
 from evalgate.run.rundir import LoadedRun, load_run
-from evalgate.run.summary import RunSummary, item_metrics, summarize
+from evalgate.run.summary import RunSummary, summarize
 
 if TYPE_CHECKING:  # numpy loads when a test runs: a run without a gate needs none (start-up time)
     import numpy as np
@@ -28,6 +26,7 @@ if TYPE_CHECKING:  # numpy loads when a test runs: a run without a gate needs no
 
 __all__ = [
     "LEGACY_ORDER",
+    "CompareOptions",
     "Flip",
     "LoadedRun",
     "MetricComparison",
@@ -147,59 +146,6 @@ def _subject_changes(base: LoadedRun, head: LoadedRun) -> tuple[str, ...]:
     subjects = base.config.fingerprint.subject, head.config.fingerprint.subject
     b, h = (s.as_written() if s is not None else {} for s in subjects)
     return tuple(key for key in sorted(set(b) | set(h)) if b.get(key) != h.get(key))
-
-
-def _excerpt(value: Any, limit: int = 160) -> str:
-    if isinstance(value, list):  # chat messages: the last user turn is what differs per item
-        value = next((m.get("content", "") for m in reversed(value) if m.get("role") == "user"), "")
-    text = " ".join(str(value or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _first_answers(run: LoadedRun, ids: set[str]) -> dict[str, dict[str, Any]]:
-    """item → its first rollout without an error (its prompt and completion), for ``ids``: read
-    again from the journal, which alone keeps the texts."""
-    # Only those lines are parsed (the run's table knows which): a million-line journal is not.
-    return {
-        item: {k: rec.get(k) for k in ("prompt", "completion")}
-        for item, rec in run.first_records(ids, answered=True)
-    }
-
-
-def _flips(
-    ids: list[str],
-    base_scores: np.ndarray,
-    head_scores: np.ndarray,
-    base: LoadedRun,
-    head: LoadedRun,
-) -> list[Flip]:
-    flipped = [
-        (item_id, float(b), float(h))
-        for item_id, b, h in zip(ids, base_scores, head_scores, strict=True)
-        # an item passes when most of its rollouts do
-        if (b >= 0.5) != (h >= 0.5)
-    ]
-    wanted = {item_id for item_id, _, _ in flipped}
-    base_first = _first_answers(base, wanted) if wanted else {}
-    head_first = _first_answers(head, wanted) if wanted else {}
-    out = []
-    for item_id, b, h in flipped:
-        first_b = base_first.get(item_id, {})
-        first_h = head_first.get(item_id, {})
-        out.append(
-            Flip(
-                item_id=item_id,
-                direction="improved" if h >= 0.5 else "regressed",
-                base_score=b,
-                head_score=h,
-                prompt=_excerpt(first_h.get("prompt") or first_b.get("prompt")),
-                base_completion=_excerpt(first_b.get("completion")),
-                head_completion=_excerpt(first_h.get("completion")),
-            )
-        )
-    # Most confident first: the largest per-item change, regressions before improvements.
-    out.sort(key=lambda f: (f.direction != "regressed", -abs(f.head_score - f.base_score)))
-    return out
 
 
 def summary_of(run: LoadedRun) -> RunSummary:
@@ -449,201 +395,22 @@ def compare_metric(
     return MetricComparison(name, result, stats.verdict(result), mde, reason, found)
 
 
+class CompareOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`compare_runs` (margin and alpha required)."""
+
+    margin: Required[float]
+    alpha: Required[float]
+    metrics: list[str] | None
+    seed: int
+    scales: Mapping[str, str | list[float]] | None
+
+
 def compare_runs(
-    base: LoadedRun,
-    head: LoadedRun,
-    *,
-    margin: float,
-    alpha: float,
-    metrics: list[str] | None = None,
-    seed: int = 0,
-    scales: dict[str, Any] | None = None,
+    base: LoadedRun, head: LoadedRun, **options: Unpack[CompareOptions]
 ) -> RunComparison:
     """Pair ``head`` with ``base`` item by item and test every gated metric (``scales``: the
-    declared scale of each metric, ``gate.scales``)."""
-    import numpy as np
+    declared scale of each metric, ``gate.scales``): :func:`evalgate.compare.runs.compare_runs`
+    (numpy loads with it: a run without a gate needs none)."""
+    from evalgate.compare import runs
 
-    common: dict[str, Any] = {
-        "model": head.model,
-        "benchmark": head.benchmark,
-        "base_path": str(base.path),
-        "head_path": str(head.path),
-        "changes": _subject_changes(base, head),
-        "base_origin": base.origin,
-    }
-    # Per item, what its first rollout recorded (id, group, content hash): the tables keep it,
-    # and index their items by id; nothing per item is built here beyond the paired ids (a
-    # million items compared: bench/compare_scale.py).
-    base_table, head_table = base.records, head.records
-    in_base = 0
-    same: list[str] = []
-    for index, i in enumerate(head_table.item_ids()):
-        at = base_table.index_of(i)
-        if at is not None:
-            in_base += 1
-            if base_table.same_hash(at, head_table.item_hash(index)):
-                same.append(i)
-    base_served, head_served = base.records.served(), head.records.served()
-    none: frozenset[str] = frozenset()
-    mixed = (
-        {i for i in same if base_served.get(i, none) != head_served.get(i, none)}
-        if base_served or head_served
-        else set()
-    )
-    if mixed:
-        same = [i for i in same if i not in mixed]
-    grouped_run = head_table.has_groups
-
-    def group_of(item_id: str) -> str | None:
-        index = head_table.index_of(item_id)
-        return None if index is None else head_table.item_group(index)
-
-    base_only = base_table.n_items - in_base
-    seq = head.metadata.sequential
-    not_run = min(base_only, seq.items_not_run) if seq is not None else 0
-    counts: dict[str, Any] = {  # ints, splatted with `common` into RunComparison
-        "n_base_only": base_only - not_run,
-        "n_not_run": not_run,
-        "n_head_only": head_table.n_items - in_base,
-        "n_changed": in_base - len(same) - len(mixed),
-        "n_fallback": len(mixed),
-    }
-    reason = _measurement_diff(base, head) or _pairwise_diff(base, head)
-    if reason is None and not same and mixed:
-        reason = f"{len(mixed)} items answered by a fallback model on one side only: none paired"
-    if reason is None and not same:
-        reason = "no item in common (different dataset or item ids)"
-    if reason is not None:
-        return RunComparison(
-            **common, comparable=False, reason=reason, n_paired=0, **counts, metrics=(), flips=()
-        )
-
-    # pass@k / pass^k are gated only when named (_DERIVED_PREFIXES): else none is computed.
-    derived = any(m.startswith(_DERIVED_PREFIXES) for m in metrics or ())
-    base_metrics = item_metrics(base.records, base.rollouts, derived=derived)
-    head_metrics = item_metrics(head.records, head.rollouts, derived=derived)
-    names = metrics or [
-        m for m in head_metrics if m in base_metrics and not m.startswith(_DERIVED_PREFIXES)
-    ]
-    if not names:  # every rollout of one side errored: a baseline was given, nothing pairs
-        which = "baseline" if not base_metrics else "PR run"
-        return RunComparison(
-            **common,
-            comparable=False,
-            reason=f"no scored item in common: every rollout of the {which} errored",
-            n_paired=0,
-            **counts,
-            metrics=(),
-            flips=(),
-        )
-    results: list[MetricComparison] = []
-    flips: list[Flip] = []
-    design = sequential_design(head)
-    order, horizon = order_of(head)
-    groups_total, group_size = group_plan_of(head)
-    n_paired = 0
-    pairwise = position.pairwise_side(head.records) if _is_pairwise(head) else None
-    for name in names:
-        b_vals, h_vals = base_metrics.get(name, {}), head_metrics.get(name, {})
-        # Errored items drop out. The rest go in the run's order (a keyed hash of the id), not
-        # the order they finished in: graded scores' bounds (betting, sign-flips) depend on
-        # order, and this one is fixed before any score is and is the order the looks ran in,
-        # so the bounds stay valid and every reading (look or scorecard) is the same.
-        # Grouped items go whole group by whole group (the looks' order: stats.item_order).
-        pairs = [i for i in same if i in b_vals and i in h_vals]
-        grouping = {i: group_of(i) for i in pairs} if grouped_run else {}
-        grouped = any(g is not None for g in grouping.values())
-        ids = stats.item_order(pairs, order, grouping if grouped else None)
-        del pairs
-        if not ids:
-            results.append(MetricComparison(name, None, "INCONCLUSIVE", None, "no paired items"))
-            continue
-        b = np.fromiter((b_vals[i] for i in ids), dtype=float, count=len(ids))
-        h = np.fromiter((h_vals[i] for i in ids), dtype=float, count=len(ids))
-        use_clusters = None
-        if grouped:  # else every item is its own cluster: none to build
-            groups = [grouping[i] for i in ids]
-            use_clusters = [
-                g if g is not None else f"item:{i}" for g, i in zip(groups, ids, strict=True)
-            ]
-        common_args: dict[str, Any] = {
-            "margin": margin,
-            "alpha": alpha,
-            "seed": seed,
-            "design": design,
-            "groups_total": groups_total,
-            "group_size": group_size,
-        }
-        test = functools.partial(
-            compare_metric,
-            name,
-            b,
-            clusters=use_clusters,
-            scale=(scales or {}).get(name),
-            horizon=max(horizon or 0, len(ids)),
-            margin=margin,
-            alpha=alpha,
-            seed=seed,
-            design=design,
-            groups_total=groups_total,
-            group_size=group_size,
-        )
-        mc = test(h)
-        if head.records.errored and mc.result is not None:
-            # The PASS side with the PR's errored rollouts at the worst score: an error never
-            # helps a PASS (evalgate.run.imputed). The same items in the same order as above,
-            # with those whose every PR rollout errored put back.
-            ran = {i: group_of(i) for i in same if i in b_vals}
-            ran_grouped = any(g is not None for g in ran.values())
-            side = pass_side(
-                head.records,
-                name,
-                b_vals,
-                stats.item_order(ran, order, ran if ran_grouped else None),
-                np.concatenate([b, h]),
-                (scales or {}).get(name),
-            )
-            if side.imputed:  # else the same data as above
-                kept_groups = [group_of(i) for i in side.ids]
-                passing = compare_metric(
-                    name,
-                    side.base,
-                    side.head,
-                    clusters=(
-                        [g or f"item:{i}" for i, g in zip(side.ids, kept_groups, strict=True)]
-                        if any(g is not None for g in kept_groups)
-                        else None
-                    ),
-                    scale=[side.scale.low, side.scale.high],
-                    horizon=max(horizon or 0, len(side.ids)),
-                    with_mde=False,
-                    **common_args,
-                )
-                if passing.result is not None:
-                    result = worst_case_result(mc.result, passing.result)
-                    mc = dataclasses.replace(
-                        mc,
-                        result=result,
-                        status=stats.verdict(result),
-                        imputed=side.imputed,
-                        imputed_as=side.worst,
-                    )
-        if pairwise is not None and name == "win_rate":  # position bias: compare/position.py
-            mc = position.guard(mc, ids, pairwise, functools.partial(test, with_mde=False))
-        if order.public:
-            mc = dataclasses.replace(
-                mc, reason="; ".join(x for x in (mc.reason, LEGACY_ORDER) if x)
-            )
-        results.append(mc)
-        n_paired = max(n_paired, len(ids))
-        if not flips:
-            flips = _flips(ids, b, h, base, head)
-    return RunComparison(
-        **common,
-        comparable=True,
-        reason="",
-        n_paired=n_paired,
-        **counts,
-        metrics=tuple(results),
-        flips=tuple(flips),
-    )
+    return runs.compare_runs(base, head, **options)

@@ -329,16 +329,16 @@ class _RunRows:
         items, statuses, counts and order."""
         import numpy as np
 
+        from evalgate.compare.join import join_ids  # the same join as the comparison's
+
         mean_h, count_h, error_h = head.records.outcomes()
-        ids = head.records.item_ids()
-        n = len(ids)
+        n = head.records.n_items
         has_h = count_h > 0
         errored = np.zeros(n, dtype=bool)
         errored[list(error_h)] = True
         if base is not None:
             mean_b, count_b, _ = base.records.outcomes()
-            where = [base.records.index_of(i) for i in ids]
-            at = np.array([-1 if w is None else w for w in where], dtype=np.int64)
+            at = join_ids(base.records, head.records)  # no list of a million ids
             has_base = at >= 0
             b_mean = np.where(has_base, mean_b[np.maximum(at, 0)], np.nan)
             has_b = has_base & (np.where(has_base, count_b[np.maximum(at, 0)], 0) > 0)
@@ -373,7 +373,7 @@ class _RunRows:
         for index in np.sort(np.concatenate(shown)).tolist():
             h = float(mean_h[index]) if has_h[index] else None
             b = float(b_mean[index]) if has_b[index] else None
-            self.listed[ids[index]] = (status_of[index], h, b, error_h.get(index))
+            self.listed[head.records.item_id(index)] = (status_of[index], h, b, error_h.get(index))
         self.counts = {k: listed[k] for k in ("regressed", "improved", "errored")}
         self.counts["all"] = len(self.listed)
         self.left_out = [

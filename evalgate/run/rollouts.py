@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from evalgate.run.item_ids import ItemIds, ItemValues
+from evalgate.run.item_means import dyadic, fsum_means
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["RolloutTable", "unusable"]
 
-# Per-item means are sums of 8-byte floats: numpy adds them in row order, fmean (what a pass over
-# the records computes) rounds the exact sum once. The two agree when every value is a multiple
-# of 2^-_DYADIC_BITS below 2^_DYADIC_ROOM (0/1 rewards, k-ths of a power of two...): the row-order
-# sums are then exact. Other values take math.fsum per item, as the records' pass did.
-_DYADIC_BITS = 24
-_DYADIC_ROOM = 2**26
 _HASH_BYTES = 8  # an item's content hash, as the engine writes it: 16 hex digits
 
 _NAN = math.nan
@@ -63,23 +64,50 @@ def _finite_floats(rec: dict[str, Any]) -> bool:
     return True
 
 
-def _fill(columns: dict[str, array[Any]], row: int, fill: float) -> None:
+def _fill(columns: Mapping[str, array[int] | array[float]], row: int, fill: float) -> None:
     for col in columns.values():
         if len(col) == row:  # a name this record lacks
-            col.append(fill)  # 0 for usage's "q" columns, NaN for the metrics' "d"
+            col.append(fill)  # type: ignore[arg-type]  # 0 for usage's ints, NaN for scores
+
+
+def _add_usage(columns: dict[str, array[int]], usage: Mapping[str, float], row: int) -> None:
+    """Row ``row``'s token counts into ``columns`` (a new name: earlier rows had 0 of it).
+    4 bytes a count ("I") until one does not fit (negative, 2^32 or more): that column is then
+    widened to 8 ("q")."""
+    for name, value in usage.items():
+        col = columns.get(name)
+        if col is None:
+            col = columns[name] = array("I", [0]) * row
+        try:
+            col.append(int(value))
+        except OverflowError:
+            col = columns[name] = array("q", col)
+            col.append(int(value))
+    if len(usage) != len(columns):  # names this record lacks (the common record has all)
+        _fill(columns, row, 0)
+
+
+def _add_scores(columns: dict[str, array[float]], scores: Mapping[str, float], row: int) -> None:
+    """Row ``row``'s metric values into ``columns`` (NaN: a row without that metric)."""
+    for name, score in scores.items():
+        col = columns.get(name)
+        if col is None:
+            col = columns[name] = array("d", [_NAN]) * row
+        col.append(float(score))
+    if len(scores) != len(columns):
+        _fill(columns, row, _NAN)
 
 
 class RolloutTable:
     """Rollouts appended as records, iterated back as slim records (in the order appended)."""
 
     def __init__(self) -> None:
-        self._item_index: dict[str, int] = {}
-        # Per item, in the order first seen: its id, its group (where it has one) and its
-        # content hash, as its first record gave them. The engine's hash (16 lowercase hex
-        # digits: run.fingerprint.item_hash) is kept as its 8 bytes in one buffer, any other
-        # (None, a hand-made one) beside it: a million items, 8 MB where a tuple and a hash
-        # string each took ~130.
-        self._ids: list[str] = []
+        # Per item, in the order first seen: its id (and id → index: a compact table, see
+        # run/item_ids.py), its group (where it has one) and its content hash, as its first
+        # record gave them. The engine's hash (16 lowercase hex digits: run.fingerprint.
+        # item_hash) is kept as its 8 bytes in one buffer, any other (None, a hand-made one)
+        # beside it: a million items, 8 MB where a tuple and a hash string each took ~130.
+        self._ids = ItemIds()
         self._groups: dict[int, str] = {}
         self._hashes = bytearray()
         self._odd_hashes: dict[int, str | None] = {}
@@ -90,18 +118,17 @@ class RolloutTable:
         self._rollout = array("I")
         self._reward = array("d")
         self._blank = bytearray()
-        # array[Any]: the loops below treat both alike (usage holds ints "q", metrics floats "d")
-        self._usage: dict[str, array[Any]] = {}
-        self._metrics: dict[str, array[Any]] = {}
+        self._usage: dict[str, array[int]] = {}  # token counts ("I", widened to "q" if need be)
+        self._metrics: dict[str, array[float]] = {}
         self._errors: dict[int, str] = {}  # row → error message (errors are few)
         self._costs: dict[int, float] = {}  # row → cost_usd, where a suite reported one
         # row → a judge's tokens, cost and position-swap consistency (the metadata's judge
         # figures); its reasoning and raw replies stay in the journal.
-        self._judges: dict[int, dict[str, Any]] = {}
-        self._served: dict[int, dict[str, Any]] = {}  # row → served_by, where a fallback answered
+        self._judges: dict[int, dict[str, object]] = {}
+        self._served: dict[int, list[str]] = {}  # row → served_by, where a fallback answered
         # row → the reward recorded, of a rollout kept as errored for an unusable score (the
         # report page lists it by the journal's own fields: no error, that reward)
-        self._unusable: dict[int, Any] = {}
+        self._unusable: dict[int, object] = {}
         self._n = 0
 
     def __len__(self) -> int:
@@ -115,10 +142,10 @@ class RolloutTable:
     def append(self, rec: dict[str, Any]) -> int:
         """Add one record; returns its item's index (in the order items were first seen)."""
         row = self._n
-        index = self._item_index.get(rec["example_id"])
-        if index is None:
-            index = self._item_index[rec["example_id"]] = len(self._ids)
-            self._add_item(rec["example_id"], rec.get("group"), rec.get("item_hash", ""))
+        known = len(self._ids)
+        index = self._ids.add(rec["example_id"])
+        if index == known:
+            self._add_item(rec.get("group"), rec.get("item_hash", ""))
         self._item.append(index)
         self._rollout.append(rec.get("rollout", 0))  # a hand-made record may leave it out
         error = rec["error"] if rec["error"] is not None else unusable(rec)
@@ -130,23 +157,8 @@ class RolloutTable:
         completion = rec.get("completion")
         blank = completion is None or (isinstance(completion, str) and not completion.strip())
         self._blank.append(1 if blank else 0)
-        usage, metrics = rec.get("usage") or {}, rec["metrics"]
-        columns = self._usage
-        for name, value in usage.items():
-            col = columns.get(name)
-            if col is None:  # a new name: earlier rows did not have it
-                col = columns[name] = array("q", [0]) * row
-            col.append(int(value))
-        if len(usage) != len(columns):  # names this record lacks (the common record has all)
-            _fill(columns, row, 0)
-        columns = self._metrics
-        for name, value in metrics.items():
-            col = columns.get(name)
-            if col is None:
-                col = columns[name] = array("d", [_NAN]) * row
-            col.append(float(value))
-        if len(metrics) != len(columns):
-            _fill(columns, row, _NAN)
+        _add_usage(self._usage, rec.get("usage") or {}, row)
+        _add_scores(self._metrics, rec["metrics"], row)
         if rec["error"] is not None:
             self._errors[row] = rec["error"]
         if rec.get("cost_usd") is not None:
@@ -159,9 +171,9 @@ class RolloutTable:
         self._n += 1
         return index
 
-    def _add_item(self, example_id: str, group: str | None, ihash: str | None) -> None:
-        index = len(self._ids)
-        self._ids.append(example_id)
+    def _add_item(self, group: str | None, ihash: str | None) -> None:
+        """The new item's group and content hash (its id was just added to ``_ids``)."""
+        index = len(self._ids) - 1
         if group is not None:
             self._groups[index] = group
         packed = _pack_hash(ihash)
@@ -206,6 +218,22 @@ class RolloutTable:
         at = _HASH_BYTES * index
         return packed is not None and self._hashes[at : at + _HASH_BYTES] == packed
 
+    @property
+    def id_table(self) -> ItemIds:
+        """The items' ids (and id → index), as the table keeps them."""
+        return self._ids
+
+    def id_codes(self) -> npt.NDArray[np.int64]:
+        """Each item's ``hash()`` of its id (equal ids, equal codes: a join's first pass)."""
+        return self._ids.codes()
+
+    def content_hashes(self) -> tuple[npt.NDArray[np.uint64], frozenset[int]]:
+        """(each item's packed content hash, the items whose hash is not the engine's, whose
+        packed value is 0 and which :meth:`same_hash` alone compares)."""
+        import numpy as np
+
+        return np.frombuffer(bytes(self._hashes), dtype=np.uint64), frozenset(self._odd_hashes)
+
     def item_hash(self, index: int) -> str | None:
         """The content hash the item's first record gave."""
         if index in self._odd_hashes:
@@ -230,7 +258,10 @@ class RolloutTable:
             yield self._row(row, usage, metrics)
 
     def _row(
-        self, row: int, usage: list[tuple[str, array[Any]]], metrics: list[tuple[str, array[Any]]]
+        self,
+        row: int,
+        usage: list[tuple[str, array[int]]],
+        metrics: list[tuple[str, array[float]]],
     ) -> dict[str, Any]:
         index = self._item[row]
         example_id, group, ihash = self._ids[index], self._groups.get(index), self.item_hash(index)
@@ -269,11 +300,10 @@ class RolloutTable:
                 row_value["error"] = None
             return self.append(row_value)
         row = self._n
-        example_id = value["example_id"]
-        index = self._item_index.get(example_id)
-        if index is None:
-            index = self._item_index[example_id] = len(self._ids)
-            self._add_item(example_id, value.get("group"), value.get("item_hash"))
+        known = len(self._ids)
+        index = self._ids.add(value["example_id"])
+        if index == known:
+            self._add_item(value.get("group"), value.get("item_hash"))
         self._item.append(index)
         self._rollout.append(value.get("rollout", 0))
         metrics = value.get("metrics") or {}
@@ -285,23 +315,8 @@ class RolloutTable:
             type(completion) is str and (not completion or completion.isspace())
         )
         self._blank.append(1 if blank else 0)
-        usage = value.get("usage") or {}
-        columns = self._usage
-        for name, amount in usage.items():
-            col = columns.get(name)
-            if col is None:
-                col = columns[name] = array("q", [0]) * row
-            col.append(int(amount))
-        if len(usage) != len(columns):
-            _fill(columns, row, 0)
-        columns = self._metrics
-        for name, score in metrics.items():
-            col = columns.get(name)
-            if col is None:
-                col = columns[name] = array("d", [_NAN]) * row
-            col.append(score)
-        if len(metrics) != len(columns):
-            _fill(columns, row, _NAN)
+        _add_usage(self._usage, value.get("usage") or {}, row)
+        _add_scores(self._metrics, metrics, row)
         if value.get("cost_usd") is not None:
             self._costs[row] = value["cost_usd"]
         judge = value.get("judge")
@@ -312,7 +327,7 @@ class RolloutTable:
         self._n += 1
         return index
 
-    def _scored(self) -> Any:
+    def _scored(self) -> npt.NDArray[np.bool_]:
         """A bool mask of the rows without an error (numpy)."""
         import numpy as np
 
@@ -321,7 +336,7 @@ class RolloutTable:
             ok[np.fromiter(self._errors, dtype=np.int64, count=len(self._errors))] = False
         return ok
 
-    def first_rows(self, *, answered: bool = False) -> Any:
+    def first_rows(self, *, answered: bool = False) -> npt.NDArray[np.int64]:
         """Per item (in the order first seen), the row of its first rollout (``answered``: its
         first whose record has no error; an unusable score is not one), −1 where none: which
         journal line holds what a report shows of it."""
@@ -341,9 +356,12 @@ class RolloutTable:
 
     def index_of(self, example_id: str) -> int | None:
         """The item's index (its place in :meth:`items`), None when the run has no such item."""
-        return self._item_index.get(example_id)
+        index = self._ids.find(example_id)
+        return None if index < 0 else index
 
-    def outcomes(self) -> tuple[Any, Any, dict[int, str]]:
+    def outcomes(
+        self,
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.intp], dict[int, str]]:
         """Per item, as the journal's own fields give it: (mean of its finite rewards of
         rollouts without a recorded error (NaN: none), rollouts counted, item index → its first
         recorded error): the report page's per-item outcome, from the columns."""
@@ -354,8 +372,10 @@ class RolloutTable:
         reward = np.frombuffer(self._reward, dtype=np.float64).copy()
         recorded = {row: e for row, e in self._errors.items() if row not in self._unusable}
         for row, value in self._unusable.items():  # an unusable score: its reward as recorded
-            ok = isinstance(value, int | float) and math.isfinite(value)
-            reward[row] = float(value) if ok else _NAN
+            if isinstance(value, int | float) and math.isfinite(value):
+                reward[row] = float(value)
+            else:
+                reward[row] = _NAN
         if recorded:
             reward[np.fromiter(recorded, dtype=np.int64, count=len(recorded))] = _NAN
         good = ~np.isnan(reward) & np.isfinite(reward)
@@ -369,117 +389,138 @@ class RolloutTable:
                 first_error.setdefault(int(item[row]), recorded[row])
         return mean, count, first_error
 
-    def tally(self) -> tuple[dict[str, str | None], list[str], int, dict[str, int]]:
+    def tally(self) -> tuple[dict[str, str], list[str], int, dict[str, int]]:
         """What a summary counts per rollout, from the columns (no dict per row): each item's
         group, the error messages in row order, the scored rollouts whose completion was blank,
-        and the token usage summed per name; as a pass over the rows would count them."""
+        and the token usage summed per name; as a pass over the rows would count them (items
+        without a group are left out of the groups)."""
         import numpy as np
 
-        groups = {example_id: self._groups.get(i) for i, example_id in enumerate(self._ids)}
+        groups = {self._ids[i]: group for i, group in sorted(self._groups.items())}
         errors = [self._errors[row] for row in sorted(self._errors) if self._errors[row]]
         blank = np.frombuffer(self._blank, dtype=bool)  # a view: 0 or 1 a row
         empty = int(np.count_nonzero(blank if not self._errors else blank & self._scored()))
         usage = {name: int(sum(col)) for name, col in self._usage.items()}
         return groups, errors, empty, usage
 
-    def item_metrics(self, rollouts: int, success: float) -> dict[str, dict[str, float]]:
+    def item_metrics(self, rollouts: int, success: float) -> dict[str, ItemValues]:
         """metric → {item id: mean of its scored rollouts' values}, plus pass@k / pass^k (k =
         ``rollouts`` > 1, a rollout succeeding at reward ≥ ``success``) for items with k scored
         rollouts: what :func:`evalgate.run.summary.item_metrics` computes from the records, in
         the same order and to the same bits, from the columns (numpy: views of the columns
-        where every row counts, a few bytes a row of temporaries otherwise)."""
+        where every row counts, a few bytes a row of temporaries otherwise), each as an
+        :class:`~evalgate.run.item_ids.ItemValues` (columns, not a dict per item)."""
+        import numpy as np
+
+        if not self._n:
+            return {}
+        item = np.frombuffer(self._item, dtype=np.uint32)
+        rows: slice | np.ndarray = slice(None) if not self._errors else self._scored_rows()
+        if not item[rows].size:
+            return {}
+        ranked = self._ranked_items(item, rows)
+        rank = np.full(len(self._ids), len(self._ids), dtype=np.int64)
+        rank[ranked] = np.arange(ranked.size)
+        # (rank of the first item, 0 for a metric / 1, 2 for pass@k, pass^k, name, values):
+        # the records' pass lists a metric when its first item is first met.
+        keyed: list[tuple[int, int, str, ItemValues]] = []
+        for name, col in self._metrics.items():
+            per = self._metric_means(item, rows, np.frombuffer(col, dtype=np.float64))
+            if per is None:
+                continue
+            count, means = per
+            present = ranked[count[ranked] > 0]
+            values = ItemValues(self._ids, present, means[present])
+            keyed.append((int(rank[present[0]]), 0, name, values))
+        if rollouts > 1:
+            keyed += self._pass_rates(item, rows, ranked, rank, rollouts, success)
+        keyed.sort(key=lambda entry: (entry[0], entry[1], entry[2] if entry[1] == 0 else ""))
+        return {name: values for _, _, name, values in keyed}
+
+    def _scored_rows(self) -> npt.NDArray[np.intp]:
+        import numpy as np
+
+        return np.nonzero(self._scored())[0]
+
+    def _ranked_items(
+        self, item: npt.NDArray[np.uint32], rows: slice | npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.intp]:
+        """Items in the order of their first scored rollout (the records' pass keeps that
+        order): item indices are given in the order first seen, so with no error that is
+        theirs."""
+        import numpy as np
+
+        n_items = len(self._ids)
+        if isinstance(rows, slice):
+            return np.arange(n_items)
+        first = np.full(n_items, self._n, dtype=np.int64)
+        np.minimum.at(first, item[rows], rows)
+        seen = np.nonzero(first < self._n)[0]
+        return seen[np.argsort(first[seen], kind="stable")]
+
+    def _metric_means(
+        self,
+        item: npt.NDArray[np.uint32],
+        rows: slice | npt.NDArray[np.intp],
+        values: npt.NDArray[np.float64],
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
+        """(rollouts counted, mean) per item of one metric column, over ``rows`` and the rows
+        that have the metric; None when no row has it."""
+        import numpy as np
+
+        n_items = len(self._ids)
+        missing = np.isnan(values)
+        where: slice | npt.NDArray[np.intp] = rows
+        if missing.any():
+            clean = isinstance(rows, slice)
+            where = np.nonzero(~missing if clean else self._scored() & ~missing)[0]
+        del missing
+        per = item[where]
+        if not per.size:
+            return None
+        count = np.bincount(per, minlength=n_items)
+        picked = values[where]
+        if dyadic(picked):
+            means = np.bincount(per, weights=picked, minlength=n_items) / np.maximum(count, 1)
+        else:  # rounding could differ from fmean: the exact sum per item, as it did
+            means = fsum_means(per.astype(np.intp), picked, n_items, count)
+        return count, means
+
+    def _pass_rates(
+        self,
+        item: npt.NDArray[np.uint32],
+        rows: slice | npt.NDArray[np.intp],
+        ranked: npt.NDArray[np.intp],
+        rank: npt.NDArray[np.int64],
+        rollouts: int,
+        success: float,
+    ) -> list[tuple[int, int, str, ItemValues]]:
+        """pass@k and pass^k of the items with k scored rollouts, keyed as item_metrics sorts
+        them (after the metrics their first item starts)."""
         import numpy as np
 
         from evalgate import stats
 
-        if not self._n:
-            return {}
         n_items = len(self._ids)
-        item = np.frombuffer(self._item, dtype=np.uint32)
-        clean = not self._errors
-        rows: Any = slice(None) if clean else np.nonzero(self._scored())[0]
         item_ok = item[rows]
-        if not item_ok.size:
-            return {}
-        # Items in the order of their first scored rollout (the records' pass keeps that order):
-        # item indices are given in the order first seen, so with no error that is theirs.
-        if clean:
-            ranked = np.arange(n_items)
-        else:
-            first = np.full(n_items, self._n, dtype=np.int64)
-            np.minimum.at(first, item_ok, rows)
-            seen = np.nonzero(first < self._n)[0]
-            ranked = seen[np.argsort(first[seen], kind="stable")]
-        rank = np.full(n_items, n_items, dtype=np.int64)
-        rank[ranked] = np.arange(ranked.size)
-        ids = [self._ids[i] for i in ranked.tolist()]
-        keyed: list[tuple[int, int, str, dict[str, float]]] = []
-        for name, col in self._metrics.items():
-            values = np.frombuffer(col, dtype=np.float64)
-            missing = np.isnan(values)
-            where: Any = rows
-            if missing.any():
-                where = np.nonzero(~missing if clean else self._scored() & ~missing)[0]
-            del missing
-            per = item[where]
-            if not per.size:
-                continue
-            count = np.bincount(per, minlength=n_items)
-            picked = values[where]
-            if _dyadic(picked):
-                means = np.bincount(per, weights=picked, minlength=n_items) / np.maximum(count, 1)
-            else:  # rounding could differ from fmean: the exact sum per item, as it did
-                means = _fsum_means(per.astype(np.intp), picked, n_items, count)
-            present = ranked[count[ranked] > 0]
-            keyed.append(
-                (
-                    int(rank[present[0]]),
-                    0,
-                    name,
-                    dict(
-                        zip(
-                            [ids[r] for r in rank[present].tolist()],
-                            means[present].tolist(),
-                            strict=True,
-                        )
-                    ),
-                )
-            )
-        if rollouts > 1:
-            scored = np.bincount(item_ok, minlength=n_items)
-            reward = np.frombuffer(self._reward, dtype=np.float64)[rows]
-            wins = np.bincount(item_ok[reward >= success], minlength=n_items)
-            full = ranked[scored[ranked] >= rollouts]
-            if full.size:
-                # One float per distinct (n, c), shared by the items that have it.
-                code = scored[full].astype(np.int64) * (self._n + 1) + wins[full]
-                distinct, which = np.unique(code, return_inverse=True)
-                at, hat = [], []
-                for c in distinct.tolist():
-                    n_c = divmod(c, self._n + 1)
-                    at.append(stats.pass_at_k(n_c[0], n_c[1], rollouts))
-                    hat.append(stats.pass_hat_k(n_c[0], n_c[1], rollouts))
-                names = [ids[r] for r in rank[full].tolist()]
-                picks = which.ravel().tolist()
-                start = int(rank[full[0]])
-                keyed.append(
-                    (
-                        start,
-                        1,
-                        f"pass@{rollouts}",
-                        dict(zip(names, [at[w] for w in picks], strict=True)),
-                    )
-                )
-                keyed.append(
-                    (
-                        start,
-                        2,
-                        f"pass^{rollouts}",
-                        dict(zip(names, [hat[w] for w in picks], strict=True)),
-                    )
-                )
-        keyed.sort(key=lambda entry: (entry[0], entry[1], entry[2] if entry[1] == 0 else ""))
-        return {name: values for _, _, name, values in keyed}
+        scored = np.bincount(item_ok, minlength=n_items)
+        reward = np.frombuffer(self._reward, dtype=np.float64)[rows]
+        wins = np.bincount(item_ok[reward >= success], minlength=n_items)
+        full = ranked[scored[ranked] >= rollouts]
+        if not full.size:
+            return []
+        # One float per distinct (n, c), shared by the items that have it.
+        code = scored[full].astype(np.int64) * (self._n + 1) + wins[full]
+        distinct, which = np.unique(code, return_inverse=True)
+        pairs = [divmod(c, self._n + 1) for c in distinct.tolist()]
+        at = np.array([stats.pass_at_k(n, c, rollouts) for n, c in pairs])
+        hat = np.array([stats.pass_hat_k(n, c, rollouts) for n, c in pairs])
+        picks = which.ravel()
+        start = int(rank[full[0]])
+        return [
+            (start, 1, f"pass@{rollouts}", ItemValues(self._ids, full, at[picks])),
+            (start, 2, f"pass^{rollouts}", ItemValues(self._ids, full, hat[picks])),
+        ]
 
     @classmethod
     def ordered(cls, parts: Iterable[RolloutTable], order: dict[str, int]) -> RolloutTable:
@@ -520,30 +561,6 @@ class RolloutTable:
 
     def __radd__(self, other: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [*other, *self]
-
-
-def _dyadic(values: Any) -> bool:
-    """Whether every value is a multiple of 2^-_DYADIC_BITS below 2^_DYADIC_ROOM (row-order sums
-    of them are then exact), checked a block at a time (no temporaries of the whole column)."""
-    import numpy as np
-
-    step = 1 << 16
-    for at in range(0, values.size, step):
-        block = values[at : at + step]
-        scaled = block * 2.0**_DYADIC_BITS
-        if not (np.all(scaled == np.floor(scaled)) and np.all(np.abs(block) < _DYADIC_ROOM)):
-            return False
-    return True
-
-
-def _fsum_means(per: Any, values: Any, n_items: int, count: Any) -> Any:
-    """Per-item math.fsum(values) / count, items given by ``per`` (numpy arrays)."""
-    import numpy as np
-
-    order = np.argsort(per, kind="stable")  # each item's values in row order, as fmean saw them
-    grouped = np.split(values[order], np.cumsum(np.bincount(per, minlength=n_items))[:-1])
-    sums = np.array([math.fsum(chunk.tolist()) for chunk in grouped])
-    return sums / np.maximum(count, 1)
 
 
 def _pack_hash(ihash: str | None) -> bytes | None:

@@ -17,7 +17,7 @@ as an uninterrupted run would.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
@@ -85,7 +85,7 @@ class SequentialResult:
 
 def plan_order(
     items: list[Item], baseline: LoadedRun, metric: str, key: stats.OrderKey
-) -> tuple[list[Item], list[Item], dict[str, float]]:
+) -> tuple[list[Item], list[Item], Mapping[str, float]]:
     """(paired items in the order of ``key``, unpaired items, baseline per-item scores).
 
     The order is :func:`evalgate.stats.item_order`, the one ``evalgate compare`` reads the
@@ -189,7 +189,7 @@ class _Look:
     """What one look compares: the items read so far in the run's order and what pairs them."""
 
     items: list[Item]  # the ordered paired items up to this look's end
-    base_scores: dict[str, float]
+    base_scores: Mapping[str, float]
     groups: dict[str, str | None]
     counts: list[int]  # group sizes in the run's order (empty: no groups)
     metric: str

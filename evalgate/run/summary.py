@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any, TypeGuard
 
 from evalgate import stats
 from evalgate.errors import redact_secrets
+from evalgate.run.item_ids import ItemValues
 from evalgate.run.rollouts import RolloutTable, unusable
 
 __all__ = ["RunSummary", "item_metrics", "summarize", "unusable"]
@@ -38,7 +39,7 @@ def _columnar(records: Any) -> TypeGuard[RolloutTable]:
 
 def item_metrics(
     records: Iterable[dict[str, Any]], rollouts: int, *, derived: bool = True
-) -> dict[str, dict[str, float]]:
+) -> dict[str, Mapping[str, float]]:
     """metric → {item id: per-item value}; includes pass@k / pass^k when k > 1 (and
     ``derived``: a comparison that gates none of them leaves them out).
 
@@ -47,7 +48,7 @@ def item_metrics(
     Rollouts whose scores are unusable (NaN, ±inf; see :func:`unusable`) count as errored.
     """
     if _columnar(records):  # the same values from its columns (numpy)
-        return records.item_metrics(rollouts if derived else 1, SUCCESS)
+        return dict(records.item_metrics(rollouts if derived else 1, SUCCESS))
     values: dict[str, dict[str, array[float]]] = {}  # item → metric → its rollouts' values
     counts: dict[str, list[int]] = {}  # item → [rollouts scored, rollouts at full marks]
     for rec in records:
@@ -67,7 +68,7 @@ def item_metrics(
             if column is None:
                 column = per[name] = array("d")
             column.append(value)
-    out: dict[str, dict[str, float]] = defaultdict(dict)
+    out: defaultdict[str, dict[str, float]] = defaultdict(dict)
     for item_id, per in values.items():
         for name in sorted(per):
             out[name][item_id] = fmean(per[name])
@@ -100,9 +101,10 @@ class RunSummary:
     # refused to start says why only here).
     error_example: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    # Per-item values (metric → item → value) and groups, for threshold tests; not serialised.
-    per_item: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
-    groups: dict[str, str | None] = field(default_factory=dict, repr=False)
+    # Per-item values (metric → item → value; columns when read from them: ItemValues) and
+    # the items' groups (items without one left out), for threshold tests; not serialised.
+    per_item: dict[str, Mapping[str, float]] = field(default_factory=dict, repr=False)
+    groups: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def error_rate(self) -> float:
@@ -136,7 +138,7 @@ def summarize(
     time_s: float,
 ) -> RunSummary:
     # One pass for what is counted per rollout (a table builds a dict per row on each pass).
-    groups: dict[str, str | None] = {}
+    groups: dict[str, str] = {}  # items without a group left out
     errors: list[str] = []  # a rollout with a NaN or infinite score is an error of its own kind
     empty = 0
     usage: Counter[str] = Counter()
@@ -147,7 +149,11 @@ def summarize(
     else:
         rows = records
     for r in rows:
-        groups[r["example_id"]] = r.get("group")
+        group = r.get("group")
+        if group is not None:
+            groups[r["example_id"]] = group
+        elif groups:  # the last record's group, as before (None: none)
+            groups.pop(r["example_id"], None)
         error = r["error"]
         why = error or unusable(r)
         if why is not None:
@@ -156,14 +162,19 @@ def summarize(
             completion = r.get("completion")
             empty += isinstance(completion, str | None) and not (completion or "").strip()
         usage.update(r.get("usage") or {})
-    clustered = any(g is not None for g in groups.values())
+    clustered = bool(groups)
     metrics = {}
     values = item_metrics(records, rollouts)
     for name, per_item in values.items():
+        if isinstance(per_item, ItemValues) and not clustered:
+            # Read from its columns: an unclustered estimate sums with math.fsum (exact), so
+            # the items' order does not change it and no sorted list of a million ids is made.
+            metrics[name] = stats.mean_ci(per_item.array.tolist())
+            continue
         ids = sorted(per_item)
         # Plain floats: numpy would load for nothing (start-up time of every run).
         scores = [per_item[i] for i in ids]
-        clusters = [groups[i] or i for i in ids] if clustered else None
+        clusters = [groups.get(i) or i for i in ids] if clustered else None
         metrics[name] = stats.mean_ci(scores, clusters=clusters)
     kinds = Counter(_error_kind(e) for e in errors)
     return RunSummary(

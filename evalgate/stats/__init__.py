@@ -77,6 +77,7 @@ _WHERE = {
     "verdict": "_paired",
     "_mcnemar_p": "_paired",
     "item_order": "_order",
+    "item_rank": "_order",
     "OrderKey": "_order",
     "pass_at_k": "_passk",
     "pass_hat_k": "_passk",
@@ -110,7 +111,7 @@ if TYPE_CHECKING:
     from evalgate.stats._display import decimals_against
     from evalgate.stats._estimates import Estimate, item_scores, mean_ci
     from evalgate.stats._multiplicity import holm
-    from evalgate.stats._order import OrderKey, item_order
+    from evalgate.stats._order import OrderKey, item_order, item_rank
     from evalgate.stats._paired import FAIL as FAIL
     from evalgate.stats._paired import INCONCLUSIVE as INCONCLUSIVE
     from evalgate.stats._paired import MIN_GROUPS as MIN_GROUPS
@@ -163,6 +164,7 @@ __all__ = [
     "fail_crossing_probability",
     "holm",
     "item_order",
+    "item_rank",
     "item_scores",
     "look_sizes",
     "mde",

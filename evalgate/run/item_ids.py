@@ -1,0 +1,226 @@
+"""A run's item ids, in the order first seen, and id → index: ~35 bytes an item.
+
+A dict of str → int with a list of the ids cost ~145 bytes an item (the str object, the dict's
+entry, a boxed int): 145 MB for each of the two runs `evalgate compare` reads at a million
+items (bench/compare_scale.py). Here the ids are kept as text, a block of :data:`_BLOCK` ids
+joined into one str with their end offsets, and the index is an open-addressing hash table in
+two typed arrays (the id's ``hash()`` and its item index per slot, linear probing, at most half
+full). A lookup compares the id found at a slot with the one asked for without building a copy
+(``str.startswith`` at an offset), so two ids with one hash never share an index.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, Mapping, ValuesView
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy loads with the first column read: a 1-item run needs none
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["ItemIds", "ItemValues"]
+
+_BLOCK = 4096  # ids per block of text: one str and its end offsets once full
+_EMPTY = -1
+_code = hash  # an id's code (tests put many ids on one code: lookups compare the ids)
+_VECTOR_GROW = 1 << 15  # from this many items a table grows with numpy (see _placed)
+
+
+class ItemIds:
+    """Item ids in the order added; :meth:`find` and :meth:`add` map an id to its index."""
+
+    def __init__(self) -> None:
+        # Full blocks: (text, end offsets; a block's text is far below 2^32 characters).
+        self._blocks: list[tuple[str, array[int]]] = []
+        self._open: list[str] = []  # the block being filled, as str objects
+        self._hashes = array("q", [0]) * 8  # per slot: the id's hash()
+        self._slots = array("i", [_EMPTY]) * 8  # per slot: the item index, _EMPTY when free
+        self._mask = 7
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index: int) -> str:
+        block, at = divmod(index, _BLOCK)
+        if block == len(self._blocks):
+            return self._open[at]
+        text, ends = self._blocks[block]
+        return text[ends[at - 1] if at else 0 : ends[at]]
+
+    def __iter__(self) -> Iterator[str]:
+        for text, ends in self._blocks:
+            start = 0
+            for end in ends:
+                yield text[start:end]
+                start = end
+        yield from self._open
+
+    def is_id(self, index: int, item_id: str) -> bool:
+        """Whether item ``index``'s id is ``item_id`` (no copy of the stored id is made)."""
+        block, at = divmod(index, _BLOCK)
+        if block == len(self._blocks):
+            return self._open[at] == item_id
+        text, ends = self._blocks[block]
+        start = ends[at - 1] if at else 0
+        return ends[at] - start == len(item_id) and text.startswith(item_id, start)
+
+    def find(self, item_id: str) -> int:
+        """The id's index, −1 when absent."""
+        code = _code(item_id)
+        slot = code & self._mask
+        hashes, slots = self._hashes, self._slots
+        while (index := slots[slot]) != _EMPTY:
+            if hashes[slot] == code and self.is_id(index, item_id):
+                return index
+            slot = (slot + 1) & self._mask
+        return -1
+
+    def add(self, item_id: str) -> int:
+        """The id's index, added (as the next index) when absent."""
+        code = _code(item_id)
+        mask = self._mask
+        slot = code & mask
+        hashes, slots = self._hashes, self._slots
+        while (index := slots[slot]) != _EMPTY:
+            if hashes[slot] == code and self.is_id(index, item_id):
+                return index
+            slot = (slot + 1) & mask
+        index = self._n
+        slots[slot], hashes[slot] = index, code
+        self._n += 1
+        self._open.append(item_id)
+        if len(self._open) == _BLOCK:
+            self._close_block()
+        if 2 * self._n > mask:  # more than half full: probes stay short
+            self._grow()
+        return index
+
+    def _close_block(self) -> None:
+        ends, end = array("I"), 0
+        for item_id in self._open:
+            end += len(item_id)
+            ends.append(end)
+        self._blocks.append(("".join(self._open), ends))
+        self._open = []
+
+    def _grow(self) -> None:
+        size = 2 * (self._mask + 1)
+        if self._n >= _VECTOR_GROW:
+            self._hashes, self._slots = _placed(self._hashes, self._slots, size)
+            self._mask = size - 1
+            return
+        mask = size - 1
+        hashes, slots = array("q", [0]) * size, array("i", [_EMPTY]) * size
+        for code, index in zip(self._hashes, self._slots, strict=True):
+            if index != _EMPTY:
+                _put(hashes, slots, mask, code, index)
+        self._hashes, self._slots, self._mask = hashes, slots, mask
+
+    def codes(self) -> npt.NDArray[np.int64]:
+        """Each item's ``hash()`` of its id, by index (equal ids have equal codes: the join of
+        two runs' items, :func:`evalgate.compare.join.pair_items`, matches codes first)."""
+        import numpy as np
+
+        slots = np.frombuffer(self._slots, dtype=np.int32)
+        used = slots != _EMPTY
+        out = np.zeros(self._n, dtype=np.int64)
+        out[slots[used]] = np.frombuffer(self._hashes, dtype=np.int64)[used]
+        return out
+
+
+def _put(hashes: array[int], slots: array[int], mask: int, code: int, index: int) -> None:
+    """Item ``index`` (its id's code ``code``) into the first free slot from its home."""
+    slot = code & mask
+    while slots[slot] != _EMPTY:
+        slot = (slot + 1) & mask
+    slots[slot], hashes[slot] = index, code
+
+
+def _placed(hashes: array[int], slots: array[int], size: int) -> tuple[array[int], array[int]]:
+    """The items of a table re-placed in one of ``size`` slots, with numpy (a million items:
+    a Python loop took ~0.5 s a doubling). Taken in order of their home slot, linear probing
+    puts each at max(home, the previous one's slot + 1): a running maximum. The few pushed
+    past the last slot wrap round to the start, one by one."""
+    import numpy as np
+
+    used = np.frombuffer(slots, dtype=np.int32) != _EMPTY
+    code = np.frombuffer(hashes, dtype=np.int64)[used]
+    index = np.frombuffer(slots, dtype=np.int32)[used]
+    mask = size - 1
+    home = code & mask
+    order = np.argsort(home, kind="stable")
+    code, index, home = code[order], index[order], home[order]
+    step = np.arange(home.size)
+    place = np.maximum.accumulate(home - step) + step
+    inside = place < size
+    new_hashes, new_slots = np.zeros(size, dtype=np.int64), np.full(size, _EMPTY, np.int32)
+    new_hashes[place[inside]], new_slots[place[inside]] = code[inside], index[inside]
+    out_hashes, out_slots = array("q", new_hashes.tobytes()), array("i", new_slots.tobytes())
+    for c, i in zip(code[~inside].tolist(), index[~inside].tolist(), strict=True):
+        _put(out_hashes, out_slots, mask, c, i)
+    return out_hashes, out_slots
+
+
+class ItemValues(Mapping[str, float]):
+    """item id → a metric's per-item value, as columns: the items' indices in ``ids`` (in the
+    mapping's order) and their values (numpy), not a dict of a str and a float per item (a
+    million items: 16 MB, not ~140). Reads like the dict the records' pass builds, and equals it.
+    """
+
+    def __init__(
+        self, ids: ItemIds, index: npt.NDArray[np.intp], values: npt.NDArray[np.float64]
+    ) -> None:
+        self.ids, self.index, self.array = ids, index, values
+        self._at: npt.NDArray[np.intp] | None = None  # item index → place here, −1: none
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __iter__(self) -> Iterator[str]:
+        step = 1 << 16  # a block of indices at a time: no list of a million ints
+        for start in range(0, len(self.index), step):
+            for i in self.index[start : start + step].tolist():
+                yield self.ids[i]
+
+    def _place(self, key: object) -> int:
+        found = self.ids.find(key) if isinstance(key, str) else -1
+        if found < 0 or (self._at is not None and found >= len(self._at)):
+            return -1  # absent, or an item added to the table after these values
+        if self._at is None:
+            import numpy as np
+
+            at = np.full(len(self.ids), -1, dtype=np.intp)
+            at[self.index] = np.arange(len(self.index))
+            self._at = at
+        return int(self._at[found])
+
+    def __getitem__(self, key: str) -> float:
+        place = self._place(key)
+        if place < 0:
+            raise KeyError(key)
+        return float(self.array[place])
+
+    def __contains__(self, key: object) -> bool:
+        return self._place(key) >= 0
+
+    def values(self) -> ValuesView[float]:
+        return _Values(self)
+
+    def dense(self) -> npt.NDArray[np.float64]:
+        """The values by item index (every item of ``ids``), NaN where an item has none."""
+        import numpy as np
+
+        out = np.full(len(self.ids), np.nan)
+        out[self.index] = self.array
+        return out
+
+
+class _Values(ValuesView[float]):
+    """The values in the mapping's order, read from its array (no lookup per id)."""
+
+    _mapping: ItemValues
+
+    def __iter__(self) -> Iterator[float]:
+        yield from self._mapping.array.tolist()
