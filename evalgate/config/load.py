@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     TypeAdapter,
@@ -55,6 +54,7 @@ from evalgate.config.spec import (
     Sampling,
     Scorer,
 )
+from evalgate.config.spec._base import Deferred
 from evalgate.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -82,12 +82,12 @@ __all__ = [
 # The evals.yaml document
 
 
-class Config(BaseModel):
+class Config(Deferred):
     """The validated, layered result of loading evals.yaml: what a run needs, frozen."""
 
     # Built from models already validated (model_construct): its own validator, which is every
     # backend's and every benchmark kind's, is built only if something validates a Config.
-    model_config = ConfigDict(frozen=True, defer_build=True)
+    model_config = ConfigDict(frozen=True)
     path: Path
     models: tuple[Model, ...]
     benchmarks: tuple[Benchmark, ...]

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Self
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     JsonValue,
@@ -36,6 +35,7 @@ from pydantic import (
     model_validator,
 )
 
+from evalgate.config.spec._base import Deferred
 from evalgate.errors import UsageError
 from evalgate.run.layout import METADATA, RUN_CONFIG, RUN_FILES
 
@@ -69,12 +69,11 @@ JsonObject = dict[str, JsonValue]
 ORDER_KEY = r"^[0-9a-f]{64}$"  # evalgate.stats.OrderKey.record
 
 
-class _Record(BaseModel):
-    """Open and frozen; serialised in the order its keys were given (then any others)."""
+class _Record(Deferred):
+    """Open and frozen; serialised in the order its keys were given (then any others). Built
+    when a command first reads or writes a run file (`validate` and `schema` never do)."""
 
-    # defer_build: built when a command first reads or writes a run file (`validate` and
-    # `schema` never do); building them all costs a few hundredths of a second (issue #36).
-    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="allow", frozen=True)
     _order: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="wrap")

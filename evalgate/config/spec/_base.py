@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+from collections.abc import Mapping
 from typing import Annotated, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import (
@@ -22,6 +23,7 @@ __all__ = [
     "URL",
     "URL_NO_USERINFO",
     "BaselineSettings",
+    "Deferred",
     "EnvName",
     "EvalSettings",
     "Fraction",
@@ -163,14 +165,40 @@ def _not_a_key(value: str) -> str:
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"), AfterValidator(_not_a_key)]
 
 
-class Strict(BaseModel):
+class Deferred(BaseModel):
+    """A model whose validator is built when first used (``defer_build``), so a run pays only
+    for the backends and benchmark kinds its config names and the run files it writes (building
+    them all was most of the config's import time: issue #36).
+
+    The deferred build resolves the class's annotations in its own module, as an eager build at
+    import does. pydantic's default would take the namespace of the frame that first used the
+    class, and keep it: that frame's locals (a run's items, the loaded runs a gate compares)
+    stayed alive for the life of the process."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    @classmethod
+    def model_rebuild(
+        cls,
+        *,
+        force: bool = False,
+        raise_errors: bool = True,
+        _parent_namespace_depth: int = 2,
+        _types_namespace: Mapping[str, object] | None = None,
+    ) -> bool | None:
+        return super().model_rebuild(
+            force=force,
+            raise_errors=raise_errors,
+            _parent_namespace_depth=0,  # never a caller's frame
+            _types_namespace=_types_namespace,
+        )
+
+
+class Strict(Deferred):
     # Unknown keys are errors (a typo in a gate policy must not pass silently); frozen after load.
     # Field docstrings become schema descriptions in evalgate.config.schema, not here: pydantic
     # reads them by parsing each class's source, a third of the spec's import time.
-    # defer_build: a class's validator is built when first used, so a run pays only for the
-    # backends and benchmark kinds its config names (building all of them was most of the
-    # config's import time: issue #36).
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     @model_validator(mode="before")
     @classmethod
