@@ -48,9 +48,17 @@ def test_every_model_server_takes_the_serve_context(target: str) -> None:
     import dataclasses
     import inspect
 
-    from evalgate.serve.base import ServeContext
+    from evalgate.serve.base import ServeContext, ServeOptions
 
     cls = load_entry(target, what="x", error=ConfigError)
-    params = inspect.signature(cls).parameters
-    for field in dataclasses.fields(ServeContext):
-        assert params[field.name].kind is inspect.Parameter.KEYWORD_ONLY, (target, field.name)
+    params = list(inspect.signature(cls).parameters.values())
+    fields = {field.name for field in dataclasses.fields(ServeContext)}
+    # (model, **ctx: Unpack[ServeOptions]), ServeOptions being the context's fields, or the
+    # fields one by one, keyword-only.
+    if params[-1].kind is inspect.Parameter.VAR_KEYWORD:
+        assert "Unpack[ServeOptions]" in str(params[-1].annotation), target
+        assert set(ServeOptions.__annotations__) == fields
+    else:
+        named = {p.name: p.kind for p in params}
+        for name in fields:
+            assert named.get(name) is inspect.Parameter.KEYWORD_ONLY, (target, name)

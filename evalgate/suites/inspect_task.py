@@ -299,7 +299,7 @@ class InspectSuite(SuiteDefaults):
         # those of the modules it imported from its folder, are in each item's hash, beside what
         # the runner reports of the sample's own.
         source = _task_source(spec.task, file, cwd, meta)
-        items = [
+        samples = [
             Item(
                 id=r["id"],
                 prompt=r["input"],
@@ -310,11 +310,11 @@ class InspectSuite(SuiteDefaults):
             for r in rows
         ]
         if spec.eval.num_examples is not None:
-            items = items[: spec.eval.num_examples]
-        if not items:
+            samples = samples[: spec.eval.num_examples]
+        if not samples:
             raise ConfigError(f"benchmark {spec.name!r}: task {spec.task!r} has no samples")
         grader = Grader(spec.grader) if spec.grader is not None else None
-        return cls(name=spec.name, items=items, spec=spec, cwd=cwd, judge=grader)
+        return cls(name=spec.name, items=samples, spec=spec, cwd=cwd, judge=grader)
 
     def artifacts(self) -> list[Path]:
         """inspect's own logs, for the run directory."""
