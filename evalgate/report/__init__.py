@@ -224,6 +224,20 @@ def _diff(value: float | None, scale: stats.Scale | None = None, sign: bool = Tr
     return f"{value:+.3g}" if sign else f"{value:.3g}"
 
 
+# The template's number formatters, each marked safe (figures, never user text): built once.
+_NUMBERS = {
+    "pct": _numeric(_pct),
+    "pp": _numeric(_pp),
+    "bound": _numeric(_bound),
+    "pval": _numeric(_pval),
+    "ci": _numeric(_ci),
+    "value": _numeric(_value),
+    "diff": _numeric(_diff),
+    "usd": _numeric(_usd),
+    "requests": _numeric(_requests),
+}
+
+
 def _run_scale(verdict: Verdict, benchmark: str, metric: str) -> stats.Scale | None:
     """The scale of a run metric: declared in the policy, else from every run's items."""
     values = [
@@ -356,16 +370,8 @@ def render_scorecard(
         verdict=verdict,
         runs=runs,
         baseline_checks=baseline_checks,
-        pct=_numeric(_pct),
-        pp=_numeric(_pp),
-        bound=_numeric(_bound),
-        pval=_numeric(_pval),
-        ci=_numeric(_ci),
-        value=_numeric(_value),
-        diff=_numeric(_diff),
+        **_NUMBERS,
         scale_of=lambda benchmark, metric: _run_scale(verdict, benchmark, metric),
-        usd=_numeric(_usd),
-        requests=_numeric(_requests),
         judge=_judge,
         cell=_cell,
         code=code_span,
