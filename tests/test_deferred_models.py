@@ -27,9 +27,9 @@ def _models() -> list[type[BaseModel]]:
             continue  # entry points and code run in other interpreters
         module = importlib.import_module(info.name)
         for value in vars(module).values():
-            if isinstance(value, type) and issubclass(value, BaseModel):
-                if value.__module__.startswith("evalgate."):
-                    seen[f"{value.__module__}.{value.__qualname__}"] = value
+            ours = isinstance(value, type) and value.__module__.startswith("evalgate.")
+            if ours and issubclass(value, BaseModel):
+                seen[f"{value.__module__}.{value.__qualname__}"] = value
     return list(seen.values())
 
 
