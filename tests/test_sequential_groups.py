@@ -327,17 +327,18 @@ def test_a_grouped_looks_verdict_is_the_one_compare_reads_from_the_results(
         assert mc.status == result.decision, seed
         seen = [it.id for it in order[: result.items_used] if it.id not in errored]
         clusters = [next(x.group for x in order if x.id == i) for i in seen]
+        design = stats.Design(
+            looks=4,
+            margin=0.05,
+            alpha=0.05,
+            horizon=len(order),
+            groups_total=result.groups_total,
+            group_size=result.group_size,
+        )  # the look's plan, for the PR's side and for the PASS side alike
         look = stats.sequential_compare(
             np.array([base[i] for i in seen]),
             np.array([head[i] for i in seen]),
-            stats.Design(
-                looks=4,
-                margin=0.05,
-                alpha=0.05,
-                horizon=len(order),
-                groups_total=result.groups_total,
-                group_size=result.group_size,
-            ),
+            design,
             look=result.look,
             clusters=[g or f"item:{i}" for g, i in zip(clusters, seen, strict=True)],
         )
@@ -349,14 +350,7 @@ def test_a_grouped_looks_verdict_is_the_one_compare_reads_from_the_results(
         worst = stats.sequential_compare(
             np.array([base[it.id] for it in tried]),
             np.array([0.0 if it.id in errored else head[it.id] for it in tried]),
-            stats.Design(
-                looks=4,
-                margin=0.05,
-                alpha=0.05,
-                horizon=len(order),
-                groups_total=result.groups_total,
-                group_size=result.group_size,
-            ),
+            design,
             look=result.look,
             clusters=[it.group or f"item:{it.id}" for it in tried],
         )
