@@ -21,7 +21,7 @@ from evalgate.sandbox import BACKENDS, SandboxConfig, backend_class, open_backen
 from evalgate.serve.base import Endpoint
 from evalgate.serve.client import ChatClient
 from evalgate.suites import build_suite
-from evalgate.suites.agent import CommandAgent, load_tasks, run_task
+from evalgate.suites.agent import Attempt, CommandAgent, load_tasks, run_task
 from evalgate.suites.agent.command import parse_turn_meta
 from evalgate.suites.agent.suite import AgentSuite
 from evalgate.suites.agent.tools import TOOLS, run_tool
@@ -121,10 +121,11 @@ class SolutionAgent:
     def __init__(self, solve: bool) -> None:
         self.solve = solve
 
-    async def run(self, box: Any, task: Any, client: Any, **kw: Any) -> None:
+    async def run(self, attempt: Attempt) -> None:
+        box, task, record = attempt.box, attempt.task, attempt.record
         if self.solve:
             result = await box.exec(["sh", "-s"], stdin=task.solution, timeout_s=60)
-            kw["record"].exit_code = result.exit_code
+            record.exit_code = result.exit_code
 
 
 def test_every_task_is_solvable_and_fails_untouched() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from evalgate.sandbox import SandboxConfig, backend_class, open_backend
-from evalgate.suites.agent import load_tasks, run_task
+from evalgate.suites.agent import Attempt, load_tasks, run_task
 from tests.conftest import ROOT
 
 TASKS = ROOT / "benchmarks" / "agent-basics"
@@ -58,12 +58,13 @@ class ScriptAgent:
     def __init__(self, script: str, solve: bool = False) -> None:
         self.script, self.solve = script, solve
 
-    async def run(self, box: Any, task: Any, client: Any, **kw: Any) -> None:
+    async def run(self, attempt: Attempt) -> None:
+        box, task, record = attempt.box, attempt.task, attempt.record
         if self.solve:
             await box.exec(["sh", "-s"], stdin=task.solution, timeout_s=60)
         result = await box.exec(["sh", "-s"], stdin=self.script, timeout_s=60)
-        kw["record"].exit_code = result.exit_code
-        kw["record"].log = result.stderr
+        record.exit_code = result.exit_code
+        record.log = result.stderr
 
 
 def _tasks(tmp_path: Path, entries: list[dict[str, Any]]) -> list[Any]:

@@ -24,7 +24,7 @@ from evalgate.sandbox import SandboxConfig, Sandboxes, backend_class, open_backe
 from evalgate.sandbox._docker_image import TAG_PREFIX, Images
 from evalgate.sandbox.docker import CHALLENGE_CAPS, DockerSandbox
 from evalgate.serve.base import Endpoint
-from evalgate.suites.agent import load_tasks, run_task
+from evalgate.suites.agent import Attempt, load_tasks, run_task
 from evalgate.suites.agent import swe as swe_grading
 from evalgate.suites.agent._apply_patch import apply
 from evalgate.suites.agent.suite import AgentSuite
@@ -48,8 +48,8 @@ class ScriptAgent:
     def __init__(self, script: str = "", *, solve: bool = False) -> None:
         self.script, self.solve = script, solve
 
-    async def run(self, box: Any, task: Any, client: Any, **kw: Any) -> None:
-        record = kw["record"]
+    async def run(self, attempt: Attempt) -> None:
+        box, task, record = attempt.box, attempt.task, attempt.record
         for text in ([task.solution] if self.solve else []) + (
             [self.script] if self.script else []
         ):

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from evalgate.suites.agent.builtin import BuiltinAgent
 from evalgate.suites.agent.command import CommandAgent
-from evalgate.suites.agent.runner import Agent, AgentRun, TaskResult, run_task
+from evalgate.suites.agent.runner import Agent, AgentRun, Attempt, TaskResult, run_task
 from evalgate.suites.agent.tasks import Check, Task, load_tasks
 
 __all__ = [
     "Agent",
     "AgentRun",
+    "Attempt",
     "BuiltinAgent",
     "Check",
     "CommandAgent",

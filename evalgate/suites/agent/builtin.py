@@ -13,18 +13,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evalgate.config.hostfiles import read_host_file, repository_root
-from evalgate.sandbox import Sandbox
 from evalgate.sandbox.base import WORKDIR
 from evalgate.suites.agent.llm import ToolChat
-from evalgate.suites.agent.runner import AgentRun
-from evalgate.suites.agent.tasks import Task
+from evalgate.suites.agent.runner import Attempt
 from evalgate.suites.agent.tools import TOOLS, run_tool
-
-if TYPE_CHECKING:
-    from evalgate.serve.client import ChatClient
 
 __all__ = ["SKILLS_DIR", "SYSTEM_PROMPT", "BuiltinAgent", "Skill", "find_skills"]
 
@@ -97,18 +92,10 @@ class BuiltinAgent:
                 f"use it):\n{listing}"
             )
 
-    async def run(
-        self,
-        box: Sandbox,
-        task: Task,
-        client: ChatClient,
-        *,
-        rollout: int,
-        record: AgentRun,
-        budget_s: float,
-    ) -> None:
+    async def run(self, attempt: Attempt) -> None:
+        box, task, record = attempt.box, attempt.task, attempt.record
         max_turns = min(task.max_turns or self.max_turns, self.max_turns)
-        deadline = time.monotonic() + budget_s
+        deadline = time.monotonic() + attempt.budget_s
         # A challenge container's working directory is its image's (e.g. /app), not /workspace.
         system = self.system_prompt.replace(WORKDIR, box.workdir)
         messages: list[dict[str, Any]] = [
@@ -117,12 +104,12 @@ class BuiltinAgent:
         ]
         follow_ups = list(task.prompts[1:])
         record.transcript = messages
-        async with ToolChat(client) as chat:
+        async with ToolChat(attempt.client) as chat:
             while True:
                 if record.turns >= max_turns:
                     record.stopped = "max_turns"
                     break
-                reply = await chat.complete(messages, TOOLS, rollout=rollout)
+                reply = await chat.complete(messages, TOOLS, rollout=attempt.rollout)
                 record.turns += 1
                 record.usage.update(reply.usage)
                 messages.append(reply.message)

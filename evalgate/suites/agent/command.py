@@ -15,16 +15,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from evalgate.errors import InfraError
-from evalgate.sandbox import Sandbox
 from evalgate.sandbox.base import WORKDIR
-from evalgate.suites.agent.runner import AgentRun
+from evalgate.suites.agent.runner import Attempt
 from evalgate.suites.agent.tasks import Task
-
-if TYPE_CHECKING:
-    from evalgate.serve.client import ChatClient
 
 __all__ = ["MCP_CONFIG_PATH", "SKILLS_PATH", "CommandAgent", "parse_turn_meta"]
 
@@ -122,16 +117,8 @@ class CommandAgent:
             a.append("-multi-turn")
         return a + self.args
 
-    async def run(
-        self,
-        box: Sandbox,
-        task: Task,
-        client: ChatClient,
-        *,
-        rollout: int,
-        record: AgentRun,
-        budget_s: float,
-    ) -> None:
+    async def run(self, attempt: Attempt) -> None:
+        box, task, record = attempt.box, attempt.task, attempt.record
         argv = self.argv(task, box.workdir)
         # A missing agent is a set-up error on every task, not a task the agent failed.
         probe = await box.exec(["sh", "-c", 'command -v "$1"', "sh", argv[0]], timeout_s=30)
@@ -142,7 +129,7 @@ class CommandAgent:
             argv,
             stdin=follow_ups or None,
             env=self.env,
-            timeout_s=budget_s,
+            timeout_s=attempt.budget_s,
             max_output=4 << 20,
         )
         record.exit_code = result.exit_code

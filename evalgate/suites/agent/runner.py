@@ -41,7 +41,7 @@ from evalgate.suites.agent.verify import challenge_config, run_container_check
 if TYPE_CHECKING:
     from evalgate.serve.client import ChatClient
 
-__all__ = ["Agent", "AgentRun", "TaskResult", "install_files", "run_check", "run_task"]
+__all__ = ["Agent", "AgentRun", "Attempt", "TaskResult", "install_files", "run_check", "run_task"]
 
 _SETUP_TIMEOUT_S = 300.0
 # $CONFINE: what a check puts before the agent's programs it runs (evalgate/sandbox/confine.py).
@@ -66,19 +66,25 @@ class AgentRun:
     log: str = ""  # a command agent's stderr tail
 
 
-class Agent(Protocol):
-    """Acts on a task inside ``box`` until done or out of budget; records into ``record``."""
+@dataclass(frozen=True)
+class Attempt:
+    """One rollout of one task, as an agent receives it: one object, so that what an agent
+    is given is defined here once and a new field reaches every agent without a new
+    signature."""
 
-    async def run(
-        self,
-        box: Sandbox,
-        task: Task,
-        client: ChatClient,
-        *,
-        rollout: int,
-        record: AgentRun,
-        budget_s: float,
-    ) -> None: ...
+    box: Sandbox  # where it acts
+    task: Task
+    client: ChatClient  # the model under test (through the sandbox's bridge for commands)
+    rollout: int
+    record: AgentRun  # filled in as it goes
+    budget_s: float
+
+
+class Agent(Protocol):
+    """Acts on ``attempt.task`` inside ``attempt.box`` until done or out of budget; records
+    into ``attempt.record``."""
+
+    async def run(self, attempt: Attempt) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -233,7 +239,7 @@ async def run_task(
             # The agent's own exec timeouts come first; this is the backstop for the rest
             # (a model that keeps answering, a stuck tool call).
             await asyncio.wait_for(
-                agent.run(box, task, client, rollout=rollout, record=record, budget_s=budget),
+                agent.run(Attempt(box, task, client, rollout, record, budget)),
                 budget + 5.0,
             )
         except TimeoutError:
