@@ -28,11 +28,21 @@ import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from evalgate.errors import EvalgateError, InfraError
 
 __all__ = ["IDENTITY", "Git", "GitFailed", "first_error_line"]
+
+
+class _RunOptions(TypedDict, total=False):
+    """What a git call may set besides its arguments (:meth:`Git.run_bytes` spells them out)."""
+
+    input: bytes | None
+    timeout: float | None
+    env: Mapping[str, str] | None
+
 
 # Inherited variables that would point git somewhere else than the repository we name with -C
 # (they are set, for example, while a git hook runs).
@@ -173,16 +183,9 @@ class Git:
         key = f"http.{parts.scheme}://{host}/.extraheader"
         _add_config(self.env, [(key, ""), (key, f"AUTHORIZATION: basic {_basic(self._token)}")])
 
-    def run(
-        self,
-        *args: str,
-        input: bytes | None = None,
-        timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> str:
+    def run(self, *args: str, **options: Unpack[_RunOptions]) -> str:
         """stdout of ``git -C repo ARGS`` as text; GitFailed on a non-zero exit."""
-        out = self.run_bytes(*args, input=input, timeout=timeout, env=env)
-        return out.decode("utf-8", errors="replace")
+        return self.run_bytes(*args, **options).decode("utf-8", errors="replace")
 
     def run_bytes(
         self,
