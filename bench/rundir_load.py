@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from evalgate.run.rundir import METADATA, RESULTS, RUN_CONFIG, load_run
+from evalgate.run.layout import METADATA, RESULTS, RUN_CONFIG
+from evalgate.run.rundir import load_run
 
 
 def _write_run(root: Path, n: int) -> Path:

@@ -19,21 +19,10 @@ from evalgate.config.spec import EvalSettings
 from evalgate.errors import UsageError
 from evalgate.run.budget import BudgetMeter
 from evalgate.run.fingerprint import dataset_hash
+from evalgate.run.layout import JUNIT, REPORT_HTML, RUN_CONFIG, SCORECARD, VERDICT, new_run_id
 from evalgate.run.lock import lock_run, unlock_run
 from evalgate.run.progress import Progress
-from evalgate.run.rundir import (
-    JUNIT,
-    REPORT_HTML,
-    RUN_CONFIG,
-    SCORECARD,
-    VERDICT,
-    RunDir,
-    find_run_dirs,
-    load_runs,
-    new_run_id,
-    read_run_config,
-    write_json,
-)
+from evalgate.run.rundir import RunDir, find_run_dirs, load_runs, read_run_config, write_json
 from evalgate.run.runfiles import RunConfig
 from evalgate.run.session import RunContext, evaluate
 from evalgate.sandbox import Sandboxes, open_backend

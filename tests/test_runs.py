@@ -50,7 +50,7 @@ def test_run_ids_sort_by_creation_time_within_a_second() -> None:
     second must still sort in the order they were created."""
     import time
 
-    from evalgate.run.rundir import new_run_id
+    from evalgate.run.layout import new_run_id
 
     ids = []
     for _ in range(5):

@@ -60,8 +60,9 @@ from evalgate.report import code_span
 from evalgate.report.html import trend_points, write_html
 from evalgate.report.link import report_link
 from evalgate.run.fingerprint import SCORING_VERSION
+from evalgate.run.layout import REPORT_HTML, SCORECARD
 from evalgate.run.progress import make_progress
-from evalgate.run.rundir import REPORT_HTML, SCORECARD, load_run, load_runs
+from evalgate.run.rundir import load_run, load_runs
 from evalgate.serve import open_server
 from evalgate.store import ResultStore, RunKey, StoredRun, StoreError, open_store
 

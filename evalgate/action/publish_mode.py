@@ -16,7 +16,7 @@ from evalgate.errors import EvalgateError, ExitCode
 from evalgate.publish.artifact import read_artifact_text
 from evalgate.publish.github import GitHubClient
 from evalgate.publish.sanitize import inert_markdown
-from evalgate.run.rundir import SCORECARD, VERDICT
+from evalgate.run.layout import SCORECARD, VERDICT
 
 if TYPE_CHECKING:
     from evalgate.action.main import _Publisher as Publisher

@@ -52,7 +52,7 @@ def print_outcome(verdict: Verdict, output: Path, out: IO[str]) -> int:
     """The scorecard on ``out`` (rendered on a terminal), the verdict's file on stderr; the exit
     code the verdict means."""
     from evalgate.report.terminal import print_scorecard
-    from evalgate.run.rundir import SCORECARD, VERDICT
+    from evalgate.run.layout import SCORECARD, VERDICT
 
     print_scorecard((output / SCORECARD).read_text(encoding="utf-8"), out)
     shown = "no gate configured" if verdict.status == "UNGATED" else verdict.status

@@ -18,8 +18,8 @@ def run(
 ) -> int:
     from evalgate import pipeline
     from evalgate.config.load import load_config
+    from evalgate.run.layout import new_run_id
     from evalgate.run.progress import make_progress
-    from evalgate.run.rundir import new_run_id
     from evalgate.suites.datasets import DataError
 
     config = load_config(Path(args.config), overrides)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import IO
 
 from evalgate.errors import UsageError
-from evalgate.run.rundir import RESULTS, is_run_dir, read_run_config, run_dirs_under
+from evalgate.run.layout import RESULTS
+from evalgate.run.rundir import is_run_dir, read_run_config, run_dirs_under
 from evalgate.run.runfiles import RunMetadata, stored_metadata
 
 __all__ = [

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalgate.errors import ConfigError, InfraError
-from evalgate.run.rundir import EVALS, RUN_FILES, SCORECARD, VERDICT, find_run_dirs, load_run
+from evalgate.run.layout import EVALS, RUN_FILES, SCORECARD, VERDICT
+from evalgate.run.rundir import find_run_dirs, load_run
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi

@@ -23,13 +23,8 @@ from evalgate.errors import UsageError
 from evalgate.gate import Verdict
 from evalgate.report import _environment
 from evalgate.report._charts import Delta, Score, svg_delta, svg_scores, svg_trend
-from evalgate.run.rundir import (
-    RESULTS,
-    LoadedRun,
-    iter_records,
-    loaded_run,
-    read_run_config,
-)
+from evalgate.run.layout import RESULTS
+from evalgate.run.rundir import LoadedRun, iter_records, loaded_run, read_run_config
 from evalgate.run.runfiles import stored_metadata
 
 if TYPE_CHECKING:

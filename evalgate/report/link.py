@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from evalgate.run.rundir import REPORT_HTML
+from evalgate.run.layout import REPORT_HTML
 
 __all__ = ["ReportLink", "report_link", "uploaded_artifact"]
 

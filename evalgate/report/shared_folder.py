@@ -24,7 +24,7 @@ from pathlib import Path
 
 from evalgate._json import items, mapping
 from evalgate.report._escape import code_span
-from evalgate.run.rundir import SCORECARD, VERDICT
+from evalgate.run.layout import SCORECARD, VERDICT
 
 __all__ = [
     "REPORTS",

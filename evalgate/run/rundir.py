@@ -28,15 +28,9 @@ from pydantic import ValidationError
 from evalgate.errors import UsageError
 from evalgate.run.layout import (
     EVALS,
-    JUNIT,
-    METADATA,
-    REPORT_HTML,
     RESULTS,
     RUN_CONFIG,
     RUN_FILES,
-    SCORECARD,
-    VERDICT,
-    new_run_id,
     run_folder,
 )
 from evalgate.run.records import (
@@ -63,15 +57,6 @@ if TYPE_CHECKING:  # the gate's model loads when a recorded gate is read (`runs`
     from evalgate.run.rollouts import RolloutTable
 
 __all__ = [
-    "EVALS",
-    "JUNIT",
-    "METADATA",
-    "REPORT_HTML",
-    "RESULTS",
-    "RUN_CONFIG",
-    "RUN_FILES",
-    "SCORECARD",
-    "VERDICT",
     "LoadedRun",
     "RolloutRecord",
     "RunConfig",
@@ -84,7 +69,6 @@ __all__ = [
     "load_run",
     "load_runs",
     "loaded_run",
-    "new_run_id",
     "read_run_config",
     "recorded_gate",
     "run_dirs_under",

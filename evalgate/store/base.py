@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from evalgate.errors import EvalgateError, ExitCode, UsageError
-from evalgate.run.rundir import RUN_FILES as _RUN_FILES
+from evalgate.run.layout import RUN_FILES as _RUN_FILES
 
 __all__ = [
     "RUN_FILES",

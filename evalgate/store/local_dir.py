@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalgate.run.rundir import METADATA
+from evalgate.run.layout import METADATA
 from evalgate.store.base import (
     RUN_FILES,
     RunKey,
