@@ -39,7 +39,15 @@ if TYPE_CHECKING:  # comparing, gating and reporting load when a run gets there 
     from evalgate.sandbox import SandboxBackend
     from evalgate.serve.registry import ServerFactory
 
-__all__ = ["check_baselines", "gate_runs", "load_baselines", "resume", "run", "write_report"]
+__all__ = [
+    "Invocation",
+    "check_baselines",
+    "gate_runs",
+    "load_baselines",
+    "resume",
+    "run",
+    "write_report",
+]
 
 
 def load_baselines(path: Path) -> dict[tuple[str, str], LoadedRun]:
@@ -189,32 +197,64 @@ def _error_budget(run_config: RunConfig) -> float:
     return budget if budget is not None else EvalSettings().max_error_rate
 
 
+@dataclasses.dataclass(frozen=True)
+class Invocation:
+    """What one `run` or `resume` call brings besides the config: where results go, the
+    environment, and the backends and callbacks (substituted by tests and the Action).
+
+    ``cache_dir``: where the response cache lives; None (``--no-cache``) for no cache.
+    ``server_factory`` / ``sandbox_factory``: the backends (model servers, sandboxes), passed
+    in so that tests and the Action can substitute their own; sandboxes are opened once per
+    invocation."""
+
+    output_root: Path
+    environ: dict[str, str]
+    progress: Progress
+    log: Callable[[str], None] = print
+    server_factory: ServerFactory = open_server
+    sandbox_factory: Callable[[str], SandboxBackend] = open_backend
+    cache_dir: Path | None = None
+
+    def context(
+        self,
+        config: Config,
+        run_id: str,
+        *,
+        baselines: dict[tuple[str, str], LoadedRun],
+        run_dirs: dict[str, RunDir] | None = None,
+        retry_errors: bool = False,
+    ) -> RunContext:
+        return RunContext(
+            config=config,
+            run_id=run_id,
+            output_root=self.output_root,
+            environ=self.environ,
+            progress=self.progress,
+            server_factory=self.server_factory,
+            log=self.log,
+            baselines=baselines,
+            run_dirs=run_dirs,
+            retry_errors=retry_errors,
+            budget=BudgetMeter(config.budget),
+        )
+
+
 def run(
     config: Config,
+    how: Invocation,
     *,
-    output_root: Path,
-    environ: dict[str, str],
-    progress: Progress,
-    server_factory: ServerFactory = open_server,
-    log: Callable[[str], None] = print,
     baselines: dict[tuple[str, str], LoadedRun] | None = None,
-    cache_dir: Path | None = None,
-    sandbox_factory: Callable[[str], SandboxBackend] = open_backend,
     run_id: str | None = None,
 ) -> Verdict:
     """Evaluate every model on every benchmark, gate, and write the report files.
 
+    ``how``: where results go, the environment and the backends (:class:`Invocation`).
     ``run_id``: the id the run directories get (the caller names it in `evalgate resume` hints).
-
-    ``cache_dir``: where the response cache lives; None (``--no-cache``) for no cache.
-    ``server_factory`` / ``sandbox_factory``: the backends (model servers, sandboxes), passed in
-    so that tests and the Action can substitute their own; sandboxes are opened once per run.
     """
-    with _sandboxes(sandbox_factory) as sandboxes, _closing() as opened:
+    with _sandboxes(how.sandbox_factory) as sandboxes, _closing() as opened:
         # Load every dataset (and the baseline) before starting any server: a data error should
         # cost no model start-up.
         suites = [(b, opened(s)) for b in config.benchmarks for s in build_suites(b, sandboxes)]
-        how = _Invocation(output_root, environ, progress, server_factory, log, cache_dir)
         return _run_suites(config, suites, how, baselines=baselines, run_id=run_id or new_run_id())
 
 
@@ -244,46 +284,10 @@ def _sandboxes(factory: Callable[[str], SandboxBackend]) -> Iterator[Sandboxes]:
         sandboxes.close()
 
 
-@dataclasses.dataclass(frozen=True)
-class _Invocation:
-    """What one `run` or `resume` call brings besides the config: where results go, the
-    environment, and the backends and callbacks (substituted by tests and the Action)."""
-
-    output_root: Path
-    environ: dict[str, str]
-    progress: Progress
-    server_factory: ServerFactory
-    log: Callable[[str], None]
-    cache_dir: Path | None
-
-    def context(
-        self,
-        config: Config,
-        run_id: str,
-        *,
-        baselines: dict[tuple[str, str], LoadedRun],
-        run_dirs: dict[str, RunDir] | None = None,
-        retry_errors: bool = False,
-    ) -> RunContext:
-        return RunContext(
-            config=config,
-            run_id=run_id,
-            output_root=self.output_root,
-            environ=self.environ,
-            progress=self.progress,
-            server_factory=self.server_factory,
-            log=self.log,
-            baselines=baselines,
-            run_dirs=run_dirs,
-            retry_errors=retry_errors,
-            budget=BudgetMeter(config.budget),
-        )
-
-
 def _run_suites(
     config: Config,
     suites: list[tuple[Benchmark, Suite]],
-    how: _Invocation,
+    how: Invocation,
     *,
     baselines: dict[tuple[str, str], LoadedRun] | None,
     run_id: str,
@@ -296,7 +300,7 @@ def _run_suites(
     return verdict
 
 
-def _publish_hub(hub: HFHubSettings, run_id: str, how: _Invocation) -> None:
+def _publish_hub(hub: HFHubSettings, run_id: str, how: Invocation) -> None:
     """``publish.hf_hub``: push the run; a failed upload is a warning, the verdict stands."""
     from evalgate.errors import EvalgateError
     from evalgate.publish.hf_hub import push_run
@@ -360,16 +364,10 @@ def _saved_config(run_dir: Path) -> RunConfig:
 
 def resume(
     run: str,
+    how: Invocation,
     *,
-    output_root: Path,
-    environ: dict[str, str],
-    progress: Progress,
-    server_factory: ServerFactory = open_server,
-    log: Callable[[str], None] = print,
-    cache_dir: Path | None = None,
     retry_errors: bool = False,
     budget: Mapping[str, object] | None = None,
-    sandbox_factory: Callable[[str], SandboxBackend] = open_backend,
 ) -> Verdict:
     """Finish an interrupted run (a run id under ``output_root``, or one run directory).
 
@@ -380,14 +378,11 @@ def resume(
     checked by digest), and sequential looks are re-run counting the journal's rollouts.
     ``budget``: caps replacing the run's recorded ones, field by field (``--budget.tokens=N``).
     """
-    dirs = find_run_dirs(output_root, run)
+    dirs = find_run_dirs(how.output_root, run)
     try:
         for path in dirs:  # before anything starts: a second resume of one run is refused
             lock_run(path)
-        return _resume_locked(run, dirs, output_root=output_root, environ=environ,
-                              progress=progress, server_factory=server_factory, log=log,
-                              cache_dir=cache_dir, retry_errors=retry_errors, budget=budget,
-                              sandbox_factory=sandbox_factory)  # fmt: skip
+        return _resume_locked(run, dirs, how, retry_errors=retry_errors, budget=budget)
     finally:
         for path in dirs:
             unlock_run(path)
@@ -396,16 +391,10 @@ def resume(
 def _resume_locked(
     run: str,
     dirs: list[Path],
+    how: Invocation,
     *,
-    output_root: Path,
-    environ: dict[str, str],
-    progress: Progress,
-    server_factory: ServerFactory,
-    log: Callable[[str], None],
-    cache_dir: Path | None,
     retry_errors: bool,
     budget: Mapping[str, object] | None,
-    sandbox_factory: Callable[[str], SandboxBackend],
 ) -> Verdict:
     saved = [(RunDir(p), _saved_config(p)) for p in dirs]
     first = saved[0][1]
@@ -427,8 +416,7 @@ def _resume_locked(
         ) from None
     if any(cfg.model != first.model for _, cfg in saved):
         raise UsageError(f"run {run!r} holds several models; resume one run directory at a time")
-    with _sandboxes(sandbox_factory) as sandboxes, _closing() as opened:
-        how = _Invocation(output_root, environ, progress, server_factory, log, cache_dir)
+    with _sandboxes(how.sandbox_factory) as sandboxes, _closing() as opened:
         return _resume_runs(config, saved, sandboxes, how, run_id=dirs[0].name,
                             retry_errors=retry_errors, opened=opened)  # fmt: skip
 
@@ -469,7 +457,7 @@ def _resume_runs(
     config: Config,
     saved: list[tuple[RunDir, RunConfig]],
     sandboxes: Sandboxes,
-    how: _Invocation,
+    how: Invocation,
     *,
     run_id: str,
     retry_errors: bool,

@@ -143,11 +143,6 @@ def run_pipeline(config: Path, output_root: Path, **backends: Any) -> Any:
     from evalgate.config.load import load_config
     from evalgate.run.progress import make_progress
 
-    return pipeline.run(
-        load_config(config, []),
-        output_root=output_root,
-        environ={"CI": "1"},
-        progress=make_progress({"CI": "1"}),
-        log=lambda line: None,
-        **backends,
-    )
+    quiet = make_progress({"CI": "1"})
+    how = pipeline.Invocation(output_root, {"CI": "1"}, quiet, lambda line: None, **backends)
+    return pipeline.run(load_config(config, []), how)

@@ -220,15 +220,14 @@ budget: {gpu_seconds: 0.000001}
 """,
     )
     started: list[str] = []
-    verdict = pipeline.run(
-        load_config(cfg),
-        output_root=tmp_path / "out",
-        environ={},
-        progress=make_progress({"CI": "true"}),
+    how = pipeline.Invocation(
+        tmp_path / "out",
+        {},
+        make_progress({"CI": "true"}),
+        lambda line: None,
         server_factory=lambda model, ctx: _GPUServer(server.base_url, started),
-        log=lambda line: None,
-        cache_dir=None,
     )
+    verdict = pipeline.run(load_config(cfg), how)
     # A microsecond of one GPU is spent before the first rollout could start: nothing is sent,
     # and the second model's server is never started.
     assert server.requests == [] and len(started) == 1

@@ -71,12 +71,8 @@ benchmarks:
     )
     spy = _Counting()
     with pytest.raises(Exception, match="NO_KEY"):
-        pipeline.run(
-            load_config(config, []),
-            output_root=tmp_path / "out",
-            environ={},
-            progress=make_progress({"CI": "1"}),
-            log=lambda line: None,
-            sandbox_factory=spy,
+        how = pipeline.Invocation(
+            tmp_path / "out", {}, make_progress({"CI": "1"}), lambda line: None, sandbox_factory=spy
         )
+        pipeline.run(load_config(config, []), how)
     assert spy.opened == ["local"] and spy.closed == 1

@@ -223,14 +223,9 @@ def _rerun_baseline(
         # that change the candidate: the workflow's inputs never change the exam.
         base_config = load_config(tmp / "wt" / policy.config_path, policy.overrides)
         log(f"[evalgate] running the baseline at the merge-base {sha[:12]} ({why['why']})")
-        pipeline.run(
-            base_config,
-            output_root=out_root,
-            environ=dict(environ),
-            progress=make_progress(dict(environ)),
-            server_factory=server_factory,
-            log=log,
-        )
+        how = pipeline.Invocation(out_root, dict(environ), make_progress(dict(environ)), log,
+                                  server_factory)  # fmt: skip
+        pipeline.run(base_config, how)
         origin: dict[str, JsonValue] = {"commit": sha, "rerun": True, "merge_base": sha, **why}
         return load_runs(out_root, origin=lambda _: dict(origin))
     finally:
@@ -355,15 +350,9 @@ def _run_in(ctx: CIContext, inputs: ActionInputs, environ: Mapping[str, str], pu
                                server_factory, pub)  # fmt: skip
 
     with actions.group("evalgate: evaluation"):
-        verdict = pipeline.run(
-            config,
-            output_root=out_root,
-            environ=dict(environ),
-            progress=make_progress(dict(environ)),
-            server_factory=server_factory,
-            log=pub.log,
-            baselines=baselines,
-        )
+        how = pipeline.Invocation(out_root, dict(environ), make_progress(dict(environ)),
+                                  pub.log, server_factory)  # fmt: skip
+        verdict = pipeline.run(config, how, baselines=baselines)
     checks = policy_checks(policy, config)
     marked = mark_proposals(verdict, policy)  # what only the PR has: gated after merge
     link = report_link(environ, out_root)

@@ -29,16 +29,10 @@ def run(
         pipeline.check_baselines(config, baselines)
     run_id = new_run_id()
     try:
-        verdict = pipeline.run(
-            config,
-            output_root=output,
-            environ=environ,
-            progress=make_progress(environ),
-            log=log_line,
-            baselines=baselines,
-            cache_dir=cache_dir(args, environ),
-            run_id=run_id,
+        how = pipeline.Invocation(
+            output, environ, make_progress(environ), log_line, cache_dir=cache_dir(args, environ)
         )
+        verdict = pipeline.run(config, how, baselines=baselines, run_id=run_id)
     except KeyboardInterrupt:
         _resume_hint(output, run_id)
         raise

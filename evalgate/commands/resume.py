@@ -21,15 +21,11 @@ def run(
 
     output = output_dir(args.output)
     try:
+        how = pipeline.Invocation(
+            output, environ, make_progress(environ), log_line, cache_dir=cache_dir(args, environ)
+        )
         verdict = pipeline.resume(
-            args.run,
-            output_root=output,
-            environ=environ,
-            progress=make_progress(environ),
-            log=log_line,
-            cache_dir=cache_dir(args, environ),
-            retry_errors=args.retry_errors,
-            budget=_budget(overrides),
+            args.run, how, retry_errors=args.retry_errors, budget=_budget(overrides)
         )
     except KeyboardInterrupt:  # interrupted again: the same command goes on from there
         flag = "" if output == Path("outputs") else f" --output {output}"
