@@ -74,6 +74,13 @@ def _torn(run: Path) -> str:
     return f"results.jsonl:{len(lines)}"
 
 
+def _not_utf8(run: Path) -> str:
+    lines = (run / "results.jsonl").read_bytes().split(b"\n")
+    lines[1] = lines[1][:10] + b"\xff\xfe" + lines[1][10:]
+    (run / "results.jsonl").write_bytes(b"\n".join(lines))
+    return "results.jsonl:2: not UTF-8"
+
+
 def _no_metadata(run: Path) -> str:
     (run / "metadata.json").unlink()
     return "metadata.json"
@@ -176,11 +183,22 @@ DAMAGES = {
     "judge not an object": _field("judge", ["PASS"]),
     "cost_usd not a number": _field("cost_usd", "abc"),
     "cost_usd negative": _field("cost_usd", -1.0),
+    "cost_usd infinite": _field("cost_usd", float("inf")),
+    "token count infinite": _field("usage", {"prompt_tokens": float("inf")}, "usage.prompt_tokens"),
+    "token count NaN": _field("usage", {"prompt_tokens": float("nan")}, "usage.prompt_tokens"),
+    "token count past 64 bits": _field("usage", {"prompt_tokens": 2**70}, "usage.prompt_tokens"),
+    "token count negative": _field("usage", {"completion_tokens": -5}, "usage.completion_tokens"),
+    "recorded k past evals.yaml's bound": _json_field(
+        "run_config.json", "benchmark.eval.rollouts", 10**12
+    ),
+    "error budget a string": _json_field("run_config.json", "benchmark.eval.max_error_rate", "0.1"),
+    "error budget above 1": _json_field("run_config.json", "benchmark.eval.max_error_rate", 2.0),
     "group an object": _field("group", {"a": 1}),
     "run_config.json lost": _no_run_config,
     "record without example_id": _drop_key,
     "record not an object": _not_object,
     "cut off mid-line": _torn,
+    "not UTF-8": _not_utf8,
     "no metadata.json": _no_metadata,
     "duplicate record": _duplicate,
     "duplicate record at rollout 70": _duplicate_high_rollout,
@@ -312,9 +330,10 @@ def test_runs_lists_a_run_whose_config_is_unreadable_with_the_reason(
 
 def test_one_loader_owns_the_layout() -> None:
     """The run directory's and the output root's file names are spelled in one module
-    (evalgate.run.layout): everything else imports them. Read from the syntax tree, so a name in
-    an f-string, a path join or a tuple is found as surely as a plain literal; words about a file
-    in a message or a docstring ("… in run_config.json") are not a spelling of the layout."""
+    (evalgate.run.layout): everything else imports them from it. Read from the syntax tree, so
+    a name in an f-string, a path join or a tuple is found as surely as a plain literal; words
+    about a file in a message or a docstring ("… in run_config.json") are not a spelling of the
+    layout."""
     import ast
 
     from evalgate.run import layout, rundir
@@ -323,7 +342,7 @@ def test_one_loader_owns_the_layout() -> None:
         layout.RUN_CONFIG, layout.RESULTS, layout.METADATA, layout.SCORECARD, layout.VERDICT,
         layout.JUNIT, layout.REPORT_HTML,
     }  # fmt: skip
-    assert {getattr(rundir, n) for n in layout.__all__ if n.isupper()} >= names  # re-exported
+    assert not set(rundir.__all__) & set(layout.__all__)  # imported from layout, never rundir
     package = Path(__file__).resolve().parent.parent / "evalgate"
     spelled = []
     for path in package.rglob("*.py"):
@@ -406,19 +425,32 @@ def test_the_fix_the_error_names_works(
     assert runs("head", "--baseline", str(tmp_path / "base")) == 0
 
 
+def _all_errored(journal: Path) -> None:
+    records = [json.loads(line) for line in _lines(journal)]
+    for rec in records:
+        rec.update(error="HTTP 500: server error", reward=None, metrics={})
+    journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _emptied(journal: Path) -> None:
+    """A run stopped before its first record (a legal journal: `resume` would finish it)."""
+    journal.write_text("")
+
+
+@pytest.mark.parametrize("emptied", [_all_errored, _emptied])
 def test_a_baseline_with_nothing_to_pair_is_never_no_gate(
-    tmp_path: Path, runs: Callable[..., int], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    runs: Callable[..., int],
+    capsys: pytest.CaptureFixture[str],
+    emptied: Callable[[Path], None],
 ) -> None:
-    """A baseline was given but none of its rollouts can be paired (every one errored): the
-    verdict must not say "no gate configured … compare with a baseline" and exit 0."""
+    """A baseline was given but none of its rollouts can be paired (every one errored, or none
+    recorded: that was exit 4): the verdict must not say "no gate configured … compare with a
+    baseline" and exit 0."""
     for bench in ("a", "b"):
-        journal = _run_dir(tmp_path / "base", bench) / "results.jsonl"
-        records = [json.loads(line) for line in _lines(journal)]
-        for rec in records:
-            rec.update(error="HTTP 500: server error", reward=None, metrics={})
-        journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+        emptied(_run_dir(tmp_path / "base", bench) / "results.jsonl")
     capsys.readouterr()
     code = runs("head", "--baseline", str(tmp_path / "base"))
     out = capsys.readouterr().out
     assert "no gate configured" not in out
-    assert code != 0, out
+    assert code == 1, out

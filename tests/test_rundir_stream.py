@@ -99,7 +99,8 @@ def test_a_journal_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> No
     path = _run(tmp_path, "r", _lines(_records()))
     with (path / "results.jsonl").open("ab") as fh:
         fh.write(b'{"example_id": "\xff"}\n')
-    with pytest.raises(UsageError, match=r"results.jsonl: not UTF-8 text \(invalid start byte\)"):
+    line = len(_lines(_records())) + 1  # the line is named, as for every other damage
+    with pytest.raises(UsageError, match=rf"results.jsonl:{line}: not UTF-8 text \(invalid start"):
         load_run(path)
 
 

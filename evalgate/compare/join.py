@@ -80,6 +80,8 @@ def _same_content(
 
     base_hash, base_odd = base.content_hashes()
     head_hash, head_odd = head.content_hashes()
+    if not base_hash.size:  # a baseline that recorded nothing (stopped before its first record)
+        return np.zeros(at.size, dtype=bool)
     index = np.maximum(at, 0)
     same = (at >= 0) & (base_hash[index] == head_hash)
     if base_odd or head_odd:  # hashes not the engine's: compared as their text, one by one

@@ -331,7 +331,7 @@ class _RunRows:
         has_h = count_h > 0
         errored = np.zeros(n, dtype=bool)
         errored[list(error_h)] = True
-        if base is not None:
+        if base is not None and base.records.n_items:  # (a baseline may have recorded nothing)
             mean_b, count_b, _ = base.records.outcomes()
             at = join_ids(base.records, head.records)  # no list of a million ids
             has_base = at >= 0

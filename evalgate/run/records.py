@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 __all__ = ["RolloutRecord", "iter_records", "journal_bytes", "parse_line", "read_records"]
 
 
+# Token counts are stored as 64-bit integers (run.rollouts); a count past that, negative or not
+# finite is damage (it was an internal error, exit 4, reading the table).
+_COUNT_END = 2**63
+
+
 class RolloutRecord(BaseModel):
     """One line of ``results.jsonl`` (see :mod:`evalgate.run.engine` for every key written).
     Open (extra="allow"): the fields below are what evalgate's readers rely on; the prompt, the
@@ -43,18 +48,23 @@ class RolloutRecord(BaseModel):
     reward: float | None = None
     metrics: dict[str, float] = Field(default_factory=dict)
     group: str | None = None
-    cost_usd: float | None = Field(None, ge=0)
+    cost_usd: float | None = Field(None, ge=0, allow_inf_nan=False)
     judge: dict[str, object] | None = None
-    usage: dict[str, float] = Field(default_factory=dict)
+    usage: dict[str, Annotated[float, Field(ge=0, lt=_COUNT_END)]] = Field(default_factory=dict)
 
 
 _NUMBER = (float, int)
+_INF = float("inf")
 _NUMBERS = frozenset(_NUMBER)
 
 
-def _numbers(values: object) -> bool:
+def _numbers(values: object) -> TypeGuard[dict[str, float]]:
     # set(map(type, ...)) iterates in C: this check runs for every line of every run read.
     return type(values) is dict and _NUMBERS.issuperset(map(type, values.values()))
+
+
+def _counts(values: object) -> bool:
+    return _numbers(values) and all(0 <= v < _COUNT_END for v in values.values())
 
 
 def _plain_record(value: dict[str, object]) -> bool:
@@ -72,9 +82,9 @@ def _plain_record(value: dict[str, object]) -> bool:
         and (value.get("error") is None or type(value["error"]) is str)
         and (value.get("reward") is None or type(value["reward"]) in _NUMBER)
         and ("metrics" not in value or _numbers(value["metrics"]))
-        and ("usage" not in value or _numbers(value["usage"]))
+        and ("usage" not in value or _counts(value["usage"]))
         and (value.get("group") is None or type(value["group"]) is str)
-        and (cost is None or ((type(cost) is float or type(cost) is int) and cost >= 0))
+        and (cost is None or ((type(cost) is float or type(cost) is int) and 0 <= cost < _INF))
         and (value.get("judge") is None or type(value["judge"]) is dict)
     )
 
@@ -114,7 +124,7 @@ def _slow_record(path: Path, lineno: int, raw: bytes, ended: bool) -> object:
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from None
+        raise UsageError(f"{where}: not UTF-8 text ({exc.reason})") from None
     try:
         return json.loads(line)
     except ValueError as exc:

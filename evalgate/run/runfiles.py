@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Self
+from typing import Annotated, Self
 
 from pydantic import (
     ConfigDict,
@@ -29,13 +29,14 @@ from pydantic import (
     JsonValue,
     PrivateAttr,
     SerializerFunctionWrapHandler,
+    Strict,
     ValidationError,
     ValidatorFunctionWrapHandler,
     model_serializer,
     model_validator,
 )
 
-from evalgate.config.spec._base import Deferred
+from evalgate.config.spec._base import Deferred, EvalSettings
 from evalgate.errors import UsageError
 from evalgate.run.layout import METADATA, RUN_CONFIG, RUN_FILES
 
@@ -104,11 +105,21 @@ class ModelEntry(_Record):
     name: str
 
 
+def _as_in_evals_yaml(name: str) -> tuple[object, ...]:
+    """The bounds of evals.yaml's ``eval.<name>`` (config.spec's EvalSettings, their one
+    definition): a run file holds no value its config could not have (k = 10¹² was read)."""
+    return tuple(EvalSettings.model_fields[name].metadata)
+
+
+_Rollouts = Annotated[int, Strict(), *_as_in_evals_yaml("rollouts")]
+_ErrorRate = Annotated[float, Strict(), *_as_in_evals_yaml("max_error_rate")]
+
+
 class EvalEntry(_Record):
     """The benchmark's ``eval`` settings as run; absent in older runs."""
 
-    rollouts: int | None = Field(None, ge=1, strict=True)  # k: rollouts per item
-    max_error_rate: float | None = None  # the error budget the run is gated with
+    rollouts: _Rollouts | None = None  # k: rollouts per item
+    max_error_rate: _ErrorRate | None = None  # the error budget the run is gated with
 
 
 class BenchmarkEntry(_Record):
