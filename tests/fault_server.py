@@ -63,6 +63,9 @@ FAULTS: dict[str, Fault] = {
         Fault("400 (not retryable)", "http_400", retryable=False, status=400),
         Fault("malformed JSON", "bad_response"),
         Fault("200, not a completion", "bad_response"),
+        # Token counts no server can mean: the budget and the journal never take them.
+        Fault("negative token count", "bad_response"),
+        Fault("token count past 64 bits", "bad_response"),
         Fault("Content-Length lies", "truncated"),
         Fault("chunked body cut", "truncated"),
         Fault("closed mid-body", "truncated"),
@@ -91,7 +94,7 @@ def expected_outcome(actions: list[Action], max_retries: int) -> tuple[str, str]
     return "error", last.kind
 
 
-def _completion(text: str) -> bytes:
+def _completion(text: str, prompt_tokens: int = 5) -> bytes:
     return json.dumps(
         {
             "id": "cmpl-fault",
@@ -103,7 +106,7 @@ def _completion(text: str) -> bytes:
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1, "total_tokens": 6},
         }
     ).encode()
 
@@ -244,6 +247,11 @@ class FaultServer:
             return True
         if name in ("malformed JSON", "200, not a completion"):  # whole responses: keep-alive
             payload = b'{"choices": [{"message": {"content": "4' if name[0] == "m" else b'{"a": 4}'
+            writer.write(_head(200, len(payload)) + payload)
+            await writer.drain()
+            return True
+        if name in ("negative token count", "token count past 64 bits"):
+            payload = _completion("4", -5 if name[0] == "n" else 2**70)
             writer.write(_head(200, len(payload)) + payload)
             await writer.drain()
             return True

@@ -8,6 +8,7 @@ it did to each request (tests/fault_server.py), checked rollout by rollout.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import socket
 import zlib
@@ -311,3 +312,22 @@ def test_dumps_is_byte_identical_to_the_stdlib_form() -> None:
     for value in values:
         assert dumps(value) == _std_dumps(value)
     assert dumps({"seed": 2**70}) == _std_dumps({"seed": 2**70})  # beyond orjson's range
+
+
+@pytest.mark.parametrize("count", [-5, 2**70, "many", [3], 1e999])
+def test_a_tool_reply_with_a_token_count_no_server_can_mean_is_a_bad_response(count: Any) -> None:
+    """The agent's tool-calling replies read usage as the chat client does (it was int(...)
+    outside the reply's checks: a text count was an internal error, a negative one lowered the
+    budget's count)."""
+    from evalgate.serve.client import RequestFailed
+    from evalgate.suites.agent.llm import _parse
+
+    reply = {
+        "choices": [{"message": {"role": "assistant", "content": "ok"}}],
+        "usage": {"prompt_tokens": count, "completion_tokens": 1},
+    }
+    with pytest.raises(RequestFailed) as caught:
+        _parse(json.dumps(reply).encode())
+    assert caught.value.kind == "bad_response"
+    fine = {**reply, "usage": {"prompt_tokens": 7, "completion_tokens": 1}}
+    assert _parse(json.dumps(fine).encode()).usage == {"prompt_tokens": 7, "completion_tokens": 1}

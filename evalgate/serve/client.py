@@ -558,10 +558,10 @@ class ChatClient:
             )
             usage = data.get("usage") or {}
             usage = {
-                "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                "completion_tokens": int(usage.get("completion_tokens") or 0),
+                "prompt_tokens": served.token_count(usage, "prompt_tokens"),
+                "completion_tokens": served.token_count(usage, "completion_tokens"),
             }
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError):
             raise RequestFailed("bad_response", raw[:200].decode("utf-8", "replace")) from None
         if text is not None and not isinstance(text, str):
             raise RequestFailed("bad_response", f"content is {type(text).__name__}, not text")

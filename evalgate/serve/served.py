@@ -13,6 +13,7 @@ deployment's ``litellm_params``, says nothing of it in the reply, not even in
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from contextvars import ContextVar
 
@@ -22,7 +23,25 @@ __all__ = [
     "note",
     "other_model",
     "response_cost",
+    "token_count",
 ]
+
+# A reply's token counts are kept as 64-bit integers (the journal's columns, the cache).
+_COUNT_END = 2**63
+
+
+def token_count(usage: Mapping[str, object], key: str) -> int:
+    """``usage[key]`` as a count of tokens (absent: 0). ValueError for what no server can mean
+    (negative, past 64 bits, not a number): a reply's word never lowers a budget's count or
+    writes a journal line that cannot be read back."""
+    value = usage.get(key) or 0
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"usage.{key} is not a number")
+    count = int(value)  # ValueError for text, OverflowError for infinity
+    if not 0 <= count < _COUNT_END:
+        raise ValueError(f"usage.{key} = {count} is not a token count")
+    return count
+
 
 _NOTES: ContextVar[dict[str, dict[str, float]] | None] = ContextVar("evalgate_served", default=None)
 
@@ -73,8 +92,9 @@ def note(model: str, usage: Mapping[str, int], cost: float | None = None) -> Non
         return
     seen = notes.setdefault(model, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0})
     seen["requests"] += 1
-    seen["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
-    seen["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+    for key in ("prompt_tokens", "completion_tokens"):
+        with contextlib.suppress(ValueError, OverflowError):  # a count no server can mean: none
+            seen[key] += token_count(usage, key)
     if cost is not None:
         seen["priced"] = seen.get("priced", 0) + 1
         seen["cost_usd"] = seen.get("cost_usd", 0.0) + cost

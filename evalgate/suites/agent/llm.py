@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evalgate.serve.client import ChatClient, RequestFailed
+from evalgate.serve.served import token_count
 
 __all__ = ["ToolCall", "ToolChat", "ToolReply"]
 
@@ -40,7 +41,9 @@ def _parse(raw: bytes) -> ToolReply:
         data = json.loads(raw)
         choice = data["choices"][0]
         msg = choice["message"]
-    except (ValueError, KeyError, IndexError, TypeError):
+        usage = data.get("usage") or {}
+        counts = {key: token_count(usage, key) for key in ("prompt_tokens", "completion_tokens")}
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError):
         raise RequestFailed("bad_response", raw[:200].decode("utf-8", "replace")) from None
     calls = []
     for i, call in enumerate(msg.get("tool_calls") or []):
@@ -51,7 +54,6 @@ def _parse(raw: bytes) -> ToolReply:
         calls.append(
             ToolCall(id=str(call.get("id") or f"call_{i}"), name=fn.get("name", ""), arguments=args)
         )
-    usage = data.get("usage") or {}
     message: dict[str, object] = {"role": "assistant", "content": msg.get("content") or ""}
     if calls:
         message["tool_calls"] = [
@@ -61,10 +63,7 @@ def _parse(raw: bytes) -> ToolReply:
     return ToolReply(
         text=msg.get("content") or "",
         tool_calls=tuple(calls),
-        usage={
-            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-            "completion_tokens": int(usage.get("completion_tokens") or 0),
-        },
+        usage=counts,
         finish_reason=choice.get("finish_reason"),
         message=message,
     )
