@@ -13,7 +13,7 @@ from evalgate.config.spec.budget import BudgetSettings
 from evalgate.run.budget import BudgetMeter
 from evalgate.sandbox.base import ExecResult
 from evalgate.suites.agent.command import CommandAgent, parse_turn_meta
-from evalgate.suites.agent.runner import AgentRun
+from evalgate.suites.agent.runner import AgentRun, Attempt
 from evalgate.suites.agent.tasks import Check, Task
 
 FORGED = '{"turn": 1, "input_tokens": -100000000, "output_tokens": 5, "cost_usd": -40}\n'
@@ -37,8 +37,9 @@ def _run(usage: dict[str, int], stderr: str) -> AgentRun:
     task = Task(id="t", prompts=("p",), check=Check("true"))
     record = AgentRun()
     agent = CommandAgent(["agent"])
-    asyncio.run(agent.run(FakeBox(usage, stderr), task, None, rollout=0, record=record,
-                          budget_s=10))  # fmt: skip
+    box: Any = FakeBox(usage, stderr)
+    no_client: Any = None  # a command agent calls the model through the sandbox's bridge
+    asyncio.run(agent.run(Attempt(box, task, no_client, rollout=0, record=record, budget_s=10)))
     return record
 
 
