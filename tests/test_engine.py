@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -196,10 +197,19 @@ def test_engine_over_http_with_the_real_client(scripted_server: Any) -> None:
 
 
 def test_the_engines_item_hash_is_fingerprints() -> None:
+    # Both are the digest of the stdlib's compact UTF-8 JSON array, whichever encoder made it
+    # (baselines recorded before orjson was used for it stay comparable).
     tricky = ["", "plain", "é 中文 🙂", 'q"uote\\back', "\n\t\r\x00\x1f\x7f\u2028", "x" * 10_000]
     for prompt in tricky:
         for answer in ("42", "", prompt):
-            assert _item_hash(prompt, answer) == item_hash(prompt, answer)
+            for exam in ("", "exam-digest", prompt):
+                value = [prompt, answer, exam] if exam else [prompt, answer]
+                text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+                expected = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+                assert _item_hash(prompt, answer, exam) == expected
+                assert item_hash(prompt, answer, exam) == expected
+    with pytest.raises(UnicodeEncodeError):  # a lone surrogate: refused as it always was
+        item_hash("\ud800", "a")
 
 
 @pytest.mark.parametrize("flush_interval_s", [0.0, 0.001])
