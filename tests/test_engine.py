@@ -13,7 +13,7 @@ import pytest
 
 from evalgate.errors import InfraError
 from evalgate.run.engine import _item_hash, run_suite
-from evalgate.run.fingerprint import item_hash
+from evalgate.run.fingerprint import dataset_hash, item_hash
 from evalgate.run.journal import RECORD_KEYS
 from evalgate.serve.base import Endpoint
 from evalgate.serve.client import ChatClient, RequestFailed
@@ -210,6 +210,13 @@ def test_the_engines_item_hash_is_fingerprints() -> None:
                 assert item_hash(prompt, answer, exam) == expected
     with pytest.raises(UnicodeEncodeError):  # a lone surrogate: refused as it always was
         item_hash("\ud800", "a")
+
+
+def test_the_dataset_hash_is_the_stdlib_json_digest() -> None:
+    items = [Item(f"é{i}", f"q\n{i} 🙂", str(i), exam="e" if i % 2 else "") for i in range(50)]
+    pairs = sorted([it.id, item_hash(it.prompt, it.answer, it.exam)] for it in items)
+    text = json.dumps(pairs, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    assert dataset_hash(items) == hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 @pytest.mark.parametrize("flush_interval_s", [0.0, 0.001])

@@ -60,15 +60,20 @@ def item_hash(prompt: str, answer: str, exam: str = "") -> str:
     with orjson where it is installed: the same bytes for a list of strings, in a quarter of the
     time, and every run hashes each of its items twice (the dataset hash, each item's first
     record). tests/test_engine.py holds the two equal on awkward strings."""
-    value = [prompt, answer, exam] if exam else [prompt, answer]
+    return _digest_strings([prompt, answer, exam] if exam else [prompt, answer])
+
+
+def _digest_strings(value: list[str] | list[list[str]], size: int = 16) -> str:
+    """:func:`_digest` of a list of strings (or of lists of strings), which has no keys to sort
+    and no numbers to spell: orjson's bytes are the stdlib's there."""
     if _fast_dumps is not None:
         try:
             encoded = _fast_dumps(value)
         except TypeError:  # a lone surrogate: the stdlib path raises as it always did
             pass
         else:
-            return hashlib.sha256(encoded).hexdigest()[:16]
-    return _digest(value)
+            return hashlib.sha256(encoded).hexdigest()[:size]
+    return _digest(value, size)
 
 
 def identity(item: Item) -> str:
@@ -77,7 +82,7 @@ def identity(item: Item) -> str:
 
 
 def dataset_hash(items: Sequence[Item]) -> str:
-    return _digest(sorted([i.id, identity(i)] for i in items), 32)
+    return _digest_strings(sorted([i.id, identity(i)] for i in items), 32)
 
 
 _BENCH = "benchmarks[]."
