@@ -576,15 +576,17 @@ class ChatClient:
             finish = first.get("finish_reason")
             raise RequestFailed("empty_reply", f"{what} (finish_reason: {finish})")
         named = data.get("model")
-        if named != self.endpoint.model and self.stats.server_model is None and named:
-            self.stats.server_model = str(named)  # noted once: the deployment's own name
+        endpoint = self.endpoint
+        served_by = None  # a reply naming the model asked for (the common one) was served by it
+        if named != endpoint.model and named:
+            if self.stats.server_model is None:
+                self.stats.server_model = str(named)  # noted once: the deployment's own name
+            served_by = served.other_model(endpoint.model, named, None, router=endpoint.router)
         return Reply(
             text=text or "",
             usage=usage,
             latency_s=time.perf_counter() - start,
             attempts=attempts,
-            served_by=served.other_model(
-                self.endpoint.model, named, None, router=self.endpoint.router
-            ),
+            served_by=served_by,
             finish_reason=first.get("finish_reason") if isinstance(first, dict) else None,
         )
