@@ -245,3 +245,32 @@ def test_a_journal_that_cannot_be_written_fails_the_run(flush_interval_s: float)
 
     with pytest.raises(InfraError, match="No space left"):  # exit 3: the machine, not a bug
         asyncio.run(go())
+
+
+def test_a_parsed_reply_and_its_outcome_carry_every_field_by_name() -> None:
+    # Both are built positionally on the hot path: each field must land where its name says.
+    client = ChatClient(Endpoint(base_url="http://127.0.0.1:9/v1", model="m"), SAMPLING)
+    raw = json.dumps(
+        {
+            "model": "m",
+            "choices": [{"message": {"content": "42"}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+        }
+    ).encode()
+    reply = client._parse(raw, 0.0, 3)
+    usage = {"prompt_tokens": 5, "completion_tokens": 2}
+    assert (reply.text, reply.usage, reply.attempts, reply.cached) == ("42", usage, 3, False)
+    assert (reply.served_by, reply.finish_reason) == (None, "length") and reply.latency_s > 0
+    prompt = [{"role": "user", "content": "q"}]
+    out = Outcome.of_reply(prompt, reply, 1.0, metric="m1", reason="why", judge={"score": 1})
+    assert out == Outcome(
+        prompt=prompt,
+        completion="42",
+        reward=1.0,
+        metrics={"m1": 1.0},
+        usage=usage,
+        timing={},
+        reason="why",
+        cost_usd=None,
+        judge={"score": 1},
+    )

@@ -587,11 +587,9 @@ class ChatClient:
             if self.stats.server_model is None:
                 self.stats.server_model = str(named)  # noted once: the deployment's own name
             served_by = served.other_model(endpoint.model, named, None, router=endpoint.router)
+        # Positional, in field order (text, usage, latency_s, attempts, cached, served_by,
+        # finish_reason): once per request, and keywords cost a third more.
+        finish = first.get("finish_reason") if isinstance(first, dict) else None
         return Reply(
-            text=text or "",
-            usage=usage,
-            latency_s=time.perf_counter() - start,
-            attempts=attempts,
-            served_by=served_by,
-            finish_reason=first.get("finish_reason") if isinstance(first, dict) else None,
+            text or "", usage, time.perf_counter() - start, attempts, False, served_by, finish
         )
