@@ -246,6 +246,15 @@ def _since(t0: float) -> float:
 
 def _spawn_rss(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """Like _spawn, but the child's own peak RSS via os.wait4."""
+    wall, rss, stdout, _ = _spawn_usage(args, env)
+    return wall, rss, stdout
+
+
+def _spawn_usage(
+    args: list[str], env: dict[str, str] | None = None
+) -> tuple[float, float, str, float]:
+    """(wall time, peak RSS in MB, stdout, CPU time: user + sys) of one child, via os.wait4: its
+    own figures, not those of other processes on a shared machine."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(args, stdout=out, stderr=err, env=env, cwd=env.get("HOME"))
@@ -257,7 +266,7 @@ def _spawn_rss(args: list[str], env: dict[str, str] | None = None) -> tuple[floa
         stdout, stderr = out.read().decode(), err.read().decode()
     if proc.returncode not in (0, 1):
         sys.exit(f"{' '.join(args[:4])}… failed ({proc.returncode}):\n{stderr[-3000:]}")
-    return wall, usage.ru_maxrss / 1024, stdout
+    return wall, usage.ru_maxrss / 1024, stdout, usage.ru_utime + usage.ru_stime
 
 
 def _write_config(folder: Path, base_url: str, n: int, concurrency: int) -> Path:
@@ -291,7 +300,7 @@ def _evalgate_cli(config: Path, tmp: Path, n: int, env: dict[str, str]) -> dict[
     out = tmp / f"out-{time.monotonic_ns()}"
     args = [sys.executable, "-c", _PINNED_CLI, str(config), str(out)]
     spawned = time.time()
-    wall, rss, _ = _spawn_rss(args, env)
+    wall, rss, _, cpu = _spawn_usage(args, env)
     (results,) = out.glob("evals/*/*/results.jsonl")
     starts, ends, correct = [], [], 0
     for line in results.read_text(encoding="utf-8").splitlines():
@@ -303,7 +312,13 @@ def _evalgate_cli(config: Path, tmp: Path, n: int, env: dict[str, str]) -> dict[
     if len(starts) != n or correct != n:
         sys.exit(f"evalgate: {len(starts)} results, {correct} correct; expected {n}")
     phase = max(ends) - min(starts)
-    return {"wall_s": wall, "phase_s": phase, "startup_s": min(starts) - spawned, "rss_mb": rss}
+    return {
+        "wall_s": wall,
+        "phase_s": phase,
+        "startup_s": min(starts) - spawned,
+        "rss_mb": rss,
+        "proc_cpu_s": cpu,  # the whole process's user + sys
+    }
 
 
 # `python -m evalgate local` with the client pinned to its core (runpy keeps it the real entry).
@@ -319,11 +334,17 @@ _PINNED_CLI = (
 def _ceiling(url: str, n: int, concurrency: int, env: dict[str, str]) -> dict[str, float]:
     args = [sys.executable, __file__, "--ceiling", url, "--n", str(n)]
     args += ["--concurrency", str(concurrency)]
-    wall, rss, out = _spawn_rss(args, env)
+    wall, rss, out, cpu = _spawn_usage(args, env)
     data = json.loads(out)
     if data["correct"] != n:
         sys.exit(f"ceiling: {data['correct']}/{n} correct")
-    return {"wall_s": wall, "phase_s": data["phase_s"], "cpu_s": data["cpu_s"], "rss_mb": rss}
+    return {
+        "wall_s": wall,
+        "phase_s": data["phase_s"],
+        "cpu_s": data["cpu_s"],
+        "rss_mb": rss,
+        "proc_cpu_s": cpu,
+    }
 
 
 def _engine(config: Path, n: int, env: dict[str, str]) -> dict[str, float]:

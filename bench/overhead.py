@@ -9,10 +9,13 @@ the clients on core 1), 2,000 in-memory ``arith`` items at concurrency 64, no ca
 
 and prints, per latency, the median whole-process time of each and their ratio (goal ≤ 1.3× at
 0 ms, ≤ 1.1× at 20 ms), and the request phase at the stub (first request start → last end; the
-raw loop's own perf_counter phase beside it). Then a 1-item run, whole process, beside a bare
-aiohttp request and ``python -c pass`` (goal: under 0.5 s on an idle 2-core machine). It never
-fails on a figure: CI prints them (.ci/run); the load average is printed with them, since on a
-shared machine ratios are the figures to read.
+raw loop's own perf_counter phase beside it). Then the CPU time (user + sys) of each process,
+the figure other load on a shared machine disturbs least, and the CPU time per rollout of each
+side: (a run of n's − a run of 1's) / (n − 1), so start-up cancels out. Then a 1-item run, whole
+process, beside the raw loop sending 1 request, a bare aiohttp request and ``python -c pass``
+(goal: under 0.5 s on an idle 2-core machine). It never fails on a figure: CI prints them
+(.ci/run); the load average is printed with them, since on a shared machine ratios and CPU
+times are the figures to read.
 
 Usage: python bench/overhead.py [--n 2000] [--repeats 3] [--latency-ms 0 20]
 """
@@ -23,10 +26,8 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,19 +37,19 @@ from startup import BARE_REQUEST  # the 1-item floor: import aiohttp, one POST
 
 ROOT = Path(__file__).resolve().parent.parent
 GOALS = {0.0: 1.3, 20.0: 1.1}  # evalgate local / raw loop, whole process (issue #36)
+RAW_ONE, OURS_ONE = "raw loop, 1 item", "evalgate local, 1 item"
+Run = dict[str, float]
 
 
-def _wall(args: list[str], env: dict[str, str], cwd: Path) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
-    wall = time.perf_counter() - t0
-    if proc.returncode not in (0, 1):
-        sys.exit(f"{' '.join(args[:4])}… failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return wall
+def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall time, CPU time: the child's own user + sys) of one command."""
+    wall, _, _, cpu = eng._spawn_usage(args, env)
+    return wall, cpu
 
 
-def _one_item(tmp: Path, base_url: str, env: dict[str, str], repeats: int) -> dict[str, float]:
-    """Medians of a 1-item `evalgate local` run, a bare aiohttp request and `python -c pass`."""
+def _one_item(tmp: Path, base_url: str, env: dict[str, str], repeats: int) -> dict[str, Run]:
+    """Medians (wall and CPU) of a 1-item `evalgate local` run, the raw loop sending 1 request,
+    a bare aiohttp request and `python -c pass`."""
     folder = tmp / "one-item"
     folder.mkdir(exist_ok=True)
     config = eng._write_config(folder, base_url, 1, 1)
@@ -56,7 +57,17 @@ def _one_item(tmp: Path, base_url: str, env: dict[str, str], repeats: int) -> di
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "bare aiohttp request": [sys.executable, "-c", BARE_REQUEST, url],
-        "evalgate local, 1 item": [
+        RAW_ONE: [
+            sys.executable,
+            eng.__file__,
+            "--ceiling",
+            f"{base_url}/chat/completions",
+            "--n",
+            "1",
+            "--concurrency",
+            "1",
+        ],
+        OURS_ONE: [
             sys.executable,
             "-m",
             "evalgate",
@@ -68,12 +79,23 @@ def _one_item(tmp: Path, base_url: str, env: dict[str, str], repeats: int) -> di
         ],
     }
     for argv in commands.values():  # warm-up: bytecode and compiled templates written once
-        _wall(argv, env, tmp)
-    times: dict[str, list[float]] = {name: [] for name in commands}
+        _run(argv, env)
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(repeats):
         for name, argv in commands.items():
-            times[name].append(_wall(argv, env, tmp))
-    return {name: statistics.median(values) for name, values in times.items()}
+            runs[name].append(_run(argv, env))
+    return {
+        name: {
+            "wall_s": statistics.median(w for w, _ in values),
+            "cpu_s": statistics.median(c for _, c in values),
+        }
+        for name, values in runs.items()
+    }
+
+
+def _per_rollout(n_cpu: float, one_cpu: float, n: int) -> float:
+    """CPU time a rollout adds: (a run of n's − a run of 1's) / (n − 1), start-up cancelled."""
+    return (n_cpu - one_cpu) / max(1, n - 1)
 
 
 def main() -> None:
@@ -110,8 +132,9 @@ def main() -> None:
             finally:
                 stub.kill()
                 stub.wait()
+            fields = ("wall_s", "phase_s", "proc_cpu_s")
             med = {
-                k: {f: statistics.median(r[f] for r in runs) for f in ("wall_s", "phase_s")}
+                k: {f: statistics.median(r[f] for r in runs) for f in fields}
                 for k, runs in (("raw", raw), ("ours", ours))
             }
             rows.append((latency, med))
@@ -120,6 +143,7 @@ def main() -> None:
         f"evalgate overhead: {args.n} arith items, concurrency {args.concurrency}, no cache, "
         f"median of {args.repeats}; {os.cpu_count()} CPUs, load average {load0:.1f} → {load1:.1f}"
     )
+    assert one is not None
     print("| latency | raw loop | evalgate local | ratio (goal) | request phase: raw | evalgate |")
     print("|---:|---:|---:|---:|---:|---:|")
     for latency, med in rows:
@@ -131,12 +155,38 @@ def main() -> None:
             f"{raw['phase_s']:.2f} s | {ours['phase_s']:.2f} s "
             f"({ours['phase_s'] / raw['phase_s']:.2f}×) |"
         )
-    assert one is not None
-    bare = one["bare aiohttp request"]
+    # CPU time (user + sys, each process's own) is what other load on a shared machine disturbs
+    # least: whole process, and per rollout with the 1-item run's start-up taken out.
     print()
-    for name, seconds in one.items():
-        print(f"{name:<24} {seconds * 1000:6.0f} ms  ({seconds / bare:.2f}× a bare request)")
-    print(json.dumps({"load": [load0, load1], "rows": rows, "one_item": one}))
+    print(
+        "| latency | CPU: raw loop | evalgate local | ratio "
+        "| CPU per rollout: raw | evalgate | ratio |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    per_rollout = {}
+    for latency, med in rows:
+        raw, ours = med["raw"], med["ours"]
+        raw_each = _per_rollout(raw["proc_cpu_s"], one[RAW_ONE]["cpu_s"], args.n)
+        ours_each = _per_rollout(ours["proc_cpu_s"], one[OURS_ONE]["cpu_s"], args.n)
+        per_rollout[latency] = {"raw_us": raw_each * 1e6, "ours_us": ours_each * 1e6}
+        print(
+            f"| {latency:g} ms | {raw['proc_cpu_s']:.2f} s | {ours['proc_cpu_s']:.2f} s | "
+            f"{ours['proc_cpu_s'] / raw['proc_cpu_s']:.2f}× | {raw_each * 1e6:.0f} µs | "
+            f"{ours_each * 1e6:.0f} µs | {ours_each / raw_each:.2f}× |"
+        )
+    bare = one["bare aiohttp request"]["wall_s"]
+    print()
+    for name, figures in one.items():
+        seconds = figures["wall_s"]
+        print(
+            f"{name:<24} {seconds * 1000:6.0f} ms  ({seconds / bare:.2f}× a bare request), "
+            f"CPU {figures['cpu_s'] * 1000:.0f} ms"
+        )
+    print(
+        json.dumps(
+            {"load": [load0, load1], "rows": rows, "one_item": one, "per_rollout": per_rollout}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from evalgate.errors import InfraError
 from evalgate.run.engine import _item_hash, run_suite
-from evalgate.run.fingerprint import item_hash
+from evalgate.run.fingerprint import dataset_hash, item_hash
 from evalgate.run.journal import RECORD_KEYS
 from evalgate.serve.base import Endpoint
 from evalgate.serve.client import ChatClient, RequestFailed
@@ -196,10 +197,26 @@ def test_engine_over_http_with_the_real_client(scripted_server: Any) -> None:
 
 
 def test_the_engines_item_hash_is_fingerprints() -> None:
+    # Both are the digest of the stdlib's compact UTF-8 JSON array, whichever encoder made it
+    # (baselines recorded before orjson was used for it stay comparable).
     tricky = ["", "plain", "é 中文 🙂", 'q"uote\\back', "\n\t\r\x00\x1f\x7f\u2028", "x" * 10_000]
     for prompt in tricky:
         for answer in ("42", "", prompt):
-            assert _item_hash(prompt, answer) == item_hash(prompt, answer)
+            for exam in ("", "exam-digest", prompt):
+                value = [prompt, answer, exam] if exam else [prompt, answer]
+                text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+                expected = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+                assert _item_hash(prompt, answer, exam) == expected
+                assert item_hash(prompt, answer, exam) == expected
+    with pytest.raises(UnicodeEncodeError):  # a lone surrogate: refused as it always was
+        item_hash("\ud800", "a")
+
+
+def test_the_dataset_hash_is_the_stdlib_json_digest() -> None:
+    items = [Item(f"é{i}", f"q\n{i} 🙂", str(i), exam="e" if i % 2 else "") for i in range(50)]
+    pairs = sorted([it.id, item_hash(it.prompt, it.answer, it.exam)] for it in items)
+    text = json.dumps(pairs, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    assert dataset_hash(items) == hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 @pytest.mark.parametrize("flush_interval_s", [0.0, 0.001])
@@ -228,3 +245,32 @@ def test_a_journal_that_cannot_be_written_fails_the_run(flush_interval_s: float)
 
     with pytest.raises(InfraError, match="No space left"):  # exit 3: the machine, not a bug
         asyncio.run(go())
+
+
+def test_a_parsed_reply_and_its_outcome_carry_every_field_by_name() -> None:
+    # Both are built positionally on the hot path: each field must land where its name says.
+    client = ChatClient(Endpoint(base_url="http://127.0.0.1:9/v1", model="m"), SAMPLING)
+    raw = json.dumps(
+        {
+            "model": "m",
+            "choices": [{"message": {"content": "42"}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+        }
+    ).encode()
+    reply = client._parse(raw, 0.0, 3)
+    usage = {"prompt_tokens": 5, "completion_tokens": 2}
+    assert (reply.text, reply.usage, reply.attempts, reply.cached) == ("42", usage, 3, False)
+    assert (reply.served_by, reply.finish_reason) == (None, "length") and reply.latency_s > 0
+    prompt = [{"role": "user", "content": "q"}]
+    out = Outcome.of_reply(prompt, reply, 1.0, metric="m1", reason="why", judge={"score": 1})
+    assert out == Outcome(
+        prompt=prompt,
+        completion="42",
+        reward=1.0,
+        metrics={"m1": 1.0},
+        usage=usage,
+        timing={},
+        reason="why",
+        cost_usd=None,
+        judge={"score": 1},
+    )

@@ -72,3 +72,22 @@ def test_a_budget_refuses_negative_counts() -> None:
     budget.add({"prompt_tokens": -100_000_000, "completion_tokens": 5})
     budget.add({"prompt_tokens": 600, "completion_tokens": 600})
     assert budget.tokens == 1205 and budget.exhausted()
+
+
+def test_a_budget_counts_only_finite_non_negative_numbers() -> None:
+    odd = [True, False, -1, 0, 7, 2**70, 3.9, -2.5, float("nan"), float("inf"), "12", None]
+    for prompt in odd:
+        for completion in (5, *odd):
+            budget = BudgetMeter(BudgetSettings())
+            budget.add({"prompt_tokens": prompt, "completion_tokens": completion})  # type: ignore[dict-item]
+
+            def counted(value: object) -> int:
+                if type(value) is int and value >= 0:
+                    return value
+                return int(value) if type(value) is float and 0 < value < float("inf") else 0
+
+            assert budget.tokens == counted(prompt) + counted(completion), (prompt, completion)
+    budget = BudgetMeter(BudgetSettings())
+    budget.add(None)
+    budget.add({})
+    assert budget.tokens == 0

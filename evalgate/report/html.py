@@ -498,9 +498,14 @@ def _runs_data(verdict: Verdict, unchanged_rows: int) -> list[_RunData]:
     return out
 
 
+# Built once: json.dumps with non-default arguments builds a new encoder on every call, and the
+# page's data block encodes one row per listed item.
+_SCRIPT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _json_for_script(data: object) -> str:
     # Inside <script> only "</" can end the element early; escaping it keeps any text inert.
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = _SCRIPT_JSON.encode(data)
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 

@@ -104,8 +104,15 @@ class BudgetMeter:
         """Count one finished rollout's tokens (and their cost at the current model's price)."""
         # A negative count (from anywhere: a cached record, a backend's report) would lower
         # what was spent and lift every cap: refused, as is anything not a finite number.
-        prompt = _count((usage or {}).get("prompt_tokens"))
-        completion = _count((usage or {}).get("completion_tokens"))
+        usage = usage or {}
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        # The common counts (two non-negative ints, as the client parses them) taken as they
+        # are; anything else through _count. Once per rollout: the two calls cost more than
+        # the rest of the count.
+        if type(prompt) is not int or prompt < 0:
+            prompt = _count(prompt)
+        if type(completion) is not int or completion < 0:
+            completion = _count(completion)
         self.tokens += prompt + completion
         self.usd += prompt * self.price[0] + completion * self.price[1]
 

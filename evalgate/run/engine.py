@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
@@ -27,6 +26,7 @@ from collections.abc import Set as AbstractSet
 from typing import IO, TYPE_CHECKING, Any
 
 from evalgate.errors import InfraError, secret_redactor
+from evalgate.run.fingerprint import item_hash as _item_hash  # one per item, not per rollout
 from evalgate.run.rollouts import RolloutTable, unusable
 from evalgate.serve import served
 from evalgate.serve.breaker import EndpointDown
@@ -38,15 +38,6 @@ if TYPE_CHECKING:
     from evalgate.serve.client import ChatClient
 
 __all__ = ["run_suite"]
-
-
-def _item_hash(prompt: str, answer: str, exam: str = "") -> str:
-    # fingerprint.item_hash, computed with the fast encoder: the same bytes (a JSON array of two
-    # or three strings, compact, UTF-8) in a quarter of the time. tests/test_engine.py and
-    # tests/test_item_identity.py hold them equal.
-    return hashlib.sha256(dumps([prompt, answer, exam] if exam else [prompt, answer])).hexdigest()[
-        :16
-    ]
 
 
 class _Journal:

@@ -21,6 +21,11 @@ from pydantic.main import IncEx
 
 from evalgate.config.split import DERIVED, FIELDS, Measured
 
+try:  # item hashes: the same bytes as the stdlib's compact form, faster (see item_hash)
+    from orjson import dumps as _fast_dumps
+except ImportError:  # pragma: no cover - where orjson is not installed
+    _fast_dumps = None  # type: ignore[assignment]
+
 if TYPE_CHECKING:
     from evalgate.config.spec import AgentVariant, Benchmark, Model
     from evalgate.suites.base import Item
@@ -49,8 +54,26 @@ def _digest(value: object, size: int = 16) -> str:
 def item_hash(prompt: str, answer: str, exam: str = "") -> str:
     """Content hash of one item: its raw prompt, reference answer and ``exam`` digest (what else
     decides its score, ``Item.exam``). Without an exam digest, the two-string form of old: a
-    baseline of plain questions stays comparable."""
-    return _digest([prompt, answer, exam] if exam else [prompt, answer])
+    baseline of plain questions stays comparable.
+
+    The bytes hashed are :func:`_digest`'s (a compact UTF-8 JSON array of the strings), encoded
+    with orjson where it is installed: the same bytes for a list of strings, in a quarter of the
+    time, and every run hashes each of its items twice (the dataset hash, each item's first
+    record). tests/test_engine.py holds the two equal on awkward strings."""
+    return _digest_strings([prompt, answer, exam] if exam else [prompt, answer])
+
+
+def _digest_strings(value: list[str] | list[list[str]], size: int = 16) -> str:
+    """:func:`_digest` of a list of strings (or of lists of strings), which has no keys to sort
+    and no numbers to spell: orjson's bytes are the stdlib's there."""
+    if _fast_dumps is not None:
+        try:
+            encoded = _fast_dumps(value)
+        except TypeError:  # a lone surrogate: the stdlib path raises as it always did
+            pass
+        else:
+            return hashlib.sha256(encoded).hexdigest()[:size]
+    return _digest(value, size)
 
 
 def identity(item: Item) -> str:
@@ -59,7 +82,7 @@ def identity(item: Item) -> str:
 
 
 def dataset_hash(items: Sequence[Item]) -> str:
-    return _digest(sorted([i.id, identity(i)] for i in items), 32)
+    return _digest_strings(sorted([i.id, identity(i)] for i in items), 32)
 
 
 _BENCH = "benchmarks[]."

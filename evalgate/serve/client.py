@@ -485,6 +485,11 @@ class ChatClient:
                 status = resp.status
                 location = resp.headers.get("Location") if status in _REDIRECT_STATUS else None
                 if not location:
+                    length = resp.content_length
+                    if length is not None and length <= self.max_reply_bytes:
+                        # The common reply, sized and under the cap, read here: a coroutine
+                        # less per request (_read_capped: the rest, and the refusals).
+                        return status, await resp.read(), resp.headers
                     return status, await self._read_capped(resp), resp.headers
                 await resp.release()
             target = resp.url.join(URL(location))
@@ -576,15 +581,15 @@ class ChatClient:
             finish = first.get("finish_reason")
             raise RequestFailed("empty_reply", f"{what} (finish_reason: {finish})")
         named = data.get("model")
-        if named != self.endpoint.model and self.stats.server_model is None and named:
-            self.stats.server_model = str(named)  # noted once: the deployment's own name
+        endpoint = self.endpoint
+        served_by = None  # a reply naming the model asked for (the common one) was served by it
+        if named != endpoint.model and named:
+            if self.stats.server_model is None:
+                self.stats.server_model = str(named)  # noted once: the deployment's own name
+            served_by = served.other_model(endpoint.model, named, None, router=endpoint.router)
+        # Positional, in field order (text, usage, latency_s, attempts, cached, served_by,
+        # finish_reason): once per request, and keywords cost a third more.
+        finish = first.get("finish_reason") if isinstance(first, dict) else None
         return Reply(
-            text=text or "",
-            usage=usage,
-            latency_s=time.perf_counter() - start,
-            attempts=attempts,
-            served_by=served.other_model(
-                self.endpoint.model, named, None, router=self.endpoint.router
-            ),
-            finish_reason=first.get("finish_reason") if isinstance(first, dict) else None,
+            text or "", usage, time.perf_counter() - start, attempts, False, served_by, finish
         )

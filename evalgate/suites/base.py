@@ -60,14 +60,10 @@ class Outcome:
     ) -> Outcome:
         """A single-turn rollout: the model's ``reply`` to ``prompt``, scored ``reward``, which
         is also its one metric (qa, HumanEval)."""
+        # Positional, in field order (prompt, completion, reward, metrics, usage, timing,
+        # reason, cost_usd, judge): once per rollout, and keywords cost a third more.
         return cls(
-            prompt=prompt,
-            completion=reply.text,
-            reward=reward,
-            metrics={metric: reward},
-            usage=reply.usage,
-            reason=reason,
-            judge=judge,
+            prompt, reply.text, reward, {metric: reward}, reply.usage, {}, reason, None, judge
         )
 
 
