@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 
 from evalgate.serve._balancer import Balancer
 
@@ -92,5 +93,32 @@ def test_a_replica_that_is_gone_closes_the_connection() -> None:
         assert balancer.open == [0]
         w.close()
         stop.set()
+
+    asyncio.run(scenario())
+
+
+def test_stopping_closes_the_connections_a_client_keeps_open() -> None:
+    """A client's idle keep-alive connection does not hold the relay's shutdown."""
+
+    async def scenario() -> None:
+        backend = _Backend("a")
+        balancer = Balancer([await backend.start()])
+        with socket.socket() as probe:  # a free port for serve() to bind
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        stop = asyncio.Event()
+        serving = asyncio.create_task(balancer.serve("127.0.0.1", port, stop))
+        for _ in range(500):
+            try:
+                r, w = await asyncio.open_connection("127.0.0.1", port)
+                break
+            except OSError:
+                await asyncio.sleep(0.01)
+        w.write(b"ping\n")
+        assert await r.readline() == b"a:ping\n"  # relayed, and the connection stays open
+        stop.set()
+        await asyncio.wait_for(serving, 30)
+        assert await asyncio.wait_for(r.read(), 30) == b""  # closed by the relay
+        w.close()
 
     asyncio.run(scenario())

@@ -31,6 +31,7 @@ class Balancer:
             raise ValueError("a balancer needs at least one backend")
         self.backends = backends
         self.open = [0] * len(backends)  # connections open to each backend, now
+        self._clients: set[asyncio.StreamWriter] = set()
 
     def _pick(self) -> int:
         return min(range(len(self.open)), key=self.open.__getitem__)
@@ -39,6 +40,7 @@ class Balancer:
         """One client connection, relayed both ways until both sides are done."""
         k = self._pick()
         self.open[k] += 1
+        self._clients.add(client_w)
         try:
             try:
                 backend_r, backend_w = await asyncio.open_connection(*self.backends[k])
@@ -50,13 +52,20 @@ class Balancer:
                 backend_w.close()
         finally:
             self.open[k] -= 1
+            self._clients.discard(client_w)
             client_w.close()
 
     async def serve(self, host: str, port: int, stop: asyncio.Event) -> None:
-        """Listen on (host, port) until ``stop`` is set."""
+        """Listen on (host, port) until ``stop`` is set, then close every connection: a client's
+        idle keep-alive connection must not hold the shutdown (``Server.wait_closed`` waits for
+        them from Python 3.12 on)."""
         server = await asyncio.start_server(self.relay, host, port)
-        async with server:
+        try:
             await stop.wait()
+        finally:
+            server.close()
+            for writer in list(self._clients):
+                writer.close()
 
 
 async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
