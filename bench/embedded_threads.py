@@ -2,9 +2,10 @@
 wait (poll 0, evalgate's default) or spinning (poll 50, llama.cpp's), on an idle machine and
 with one core kept busy by another process. Prints the wall time of the same 48 arith requests
 at concurrency 4 (the quickstart's) for each setting: the figures behind
-``serve._llama_server.default_threads``. Measured on 2 cores: one thread 17.0 s idle, 19.0 s
+``serve._llama_server.replicas``. Measured on 2 cores: one thread 17.0 s idle, 19.0 s
 beside a busy core; two threads 11.0 s (yielding) / 11.3 s (spinning) idle, both over 120 s
-beside a busy core: hence half the CPUs by default.
+beside a busy core: hence one single-thread server per CPU by default (bench/embedded_replicas.py),
+and these settings only with ``n_threads``.
 
 Usage: python bench/embedded_threads.py [--n 48] [--max-tokens 24]
 """

