@@ -167,6 +167,8 @@ def _finite(value: object) -> float | None:
 
 def _text(value: object) -> str:
     """A prompt (chat messages) or completion as plain text, capped."""
+    if type(value) is str and len(value) <= _MAX_TEXT:  # most completions and answers
+        return value
     if value is None:
         return ""
     if isinstance(value, list):  # chat messages: the last user turn is the question
@@ -182,6 +184,8 @@ def _judge_text(rec: Mapping[str, object]) -> str | None:
     """A model-graded rollout's judgement: each sample's score and reasoning (its raw reply
     when no verdict could be read)."""
     judge = rec.get("judge")
+    if judge is None:  # not model-graded (most runs): no samples
+        return None
     samples = items(mapping(judge).get("samples"))
     if not samples:
         return None
