@@ -148,6 +148,36 @@ def test_a_run_that_breaks_more_items_than_the_ceiling_says_how_many_more(
     assert "more unchanged items are not listed here (the first 5 are)" in text
 
 
+def test_the_page_reads_each_journal_once_and_writes_the_same_bytes_past_the_text_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs no comparison holds: each journal is read once, for the outcomes and the shown
+    texts together; a run whose texts pass the budget reads them back, and rows encoded in
+    batches or one by one, to the same page."""
+    runs = {side: _write_run(tmp_path / side, head=side == "head") for side in ("base", "head")}
+    verdict = _verdict(tmp_path)
+    monkeypatch.setattr(report_html, "loaded_run", lambda path: None)  # the journals' path
+    reads: list[Path] = []
+    real = report_html.iter_records
+
+    def counting(path: Path) -> Any:
+        reads.append(Path(path))
+        return real(path)
+
+    monkeypatch.setattr(report_html, "iter_records", counting)
+    page = report_html.render_html(verdict)
+    assert sorted(reads) == sorted(p / "results.jsonl" for p in runs.values())
+    (run,) = _page_data(page)
+    assert run["rows"][0]["prompt"].startswith("What is ") and run["rows"][0]["base"]
+    monkeypatch.setattr(report_html, "_KEEP_CHARS", 0)  # every text past the budget
+    assert report_html.render_html(verdict) == page
+    monkeypatch.setattr(report_html, "_KEEP_CHARS", 10**9)
+    monkeypatch.setattr(report_html, "_KEEP_ITEMS", 100)  # more items than kept
+    assert report_html.render_html(verdict) == page
+    monkeypatch.setattr(report_html, "_ROWS_PER_CHUNK", 1)  # rows encoded one at a time
+    assert report_html.render_html(verdict) == page
+
+
 def _verdict(tmp_path: Path) -> Any:
     from tests.report_runs import verdict_of
 

@@ -167,6 +167,8 @@ def _finite(value: object) -> float | None:
 
 def _text(value: object) -> str:
     """A prompt (chat messages) or completion as plain text, capped."""
+    if type(value) is str and len(value) <= _MAX_TEXT:  # most completions and answers
+        return value
     if value is None:
         return ""
     if isinstance(value, list):  # chat messages: the last user turn is the question
@@ -182,6 +184,8 @@ def _judge_text(rec: Mapping[str, object]) -> str | None:
     """A model-graded rollout's judgement: each sample's score and reasoning (its raw reply
     when no verdict could be read)."""
     judge = rec.get("judge")
+    if judge is None:  # not model-graded (most runs): no samples
+        return None
     samples = items(mapping(judge).get("samples"))
     if not samples:
         return None
@@ -228,15 +232,31 @@ class _Stat:
         return self.total / self.n if self.n else None
 
 
-def _stats(run_dir: Path) -> dict[str, _Stat]:
-    """Each item's outcome, in the order the journal first names it."""
+# Items, and characters of shown texts, the outcome pass keeps of each item's first record, so
+# that a run of a few thousand items has its journal read once, not again for the rows; past
+# either they are dropped and the rows read the listed items' texts back (a run of any size,
+# bounded memory).
+_KEEP_ITEMS, _KEEP_CHARS = 10_000, 8_000_000
+
+
+def _stats(run_dir: Path) -> tuple[dict[str, _Stat], dict[str, _Shown] | None]:
+    """Each item's outcome, in the order the journal first names it, and each item's first
+    record's shown fields in that order (None past :data:`_KEEP_ITEMS` or :data:`_KEEP_CHARS`)."""
     out: dict[str, _Stat] = {}
+    firsts: dict[str, _Shown] | None = {}
+    kept = 0
     for rec in iter_records(run_dir / RESULTS):
         stat = out.get(rec["example_id"])
         if stat is None:
             stat = out[rec["example_id"]] = _Stat()
+            if firsts is not None:
+                shown = firsts[rec["example_id"]] = _shown(rec)
+                kept += len(shown["prompt"]) + len(shown["answer"]) + len(shown["completion"])
+                kept += len(shown["judge"] or "")
+                if kept > _KEEP_CHARS or len(firsts) > _KEEP_ITEMS:
+                    firsts = None
         stat.add(rec)
-    return out
+    return out, firsts
 
 
 def _firsts(run_dir: Path, ids: Collection[str]) -> Iterator[tuple[str, _Shown]]:
@@ -283,6 +303,8 @@ class _RunRows:
         # The runs a comparison just read, while still held: their tables give every item's
         # outcome (no second parse of the journals, no object per item); else the journals.
         self._held = loaded_run(self.head), loaded_run(self.base) if self.base else None
+        # The journal pass's first records, when it kept them (no second read for the rows).
+        self._kept: tuple[dict[str, _Shown] | None, dict[str, _Shown] | None] = None, None
         if self._held[0] is not None and (self.base is None or self._held[1] is not None):
             self.agent = self._held[0].config.benchmark.kind == "agent"
             self._list_held(self._held[0], self._held[1], unchanged_rows)
@@ -290,17 +312,19 @@ class _RunRows:
         self._held = None, None
         try:
             config = read_run_config(self.head)
-            heads = _stats(self.head)
+            heads, head_firsts = _stats(self.head)
         except UsageError:
             self.base = None
             return
         self.agent = config.benchmark.kind == "agent"
         bases: dict[str, _Stat] = {}
+        base_firsts: dict[str, _Shown] | None = None
         if self.base is not None:
             try:
-                bases = _stats(self.base)
+                bases, base_firsts = _stats(self.base)
             except UsageError:
                 self.base, bases = None, {}
+        self._kept = head_firsts, base_firsts
         listed = dict.fromkeys(("regressed", "improved", "errored", "same"), 0)
         for item_id, stat in heads.items():
             base = bases.get(item_id)
@@ -377,7 +401,10 @@ class _RunRows:
         ]
 
     def _firsts(self, run: int) -> Iterator[tuple[str, _Shown]]:
-        held, path = self._held[run], (self.head, self.base)[run]
+        held, path, kept = self._held[run], (self.head, self.base)[run], self._kept[run]
+        if kept is not None:  # in journal order, as the read below yields them
+            yield from ((i, shown) for i, shown in kept.items() if i in self.listed)
+            return
         if held is None:
             assert path is not None
             yield from _firsts(path, self.listed)
@@ -509,15 +536,27 @@ def _json_for_script(data: object) -> str:
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
+_ROWS_PER_CHUNK = 256  # rows encoded (and handed to the template) together: a few hundred kB
+
+
 def _data_chunks(runs: list[_RunData]) -> Iterator[str]:
     """The page's data block, ``[{key, agent, has_base, counts, rows: [...]}, ...]``, as JSON
-    written one row at a time."""
+    written a batch of rows at a time: one encoder call and one template output per batch, not
+    per row. A list's encoding is its rows' joined by "," (the separators above), so the bytes
+    are the same; "</" and "<!--" cannot span the "},{" between two rows."""
     yield "["
     for n, run in enumerate(runs):
         head = {k: v for k, v in run.items() if k != "table"}
         yield ("," if n else "") + _json_for_script(head)[:-1] + ',"rows":['
-        for i, row in enumerate(run["table"].rows()):
-            yield ("," if i else "") + _json_for_script(row)
+        batch: list[_Row] = []
+        first = True
+        for row in run["table"].rows():
+            batch.append(row)
+            if len(batch) == _ROWS_PER_CHUNK:
+                yield ("" if first else ",") + _json_for_script(batch)[1:-1]
+                batch, first = [], False
+        if batch:
+            yield ("" if first else ",") + _json_for_script(batch)[1:-1]
         yield "]}"
     yield "]"
 

@@ -19,6 +19,7 @@ from evalgate.errors import UsageError
 from evalgate.run.baseline import baseline_reference
 from evalgate.run.costs import cost_usd
 from evalgate.run.fingerprint import fingerprint
+from evalgate.run.rollouts import RolloutTable
 from evalgate.run.rundir import LoadedRun, RunDir
 from evalgate.run.runfiles import (
     BenchmarkEntry,
@@ -201,7 +202,10 @@ def run_costs(
     fallback_rollouts = 0
     reported: list[float] = []  # what command agents said they spent
     judged: list[Mapping[str, object]] = []  # judgements: their tokens and cost
-    for rec in records:  # one pass: a table builds a dict per row on each
+    # One pass, over only the rows that carry a cost, a judgement or a fallback when the records
+    # are a table (iterating it builds a dict per row).
+    priced = records.priced_rows() if isinstance(records, RolloutTable) else records
+    for rec in priced:
         served_by = _mapping(rec.get("served_by"))
         if served_by:
             fallback_rollouts += 1

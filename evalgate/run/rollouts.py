@@ -248,6 +248,21 @@ class RolloutTable:
             out.setdefault(self._ids[self._item[row]], set()).update(by)
         return {item: frozenset(names) for item, names in out.items()}
 
+    def priced_rows(self) -> Iterator[dict[str, Any]]:
+        """The costs pass's fields (``cost_usd``, ``judge``, ``served_by``) of only the rows that
+        have one, in row order: :func:`~evalgate.run.manifest.run_costs` reads nothing else, and
+        most runs have none (no dict built per row)."""
+        rows = self._costs.keys() | self._judges.keys() | self._served.keys()
+        for row in sorted(rows):
+            rec: dict[str, Any] = {}
+            if row in self._costs:
+                rec["cost_usd"] = self._costs[row]
+            if row in self._judges:
+                rec["judge"] = self._judges[row]
+            if row in self._served:
+                rec["served_by"] = self._served[row]
+            yield rec
+
     def extend(self, records: Iterable[dict[str, Any]]) -> None:
         for rec in records:
             self.append(rec)
