@@ -29,40 +29,6 @@ def test_arith_is_a_pure_function_of_its_seed() -> None:
     assert len({i.id for i in a}) == 50
 
 
-def _arith_by_the_public_draws(size: int, seed: int, max_operand: int, ops: list[str]) -> list:
-    """arith's items as first defined: randint twice, then choice."""
-    import random
-
-    from evalgate.suites.base import Item
-
-    rng = random.Random(seed)
-    out = []
-    for i in range(size):
-        a, b = rng.randint(0, max_operand), rng.randint(0, max_operand)
-        op = rng.choice(ops)
-        value = {"+": a + b, "-": a - b, "*": a * b}[op]
-        out.append(Item(id=f"arith-{seed}-{i}", prompt=f"{a} {op} {b}", answer=str(value)))
-    return out
-
-
-def test_arith_items_are_the_ones_baselines_recorded() -> None:
-    """The draws a baseline's items came from: randint, randint, choice, for any size, seed,
-    operand range and operators (a changed item would unpair every stored baseline)."""
-    for size, seed, top, ops in [
-        (300, 0, 20, ["+", "-"]),
-        (300, 7, 1, ["*"]),
-        (300, 12345, 10**6, ["+", "-", "*"]),
-        (50, 3, 2**40, ["-", "*", "+"]),
-    ]:
-        assert arith_items(size, seed, top, ops) == _arith_by_the_public_draws(size, seed, top, ops)
-    # The defaults' first items, as every stored baseline of them has them.
-    assert [(i.id, i.prompt, i.answer) for i in arith_items(3, 0, 20, ["+", "-"])] == [
-        ("arith-0-0", "12 + 13", "25"),
-        ("arith-0-1", "8 - 16", "-8"),
-        ("arith-0-2", "12 - 9", "3"),
-    ]
-
-
 def test_jsonl_with_ids_and_groups(tmp_path: Path) -> None:
     rows = [{"id": f"q{i}", "question": f"Q{i}", "gold": str(i), "topic": "t"} for i in range(3)]
     (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
