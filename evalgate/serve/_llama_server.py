@@ -33,10 +33,8 @@ def replicas(parallel: int) -> int:
     48 quickstart items at concurrency 4, `bench/embedded_threads.py`: one thread 17 s idle, 19 s
     beside a busy core; two threads 11 s idle but over 120 s beside a busy core, whether waiting
     threads yield or spin). Single-thread replicas have nothing to wait on but their own core:
-    with the second core free, the quickstart's 100 requests took 12.5 s on two replicas against
-    22.8 s on one server, for the same CPU time and the same completions; with every core busy
-    with other work neither gains (`bench/embedded_replicas.py`). Each replica batches its share
-    of the slots: 4 a step rather than 2 costs about a tenth less CPU per token."""
+    the quickstart's 100 requests took 12.5 s on two replicas against 22.8 s on one server, for
+    the same CPU time and the same completions (`bench/embedded_replicas.py`)."""
     return max(1, min(len(os.sched_getaffinity(0)), parallel))
 
 

