@@ -138,6 +138,10 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(raw)
 
 
+# Lines between two trims of the heap while a journal is read (a mask: every 2^17 lines).
+_TRIM_EVERY = (1 << 17) - 1
+
+
 class _Seen:
     """Which (item, rollout) pairs a journal has recorded so far, in a few bytes a rollout:
     a bit mask per item (rollouts below 64; the rare higher index in a set)."""
@@ -187,6 +191,7 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
     comparisons read; per item, its first content hash, which the checks read back) with a bit
     per rollout for the checks: tens of bytes a rollout, however long the run
     (bench/gate_memory.py)."""
+    from evalgate.run.heap import trim
     from evalgate.run.rollouts import RolloutTable
 
     table = RolloutTable()
@@ -202,6 +207,8 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
     offset, starts = 0, table.item_offsets  # where each item's first line starts
     for lineno, raw in journal_bytes(path):
         at, offset = offset, offset + len(raw)
+        if not lineno & _TRIM_EVERY:  # the freed records' pages back to the system (run/heap.py)
+            trim()
         try:
             value = loads(raw)
         except ValueError:
@@ -242,4 +249,5 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
                 f"{path}:{lineno}: rollout: {rollout} is out of range (the run has {rollouts} "
                 f"rollout{'s' if rollouts != 1 else ''} per item: 0 to {rollouts - 1})"
             )
+    trim()
     return table
