@@ -197,10 +197,11 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
     table = RolloutTable()
     seen = _Seen()
     # Bound once: this loop runs once a rollout (a million times for a large run).
-    loads, plain, add, mark, same = (
+    loads, plain, add, common, mark, same = (
         _fast_loads,
         _plain_record,
         table.add_checked,
+        table.add_common,
         seen.add,
         table.same_hash,
     )
@@ -217,18 +218,22 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
             value = _slow_record(path, lineno, raw, raw.endswith(b"\n"))
         if not isinstance(value, dict):
             raise UsageError(f"{path}:{lineno}: not a JSON object (a {type(value).__name__})")
-        if not plain(value):  # the model says what is wrong, field by field
-            try:
-                RolloutRecord.model_validate(value)
-            except ValidationError as exc:
-                raise UsageError(f"{path}:{lineno}: {field_error(exc)}") from None
+        known = table.n_items
+        # The common record is checked and added in one call; any other is checked field by
+        # field (the model says what is wrong) and added the general way.
+        index = common(value)
+        if index < 0:
+            if not plain(value):
+                try:
+                    RolloutRecord.model_validate(value)
+                except ValidationError as exc:
+                    raise UsageError(f"{path}:{lineno}: {field_error(exc)}") from None
+            index = add(value)
         item, rollout, content = (
             value["example_id"],
             value.get("rollout", 0),
             value.get("item_hash"),
         )
-        known = table.n_items
-        index = add(value)
         if index == known:
             starts.append(at)
         if not mark(index, rollout):
