@@ -174,7 +174,7 @@ def summarize(
         if isinstance(per_item, ItemValues) and not clustered:
             # Read from its columns: an unclustered estimate sums with math.fsum (exact), so
             # the items' order does not change it and no sorted list of a million ids is made.
-            metrics[name] = stats.mean_ci(per_item.array.tolist())
+            metrics[name] = stats.mean_ci(per_item.array)
             continue
         ids = sorted(per_item)
         # Plain floats: numpy would load for nothing (start-up time of every run).
