@@ -15,11 +15,11 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evalgate.run.rollouts import RolloutTable
-
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from evalgate.run.rollouts import RolloutTable
 
 __all__ = ["Pairing", "join_ids", "pair_items"]
 
