@@ -19,9 +19,10 @@ if TYPE_CHECKING:  # numpy loads with the first column read: a 1-item run needs 
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["ItemIds", "ItemValues"]
+__all__ = ["BLOCK", "ItemIds", "ItemValues"]
 
 _BLOCK = 4096  # ids per block of text: one str and its end offsets once full
+BLOCK = _BLOCK
 _EMPTY = -1
 _code = hash  # an id's code (tests put many ids on one code: lookups compare the ids)
 _VECTOR_GROW = 1 << 15  # from this many items a table grows with numpy (see _placed)
@@ -65,6 +66,27 @@ class ItemIds:
         text, ends = self._blocks[block]
         start = ends[at - 1] if at else 0
         return ends[at] - start == len(item_id) and text.startswith(item_id, start)
+
+    def block_ids(self, block: int) -> list[str]:
+        """The ids of block ``block`` (:data:`_BLOCK` of them from index ``block * _BLOCK``;
+        the last may hold fewer), in order."""
+        if block == len(self._blocks):
+            return list(self._open)
+        text, ends = self._blocks[block]
+        out, start = [], 0
+        for end in ends:
+            out.append(text[start:end])
+            start = end
+        return out
+
+    def same_block(self, other: ItemIds, block: int) -> bool:
+        """Whether full block ``block`` of ids (:data:`_BLOCK` of them, from index
+        ``block * _BLOCK``) is the same ids in the same order here and in ``other``: one
+        comparison of the blocks' texts and ends, where a join would check each id."""
+        if block >= len(self._blocks) or block >= len(other._blocks):
+            return False
+        mine, theirs = self._blocks[block], other._blocks[block]
+        return mine[1] == theirs[1] and mine[0] == theirs[0]
 
     def find(self, item_id: str) -> int:
         """The id's index, −1 when absent."""
