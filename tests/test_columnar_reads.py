@@ -296,3 +296,36 @@ def test_the_first_records_are_the_ones_a_scan_finds(tmp_path: Path) -> None:
         got = list(run.first_records(wanted, answered=answered))
         assert [i for i, _ in got] == list(expected)  # journal order
         assert all(_same(rec, expected[i]) for i, rec in got)
+
+
+@pytest.mark.parametrize("codes", ["own", "ten to a code", "one shared"])
+def test_the_join_of_long_runs_finds_each_id_its_own_item(
+    monkeypatch: pytest.MonkeyPatch, codes: str
+) -> None:
+    """Blocks of 4,096 ids that both runs list alike are checked at once (compare/join.py);
+    a block with one id moved, one missing or one new (also a new id on an old id's code,
+    where the codes alone would pair it) is still joined id by id: every PR item meets the
+    baseline item of its own id."""
+    import evalgate.run.item_ids as item_ids
+    from evalgate.compare.join import join_ids
+    from evalgate.run.rollouts import RolloutTable
+
+    if codes == "ten to a code":
+        monkeypatch.setattr(item_ids, "_code", lambda item_id: hash(item_id[:-1]))
+    elif codes == "one shared":
+        monkeypatch.setattr(item_ids, "_code", lambda i: hash("q100" if i == "q10x" else i))
+    base_ids = [f"q{i}" for i in range(10_000)]
+    head_ids = list(base_ids)
+    head_ids[5000], head_ids[5001] = head_ids[5001], head_ids[5000]  # block 1: two swapped
+    head_ids[9000] = "new"  # the last, open block: one new id
+    head_ids[100] = "q10x"  # block 0: a new id
+    del head_ids[4096]  # the rest of block 1 onwards shifted by one
+    tables = []
+    for ids in (base_ids, head_ids):
+        table = RolloutTable()
+        for item_id in ids:
+            table.append({"example_id": item_id, "error": None, "reward": 1.0, "metrics": {}})
+        tables.append(table)
+    at = join_ids(tables[0], tables[1])
+    where = {item_id: i for i, item_id in enumerate(base_ids)}
+    assert at.tolist() == [where.get(item_id, -1) for item_id in head_ids]

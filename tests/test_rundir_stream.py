@@ -14,6 +14,7 @@ import pytest
 
 from evalgate.compare.paired import compare_runs, summary_of
 from evalgate.errors import UsageError
+from evalgate.run.rollouts import RolloutTable
 from evalgate.run.rundir import RunDir, load_run
 from evalgate.run.summary import summarize
 
@@ -151,3 +152,26 @@ def test_a_record_without_the_summary_keys_still_loads(tmp_path: Path) -> None:
     lines = [json.dumps({"example_id": "q0", "rollout": r}) + "\n" for r in range(2)]
     run = load_run(_run(tmp_path, "r", lines))
     assert run.rollouts == 2 and [r["rollout"] for r in run.full_records()] == [0, 1]
+
+
+def test_records_of_every_shape_load_as_they_append(tmp_path: Path) -> None:
+    """The reader's one-call path for the common record and its general path build the same
+    table as appending the records one by one: odd shapes in between (an int reward, a metric
+    or a token count first met mid-way or missing, counts past 32 bits or given as floats, a
+    cost, a judge, a fallback, an error) change nothing that is read back."""
+    records = _records()
+    records[3] = {**records[3], "reward": 1, "metrics": {"accuracy": 1}}
+    records[4] = {**records[4], "metrics": {"accuracy": 0.0, "style": 0.5}}
+    records[5] = {**records[5], "usage": {"prompt_tokens": 2**40}}
+    records[6] = {**records[6], "usage": {"prompt_tokens": 3.0, "completion_tokens": 2, "x": 1}}
+    records[7] = {**records[7], "cost_usd": 0.25, "judge": {"usage": {"t": 1}, "why": "w"}}
+    records[10] = {**records[10], "served_by": ["other"], "completion": "   "}
+    records[2], records[8] = {**records[2], "completion": ""}, {**records[8], "completion": "\n "}
+    expected = RolloutTable()
+    for rec in records:
+        expected.add_checked(json.loads(json.dumps(rec)))
+    run = load_run(_run(tmp_path, "r", _lines(records)))
+    assert json.dumps(list(run.records)) == json.dumps(list(expected))
+    assert run.records.tally() == expected.tally()
+    got, want = run.records.item_metrics(2, 1.0), expected.item_metrics(2, 1.0)
+    assert {k: dict(v) for k, v in got.items()} == {k: dict(v) for k, v in want.items()}

@@ -12,7 +12,7 @@ import dataclasses
 import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict, overload
+from typing import TypedDict, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,7 @@ from evalgate.compare.paired import (
     order_of,
     sequential_design,
 )
+from evalgate.run.heap import trim
 from evalgate.run.imputed import pass_side, worst_case_result
 from evalgate.run.item_ids import ItemValues
 from evalgate.run.rollouts import RolloutTable
@@ -186,6 +187,9 @@ def compare_runs(
         n_paired = max(n_paired, index.size)
         if not flips:
             flips = _flips(index, b, h, base, head)
+        # The statistics' and the flips' temporaries freed: their pages back to the system,
+        # not kept under the next step's (run/heap.py).
+        trim()
     return _result(
         base, head, counts, n_paired=n_paired, metrics=tuple(results), flips=tuple(flips)
     )
@@ -343,14 +347,29 @@ def _excerpt(value: object, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _first_answers(run: LoadedRun, ids: set[str]) -> dict[str, dict[str, Any]]:
-    """item → its first rollout without an error (its prompt and completion), for ``ids``: read
-    again from the journal, which alone keeps the texts."""
+def _first_answers(run: LoadedRun, ids: set[str]) -> dict[str, _Answer]:
+    """item → its first rollout without an error (its prompt and completion, as excerpts), for
+    ``ids``: read again from the journal, which alone keeps the texts."""
     # Only those lines are parsed (the run's table knows which): a million-line journal is not.
+    # Each is cut to its excerpt as it is read: 20,000 flips' full texts held ~50 MB.
     return {
-        item: {k: rec.get(k) for k in ("prompt", "completion")}
+        item: _Answer(
+            bool(rec.get("prompt")), _excerpt(rec.get("prompt")), _excerpt(rec.get("completion"))
+        )
         for item, rec in run.first_records(ids, answered=True)
     }
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What a flip shows of one side's first answer: whether it had a prompt, the excerpts."""
+
+    has_prompt: bool
+    prompt: str
+    completion: str
+
+
+_NO_ANSWER = _Answer(False, "", "")
 
 
 def _flips(
@@ -372,17 +391,19 @@ def _flips(
     head_first = _first_answers(head, wanted) if wanted else {}
     out = []
     for item_id, b, h in flipped:
-        first_b = base_first.get(item_id, {})
-        first_h = head_first.get(item_id, {})
+        first_b = base_first.get(item_id, _NO_ANSWER)
+        first_h = head_first.get(item_id, _NO_ANSWER)
+        # The PR's prompt, else the base's (the excerpt of no prompt is "").
+        prompt = first_h.prompt if first_h.has_prompt else first_b.prompt
         out.append(
             Flip(
                 item_id=item_id,
                 direction="improved" if h >= 0.5 else "regressed",
                 base_score=b,
                 head_score=h,
-                prompt=_excerpt(first_h.get("prompt") or first_b.get("prompt")),
-                base_completion=_excerpt(first_b.get("completion")),
-                head_completion=_excerpt(first_h.get("completion")),
+                prompt=prompt,
+                base_completion=first_b.completion,
+                head_completion=first_h.completion,
             )
         )
     # Most confident first: the largest per-item change, regressions before improvements.

@@ -19,9 +19,10 @@ if TYPE_CHECKING:  # numpy loads with the first column read: a 1-item run needs 
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["ItemIds", "ItemValues"]
+__all__ = ["BLOCK", "ItemIds", "ItemValues"]
 
 _BLOCK = 4096  # ids per block of text: one str and its end offsets once full
+BLOCK = _BLOCK
 _EMPTY = -1
 _code = hash  # an id's code (tests put many ids on one code: lookups compare the ids)
 _VECTOR_GROW = 1 << 15  # from this many items a table grows with numpy (see _placed)
@@ -65,6 +66,27 @@ class ItemIds:
         text, ends = self._blocks[block]
         start = ends[at - 1] if at else 0
         return ends[at] - start == len(item_id) and text.startswith(item_id, start)
+
+    def block_ids(self, block: int) -> list[str]:
+        """The ids of block ``block`` (:data:`_BLOCK` of them from index ``block * _BLOCK``;
+        the last may hold fewer), in order."""
+        if block == len(self._blocks):
+            return list(self._open)
+        text, ends = self._blocks[block]
+        out, start = [], 0
+        for end in ends:
+            out.append(text[start:end])
+            start = end
+        return out
+
+    def same_block(self, other: ItemIds, block: int) -> bool:
+        """Whether full block ``block`` of ids (:data:`_BLOCK` of them, from index
+        ``block * _BLOCK``) is the same ids in the same order here and in ``other``: one
+        comparison of the blocks' texts and ends, where a join would check each id."""
+        if block >= len(self._blocks) or block >= len(other._blocks):
+            return False
+        mine, theirs = self._blocks[block], other._blocks[block]
+        return mine[1] == theirs[1] and mine[0] == theirs[0]
 
     def find(self, item_id: str) -> int:
         """The id's index, −1 when absent."""
@@ -142,22 +164,29 @@ def _placed(hashes: array[int], slots: array[int], size: int) -> tuple[array[int
     """The items of a table re-placed in one of ``size`` slots, with numpy (a million items:
     a Python loop took ~0.5 s a doubling). Taken in order of their home slot, linear probing
     puts each at max(home, the previous one's slot + 1): a running maximum. The few pushed
-    past the last slot wrap round to the start, one by one."""
+    past the last slot wrap round to the start, one by one. The new table is written in place
+    through numpy views of its arrays, and each temporary is let go once used: the last
+    doubling of a million items' table held ~100 MB of copies at once."""
     import numpy as np
 
     used = np.frombuffer(slots, dtype=np.int32) != _EMPTY
     code = np.frombuffer(hashes, dtype=np.int64)[used]
     index = np.frombuffer(slots, dtype=np.int32)[used]
+    del used
     mask = size - 1
-    home = code & mask
-    order = np.argsort(home, kind="stable")
-    code, index, home = code[order], index[order], home[order]
-    step = np.arange(home.size)
-    place = np.maximum.accumulate(home - step) + step
+    order = np.argsort(code & mask, kind="stable")
+    code, index = code[order], index[order]
+    del order
+    place = code & mask  # each item's home slot, in order of home
+    step = np.arange(place.size)
+    place -= step
+    np.maximum.accumulate(place, out=place)
+    place += step
+    del step
     inside = place < size
-    new_hashes, new_slots = np.zeros(size, dtype=np.int64), np.full(size, _EMPTY, np.int32)
-    new_hashes[place[inside]], new_slots[place[inside]] = code[inside], index[inside]
-    out_hashes, out_slots = array("q", new_hashes.tobytes()), array("i", new_slots.tobytes())
+    out_hashes, out_slots = array("q", [0]) * size, array("i", [_EMPTY]) * size
+    np.frombuffer(out_hashes, dtype=np.int64)[place[inside]] = code[inside]
+    np.frombuffer(out_slots, dtype=np.int32)[place[inside]] = index[inside]
     for c, i in zip(code[~inside].tolist(), index[~inside].tolist(), strict=True):
         _put(out_hashes, out_slots, mask, c, i)
     return out_hashes, out_slots

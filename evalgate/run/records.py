@@ -148,6 +148,10 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(raw)
 
 
+# Lines between two trims of the heap while a journal is read (a mask: every 2^17 lines).
+_TRIM_EVERY = (1 << 17) - 1
+
+
 class _Seen:
     """Which (item, rollout) pairs a journal has recorded so far, in a few bytes a rollout:
     a bit mask per item (rollouts below 64; the rare higher index in a set)."""
@@ -197,21 +201,25 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
     comparisons read; per item, its first content hash, which the checks read back) with a bit
     per rollout for the checks: tens of bytes a rollout, however long the run
     (bench/gate_memory.py)."""
+    from evalgate.run.heap import trim
     from evalgate.run.rollouts import RolloutTable
 
     table = RolloutTable()
     seen = _Seen()
     # Bound once: this loop runs once a rollout (a million times for a large run).
-    loads, plain, add, mark, same = (
+    loads, plain, add, common, mark, same = (
         _fast_loads,
         _plain_record,
         table.add_checked,
+        table.add_common,
         seen.add,
         table.same_hash,
     )
     offset, starts = 0, table.item_offsets  # where each item's first line starts
     for lineno, raw in journal_bytes(path):
         at, offset = offset, offset + len(raw)
+        if not lineno & _TRIM_EVERY:  # the freed records' pages back to the system (run/heap.py)
+            trim()
         try:
             value = loads(raw)
         except ValueError:
@@ -220,18 +228,22 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
             value = _slow_record(path, lineno, raw, raw.endswith(b"\n"))
         if not isinstance(value, dict):
             raise UsageError(f"{path}:{lineno}: not a JSON object (a {type(value).__name__})")
-        if not plain(value):  # the model says what is wrong, field by field
-            try:
-                RolloutRecord.model_validate(value)
-            except ValidationError as exc:
-                raise UsageError(f"{path}:{lineno}: {field_error(exc)}") from None
+        known = table.n_items
+        # The common record is checked and added in one call; any other is checked field by
+        # field (the model says what is wrong) and added the general way.
+        index = common(value)
+        if index < 0:
+            if not plain(value):
+                try:
+                    RolloutRecord.model_validate(value)
+                except ValidationError as exc:
+                    raise UsageError(f"{path}:{lineno}: {field_error(exc)}") from None
+            index = add(value)
         item, rollout, content = (
             value["example_id"],
             value.get("rollout", 0),
             value.get("item_hash"),
         )
-        known = table.n_items
-        index = add(value)
         if index == known:
             starts.append(at)
         if not mark(index, rollout):
@@ -252,4 +264,5 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
                 f"{path}:{lineno}: rollout: {rollout} is out of range (the run has {rollouts} "
                 f"rollout{'s' if rollouts != 1 else ''} per item: 0 to {rollouts - 1})"
             )
+    trim()
     return table

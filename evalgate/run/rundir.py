@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING
 from pydantic import ValidationError
 
 from evalgate.errors import UsageError
+from evalgate.run.heap import trim
 from evalgate.run.layout import (
     EVALS,
     RESULTS,
@@ -117,6 +118,11 @@ class RunDir:
             shutil.copy2(file, target / file.name)
 
 
+# From this many items, reading texts back returns the heap's free pages first: a report has
+# just freed the tens of MB of columns it decided its rows from.
+_LARGE = 1 << 16
+
+
 @dataclass(frozen=True)
 class LoadedRun:
     """A run directory read back and checked: its config, its rollouts (the columns summaries
@@ -161,6 +167,8 @@ class LoadedRun:
         which lines those are: only they are parsed (a million-line journal is read, not
         parsed)."""
         table = self.records
+        if table.n_items >= _LARGE:  # what the caller just freed goes back first (run/heap.py)
+            trim()
         firsts = table.first_rows(answered=answered)
         starts = table.item_offsets if len(table.item_offsets) == table.n_items else None
         wanted: dict[int, tuple[str, int]] = {}  # row → (item, its index)

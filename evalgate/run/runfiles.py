@@ -332,7 +332,11 @@ def write_json(path: Path, data: object) -> None:
     """Write atomically: a reader never sees half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        # Streamed: the text of a verdict with 20,000 flips is never held whole (nor the half
+        # million pieces json.dumps joins into it).
+        with tmp.open("w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False)
+            fh.write("\n")
         os.replace(tmp, path)
     except BaseException:  # a full disk: no half-written temporary file left beside the runs
         tmp.unlink(missing_ok=True)

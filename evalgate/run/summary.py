@@ -20,6 +20,7 @@ from typing import Any, TypeGuard
 
 from evalgate import stats
 from evalgate.errors import redact_secrets
+from evalgate.run.heap import trim
 from evalgate.run.item_ids import ItemValues
 from evalgate.run.rollouts import RolloutTable, unusable
 
@@ -126,6 +127,10 @@ def _example(errors: list[str], kinds: Counter[str], limit: int = 200) -> str | 
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# From this many items a summary returns the heap's free pages when done (run/heap.py).
+_LARGE = 1 << 16
+
+
 def summarize(
     records: Collection[dict[str, Any]] | RolloutTable,  # iterated twice (no list of rows)
     *,
@@ -169,13 +174,15 @@ def summarize(
         if isinstance(per_item, ItemValues) and not clustered:
             # Read from its columns: an unclustered estimate sums with math.fsum (exact), so
             # the items' order does not change it and no sorted list of a million ids is made.
-            metrics[name] = stats.mean_ci(per_item.array.tolist())
+            metrics[name] = stats.mean_ci(per_item.array)
             continue
         ids = sorted(per_item)
         # Plain floats: numpy would load for nothing (start-up time of every run).
         scores = [per_item[i] for i in ids]
         clusters = [groups.get(i) or i for i in ids] if clustered else None
         metrics[name] = stats.mean_ci(scores, clusters=clusters)
+    if n_items >= _LARGE:  # the lists of a million floats just freed: their pages returned
+        trim()
     kinds = Counter(_error_kind(e) for e in errors)
     return RunSummary(
         benchmark=benchmark,

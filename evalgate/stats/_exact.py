@@ -46,6 +46,8 @@ _CELL_FLOOR = 1e-24
 _TAIL_SLACK = 1e-16
 # Two z values closer than this are the same value computed in a different order.
 _Z_TIES = 1e-9
+# Rows of a tail's block computed at once (_tail): their temporaries, not the block's.
+_ROWS_AT_ONCE = 8
 
 
 def _special():
@@ -117,9 +119,9 @@ def _region_edge(z_obs: float, n: int, d0: float, m: np.ndarray) -> np.ndarray:
     return lo.reshape(shape)
 
 
-def _windows(n: int, psi: np.ndarray) -> np.ndarray:
-    """For each ψ, the discordant counts m that carry its Binomial(n, ψ) probability, as a
-    (len(ψ), W) array of counts in [0, n].
+def _windows(n: int, psi: np.ndarray) -> tuple[np.ndarray, int]:
+    """For each ψ, the discordant counts m that carry its Binomial(n, ψ) probability: (the
+    first count of each row, the rows' common width W), the counts in [0, n].
 
     Each row spans nψ ± (9 SD + 30): by Bernstein's inequality the mass beyond is below e^−39,
     so the sums below are exact to far better than any decision needs, and memory and time
@@ -128,7 +130,7 @@ def _windows(n: int, psi: np.ndarray) -> np.ndarray:
     half = np.ceil(9.0 * np.sqrt(n * psi * (1.0 - psi)) + 30.0)
     width = int(min(n + 1, 2 * int(half.max()) + 1))
     start = np.clip(np.floor(n * psi) - half, 0, n + 1 - width)
-    return start[:, None] + np.arange(width, dtype=float)[None, :]
+    return start, width
 
 
 @functools.lru_cache(maxsize=8)
@@ -162,7 +164,6 @@ def _tail(
     """P_{Δ0, ψ}(b ≤ b*(M)) for each ψ: Σ_m Bin(m; n, ψ)·Bin-CDF(b*(m); m, p_b/ψ), the sum
     over the window of m that carries the probability (see _windows). ``edges``: b*(m), kept
     across calls (it does not depend on ψ)."""
-    sp = _special()
     psi = np.clip(psi, 1e-300, 1.0)
     # Many ψ at once (a branch and bound's level): in blocks of about 2^20 cells, so memory
     # stays that of a few windows whatever the number of points.
@@ -171,7 +172,24 @@ def _tail(
         return np.concatenate(
             [_tail(z_obs, n, d0, psi[i : i + rows], edges) for i in range(0, psi.size, rows)]
         )
-    m = _windows(n, psi)
+    # The rows' window width is the block's (the widest row's): a row's cells, and so its
+    # sum, are those of the whole block. The rows are then summed a few at a time, which gives
+    # each row the same sum (a row's cells are summed on their own) with temporaries of a few
+    # rows, not of the whole block (a million items: ~50 MB of them).
+    start, width = _windows(n, psi)
+    cells = np.arange(width, dtype=float)
+    total = np.empty(psi.size)
+    for at in range(0, psi.size, _ROWS_AT_ONCE):
+        part = slice(at, at + _ROWS_AT_ONCE)
+        total[part] = _window_sums(z_obs, n, d0, psi[part], start[part, None] + cells, edges)
+    return total
+
+
+def _window_sums(
+    z_obs: float, n: int, d0: float, psi: np.ndarray, m: np.ndarray, edges: _Edges | None
+) -> np.ndarray:
+    """The tail of each ψ over its row of counts ``m`` (see :func:`_tail`)."""
+    sp = _special()
     edge = _region_edge(z_obs, n, d0, m) if edges is None else edges(m)
     psi = psi[:, None]
     log_choose = _log_choose(n)[m.astype(np.intp)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -54,6 +55,11 @@ def regression_edge(n: int, alpha: float) -> np.ndarray:
     # there, a plateau the bound must cover finely). The gate's own p-values and bounds
     # (exact_paired) use the bound.
     z_crit = lo + _Z_TIES * (1.0 + abs(lo))
+    return _by_chunks(n, functools.partial(_regression_first, n, z_crit))
+
+
+def _regression_first(n: int, z_crit: float, m: np.ndarray) -> np.ndarray:
+    """The smallest b with z(b, m − b) ≤ z_crit for each count in ``m`` (m + 1: none)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         first = np.ceil((m - z_crit * np.sqrt(m)) / 2.0)
     first = np.clip(np.nan_to_num(first, nan=0.0), 0.0, m + 1.0)
@@ -62,6 +68,20 @@ def regression_edge(n: int, alpha: float) -> np.ndarray:
     first = first - below
     above = (first <= m) & (score_z(first, m - first, n, 0.0) > z_crit)
     return np.minimum(first + above, m + 1.0)
+
+
+# Discordant counts whose edges are computed at once: every step is elementwise, so the
+# temporaries are a chunk's (a million items: ~80 MB of them at once otherwise).
+_CHUNK = 1 << 16
+
+
+def _by_chunks(n: int, edge: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``edge(m)`` for m = 0..n, a chunk of counts at a time."""
+    out = np.empty(n + 1)
+    for at in range(0, n + 1, _CHUNK):
+        m = np.arange(at, min(n + 1, at + _CHUNK), dtype=float)
+        out[at : at + m.size] = edge(m)
+    return out
 
 
 @functools.lru_cache(maxsize=32)
@@ -77,7 +97,6 @@ def noninferiority_edge(n: int, margin: float, alpha: float) -> np.ndarray:
     of the gate's PASS region. Used for the exact false-PASS rate of sequential designs.
     """
     d0 = -float(margin)
-    m = np.arange(n + 1, dtype=float)
 
     def p_ni(z: float) -> float:
         return _grid_tail(z, n, d0)  # steers the search; the end is checked exactly below
@@ -99,7 +118,7 @@ def noninferiority_edge(n: int, margin: float, alpha: float) -> np.ndarray:
             return np.full(n + 1, -1.0)
         step *= 2.0
         hi = min(bound, hi + step)
-    return _region_edge(hi, n, d0, m)
+    return _by_chunks(n, functools.partial(_region_edge, hi, n, d0))
 
 
 __all__ = ["noninferiority_edge", "regression_edge"]
