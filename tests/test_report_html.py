@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from evalgate.compare.paired import load_run
-from evalgate.report.html import render_html, trend_points
+from evalgate.report.html import render_html
+from evalgate.report.trend import trend_points
 from evalgate.store.base import RunKey
 from evalgate.store.local_dir import LocalDirStore
 from tests.conftest import read_jsonl

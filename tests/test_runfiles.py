@@ -142,7 +142,7 @@ def test_the_trend_reads_stored_scores_from_the_typed_metadata(
     from types import SimpleNamespace
 
     from evalgate.action.trend import trend_section
-    from evalgate.report.html import trend_points
+    from evalgate.report.trend import trend_points
     from evalgate.store.base import RunKey
     from evalgate.store.local_dir import LocalDirStore
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.action.trend import trend_section
-from evalgate.report.html import trend_points
+from evalgate.report.trend import trend_points
 from evalgate.store.base import RunKey
 from evalgate.store.local_dir import LocalDirStore
 from tests.report_runs import make_runs, verdict_of

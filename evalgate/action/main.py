@@ -57,8 +57,9 @@ from evalgate.publish import actions
 from evalgate.publish.github import GitHubClient, GitHubError
 from evalgate.publish.sticky import in_progress_body, sticky_key, upsert_sticky_comment
 from evalgate.report import code_span
-from evalgate.report.html import trend_points, write_html
+from evalgate.report.html import write_html
 from evalgate.report.link import report_link
+from evalgate.report.trend import trend_points
 from evalgate.run.fingerprint import SCORING_VERSION
 from evalgate.run.layout import REPORT_HTML, SCORECARD
 from evalgate.run.progress import make_progress

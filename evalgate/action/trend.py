@@ -23,7 +23,7 @@ def trend_section(
     trend: Mapping[tuple[str, str, str], list[tuple[str, float]]], limit: int = 10
 ) -> str:
     """Markdown with one chart per run that has at least two stored scores: the latest
-    ``limit`` of the points :func:`evalgate.report.html.trend_points` read from the result store
+    ``limit`` of the points :func:`evalgate.report.trend.trend_points` read from the result store
     for report.html's trend (one read of the store, one score, for both)."""
     charts = [
         trend_chart(f"{benchmark}--{model}", points[-limit:])

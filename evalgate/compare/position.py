@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from statistics import fmean
 from typing import TYPE_CHECKING
 
-from evalgate.run.rollouts import unusable
+from evalgate.run.scored import unusable
 
 if TYPE_CHECKING:
     import numpy as np

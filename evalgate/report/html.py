@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import jinja2
 
@@ -23,9 +23,9 @@ from evalgate.errors import UsageError
 from evalgate.gate import Verdict
 from evalgate.report import _environment
 from evalgate.report._charts import Delta, Score, svg_delta, svg_scores, svg_trend
+from evalgate.report.trend import Trend
 from evalgate.run.layout import RESULTS
 from evalgate.run.rundir import LoadedRun, iter_records, loaded_run, read_run_config
-from evalgate.run.runfiles import stored_metadata
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,33 +36,11 @@ __all__ = [
     "MAX_UNCHANGED_ROWS",
     "render_html",
     "report_url",
-    "stored_scores",
-    "trend_points",
     "write_html",
 ]
 
 _ENV = _environment(autoescape=True)
 _MAX_TEXT = 4000  # characters of one prompt/completion kept in the page (the rest: results.jsonl)
-# (model, benchmark, metric) → [(label, score)], oldest first: the default branch's stored runs.
-Trend = Mapping[tuple[str, str, str], list[tuple[str, float]]]
-
-
-class _StoredKey(Protocol):
-    @property
-    def commit(self) -> str: ...
-
-
-class _Stored(Protocol):
-    @property
-    def key(self) -> _StoredKey: ...
-    @property
-    def path(self) -> Path: ...
-
-
-class _History(Protocol):
-    """What the trend reads of a result store (``evalgate.store``, a later stage)."""
-
-    def history(self, name: str, limit: int = 20) -> Sequence[_Stored]: ...
 
 
 class _Shown(TypedDict):
@@ -133,32 +111,6 @@ def report_url(environ: Mapping[str, str]) -> str | None:
     if server and repo and run:
         return f"{server}/{repo}/actions/runs/{run}#artifacts"
     return None
-
-
-def trend_points(
-    store: _History, verdict: Verdict, limit: int = 20
-) -> dict[tuple[str, str, str], list[tuple[str, float]]]:
-    """The result store's recent default-branch scores of each of the verdict's runs (stored as
-    ``{benchmark}--{model label}``), oldest first, as :func:`render_html`'s ``trend``; the score
-    is the one :mod:`evalgate.action.trend` charts (``avg_reward``, else the first metric)."""
-    return {
-        (run.model, run.benchmark, "score"): stored_scores(
-            store, f"{run.benchmark}--{run.model}", limit
-        )
-        for run in verdict.runs
-    }
-
-
-def stored_scores(store: _History, name: str, limit: int) -> list[tuple[str, float]]:
-    """(short commit, its metadata's ``headline_score``) of the store's last ``limit`` runs of
-    ``name``, oldest first; a run without a readable metadata.json or a score is left out."""
-    points = []
-    for stored in reversed(store.history(name, limit=limit)):
-        meta = stored_metadata(stored.path)
-        score = meta.headline_score if meta is not None else None
-        if score is not None:
-            points.append((stored.key.commit[:7], score))
-    return points
 
 
 def _finite(value: object) -> float | None:

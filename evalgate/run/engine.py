@@ -27,7 +27,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from evalgate.errors import InfraError, secret_redactor
 from evalgate.run.fingerprint import item_hash as _item_hash  # one per item, not per rollout
-from evalgate.run.rollouts import RolloutTable, unusable
+from evalgate.run.rollouts import RolloutTable
+from evalgate.run.scored import unusable
 from evalgate.serve import served
 from evalgate.serve.breaker import EndpointDown
 from evalgate.serve.client import RequestFailed, dumps

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evalgate import stats
-from evalgate.run.rollouts import unusable
+from evalgate.run.scored import unusable
 from evalgate.run.summary import SUCCESS  # a rollout at full marks, for pass@k
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def worst_case_values(records: Iterable[dict[str, Any]], metric: str, worst: flo
     """The PR's per-item values of ``metric`` with each errored rollout scored ``worst``.
 
     A rollout is errored when it recorded an error or its scores are unusable (NaN, ±inf,
-    non-numeric: :func:`evalgate.run.rollouts.unusable`), as :func:`evalgate.run.summary.
+    non-numeric: :func:`evalgate.run.scored.unusable`), as :func:`evalgate.run.summary.
     item_metrics` counts it. A scored rollout that lacks ``metric`` is left out, as there.
     pass@k / pass^k count an errored rollout as a failure (its reward is the worst).
     """

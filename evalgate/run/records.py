@@ -44,7 +44,7 @@ class RolloutRecord(BaseModel):
     rollout: int = Field(0, ge=0, lt=2**32)
     item_hash: str | None = None
     error: str | None = None
-    # The scores: numbers (NaN and ±inf are read as an errored rollout: see run.rollouts.unusable).
+    # The scores: numbers (NaN and ±inf are read as an errored rollout: see run.scored.unusable).
     reward: float | None = None
     metrics: dict[str, float] = Field(default_factory=dict)
     group: str | None = None

@@ -12,94 +12,25 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from evalgate.run._columns import HASH_BYTES, NAN, add_scores, add_usage, pack_hash
 from evalgate.run.item_ids import ItemIds, ItemValues
 from evalgate.run.item_means import dyadic, fsum_means
+from evalgate.run.scored import finite_floats, unusable
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["RolloutTable", "unusable"]
+__all__ = ["RolloutTable"]
 
-_HASH_BYTES = 8  # an item's content hash, as the engine writes it: 16 hex digits
-
-_NAN = math.nan
 _ROLLOUT_LIMIT = 2**32  # a rollout index fits the "I" column (records.py checks the same)
 # A token count :meth:`RolloutTable.add_common` appends as it is, by its column's type ("I":
-# below 2^32; "q", widened: below 2^63); any other goes the general way (_add_usage).
+# below 2^32; "q", widened: below 2^63); any other goes the general way (add_usage).
 _COUNT_LIMIT = {"I": 2**32, "q": 2**63}
 _JUDGE_FIELDS = ("usage", "cost_usd", "consistent", "worse_order")
-
-
-def unusable(rec: dict[str, Any]) -> str | None:
-    """Why a scored rollout's values cannot enter the statistics, as an error message whose
-    kind (before the colon) is "non-finite score" or "non-numeric score"; None when they can.
-
-    A NaN or infinite reward (a verifier that divided by zero, a judge that returned "inf") has
-    no mean and no bound: the rollout is counted as errored, against ``eval.max_error_rate``,
-    like any other rollout that produced no score, instead of stopping the gate.
-    """
-    if _finite_floats(rec):  # the common record, answered without building the list below
-        return None
-    values = [("reward", rec.get("reward")), *(rec.get("metrics") or {}).items()]
-    for name, value in values:
-        if value is None and name == "reward":
-            continue  # no reward field: the metrics carry the scores
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return f"non-numeric score: {name} = {value!r:.40}"
-        if not math.isfinite(value):
-            return f"non-finite score: {name} = {value!r}"
-    return None
-
-
-def _finite_floats(rec: dict[str, Any]) -> bool:
-    """The common case of :func:`unusable` answered fast: a float reward (or none) and float
-    metrics, all finite (``x - x`` is 0 exactly when ``x`` is finite). False sends the record
-    to :func:`unusable`, which decides."""
-    reward = rec.get("reward")
-    if reward is not None and (type(reward) is not float or reward - reward != 0.0):
-        return False
-    for value in (rec.get("metrics") or {}).values():
-        if type(value) is not float or value - value != 0.0:
-            return False
-    return True
-
-
-def _fill(columns: Mapping[str, array[int] | array[float]], row: int, fill: float) -> None:
-    for col in columns.values():
-        if len(col) == row:  # a name this record lacks
-            col.append(fill)  # type: ignore[arg-type]  # 0 for usage's ints, NaN for scores
-
-
-def _add_usage(columns: dict[str, array[int]], usage: Mapping[str, float], row: int) -> None:
-    """Row ``row``'s token counts into ``columns`` (a new name: earlier rows had 0 of it).
-    4 bytes a count ("I") until one does not fit (negative, 2^32 or more): that column is then
-    widened to 8 ("q")."""
-    for name, value in usage.items():
-        col = columns.get(name)
-        if col is None:
-            col = columns[name] = array("I", [0]) * row
-        try:
-            col.append(int(value))
-        except OverflowError:
-            col = columns[name] = array("q", col)
-            col.append(int(value))
-    if len(usage) != len(columns):  # names this record lacks (the common record has all)
-        _fill(columns, row, 0)
-
-
-def _add_scores(columns: dict[str, array[float]], scores: Mapping[str, float], row: int) -> None:
-    """Row ``row``'s metric values into ``columns`` (NaN: a row without that metric)."""
-    for name, score in scores.items():
-        col = columns.get(name)
-        if col is None:
-            col = columns[name] = array("d", [_NAN]) * row
-        col.append(float(score))
-    if len(scores) != len(columns):
-        _fill(columns, row, _NAN)
 
 
 class RolloutTable:
@@ -157,12 +88,12 @@ class RolloutTable:
             self._unusable[row] = rec.get("reward")
             rec = {**rec, "reward": None, "metrics": {}, "error": error}
         reward = rec["reward"]
-        self._reward.append(_NAN if reward is None else float(reward))
+        self._reward.append(NAN if reward is None else float(reward))
         completion = rec.get("completion")
         blank = completion is None or (isinstance(completion, str) and not completion.strip())
         self._blank.append(1 if blank else 0)
-        _add_usage(self._usage, rec.get("usage") or {}, row)
-        _add_scores(self._metrics, rec["metrics"], row)
+        add_usage(self._usage, rec.get("usage") or {}, row)
+        add_scores(self._metrics, rec["metrics"], row)
         if rec["error"] is not None:
             self._errors[row] = rec["error"]
         if rec.get("cost_usd") is not None:
@@ -180,10 +111,10 @@ class RolloutTable:
         index = len(self._ids) - 1
         if group is not None:
             self._groups[index] = group
-        packed = _pack_hash(ihash)
+        packed = pack_hash(ihash)
         if packed is None:
             self._odd_hashes[index] = ihash
-            packed = bytes(_HASH_BYTES)
+            packed = bytes(HASH_BYTES)
         self._hashes += packed
 
     def items(self) -> list[tuple[str, str | None, str | None]]:
@@ -218,9 +149,9 @@ class RolloutTable:
         """Whether ``ihash`` is the content hash item ``index``'s first record gave."""
         if index in self._odd_hashes:
             return self._odd_hashes[index] == ihash
-        packed = _pack_hash(ihash)
-        at = _HASH_BYTES * index
-        return packed is not None and self._hashes[at : at + _HASH_BYTES] == packed
+        packed = pack_hash(ihash)
+        at = HASH_BYTES * index
+        return packed is not None and self._hashes[at : at + HASH_BYTES] == packed
 
     @property
     def id_table(self) -> ItemIds:
@@ -242,7 +173,7 @@ class RolloutTable:
         """The content hash the item's first record gave."""
         if index in self._odd_hashes:
             return self._odd_hashes[index]
-        return self._hashes[_HASH_BYTES * index : _HASH_BYTES * (index + 1)].hex()
+        return self._hashes[HASH_BYTES * index : HASH_BYTES * (index + 1)].hex()
 
     def served(self) -> dict[str, frozenset[str]]:
         """item id → the models other than the configured one that answered its rollouts
@@ -309,7 +240,7 @@ class RolloutTable:
         ranges), taken as read: keys only summaries read may be missing (an older or hand-made
         run: read as the engine writes them), and an errored rollout's scores, which nothing
         reads, are not kept. No copy of the record is made (a million rollouts are read)."""
-        if value.get("error") is not None or not _finite_floats(value):
+        if value.get("error") is not None or not finite_floats(value):
             # The rare record (errored; an int, NaN or infinite score): the general path, on a
             # copy with the defaults filled in and an error's scores dropped.
             row_value = {"rollout": 0, "item_hash": None, "reward": None, "metrics": {}, **value}
@@ -327,15 +258,15 @@ class RolloutTable:
         self._rollout.append(value.get("rollout", 0))
         metrics = value.get("metrics") or {}
         reward = value.get("reward")
-        self._reward.append(_NAN if reward is None else reward)
+        self._reward.append(NAN if reward is None else reward)
         completion = value.get("completion")
         # Blank as str.strip() sees it, without the stripped copy of a long completion.
         blank = completion is None or (
             type(completion) is str and (not completion or completion.isspace())
         )
         self._blank.append(1 if blank else 0)
-        _add_usage(self._usage, value.get("usage") or {}, row)
-        _add_scores(self._metrics, metrics, row)
+        add_usage(self._usage, value.get("usage") or {}, row)
+        add_scores(self._metrics, metrics, row)
         if value.get("cost_usd") is not None:
             self._costs[row] = value["cost_usd"]
         judge = value.get("judge")
@@ -388,7 +319,7 @@ class RolloutTable:
             self._add_item(group, ihash)
         self._item.append(index)
         self._rollout.append(rollout)
-        self._reward.append(_NAN if reward is None else reward)
+        self._reward.append(NAN if reward is None else reward)
         completion = get("completion")
         # Blank as str.strip() sees it, without the stripped copy of a long completion.
         blank = completion is None or (
@@ -454,9 +385,9 @@ class RolloutTable:
             if isinstance(value, int | float) and math.isfinite(value):
                 reward[row] = float(value)
             else:
-                reward[row] = _NAN
+                reward[row] = NAN
         if recorded:
-            reward[np.fromiter(recorded, dtype=np.int64, count=len(recorded))] = _NAN
+            reward[np.fromiter(recorded, dtype=np.int64, count=len(recorded))] = NAN
         good = ~np.isnan(reward) & np.isfinite(reward)
         counted, weights = (item, reward) if good.all() else (item[good], reward[good])
         del good
@@ -464,7 +395,7 @@ class RolloutTable:
         total = np.bincount(counted, weights=weights, minlength=n_items)
         del counted, weights
         with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.where(count > 0, total / np.maximum(count, 1), _NAN)
+            mean = np.where(count > 0, total / np.maximum(count, 1), NAN)
         first_error: dict[int, str] = {}
         for row in sorted(recorded):
             if recorded[row]:
@@ -643,14 +574,3 @@ class RolloutTable:
 
     def __radd__(self, other: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [*other, *self]
-
-
-def _pack_hash(ihash: str | None) -> bytes | None:
-    """The bytes of a hash of 2 × _HASH_BYTES lowercase hex digits (the engine's), else None."""
-    if type(ihash) is not str or len(ihash) != 2 * _HASH_BYTES:
-        return None
-    try:
-        packed = bytes.fromhex(ihash)
-    except ValueError:
-        return None
-    return packed if packed.hex() == ihash else None

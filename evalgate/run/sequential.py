@@ -27,7 +27,8 @@ import numpy as np
 from evalgate import stats
 from evalgate.run.fingerprint import identity
 from evalgate.run.imputed import pass_side, worst_case_result
-from evalgate.run.rollouts import RolloutTable, unusable
+from evalgate.run.rollouts import RolloutTable
+from evalgate.run.scored import unusable
 from evalgate.run.summary import item_metrics
 from evalgate.suites.base import Item, Outcome
 

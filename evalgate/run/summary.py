@@ -22,7 +22,8 @@ from evalgate import stats
 from evalgate.errors import redact_secrets
 from evalgate.run.heap import trim
 from evalgate.run.item_ids import ItemValues
-from evalgate.run.rollouts import RolloutTable, unusable
+from evalgate.run.rollouts import RolloutTable
+from evalgate.run.scored import unusable
 
 __all__ = ["RunSummary", "item_metrics", "summarize", "unusable"]
 
