@@ -171,17 +171,15 @@ entry()
 """
 
 
-def test_a_one_item_run_does_not_collect_garbage_all_through_start_up(
-    tmp_path: Path, scripted_server: Any
-) -> None:
-    """Start-up allocates ~100,000 objects and frees almost none: collecting every 700 (the
-    default) made ~130 collections of a 1-item run, ~8% of its CPU time, for nothing."""
+def _one_item_child(child: str, tmp_path: Path, scripted_server: Any) -> Any:
+    """What ``child`` (a script given an output file, then `evalgate local`'s arguments)
+    recorded of a 1-item run in its own process."""
     config = _one_item(tmp_path, scripted_server(answer_arith).base_url)
-    out = tmp_path / "gc.json"
+    out = tmp_path / "child.json"
     args = ["local", str(config), "--output", str(tmp_path / "out"), "--no-cache"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
     proc = subprocess.run(
-        [sys.executable, "-c", _GC_CHILD, str(out), *args],
+        [sys.executable, "-c", child, str(out), *args],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -189,7 +187,15 @@ def test_a_one_item_run_does_not_collect_garbage_all_through_start_up(
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    young, _, old = json.loads(out.read_text(encoding="utf-8"))
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_a_one_item_run_does_not_collect_garbage_all_through_start_up(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """Start-up allocates ~100,000 objects and frees almost none: collecting every 700 (the
+    default) made ~130 collections of a 1-item run, ~8% of its CPU time, for nothing."""
+    young, _, old = _one_item_child(_GC_CHILD, tmp_path, scripted_server)
     assert young["collections"] < 60, young
     assert old["collections"] == 0, old
 
@@ -218,20 +224,8 @@ def test_a_one_item_run_writes_its_metadata_without_building_a_validator(
     from evalgate.run.rundir import run_dirs_under
     from evalgate.run.runfiles import read_metadata
 
-    config = _one_item(tmp_path, scripted_server(answer_arith).base_url)
-    out = tmp_path / "built.json"
-    args = ["local", str(config), "--output", str(tmp_path / "out"), "--no-cache"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _BUILT_CHILD, str(out), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(out.read_text(encoding="utf-8")) == {"RunConfig": True, "RunMetadata": False}
+    built = _one_item_child(_BUILT_CHILD, tmp_path, scripted_server)
+    assert built == {"RunConfig": True, "RunMetadata": False}
     (run,) = run_dirs_under(tmp_path / "out")
     meta = read_metadata(run)
     assert (meta.benchmark, meta.num_examples, meta.complete) == ("arith", 1, True)

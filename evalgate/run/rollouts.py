@@ -189,14 +189,17 @@ class RolloutTable:
         most runs have none (no dict built per row)."""
         rows = self._costs.keys() | self._judges.keys() | self._served.keys()
         for row in sorted(rows):
-            rec: dict[str, Any] = {}
-            if row in self._costs:
-                rec["cost_usd"] = self._costs[row]
-            if row in self._judges:
-                rec["judge"] = self._judges[row]
-            if row in self._served:
-                rec["served_by"] = self._served[row]
-            yield rec
+            yield self._priced(row, {})
+
+    def _priced(self, row: int, rec: dict[str, Any]) -> dict[str, Any]:
+        """``rec`` with row ``row``'s cost, judgement and fallback model, where it has them."""
+        if row in self._costs:
+            rec["cost_usd"] = self._costs[row]
+        if row in self._judges:
+            rec["judge"] = self._judges[row]
+        if row in self._served:
+            rec["served_by"] = self._served[row]
+        return rec
 
     def extend(self, records: Iterable[dict[str, Any]]) -> None:
         for rec in records:
@@ -227,13 +230,7 @@ class RolloutTable:
             "usage": {name: col[row] for name, col in usage},
             "metrics": {n: v for n, col in metrics if not math.isnan(v := col[row])},
         }
-        if row in self._costs:
-            rec["cost_usd"] = self._costs[row]
-        if row in self._judges:
-            rec["judge"] = self._judges[row]
-        if row in self._served:
-            rec["served_by"] = self._served[row]
-        return rec
+        return self._priced(row, rec)
 
     def add_checked(self, value: dict[str, Any]) -> int:
         """:meth:`append` of a record the run-folder reader has checked field by field (types,
