@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -227,13 +228,36 @@ def test_a_failed_atomic_write_leaves_no_temporary_file(
 
     target = tmp_path / "verdict.json"
     write_json(target, {"status": "PASS"})
-    real = pathlib.Path.write_text
+    real = pathlib.Path.open
 
-    def disk_fills(self: Path, text: str, *args, **kwargs) -> int:
-        real(self, text[:10], *args, **kwargs)  # some bytes, then the disk is full
-        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+    class FillingDisk:
+        """A file written for writing that takes 10 characters, then the disk is full."""
 
-    monkeypatch.setattr(pathlib.Path, "write_text", disk_fills)
+        def __init__(self, fh: Any, path: Path) -> None:
+            self.fh, self.path, self.room = fh, path, 10
+
+        def write(self, text: str) -> int:
+            if len(text) > self.room:
+                self.fh.write(text[: self.room])
+                self.room = 0
+                raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+            self.room -= len(text)
+            return int(self.fh.write(text))
+
+        def __enter__(self) -> FillingDisk:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.fh.close()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.fh, name)
+
+    def disk_fills(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        fh = real(self, mode, *args, **kwargs)  # write_text opens through here too
+        return FillingDisk(fh, self) if "w" in mode else fh
+
+    monkeypatch.setattr(pathlib.Path, "open", disk_fills)
     with pytest.raises(OSError, match="No space"):
         write_json(target, {"status": "FAIL"})
     monkeypatch.undo()
