@@ -8,10 +8,14 @@ import math
 from array import array
 from collections.abc import Mapping
 
-__all__ = ["HASH_BYTES", "NAN", "add_scores", "add_usage", "pack_hash"]
+__all__ = ["HASH_BYTES", "LIMIT", "NAN", "add_scores", "add_usage", "pack_hash"]
 
 NAN = math.nan
 HASH_BYTES = 8  # an item's content hash, as the engine writes it: 16 hex digits
+# One past the largest value each integer column holds: a rollout index and a token count are
+# "I" (4 bytes); a count that does not fit widens its column to "q" (add_usage). The run-folder
+# reader refuses a record whose numbers no column can hold (run.records).
+LIMIT = {"I": 2**32, "q": 2**63}
 
 
 def _fill(columns: Mapping[str, array[int] | array[float]], row: int, fill: float) -> None:

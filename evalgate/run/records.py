@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeGuard
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.errors import UsageError
+from evalgate.run._columns import LIMIT
 from evalgate.run.runfiles import field_error
 
 try:  # orjson: parses a journal line ~4x faster than the stdlib; json is the fallback, and the
@@ -29,9 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["RolloutRecord", "iter_records", "journal_bytes", "parse_line", "read_records"]
 
 
-# Token counts are stored as 64-bit integers (run.rollouts); a count past that, negative or not
-# finite is damage (it was an internal error, exit 4, reading the table).
-_COUNT_END = 2**63
+# A rollout index and a token count past what the table's columns hold (run._columns), a
+# negative or a non-finite count, are damage (a count was an internal error, exit 4).
+_ROLLOUT_END, _COUNT_END = LIMIT["I"], LIMIT["q"]
 
 
 class RolloutRecord(BaseModel):
@@ -41,7 +42,7 @@ class RolloutRecord(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True, strict=True)
     example_id: str
-    rollout: int = Field(0, ge=0, lt=2**32)
+    rollout: int = Field(0, ge=0, lt=_ROLLOUT_END)
     item_hash: str | None = None
     error: str | None = None
     # The scores: numbers (NaN and ±inf are read as an errored rollout: see run.scored.unusable).
@@ -77,7 +78,7 @@ def _plain_record(value: dict[str, object]) -> bool:
     return (
         type(value.get("example_id")) is str
         and type(rollout) is int
-        and 0 <= rollout < 2**32
+        and 0 <= rollout < _ROLLOUT_END
         and (value.get("item_hash") is None or type(value["item_hash"]) is str)
         and (value.get("error") is None or type(value["error"]) is str)
         and (value.get("reward") is None or type(value["reward"]) in _NUMBER)

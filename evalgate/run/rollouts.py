@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from evalgate.run._columns import HASH_BYTES, NAN, add_scores, add_usage, pack_hash
+from evalgate.run._columns import HASH_BYTES, LIMIT, NAN, add_scores, add_usage, pack_hash
 from evalgate.run.item_ids import ItemIds, ItemValues
 from evalgate.run.item_means import dyadic, fsum_means
 from evalgate.run.scored import finite_floats, unusable
@@ -26,10 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RolloutTable"]
 
-_ROLLOUT_LIMIT = 2**32  # a rollout index fits the "I" column (records.py checks the same)
-# A token count :meth:`RolloutTable.add_common` appends as it is, by its column's type ("I":
-# below 2^32; "q", widened: below 2^63); any other goes the general way (add_usage).
-_COUNT_LIMIT = {"I": 2**32, "q": 2**63}
+_ROLLOUT_LIMIT = LIMIT["I"]  # a rollout index fits the "I" column (records.py checks the same)
 _JUDGE_FIELDS = ("usage", "cost_usd", "consistent", "worse_order")
 
 
@@ -307,7 +304,7 @@ class RolloutTable:
                 return -1
         for name, count in usage.items():
             col = counts.get(name)
-            if type(count) is not int or col is None or not 0 <= count < _COUNT_LIMIT[col.typecode]:
+            if type(count) is not int or col is None or not 0 <= count < LIMIT[col.typecode]:
                 return -1
         ids = self._ids
         known = len(ids)

@@ -26,7 +26,8 @@ __all__ = [
     "token_count",
 ]
 
-# A reply's token counts are kept as 64-bit integers (the journal's columns, the cache).
+# A reply's token counts are kept as 64-bit integers (the journal's columns, run._columns.LIMIT,
+# a later stage that this one cannot import; the cache).
 _COUNT_END = 2**63
 
 
