@@ -120,16 +120,36 @@ def validation_messages(
     not a missing field, and the rest may follow from it."""
     errors = exc.errors(include_url=False)
     errors = sorted(errors, key=lambda e: e["type"] != "extra_forbidden")
+    located = [(err, *_one_error(err, data, root)) for err in errors]
     lines: dict[Path_, str] = {}
     typo_at: set[Path_] = set()  # mappings with an unknown key: a missing field there is its twin
-    for err in errors:
-        tpath, msg = _one_error(err, data, root)
+    for err, tpath, msg in located:
+        if _wrong_member(err, tpath, located):
+            continue
         if err["type"] == "extra_forbidden":
             typo_at.add(tpath[:-1])
         elif err["type"] == "missing" and tpath[:-1] in typo_at:
             continue
         lines.setdefault(tpath, f"{locate(origin, tpath)}: {msg}")
     return list(lines.values())
+
+
+def _wrong_member(
+    err: ErrorDetails, tpath: Path_, located: list[tuple[ErrorDetails, Path_, str]]
+) -> bool:
+    """Whether ``err`` is a union member refusing the value's shape (`[0, .inf]` is not
+    'proportion') while another member, whose shape it is, names what is wrong inside it: the
+    user meant that member, so only its complaint is shown."""
+    if not (err["type"] == "literal_error" or err["type"].endswith("_type")):
+        return False
+    return any(
+        other is not err
+        and not (other["type"] == "literal_error" or other["type"].endswith("_type"))
+        and path[: len(tpath)] == tpath
+        and len(other["loc"]) > len(err["loc"]) - 1
+        and other["loc"][: len(err["loc"]) - 1] == err["loc"][:-1]
+        for other, path, _ in located
+    )
 
 
 def _child(node: object, part: str | int) -> tuple[bool, object]:

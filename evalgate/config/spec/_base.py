@@ -198,7 +198,10 @@ class Strict(Deferred):
     # Unknown keys are errors (a typo in a gate policy must not pass silently); frozen after load.
     # Field docstrings become schema descriptions in evalgate.config.schema, not here: pydantic
     # reads them by parsing each class's source, a third of the spec's import time.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No field takes NaN or ±infinity (YAML's `.nan`, `.inf`): a NaN margin or bound compares
+    # false with everything, so range checks let it through, and an infinite scale or timeout
+    # is a typo, never a setting.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
