@@ -30,8 +30,9 @@ __all__ = ["RunSummary", "item_metrics", "summarize", "unusable"]
 SUCCESS = 1.0 - 1e-9  # a rollout "succeeds" (for pass@k) when its reward is full marks
 
 
-# From this many rows a table is read from its columns (numpy); below, row by row (the same
-# values: tests/test_columnar_reads.py): importing numpy costs more than a small run's pass.
+# From this many rows a table's per-item values are computed with numpy; below, its columns are
+# read row by row in plain Python (the same values: tests/test_columnar_reads.py,
+# tests/test_rollout_table.py): importing numpy costs more than a small run's pass.
 COLUMNAR_ROWS = 20_000
 
 
