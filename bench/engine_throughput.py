@@ -171,14 +171,22 @@ def ceiling(url: str, n: int, concurrency: int) -> None:
                         data = json.loads(await resp.read())
                     correct += data["choices"][0]["message"]["content"] == items[i].answer
 
-            t0 = time.perf_counter()
+            nonlocal started, ended
+            started, t0 = time.time(), time.perf_counter()
             await asyncio.gather(*(worker() for _ in range(concurrency)))
-            return time.perf_counter() - t0, correct
+            phase = time.perf_counter() - t0
+            ended = started + phase
+            return phase, correct
 
+    started = ended = 0.0  # the request phase's start and end (the epoch's clock)
     cpu0 = time.process_time()
     phase, correct = asyncio.run(main())
     cpu = time.process_time() - cpu0
-    print(json.dumps({"phase_s": phase, "correct": correct, "cpu_s": cpu}))
+    print(
+        json.dumps(
+            {"phase_s": phase, "correct": correct, "cpu_s": cpu, "start": started, "end": ended}
+        )
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -316,6 +324,7 @@ def _evalgate_cli(config: Path, tmp: Path, n: int, env: dict[str, str]) -> dict[
         "wall_s": wall,
         "phase_s": phase,
         "startup_s": min(starts) - spawned,
+        "tail_s": spawned + wall - max(ends),  # last reply → the process gone
         "rss_mb": rss,
         "proc_cpu_s": cpu,  # the whole process's user + sys
     }
@@ -334,6 +343,7 @@ _PINNED_CLI = (
 def _ceiling(url: str, n: int, concurrency: int, env: dict[str, str]) -> dict[str, float]:
     args = [sys.executable, __file__, "--ceiling", url, "--n", str(n)]
     args += ["--concurrency", str(concurrency)]
+    spawned = time.time()
     wall, rss, out, cpu = _spawn_usage(args, env)
     data = json.loads(out)
     if data["correct"] != n:
@@ -341,6 +351,8 @@ def _ceiling(url: str, n: int, concurrency: int, env: dict[str, str]) -> dict[st
     return {
         "wall_s": wall,
         "phase_s": data["phase_s"],
+        "startup_s": data["start"] - spawned,  # spawn → the request phase
+        "tail_s": spawned + wall - data["end"],  # the request phase's end → the process gone
         "cpu_s": data["cpu_s"],
         "rss_mb": rss,
         "proc_cpu_s": cpu,

@@ -9,13 +9,14 @@ the clients on core 1), 2,000 in-memory ``arith`` items at concurrency 64, no ca
 
 and prints, per latency, the median whole-process time of each and their ratio (goal ≤ 1.3× at
 0 ms, ≤ 1.1× at 20 ms), and the request phase at the stub (first request start → last end; the
-raw loop's own perf_counter phase beside it). Then the CPU time (user + sys) of each process,
-the figure other load on a shared machine disturbs least, and the CPU time per rollout of each
-side: (a run of n's − a run of 1's) / (n − 1), so start-up cancels out. Then a 1-item run, whole
-process, beside the raw loop sending 1 request, a bare aiohttp request and ``python -c pass``
-(goal: under 0.5 s on an idle 2-core machine). It never fails on a figure: CI prints them
-(.ci/run); the load average is printed with them, since on a shared machine ratios and CPU
-times are the figures to read.
+raw loop's own perf_counter phase beside it), with what each side spends before its first request
+(spawn → phase) and after its last reply (phase → the process gone). Then the CPU time (user +
+sys) of each process, the figure other load on a shared machine disturbs least, and the CPU time
+per rollout of each side: (a run of n's − a run of 1's) / (n − 1), so start-up cancels out.
+Then a 1-item run, whole process, beside the raw loop sending 1 request, a bare aiohttp request
+and ``python -c pass`` (goal: under 0.5 s on an idle 2-core machine). It never fails on a
+figure: CI prints them (.ci/run); the load average is printed with them, since on a shared
+machine ratios and CPU times are the figures to read.
 
 Usage: python bench/overhead.py [--n 2000] [--repeats 3] [--latency-ms 0 20]
 """
@@ -132,7 +133,7 @@ def main() -> None:
             finally:
                 stub.kill()
                 stub.wait()
-            fields = ("wall_s", "phase_s", "proc_cpu_s")
+            fields = ("wall_s", "phase_s", "proc_cpu_s", "startup_s", "tail_s")
             med = {
                 k: {f: statistics.median(r[f] for r in runs) for f in fields}
                 for k, runs in (("raw", raw), ("ours", ours))
@@ -154,6 +155,22 @@ def main() -> None:
             f"{ours['wall_s'] / raw['wall_s']:.2f}×{f' (≤ {goal}×)' if goal else ''} | "
             f"{raw['phase_s']:.2f} s | {ours['phase_s']:.2f} s "
             f"({ours['phase_s'] / raw['phase_s']:.2f}×) |"
+        )
+    # Where each side's wall time goes: what the whole-process ratio holds beyond the request
+    # phase is the fixed work before the first request and after the last reply.
+    print()
+    print(
+        "| latency | before the first request: raw | evalgate | request phase: raw | evalgate "
+        "| after the last reply: raw | evalgate |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for latency, med in rows:
+        raw, ours = med["raw"], med["ours"]
+        print(
+            f"| {latency:g} ms | {raw['startup_s'] * 1000:.0f} ms | "
+            f"{ours['startup_s'] * 1000:.0f} ms | {raw['phase_s'] * 1000:.0f} ms | "
+            f"{ours['phase_s'] * 1000:.0f} ms | {raw['tail_s'] * 1000:.0f} ms | "
+            f"{ours['tail_s'] * 1000:.0f} ms |"
         )
     # CPU time (user + sys, each process's own) is what other load on a shared machine disturbs
     # least: whole process, and per rollout with the 1-item run's start-up taken out.

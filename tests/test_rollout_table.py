@@ -3,6 +3,7 @@ from it must equal what is summarised from the records themselves."""
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 from dataclasses import asdict
@@ -62,6 +63,39 @@ def test_a_table_summarises_exactly_as_its_records() -> None:
         reached = "tokens 10"
 
     assert stop_reason(Meter(), table, 50, 3) == stop_reason(Meter(), records, 50, 3)
+
+
+def test_a_small_table_is_summarised_from_its_columns_not_a_dict_per_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run below summary.COLUMNAR_ROWS (no numpy) is summarised from the table's columns:
+    no row is built as a dict, and the summary and per-item values are the records' to the
+    bit, with errors (one with an empty message), a NaN score (an error of its own kind), an
+    int reward, blank completions, groups, a metric some rows lack and usage names some lack."""
+    records = _records(60, 3, seed=11)
+    records[0] = {**records[0], "error": "", "reward": None, "metrics": {}, "completion": None}
+    records[1] = {**records[1], "error": None, "reward": 1.0, "metrics": {"accuracy": math.nan}}
+    records[2] = {**records[2], "error": None, "reward": 1, "metrics": {"accuracy": 1}}
+    records[3] = {**records[3], "usage": {**records[3]["usage"], "reasoning_tokens": 7}}
+    table = RolloutTable()
+    table.extend(records)
+    kw = dict(benchmark="b", model="m", model_id="m", run_dir="", n_items=60, rollouts=3,
+              time_s=0.0)  # fmt: skip
+    expected = asdict(summarize(records, **kw))
+    expected_values = [item_metrics(records, 3, derived=d) for d in (True, False)]
+
+    def no_row(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a dict built per row")
+
+    monkeypatch.setattr(RolloutTable, "_row", no_row)
+    got = asdict(summarize(table, **kw))
+    assert repr(got) == repr(expected)  # NaN-safe, order-sensitive
+    assert got["errors"] > 0 and got["empty_replies"] > 0 and got["usage"]["reasoning_tokens"]
+    for derived, values in zip((True, False), expected_values, strict=True):
+        got_values = item_metrics(table, 3, derived=derived)
+        assert [(k, list(v.items())) for k, v in got_values.items()] == [
+            (k, list(v.items())) for k, v in values.items()
+        ]
 
 
 def test_a_table_holds_far_less_than_its_records() -> None:

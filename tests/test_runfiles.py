@@ -157,3 +157,56 @@ def test_the_trend_reads_stored_scores_from_the_typed_metadata(
     (damaged,) = [s for s in store.history("a--m") if s.key.commit == "b" * 40]
     (damaged.path / "metadata.json").write_text('{"avg_reward": "high"}')
     assert "line [1.000, 1.000]" in trend_section(trend_points(store, verdict))
+
+
+def test_run_config_is_the_document_of_its_sections_validated_apart(tmp_path: Path) -> None:
+    """run_config.json is validated as one document (its sections' validators are not built
+    apart from the file's): the same object, key order and bytes as validating each section
+    on its own, with k = 2, an error budget, a gate, a budget and an override in it."""
+    from evalgate.config.load import load_config
+    from evalgate.run import manifest
+    from evalgate.run.runfiles import BenchmarkEntry, Fingerprint, ModelEntry, RunConfig
+    from evalgate.serve.base import Endpoint
+    from evalgate.suites import build_suite
+
+    path = write_config(
+        tmp_path,
+        """
+models:
+  - {name: m, backend: openai, base_url: "http://127.0.0.1:9/v1", model: org/m}
+benchmarks:
+  - name: arith
+    size: 30
+    system_prompt: Answer with a number.
+    eval: {num_examples: 20, rollouts: 2, max_error_rate: 0.2}
+gate: {margin: 0.04}
+budget: {tokens: 100000}
+""",
+    )
+    config = load_config(path, ["benchmarks.arith.sampling.temperature=0.5"])
+    model, bench = config.models[0], config.benchmarks[0]
+    suite = build_suite(bench)
+    endpoint = Endpoint(base_url=model.base_url, model=model.model, model_id="org/m")
+
+    class Server:
+        chat_template = None
+
+    got = manifest.run_config(config, model, bench, endpoint, suite, Server())  # type: ignore[arg-type]
+    print_ = manifest.fingerprint(bench, model, "org/m", suite.items, variant=suite.variant)
+    apart = RunConfig(
+        fingerprint=Fingerprint.model_validate(print_),
+        chat_template=None,
+        suite=suite.name,
+        evalgate_version=got.evalgate_version,
+        config_path=str(config.path),
+        model=ModelEntry.model_validate(model.model_dump(mode="json")),
+        endpoint={"base_url": endpoint.base_url, "model": endpoint.model},
+        model_id="org/m",
+        benchmark=BenchmarkEntry.model_validate(bench.model_dump(mode="json")),
+        gate=config.gate.model_dump(mode="json"),
+        budget=config.budget.model_dump(mode="json"),
+    )
+    assert got == apart
+    assert json.dumps(got.as_written()) == json.dumps(apart.as_written())
+    assert got.benchmark.eval is not None and got.benchmark.eval.rollouts == 2
+    assert got.fingerprint.dataset is not None and got.fingerprint.dataset.items == 20

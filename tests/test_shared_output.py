@@ -88,3 +88,30 @@ def test_two_local_runs_at_once_are_both_named(tmp_path: Path, scripted_server: 
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["concurrent_invocations"] == []
     assert "another invocation" not in (out / "scorecard.md").read_text()
+
+
+def test_a_first_report_into_a_folder_parses_no_run_id_time(tmp_path: Path) -> None:
+    """Which invocations ran at the same time is read from the folder's verdict.json: with none
+    there (a first report), the run id's time is not parsed, so time.strptime's module (~3 ms
+    of every run) is not loaded; with one there, the invocations it names are sorted as before."""
+    code = (
+        "import sys, json\n"
+        "from pathlib import Path\n"
+        "from evalgate.report.shared_folder import concurrent_invocations\n"
+        "root = Path(sys.argv[1])\n"
+        "assert concurrent_invocations(root, '20261129-070000-000abc') == []\n"
+        "loaded = '_strptime' in sys.modules\n"
+        "(root / 'verdict.json').write_text(json.dumps({'invocation': {\n"
+        "    'run_id': '20261129-065959-000def', 'finished_at': 1.9e9}}))\n"
+        "named = concurrent_invocations(root, '20261129-070000-000abc')\n"
+        "print(json.dumps([loaded, [e['run_id'] for e in named]]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert json.loads(out) == [False, ["20261129-065959-000def"]]

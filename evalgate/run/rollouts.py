@@ -401,14 +401,28 @@ class RolloutTable:
         group, the error messages in row order, the scored rollouts whose completion was blank,
         and the token usage summed per name; as a pass over the rows would count them (items
         without a group are left out of the groups)."""
-        import numpy as np
-
         groups = {self._ids[i]: group for i, group in sorted(self._groups.items())}
         errors = [self._errors[row] for row in sorted(self._errors) if self._errors[row]]
-        blank = np.frombuffer(self._blank, dtype=bool)  # a view: 0 or 1 a row
-        empty = int(np.count_nonzero(blank if not self._errors else blank & self._scored()))
+        blank = self._blank  # 0 or 1 a row: the blank rows, less the errored ones among them
+        empty = blank.count(1) - sum(blank[row] for row in self._errors)
         usage = {name: int(sum(col)) for name, col in self._usage.items()}
         return groups, errors, empty, usage
+
+    def scored(self) -> Iterator[tuple[str, float | None, dict[str, float]]]:
+        """(item id, reward, metrics) of each row without an error, in row order, as its dict
+        (:meth:`__iter__`) gives them: what scoring items reads of a row (the summary's per-item
+        means of a run too small for numpy), without building the rest of the row."""
+        ids, item, reward, errors = list(self._ids), self._item, self._reward, self._errors
+        metrics = list(self._metrics.items())
+        for row in range(self._n):
+            if row in errors:
+                continue
+            value = reward[row]
+            yield (
+                ids[item[row]],
+                None if value != value else value,  # NaN: no reward
+                {name: v for name, col in metrics if (v := col[row]) == v},
+            )
 
     def item_metrics(self, rollouts: int, success: float) -> dict[str, ItemValues]:
         """metric → {item id: mean of its scored rollouts' values}, plus pass@k / pass^k (k =

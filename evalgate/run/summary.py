@@ -30,8 +30,9 @@ __all__ = ["RunSummary", "item_metrics", "summarize", "unusable"]
 SUCCESS = 1.0 - 1e-9  # a rollout "succeeds" (for pass@k) when its reward is full marks
 
 
-# From this many rows a table is read from its columns (numpy); below, row by row (the same
-# values: tests/test_columnar_reads.py): importing numpy costs more than a small run's pass.
+# From this many rows a table's per-item values are computed with numpy; below, its columns are
+# read row by row in plain Python (the same values: tests/test_columnar_reads.py,
+# tests/test_rollout_table.py): importing numpy costs more than a small run's pass.
 COLUMNAR_ROWS = 20_000
 
 
@@ -53,10 +54,16 @@ def item_metrics(
         return dict(records.item_metrics(rollouts if derived else 1, SUCCESS))
     values: dict[str, dict[str, array[float]]] = {}  # item → metric → its rollouts' values
     counts: dict[str, list[int]] = {}  # item → [rollouts scored, rollouts at full marks]
-    for rec in records:
-        if rec["error"] is not None or unusable(rec) is not None:
-            continue
-        item = rec["example_id"]
+    scored: Iterable[tuple[str, float | None, dict[str, float]]]
+    if isinstance(records, RolloutTable):  # its rows' scores, not a dict per row
+        scored = records.scored()
+    else:
+        scored = (
+            (rec["example_id"], rec["reward"], rec["metrics"])
+            for rec in records
+            if rec["error"] is None and unusable(rec) is None
+        )
+    for item, reward, scores in scored:
         per = values.get(item)
         if per is None:
             per = values[item] = {}
@@ -64,8 +71,8 @@ def item_metrics(
         count = counts[item]
         count[0] += 1
         if rollouts > 1 and derived:
-            count[1] += rec["reward"] >= SUCCESS
-        for name, value in rec["metrics"].items():
+            count[1] += reward >= SUCCESS  # type: ignore[operator]  # a scored rollout's
+        for name, value in scores.items():
             column = per.get(name)
             if column is None:
                 column = per[name] = array("d")
@@ -148,7 +155,7 @@ def summarize(
     errors: list[str] = []  # a rollout with a NaN or infinite score is an error of its own kind
     empty = 0
     usage: Counter[str] = Counter()
-    if _columnar(records):  # counted from its columns, not a dict per row
+    if isinstance(records, RolloutTable):  # counted from its columns, not a dict per row
         groups, errors, empty, totals = records.tally()
         usage.update(totals)
         rows: Iterable[dict[str, Any]] = ()
