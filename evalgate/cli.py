@@ -294,17 +294,20 @@ class _Command:
     """Where a command's body lives: ``evalgate.commands.<module>.<handler>(args, overrides,
     environ, out) -> exit code``, imported when the command runs (``evalgate schema`` loads no
     model client). ``overrides``: takes ``--section.field=value`` after its arguments.
-    ``long_running``: SIGTERM takes Ctrl-C's path, so the servers it started are stopped."""
+    ``long_running``: SIGTERM takes Ctrl-C's path, so the servers it started are stopped.
+    ``requests``: it sends model requests, so aiohttp is imported on a second thread from the
+    start (:mod:`evalgate._preload`), beside the main thread's work."""
 
     module: str
     handler: str = "run"
     overrides: bool = False
     long_running: bool = False
+    requests: bool = False
 
 
 COMMANDS = {
-    "local": _Command("local", overrides=True, long_running=True),
-    "resume": _Command("resume", overrides=True, long_running=True),
+    "local": _Command("local", overrides=True, long_running=True, requests=True),
+    "resume": _Command("resume", overrides=True, long_running=True, requests=True),
     "compare": _Command("compare"),
     "validate": _Command("validate", overrides=True),
     "judge-check": _Command("judge_check"),
@@ -327,6 +330,10 @@ def _dispatch(
     args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
 ) -> int:
     command = COMMANDS[args.command]
+    if command.requests:
+        from evalgate._preload import import_aiohttp_in_background
+
+        import_aiohttp_in_background()
     module = importlib.import_module(f"evalgate.commands.{command.module}")
     handler: Callable[[argparse.Namespace, list[str], dict[str, str], IO[str]], int]
     handler = getattr(module, command.handler)
@@ -468,7 +475,9 @@ def _leave(code: int) -> NoReturn:
     standard streams are flushed. With another thread still running, the normal exit, which
     waits for it, is taken instead.
     """
-    if threading.active_count() > 1:
+    preload = sys.modules.get("evalgate._preload")  # still importing aiohttp: nothing to wait for
+    busy = 1 if preload is not None and preload.importing() is not None else 0
+    if threading.active_count() - busy > 1:
         sys.exit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -230,3 +230,71 @@ def test_a_one_item_run_writes_its_metadata_without_building_a_validator(
     meta = read_metadata(run)
     assert (meta.benchmark, meta.num_examples, meta.complete) == ("arith", 1, True)
     assert list(meta.as_written())[:3] == ["benchmark", "model", "model_id"]
+
+
+# Records which thread imported aiohttp's modules (a finder that sees every import and finds
+# nothing); ``sys.argv[2]``: a name to drop from what the main thread imports first, "-" none.
+_AIOHTTP_CHILD = """
+import json, os, sys, threading
+out, drop = sys.argv[1], sys.argv[2]
+by = {}
+class Seen:
+    def find_spec(self, name, path, target=None):
+        if name.partition(".")[0] == "aiohttp":
+            by.setdefault(name, threading.current_thread().name)
+        return None
+sys.meta_path.insert(0, Seen())
+from evalgate import _preload
+_preload.AIOHTTP_NEEDS = tuple(n for n in _preload.AIOHTTP_NEEDS if n != drop)
+leave = os._exit
+def record(code):
+    finders = [type(f).__name__ for f in sys.meta_path]
+    open(out, "w").write(json.dumps({"by": by, "finders": finders}))
+    leave(code)
+os._exit = record
+sys.argv = ["evalgate", *sys.argv[3:]]
+from evalgate.cli import entry
+entry()
+"""
+
+
+def _aiohttp_importers(
+    tmp_path: Path, scripted_server: Any, drop: str = "-"
+) -> tuple[dict[str, str], list[str], Path]:
+    config = _one_item(tmp_path, scripted_server(answer_arith).base_url)
+    out = tmp_path / "child.json"
+    args = ["local", str(config), "--output", str(tmp_path / "out"), "--no-cache"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _AIOHTTP_CHILD, str(out), drop, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    recorded = json.loads(out.read_text(encoding="utf-8"))
+    return recorded["by"], recorded["finders"], tmp_path / "out"
+
+
+def test_a_run_imports_aiohttp_on_a_second_thread(tmp_path: Path, scripted_server: Any) -> None:
+    """aiohttp's import (its TLS contexts: ~10% of a 1-item run, the GIL released) overlaps the
+    main thread's; the thread imports nothing outside aiohttp (else it would have given up:
+    evalgate._preload.AIOHTTP_NEEDS must list what this aiohttp release imports)."""
+    by, finders, out = _aiohttp_importers(tmp_path, scripted_server)
+    assert {by["aiohttp"], by["aiohttp.connector"]} == {"import-aiohttp"}, by
+    assert "_OnlyAiohttp" not in finders  # the thread's finder is gone once it is done
+    assert json.loads((out / "verdict.json").read_text(encoding="utf-8"))
+
+
+def test_the_thread_gives_up_before_a_module_outside_aiohttp(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """A dependency not imported first (another aiohttp release's) is not imported on the
+    thread, where it could meet the main thread's imports: the thread stops and the main thread
+    imports aiohttp itself; the run is the same."""
+    by, finders, out = _aiohttp_importers(tmp_path, scripted_server, drop="yarl")
+    assert by["aiohttp.connector"] == "MainThread", by
+    assert "_OnlyAiohttp" not in finders
+    assert json.loads((out / "verdict.json").read_text(encoding="utf-8"))

@@ -1,0 +1,124 @@
+"""aiohttp imported on a second thread while the main one reads the config (issue #36).
+
+Importing aiohttp builds its two default TLS contexts, each loading the system's CA bundle: about
+a tenth of a 1-item run, spent in OpenSSL with the GIL released. On a thread that starts with a
+command that sends requests, that work overlaps the main thread's imports (pydantic, the config
+schema) on the other core; the main thread's own ``import aiohttp`` (``evalgate.serve.client``)
+then waits for the module the thread is finishing, or finds it done.
+
+Two threads importing at once can deadlock on CPython's per-module import locks (3.11 raises
+``_DeadlockError`` in one of them) only when each holds a module the other waits for. Here the
+second thread takes no module lock but aiohttp's own: aiohttp's other dependencies are imported
+first, on the main thread, and a finder turns away any module outside ``aiohttp`` the thread
+would still import (a dependency of another aiohttp release, an optional extra): the thread gives
+up, its half-imported modules are dropped as after any failed import, and the main thread imports
+aiohttp itself, as it did before. The main thread never holds an ``aiohttp`` lock the thread needs
+except by importing aiohttp itself, and it then waits for the thread, which waits for nobody.
+tests/test_startup.py checks that the thread imports aiohttp whole on the installed release.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import threading
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+
+__all__ = ["AIOHTTP_NEEDS", "import_aiohttp_in_background", "importing"]
+
+# What `import aiohttp` (the client: not aiohttp.web) imports outside its own package, by the
+# names it imports them under; their own imports come with them.
+AIOHTTP_NEEDS = (
+    "asyncio",
+    "attr",
+    "aiohappyeyeballs",
+    "aiosignal",
+    "base64",
+    "concurrent.futures",
+    "email.message",
+    "email.parser",
+    "email.policy",
+    "email.utils",
+    "frozenlist",
+    "hashlib",
+    "http.cookies",
+    "json",
+    "mimetypes",
+    "multidict",
+    "netrc",
+    "pickle",
+    "platform",
+    "propcache.api",
+    "socket",
+    "ssl",
+    "typing_extensions",
+    "urllib.request",
+    "uuid",
+    "yarl",
+)
+
+
+class _Outside(Exception):
+    """The thread was about to import a module outside aiohttp: it stops there. Not an
+    ImportError, which aiohttp catches around its optional imports (ssl among them)."""
+
+
+class _OnlyAiohttp:
+    """A finder, first on ``sys.meta_path``, that lets the thread ``owner`` import only aiohttp's
+    own modules (and fail to find ones that are not installed, as aiohttp's optional imports
+    expect); any other thread, or the owner once done, passes through untouched."""
+
+    def __init__(self) -> None:
+        self.owner: int | None = None
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if threading.get_ident() != self.owner or name.partition(".")[0] == "aiohttp":
+            return None
+        finders = sys.meta_path[sys.meta_path.index(self) + 1 :]
+        if any(finder.find_spec(name, path, target) for finder in finders):
+            raise _Outside(name)
+        return None  # not installed: the ModuleNotFoundError the import expects
+
+
+_thread: threading.Thread | None = None
+
+
+def importing() -> threading.Thread | None:
+    """The thread, while it is still importing (an exit need not wait for it)."""
+    return _thread if _thread is not None and _thread.is_alive() else None
+
+
+def _import(guard: _OnlyAiohttp) -> None:
+    guard.owner = threading.get_ident()
+    try:
+        # Whatever stops it (_Outside, a broken install), the main thread imports it again and
+        # meets the same error there, where it is reported.
+        with contextlib.suppress(BaseException):
+            importlib.import_module("aiohttp")
+    finally:
+        guard.owner = None
+        # A new list, as when it was put first: an import on the main thread may be iterating
+        # over the one it replaces.
+        sys.meta_path = [finder for finder in sys.meta_path if finder is not guard]
+
+
+def import_aiohttp_in_background() -> threading.Thread | None:
+    """Start importing aiohttp on a daemon thread (None: already imported, nothing to start).
+    Call it on the main thread, before anything imports aiohttp."""
+    if "aiohttp" in sys.modules:
+        return None
+    for name in AIOHTTP_NEEDS:
+        with contextlib.suppress(ImportError):  # another release's: the finder stops the thread
+            importlib.import_module(name)
+    guard = _OnlyAiohttp()
+    # A new list, not an insertion: another thread may be iterating over the current one.
+    sys.meta_path = [guard, *sys.meta_path]
+    global _thread
+    _thread = threading.Thread(target=_import, args=(guard,), name="import-aiohttp", daemon=True)
+    _thread.start()
+    return _thread
