@@ -298,3 +298,36 @@ def test_the_thread_gives_up_before_a_module_outside_aiohttp(
     assert by["aiohttp.connector"] == "MainThread", by
     assert "_OnlyAiohttp" not in finders
     assert json.loads((out / "verdict.json").read_text(encoding="utf-8"))
+
+
+_BUILT_AT_IMPORT = """
+import json, sys
+import evalgate.cli, evalgate.pipeline, evalgate.report.html, evalgate.report.junit
+import evalgate.suites.qa, evalgate.run.records
+from pydantic import BaseModel
+def below(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from below(sub)
+built = {f"{c.__module__}.{c.__qualname__}" for c in below(BaseModel) if c.__pydantic_complete__}
+print(json.dumps({
+    "built": sorted(n for n in built if n.startswith("evalgate.")),
+    # the first validator built anywhere (a model or a TypeAdapter) loads pydantic's plugins
+    "plugins": "pydantic.plugin._loader" in sys.modules,
+}))
+"""
+
+
+def test_importing_a_run_builds_no_validator() -> None:
+    """A validator built at import (a model instance or a TypeAdapter at module level) is paid by
+    every command, whatever its config uses: each is built when first used instead."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _BUILT_AT_IMPORT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == {"built": [], "plugins": False}
