@@ -28,7 +28,7 @@ from typing import IO, TYPE_CHECKING, NoReturn, TypeAlias, cast
 if TYPE_CHECKING:
     import asyncio
 
-from evalgate import __version__
+from evalgate import __version__, _collector
 from evalgate.errors import (
     EvalgateError,
     ExitCode,
@@ -334,10 +334,15 @@ def _dispatch(
         from evalgate._preload import import_aiohttp_in_background
 
         import_aiohttp_in_background()
+    else:  # only a run releases the collector itself, once started (evalgate._collector)
+        _collector.release(freeze=False)
     module = importlib.import_module(f"evalgate.commands.{command.module}")
     handler: Callable[[argparse.Namespace, list[str], dict[str, str], IO[str]], int]
     handler = getattr(module, command.handler)
-    return handler(args, overrides, environ, out)
+    try:
+        return handler(args, overrides, environ, out)
+    finally:
+        _collector.release(freeze=False)
 
 
 class _PipeSafe(io.TextIOBase):
@@ -457,12 +462,14 @@ def _crashed(exc: BaseException, args: argparse.Namespace | None, environ: dict[
 # default. Start-up allocates some 100,000 (pydantic's schemas, jinja2, aiohttp) and frees almost
 # none of them: a 1-item run made ~130 collections that found little, ~8% of its CPU time. Every
 # 10,000 allocations, a run's own cyclic garbage (asyncio's futures, tracebacks) is still freed.
+# Until a run has started, the collector is held off altogether (evalgate._collector).
 GC_THRESHOLD = (10_000, 10, 10)
 
 
 def entry() -> NoReturn:
     """The ``evalgate`` console script and ``python -m evalgate``: :func:`main`, then leave."""
     gc.set_threshold(*GC_THRESHOLD)
+    _collector.hold()
     _leave(main())
 
 

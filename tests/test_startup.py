@@ -331,3 +331,49 @@ def test_importing_a_run_builds_no_validator() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == {"built": [], "plugins": False}
+
+
+# Runs the console entry and, at exit, writes whether the collector runs and what it froze.
+_HELD_CHILD = """
+import gc, json, os, sys
+out = sys.argv[1]
+leave = os._exit
+def record(code):
+    open(out, "w").write(json.dumps([gc.isenabled(), gc.get_freeze_count(), gc.get_stats()[0]]))
+    leave(code)
+os._exit = record
+sys.argv = ["evalgate", *sys.argv[2:]]
+from evalgate.cli import entry
+entry()
+"""
+
+
+def test_a_run_collects_no_garbage_until_it_has_started(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """Start-up's ~80,000 objects live as long as the process: the collector is held off while
+    they are made, then they are frozen (never scanned again) and the collector runs again for
+    the run's own garbage."""
+    enabled, frozen, _ = _one_item_child(_HELD_CHILD, tmp_path, scripted_server)
+    assert enabled
+    assert frozen > 30_000, frozen
+
+
+def test_a_command_that_runs_nothing_gets_the_collector_back_at_once(tmp_path: Path) -> None:
+    """Only a run releases the collector itself: any other command (compare over a million
+    items among them) runs with it, and freezes nothing."""
+    config = _one_item(tmp_path, "http://127.0.0.1:9/v1")
+    out = tmp_path / "child.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _HELD_CHILD, str(out), "validate", str(config)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    enabled, frozen, young = json.loads(out.read_text(encoding="utf-8"))
+    assert (enabled, frozen) == (True, 0)
+    assert young["collections"] > 0  # it did collect while validating
