@@ -15,19 +15,24 @@ up, its half-imported modules are dropped as after any failed import, and the ma
 aiohttp itself, as it did before. The main thread never holds an ``aiohttp`` lock the thread needs
 except by importing aiohttp itself, and it then waits for the thread, which waits for nobody.
 tests/test_startup.py checks that the thread imports aiohttp whole on the installed release.
+
+The thread is started only when a core is free for it (:func:`a_core_is_free`): its gain is the
+TLS work done beside the main thread (~40-50 ms on an idle 2-core machine); on a busy one the
+GIL's hand-overs between the two threads wait on the scheduler and cost more than that.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import sys
 import threading
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-__all__ = ["AIOHTTP_NEEDS", "import_aiohttp_in_background", "importing"]
+__all__ = ["AIOHTTP_NEEDS", "a_core_is_free", "import_aiohttp_in_background", "importing"]
 
 # What `import aiohttp` (the client: not aiohttp.web) imports outside its own package, by the
 # names it imports them under; their own imports come with them.
@@ -93,7 +98,13 @@ def importing() -> threading.Thread | None:
     return _thread if _thread is not None and _thread.is_alive() else None
 
 
-def _import(guard: _OnlyAiohttp) -> None:
+# While the thread imports, the interpreter hands the GIL over every 50 ms instead of 5 ms (it
+# still does at each of the main thread's file reads): its import is the same work either way,
+# and each hand-over costs both threads a wake-up.
+_SWITCH_INTERVAL_S = 0.05
+
+
+def _import(guard: _OnlyAiohttp, interval: float) -> None:
     guard.owner = threading.get_ident()
     try:
         # Whatever stops it (_Outside, a broken install), the main thread imports it again and
@@ -105,12 +116,42 @@ def _import(guard: _OnlyAiohttp) -> None:
         # A new list, as when it was put first: an import on the main thread may be iterating
         # over the one it replaces.
         sys.meta_path = [finder for finder in sys.meta_path if finder is not guard]
+        sys.setswitchinterval(interval)
+
+
+def a_core_is_free() -> bool:
+    """Whether, right now, a core is free for the thread (Linux: the tasks running or waiting to
+    run, from /proc/loadavg; elsewhere the last minute's load average). The thread only pays
+    beside the main one: on a busy machine each hand-over of the GIL waits for the scheduler,
+    and a 1-item run took ~60-110 ms longer with it than without (load 2.5-3 on 2 cores)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    if cpus < 2:
+        return False
+    running = _running_tasks()
+    if running is None:
+        try:
+            return os.getloadavg()[0] < cpus - 1
+        except OSError:
+            return False
+    return running < cpus  # this process's running thread is one of them
+
+
+def _running_tasks() -> int | None:
+    """The tasks running or waiting to run now, this thread among them (Linux)."""
+    try:
+        with open("/proc/loadavg", "rb") as stat:  # "0.52 0.58 0.59 RUNNING/TASKS LAST_PID"
+            return int(stat.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def import_aiohttp_in_background() -> threading.Thread | None:
-    """Start importing aiohttp on a daemon thread (None: already imported, nothing to start).
-    Call it on the main thread, before anything imports aiohttp."""
-    if "aiohttp" in sys.modules:
+    """Start importing aiohttp on a daemon thread (None: nothing started: already imported, or
+    no core free for it). Call it on the main thread, before anything imports aiohttp."""
+    if "aiohttp" in sys.modules or not a_core_is_free():
         return None
     for name in AIOHTTP_NEEDS:
         with contextlib.suppress(ImportError):  # another release's: the finder stops the thread
@@ -119,6 +160,10 @@ def import_aiohttp_in_background() -> threading.Thread | None:
     # A new list, not an insertion: another thread may be iterating over the current one.
     sys.meta_path = [guard, *sys.meta_path]
     global _thread
-    _thread = threading.Thread(target=_import, args=(guard,), name="import-aiohttp", daemon=True)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(max(interval, _SWITCH_INTERVAL_S))
+    _thread = threading.Thread(
+        target=_import, args=(guard, interval), name="import-aiohttp", daemon=True
+    )
     _thread.start()
     return _thread

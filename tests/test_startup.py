@@ -246,10 +246,12 @@ class Seen:
 sys.meta_path.insert(0, Seen())
 from evalgate import _preload
 _preload.AIOHTTP_NEEDS = tuple(n for n in _preload.AIOHTTP_NEEDS if n != drop)
+_preload.a_core_is_free = lambda: True  # however busy the machine running the tests is
 leave = os._exit
 def record(code):
     finders = [type(f).__name__ for f in sys.meta_path]
-    open(out, "w").write(json.dumps({"by": by, "finders": finders}))
+    interval = sys.getswitchinterval()
+    open(out, "w").write(json.dumps({"by": by, "finders": finders, "interval": interval}))
     leave(code)
 os._exit = record
 sys.argv = ["evalgate", *sys.argv[3:]]
@@ -260,7 +262,7 @@ entry()
 
 def _aiohttp_importers(
     tmp_path: Path, scripted_server: Any, drop: str = "-"
-) -> tuple[dict[str, str], list[str], Path]:
+) -> tuple[dict[str, str], list[str], float, Path]:
     config = _one_item(tmp_path, scripted_server(answer_arith).base_url)
     out = tmp_path / "child.json"
     args = ["local", str(config), "--output", str(tmp_path / "out"), "--no-cache"]
@@ -275,15 +277,16 @@ def _aiohttp_importers(
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     recorded = json.loads(out.read_text(encoding="utf-8"))
-    return recorded["by"], recorded["finders"], tmp_path / "out"
+    return recorded["by"], recorded["finders"], recorded["interval"], tmp_path / "out"
 
 
 def test_a_run_imports_aiohttp_on_a_second_thread(tmp_path: Path, scripted_server: Any) -> None:
     """aiohttp's import (its TLS contexts: ~10% of a 1-item run, the GIL released) overlaps the
     main thread's; the thread imports nothing outside aiohttp (else it would have given up:
     evalgate._preload.AIOHTTP_NEEDS must list what this aiohttp release imports)."""
-    by, finders, out = _aiohttp_importers(tmp_path, scripted_server)
+    by, finders, interval, out = _aiohttp_importers(tmp_path, scripted_server)
     assert {by["aiohttp"], by["aiohttp.connector"]} == {"import-aiohttp"}, by
+    assert interval == 0.005  # the interpreter's hand-over interval, put back
     assert "_OnlyAiohttp" not in finders  # the thread's finder is gone once it is done
     assert json.loads((out / "verdict.json").read_text(encoding="utf-8"))
 
@@ -294,7 +297,8 @@ def test_the_thread_gives_up_before_a_module_outside_aiohttp(
     """A dependency not imported first (another aiohttp release's) is not imported on the
     thread, where it could meet the main thread's imports: the thread stops and the main thread
     imports aiohttp itself; the run is the same."""
-    by, finders, out = _aiohttp_importers(tmp_path, scripted_server, drop="yarl")
+    by, finders, interval, out = _aiohttp_importers(tmp_path, scripted_server, drop="yarl")
+    assert interval == 0.005
     assert by["aiohttp.connector"] == "MainThread", by
     assert "_OnlyAiohttp" not in finders
     assert json.loads((out / "verdict.json").read_text(encoding="utf-8"))
@@ -377,3 +381,18 @@ def test_a_command_that_runs_nothing_gets_the_collector_back_at_once(tmp_path: P
     enabled, frozen, young = json.loads(out.read_text(encoding="utf-8"))
     assert (enabled, frozen) == (True, 0)
     assert young["collections"] > 0  # it did collect while validating
+
+
+def test_the_thread_waits_for_a_free_core(monkeypatch: Any) -> None:
+    """Beside another busy task on 2 cores, or on 1 core, the thread's GIL hand-overs cost more
+    than the work it overlaps: it is not started."""
+    from evalgate import _preload
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(_preload, "_running_tasks", lambda: 1)  # this process only
+    assert _preload.a_core_is_free()
+    monkeypatch.setattr(_preload, "_running_tasks", lambda: 2)  # and one other task
+    assert not _preload.a_core_is_free()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(_preload, "_running_tasks", lambda: 1)
+    assert not _preload.a_core_is_free()
