@@ -35,6 +35,7 @@ NEVER = [
     "evalgate.stats._common",
     "rich",  # the progress bar is for a terminal; these runs are not attached to one
     "evalgate.config.schema",  # JSON Schema generation: `evalgate schema` only
+    "difflib",  # "did you mean": a config mistake's message only
     "evalgate.run.sequential",
     "evalgate.stats._paired",
     "evalgate.stats._power",
