@@ -397,3 +397,31 @@ def test_the_thread_waits_for_a_free_core(monkeypatch: Any) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     monkeypatch.setattr(_preload, "_running_tasks", lambda: 1)
     assert not _preload.a_core_is_free()
+
+
+_BUILT_FIRST = """
+import json, sys
+from pathlib import Path
+from evalgate.config.load import load_config
+from evalgate.config.spec import models, _base
+load_config(Path(sys.argv[1]))
+held = [models.LocalModel, models.OpenAIModel, models.VLLMModel, _base.Sampling, _base.EvalSettings]
+print(json.dumps({c.__name__: c.__pydantic_complete__ for c in held}))
+"""
+
+
+def test_the_models_a_config_model_holds_are_built_before_it(tmp_path: Path) -> None:
+    """pydantic reuses a built model's schema inside another's and generates an unbuilt one's
+    again inside each holder: every backend inside evals.yaml's model list, and again inside each
+    benchmark's judge scorer. Built bottom-up, each is generated once."""
+    config = _one_item(tmp_path, "http://127.0.0.1:9/v1")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _BUILT_FIRST, str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert all(json.loads(proc.stdout).values()), proc.stdout
