@@ -12,8 +12,10 @@ second thread takes no module lock but aiohttp's own: aiohttp's other dependenci
 first, on the main thread, and a finder turns away any module outside ``aiohttp`` the thread
 would still import (a dependency of another aiohttp release, an optional extra): the thread gives
 up, its half-imported modules are dropped as after any failed import, and the main thread imports
-aiohttp itself, as it did before. The main thread never holds an ``aiohttp`` lock the thread needs
-except by importing aiohttp itself, and it then waits for the thread, which waits for nobody.
+aiohttp itself, as it did before. (The thread does take a module's lock before its finder turns
+the module away: a wait on the main thread there could only close a cycle if that module's import
+imported aiohttp, which aiohttp's dependencies do not.) The main thread holds no ``aiohttp`` lock
+the thread needs unless it imports aiohttp itself, and then it waits for the thread.
 tests/test_startup.py checks that the thread imports aiohttp whole on the installed release.
 
 The thread is started only when a core is free for it (:func:`a_core_is_free`): its gain is the
