@@ -28,7 +28,7 @@ from typing import IO, TYPE_CHECKING, NoReturn, TypeAlias, cast
 if TYPE_CHECKING:
     import asyncio
 
-from evalgate import __version__
+from evalgate import __version__, _collector
 from evalgate.errors import (
     EvalgateError,
     ExitCode,
@@ -69,20 +69,16 @@ def _split_overrides(extra: list[str]) -> list[str]:
     return out
 
 
-def _parser() -> _Parser:
+def _parser(only: str | None = None) -> _Parser:
+    """The command line's parser; with ``only``, a known command's name, only that command's
+    (its arguments, help and errors are the same): building all of them was ~5 ms of every
+    command."""
     parser = _Parser(prog="evalgate", description="Gate pull requests on LLM evaluation results.")
     parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    _run_commands(sub)
-    _gate_commands(sub)
-    _ops_commands(sub)
-    _results_commands(sub)
-    sub.add_parser(
-        "action", help="the GitHub Action's entrypoint (reads INPUT_* and GITHUB_* variables)"
-    )
-    sub.add_parser("schema", help="print the JSON Schema of evals.yaml (for editors)")
-    sub.add_parser("benchmarks", help="list the built-in benchmarks and their defaults")
+    for name, add in _SUBCOMMANDS.items():
+        if only is None or name == only:
+            add(sub, name)
     return parser
 
 
@@ -90,10 +86,12 @@ def _parser() -> _Parser:
 _Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"
 
 
-def _run_commands(sub: _Commands) -> None:
-    """local and resume: the commands that call the model."""
+# local and resume: the commands that call the model.
+
+
+def _local(sub: _Commands, name: str) -> None:
     local = sub.add_parser(
-        "local",
+        name,
         help="run evals.yaml on this machine (a dry run of the Action: no keys, no PR)",
         epilog="Overrides: --sampling.temperature=0.5 --eval.num_examples=20 "
         "--benchmarks.NAME.eval.rollouts=4",
@@ -107,8 +105,10 @@ def _run_commands(sub: _Commands) -> None:
     )
     _cache_arguments(local)
 
+
+def _resume(sub: _Commands, name: str) -> None:
     resume = sub.add_parser(
-        "resume",
+        name,
         help="finish an interrupted `local` run: run only the rollouts its journal lacks",
         epilog="Budget caps replace the run's own: --budget.tokens=200000 --budget.usd=5",
     )
@@ -123,10 +123,12 @@ def _run_commands(sub: _Commands) -> None:
     _cache_arguments(resume)
 
 
-def _gate_commands(sub: _Commands) -> None:
-    """compare and validate: deciding without a model."""
+# compare, validate and judge-check: deciding without a model.
+
+
+def _compare(sub: _Commands, name: str) -> None:
     compare = sub.add_parser(
-        "compare",
+        name,
         help="gate HEAD's saved runs against BASE's, paired per item (runs no model); the "
         "policy is BASE's unless --config is given",
     )
@@ -138,15 +140,19 @@ def _gate_commands(sub: _Commands) -> None:
     )
     compare.add_argument("--output", help="where to write scorecard.md and verdict.json")
 
+
+def _validate(sub: _Commands, name: str) -> None:
     validate = sub.add_parser(
-        "validate",
+        name,
         help="every check `local` makes before its first request (schema, data files, "
         "templates, threshold metrics, sizes), the resolved plan and a cost estimate",
     )
     validate.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
 
+
+def _judge_check(sub: _Commands, name: str) -> None:
     judge = sub.add_parser(
-        "judge-check",
+        name,
         help="measure each judged benchmark's judge on its labelled set: accuracy and "
         "Cohen's κ against the labels, self-agreement over k samples, unreadable verdicts",
     )
@@ -160,10 +166,12 @@ def _gate_commands(sub: _Commands) -> None:
     _cache_arguments(judge)
 
 
-def _ops_commands(sub: _Commands) -> None:
-    """doctor and the Modal lifecycle: the stack around a run."""
+# doctor and the Modal lifecycle: the stack around a run.
+
+
+def _doctor(sub: _Commands, name: str) -> None:
     doctor = sub.add_parser(
-        "doctor",
+        name,
         help="check the stack in phases: prerequisites, credentials, deploy, smoke request, "
         "tiny eval, GPU",
     )
@@ -173,30 +181,36 @@ def _ops_commands(sub: _Commands) -> None:
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     doctor.add_argument("--output", default="outputs", help="where logs go (default: ./outputs)")
 
-    for name, text in (
-        ("deploy", "deploy the persistent modal-vllm models of evals.yaml"),
-        ("status", "show the Modal apps of evals.yaml's modal-vllm models"),
-        ("stop", "stop the Modal apps of evals.yaml's modal-vllm models"),
-    ):
-        cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
-        cmd.add_argument("--model", action="append", default=[], help="only this model (repeat)")
-        if name == "deploy":
-            cmd.add_argument("--wait", action="store_true", help="wait until healthy")
-        if name == "status":
-            cmd.add_argument("--probe", action="store_true", help="wake the app (costs GPU time)")
-        if name in ("status", "stop"):
-            cmd.add_argument("--json", action="store_true", help="print JSON")
-        if name == "stop":
-            cmd.add_argument(
-                "--all", action="store_true", help="every evalgate-tagged app in the environment"
-            )
+
+_LIFECYCLE_HELP = {
+    "deploy": "deploy the persistent modal-vllm models of evals.yaml",
+    "status": "show the Modal apps of evals.yaml's modal-vllm models",
+    "stop": "stop the Modal apps of evals.yaml's modal-vllm models",
+}
 
 
-def _results_commands(sub: _Commands) -> None:
-    """push, runs, show: what a run left behind."""
+def _lifecycle(sub: _Commands, name: str) -> None:
+    cmd = sub.add_parser(name, help=_LIFECYCLE_HELP[name])
+    cmd.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
+    cmd.add_argument("--model", action="append", default=[], help="only this model (repeat)")
+    if name == "deploy":
+        cmd.add_argument("--wait", action="store_true", help="wait until healthy")
+    if name == "status":
+        cmd.add_argument("--probe", action="store_true", help="wake the app (costs GPU time)")
+    if name in ("status", "stop"):
+        cmd.add_argument("--json", action="store_true", help="print JSON")
+    if name == "stop":
+        cmd.add_argument(
+            "--all", action="store_true", help="every evalgate-tagged app in the environment"
+        )
+
+
+# push, runs, show: what a run left behind.
+
+
+def _push(sub: _Commands, name: str) -> None:
     push = sub.add_parser(
-        "push",
+        name,
         help="upload a run to a Hugging Face dataset repository (one folder per run; HF_TOKEN)",
     )
     push.add_argument("run", help="a run id (under --output) or a run directory")
@@ -206,20 +220,56 @@ def _results_commands(sub: _Commands) -> None:
         "--public", action="store_true", help="create the repository public (default: private)"
     )
 
-    runs = sub.add_parser("runs", help="list recent runs under an output root, complete or not")
+
+def _runs(sub: _Commands, name: str) -> None:
+    runs = sub.add_parser(name, help="list recent runs under an output root, complete or not")
     runs.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
     runs.add_argument("--benchmark", help="only this benchmark")
     runs.add_argument(
         "--limit", type=int, default=20, help="at most this many (default 20; 0: all)"
     )
+
+
+def _show(sub: _Commands, name: str) -> None:
     show = sub.add_parser(
-        "show", help="details of a run (a run directory, or a run id as `evalgate runs` prints)"
+        name, help="details of a run (a run directory, or a run id as `evalgate runs` prints)"
     )
     show.add_argument(
         "run", help="run directory, or run id (prefix) under --output: every benchmark it ran"
     )
     show.add_argument("--output", default="outputs", help="output root (default: ./outputs)")
     show.add_argument("--benchmark", help="only this benchmark's run of the invocation")
+
+
+_BARE_HELP = {
+    "action": "the GitHub Action's entrypoint (reads INPUT_* and GITHUB_* variables)",
+    "schema": "print the JSON Schema of evals.yaml (for editors)",
+    "benchmarks": "list the built-in benchmarks and their defaults",
+}
+
+
+def _bare(sub: _Commands, name: str) -> None:
+    sub.add_parser(name, help=_BARE_HELP[name])
+
+
+# Each subcommand's parser, in the order --help lists them.
+_SUBCOMMANDS: dict[str, Callable[[_Commands, str], None]] = {
+    "local": _local,
+    "resume": _resume,
+    "compare": _compare,
+    "validate": _validate,
+    "judge-check": _judge_check,
+    "doctor": _doctor,
+    "deploy": _lifecycle,
+    "status": _lifecycle,
+    "stop": _lifecycle,
+    "push": _push,
+    "runs": _runs,
+    "show": _show,
+    "action": _bare,
+    "schema": _bare,
+    "benchmarks": _bare,
+}
 
 
 def _cache_arguments(parser: argparse.ArgumentParser) -> None:
@@ -294,17 +344,20 @@ class _Command:
     """Where a command's body lives: ``evalgate.commands.<module>.<handler>(args, overrides,
     environ, out) -> exit code``, imported when the command runs (``evalgate schema`` loads no
     model client). ``overrides``: takes ``--section.field=value`` after its arguments.
-    ``long_running``: SIGTERM takes Ctrl-C's path, so the servers it started are stopped."""
+    ``long_running``: SIGTERM takes Ctrl-C's path, so the servers it started are stopped.
+    ``requests``: it sends model requests, so aiohttp is imported on a second thread from the
+    start (:mod:`evalgate._preload`), beside the main thread's work."""
 
     module: str
     handler: str = "run"
     overrides: bool = False
     long_running: bool = False
+    requests: bool = False
 
 
 COMMANDS = {
-    "local": _Command("local", overrides=True, long_running=True),
-    "resume": _Command("resume", overrides=True, long_running=True),
+    "local": _Command("local", overrides=True, long_running=True, requests=True),
+    "resume": _Command("resume", overrides=True, long_running=True, requests=True),
     "compare": _Command("compare"),
     "validate": _Command("validate", overrides=True),
     "judge-check": _Command("judge_check"),
@@ -327,10 +380,19 @@ def _dispatch(
     args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
 ) -> int:
     command = COMMANDS[args.command]
+    if command.requests:
+        from evalgate import _preload
+
+        _preload.import_aiohttp_in_background()
+    else:  # only a run releases the collector itself, once started (evalgate._collector)
+        _collector.release(freeze=False)
     module = importlib.import_module(f"evalgate.commands.{command.module}")
     handler: Callable[[argparse.Namespace, list[str], dict[str, str], IO[str]], int]
     handler = getattr(module, command.handler)
-    return handler(args, overrides, environ, out)
+    try:
+        return handler(args, overrides, environ, out)
+    finally:
+        _collector.release(freeze=False)
 
 
 class _PipeSafe(io.TextIOBase):
@@ -383,7 +445,11 @@ def main(
     out = out or cast("IO[str]", _PipeSafe(sys.stdout))
     args: argparse.Namespace | None = None
     try:
-        args, extra = _parser().parse_known_args(argv)
+        given = sys.argv[1:] if argv is None else argv
+        # The named command's parser only (a typo, --help or --version: all of them).
+        args, extra = _parser(
+            given[0] if given[:1] and given[0] in _SUBCOMMANDS else None
+        ).parse_known_args(given)
         takes_overrides = COMMANDS[args.command].overrides
         overrides = _split_overrides(extra) if takes_overrides else []
         if extra and not takes_overrides:
@@ -450,12 +516,14 @@ def _crashed(exc: BaseException, args: argparse.Namespace | None, environ: dict[
 # default. Start-up allocates some 100,000 (pydantic's schemas, jinja2, aiohttp) and frees almost
 # none of them: a 1-item run made ~130 collections that found little, ~8% of its CPU time. Every
 # 10,000 allocations, a run's own cyclic garbage (asyncio's futures, tracebacks) is still freed.
+# Until a run has started, the collector is held off altogether (evalgate._collector).
 GC_THRESHOLD = (10_000, 10, 10)
 
 
 def entry() -> NoReturn:
     """The ``evalgate`` console script and ``python -m evalgate``: :func:`main`, then leave."""
     gc.set_threshold(*GC_THRESHOLD)
+    _collector.hold()
     _leave(main())
 
 
@@ -468,7 +536,9 @@ def _leave(code: int) -> NoReturn:
     standard streams are flushed. With another thread still running, the normal exit, which
     waits for it, is taken instead.
     """
-    if threading.active_count() > 1:
+    preload = sys.modules.get("evalgate._preload")  # still importing aiohttp: nothing to wait for
+    busy = 1 if preload is not None and preload.importing() is not None else 0
+    if threading.active_count() - busy > 1:
         sys.exit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

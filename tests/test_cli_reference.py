@@ -59,3 +59,31 @@ def test_the_docs_front_page_is_the_readme() -> None:
         'docs/index.md is stale: python -c "import pathlib; p = pathlib.Path; '
         "p('docs/index.md').write_text(p('README.md').read_text().replace('](docs/', ']('))\""
     )
+
+
+def test_a_command_parses_and_helps_alike_with_only_its_own_parser() -> None:
+    """A command line naming a command builds that command's parser only (start-up, issue #36):
+    its help, its defaults and its errors' wording are the whole parser's."""
+    import argparse
+
+    from evalgate.cli import _parser
+    from evalgate.errors import UsageError
+
+    def command(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+        (subs,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        found: argparse.ArgumentParser = subs.choices[name]
+        return found
+
+    def parsed(parser: argparse.ArgumentParser, argv: list[str]) -> object:
+        try:
+            return parser.parse_known_args(argv)
+        except UsageError as exc:  # a required argument missing: the same words
+            return str(exc)
+
+    full = _parser()
+    (subs,) = (a for a in full._actions if isinstance(a, argparse._SubParsersAction))
+    for name in subs.choices:
+        alone = _parser(name)
+        assert command(alone, name).format_help() == command(full, name).format_help(), name
+        for argv in ([name], [name, "x", "--nope"]):
+            assert parsed(alone, argv) == parsed(full, argv), argv

@@ -35,6 +35,7 @@ NEVER = [
     "evalgate.stats._common",
     "rich",  # the progress bar is for a terminal; these runs are not attached to one
     "evalgate.config.schema",  # JSON Schema generation: `evalgate schema` only
+    "difflib",  # "did you mean": a config mistake's message only
     "evalgate.run.sequential",
     "evalgate.stats._paired",
     "evalgate.stats._power",
@@ -230,3 +231,197 @@ def test_a_one_item_run_writes_its_metadata_without_building_a_validator(
     meta = read_metadata(run)
     assert (meta.benchmark, meta.num_examples, meta.complete) == ("arith", 1, True)
     assert list(meta.as_written())[:3] == ["benchmark", "model", "model_id"]
+
+
+# Records which thread imported aiohttp's modules (a finder that sees every import and finds
+# nothing); ``sys.argv[2]``: a name to drop from what the main thread imports first, "-" none.
+_AIOHTTP_CHILD = """
+import json, os, sys, threading
+out, drop = sys.argv[1], sys.argv[2]
+by = {}
+class Seen:
+    def find_spec(self, name, path, target=None):
+        if name.partition(".")[0] == "aiohttp":
+            by.setdefault(name, threading.current_thread().name)
+        return None
+sys.meta_path.insert(0, Seen())
+from evalgate import _preload
+_preload.AIOHTTP_NEEDS = tuple(n for n in _preload.AIOHTTP_NEEDS if n != drop)
+_preload.a_core_is_free = lambda: True  # however busy the machine running the tests is
+leave = os._exit
+def record(code):
+    finders = [type(f).__name__ for f in sys.meta_path]
+    interval = sys.getswitchinterval()
+    open(out, "w").write(json.dumps({"by": by, "finders": finders, "interval": interval}))
+    leave(code)
+os._exit = record
+sys.argv = ["evalgate", *sys.argv[3:]]
+from evalgate.cli import entry
+entry()
+"""
+
+
+def _aiohttp_importers(
+    tmp_path: Path, scripted_server: Any, drop: str = "-"
+) -> tuple[dict[str, str], list[str], float, Path]:
+    config = _one_item(tmp_path, scripted_server(answer_arith).base_url)
+    out = tmp_path / "child.json"
+    args = ["local", str(config), "--output", str(tmp_path / "out"), "--no-cache"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _AIOHTTP_CHILD, str(out), drop, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    recorded = json.loads(out.read_text(encoding="utf-8"))
+    return recorded["by"], recorded["finders"], recorded["interval"], tmp_path / "out"
+
+
+def test_a_run_imports_aiohttp_on_a_second_thread(tmp_path: Path, scripted_server: Any) -> None:
+    """aiohttp's import (its TLS contexts: ~10% of a 1-item run, the GIL released) overlaps the
+    main thread's; the thread imports nothing outside aiohttp (else it would have given up:
+    evalgate._preload.AIOHTTP_NEEDS must list what this aiohttp release imports)."""
+    by, finders, interval, out = _aiohttp_importers(tmp_path, scripted_server)
+    assert {by["aiohttp"], by["aiohttp.connector"]} == {"import-aiohttp"}, by
+    assert interval == 0.005  # the interpreter's hand-over interval, put back
+    assert "_OnlyAiohttp" not in finders  # the thread's finder is gone once it is done
+    assert json.loads((out / "verdict.json").read_text(encoding="utf-8"))
+
+
+def test_the_thread_gives_up_before_a_module_outside_aiohttp(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """A dependency not imported first (another aiohttp release's) is not imported on the
+    thread, where it could meet the main thread's imports: the thread stops and the main thread
+    imports aiohttp itself; the run is the same."""
+    by, finders, interval, out = _aiohttp_importers(tmp_path, scripted_server, drop="yarl")
+    assert interval == 0.005
+    assert by["aiohttp.connector"] == "MainThread", by
+    assert "_OnlyAiohttp" not in finders
+    assert json.loads((out / "verdict.json").read_text(encoding="utf-8"))
+
+
+_BUILT_AT_IMPORT = """
+import json, sys
+import evalgate.cli, evalgate.pipeline, evalgate.report.html, evalgate.report.junit
+import evalgate.suites.qa, evalgate.run.records
+from pydantic import BaseModel
+def below(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from below(sub)
+built = {f"{c.__module__}.{c.__qualname__}" for c in below(BaseModel) if c.__pydantic_complete__}
+print(json.dumps({
+    "built": sorted(n for n in built if n.startswith("evalgate.")),
+    # the first validator built anywhere (a model or a TypeAdapter) loads pydantic's plugins
+    "plugins": "pydantic.plugin._loader" in sys.modules,
+}))
+"""
+
+
+def test_importing_a_run_builds_no_validator() -> None:
+    """A validator built at import (a model instance or a TypeAdapter at module level) is paid by
+    every command, whatever its config uses: each is built when first used instead."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _BUILT_AT_IMPORT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == {"built": [], "plugins": False}
+
+
+# Runs the console entry and, at exit, writes whether the collector runs and what it froze.
+_HELD_CHILD = """
+import gc, json, os, sys
+out = sys.argv[1]
+leave = os._exit
+def record(code):
+    open(out, "w").write(json.dumps([gc.isenabled(), gc.get_freeze_count(), gc.get_stats()[0]]))
+    leave(code)
+os._exit = record
+sys.argv = ["evalgate", *sys.argv[2:]]
+from evalgate.cli import entry
+entry()
+"""
+
+
+def test_a_run_collects_no_garbage_until_it_has_started(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """Start-up's ~80,000 objects live as long as the process: the collector is held off while
+    they are made, then they are frozen (never scanned again) and the collector runs again for
+    the run's own garbage."""
+    enabled, frozen, _ = _one_item_child(_HELD_CHILD, tmp_path, scripted_server)
+    assert enabled
+    assert frozen > 30_000, frozen
+
+
+def test_a_command_that_runs_nothing_gets_the_collector_back_at_once(tmp_path: Path) -> None:
+    """Only a run releases the collector itself: any other command (compare over a million
+    items among them) runs with it, and freezes nothing."""
+    config = _one_item(tmp_path, "http://127.0.0.1:9/v1")
+    out = tmp_path / "child.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _HELD_CHILD, str(out), "validate", str(config)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    enabled, frozen, young = json.loads(out.read_text(encoding="utf-8"))
+    assert (enabled, frozen) == (True, 0)
+    assert young["collections"] > 0  # it did collect while validating
+
+
+def test_the_thread_waits_for_a_free_core(monkeypatch: Any) -> None:
+    """Beside another busy task on 2 cores, or on 1 core, the thread's GIL hand-overs cost more
+    than the work it overlaps: it is not started."""
+    from evalgate import _preload
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(_preload, "_running_tasks", lambda: 1)  # this process only
+    assert _preload.a_core_is_free()
+    monkeypatch.setattr(_preload, "_running_tasks", lambda: 2)  # and one other task
+    assert not _preload.a_core_is_free()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(_preload, "_running_tasks", lambda: 1)
+    assert not _preload.a_core_is_free()
+
+
+_BUILT_FIRST = """
+import json, sys
+from pathlib import Path
+from evalgate.config.load import load_config
+from evalgate.config.spec import models, _base
+load_config(Path(sys.argv[1]))
+held = [models.LocalModel, models.OpenAIModel, models.VLLMModel, _base.Sampling, _base.EvalSettings]
+print(json.dumps({c.__name__: c.__pydantic_complete__ for c in held}))
+"""
+
+
+def test_the_models_a_config_model_holds_are_built_before_it(tmp_path: Path) -> None:
+    """pydantic reuses a built model's schema inside another's and generates an unbuilt one's
+    again inside each holder: every backend inside evals.yaml's model list, and again inside each
+    benchmark's judge scorer. Built bottom-up, each is generated once."""
+    config = _one_item(tmp_path, "http://127.0.0.1:9/v1")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _BUILT_FIRST, str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert all(json.loads(proc.stdout).values()), proc.stdout

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
+from evalgate import _collector
 from evalgate.commands._options import cache_dir, log_line, output_dir, print_outcome
 from evalgate.errors import ConfigError, UsageError
 
@@ -24,6 +25,7 @@ def run(
         how = pipeline.Invocation(
             output, environ, make_progress(environ), log_line, cache_dir=cache_dir(args, environ)
         )
+        _collector.release(freeze=True)  # started: what start-up made is permanent
         verdict = pipeline.resume(
             args.run, how, retry_errors=args.retry_errors, budget=_budget(overrides)
         )

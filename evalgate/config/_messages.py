@@ -4,7 +4,6 @@ file, line and field it came from, the words a user reads (never pydantic's), an
 
 from __future__ import annotations
 
-import difflib
 import re
 import types
 from collections.abc import Mapping
@@ -298,6 +297,8 @@ def _owners(path: Path_, in_entry: bool) -> str:
 
 def suggest(key: object, names: list[str]) -> str:
     """ "; did you mean …?" for a typo or a field that lives one level down, then the valid list."""
+    import difflib  # a mistake's suggestion only: not every load's import
+
     hint = ""
     close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.75)
     head, dot, rest = str(key).partition(".")

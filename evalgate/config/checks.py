@@ -9,7 +9,6 @@ building the suites) needs the later stages, so it lives with that command
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -40,6 +39,8 @@ def produced_metrics(bench: Benchmark) -> set[str] | None:
 
 
 def _unknown_metric(metric: str, produced: set[str], bench: str) -> str:
+    import difflib  # a mistake's suggestion only: not every load's import
+
     close = difflib.get_close_matches(metric, sorted(produced), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     if metric.startswith(("pass@", "pass^")) and metric not in produced:

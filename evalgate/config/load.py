@@ -92,9 +92,10 @@ class Config(Deferred):
     models: tuple[Model, ...]
     benchmarks: tuple[Benchmark, ...]
     gate: GateSettings
-    baseline: BaselineSettings = BaselineSettings()
-    budget: BudgetSettings = BudgetSettings()
-    publish: PublishSettings = PublishSettings()
+    # Factories, not instances: an instance made here built its class's validator at import.
+    baseline: BaselineSettings = Field(default_factory=BaselineSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    publish: PublishSettings = Field(default_factory=PublishSettings)
     where: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
     """``"BENCH:field.path"`` → ``"file:line: field"``, for errors found after loading."""
 

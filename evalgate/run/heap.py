@@ -11,7 +11,6 @@ faults in the statistics' temporaries. Elsewhere (another libc, another system) 
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import sys
 from collections.abc import Callable
@@ -23,6 +22,8 @@ __all__ = ["trim"]
 def _malloc_trim() -> Callable[[int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes  # on the first trim, not at every run's import
+
     try:
         return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # no such symbol: musl, or a static build

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Self, cast
+from typing import Annotated, ClassVar, Self, cast
 
 from pydantic import (
     ConfigDict,
@@ -75,6 +75,8 @@ class _Record(Deferred):
     when a command first reads or writes a run file (`validate` and `schema` never do)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
+    # A run file's sections are held by one file each: built inside it, not each on its own.
+    build_fields_first: ClassVar[bool] = False
     _order: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="wrap")

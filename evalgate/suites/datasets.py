@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -131,6 +130,8 @@ def _rows_jsonl(path: Path, text: str) -> Iterator[tuple[int, dict[str, object]]
 
 
 def _rows_csv(path: Path, text: str) -> Iterator[tuple[int, dict[str, object]]]:
+    import csv  # CSV data files only
+
     # strict: an unclosed quote is an error, not a row that swallows the rest of the file.
     reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
     done = 1  # the header's line; a failing record starts on the line after the last good one

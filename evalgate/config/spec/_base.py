@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping
-from typing import Annotated, Literal, TypeVar, Union, get_args, get_origin
+from typing import Annotated, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -176,6 +176,8 @@ class Deferred(BaseModel):
     stayed alive for the life of the process."""
 
     model_config = ConfigDict(defer_build=True)
+    # Whether the models its fields hold are built before it (:func:`_build_fields_first`).
+    build_fields_first: ClassVar[bool] = True
 
     @classmethod
     def model_rebuild(
@@ -186,12 +188,42 @@ class Deferred(BaseModel):
         _parent_namespace_depth: int = 2,
         _types_namespace: Mapping[str, object] | None = None,
     ) -> bool | None:
+        if cls.build_fields_first and (force or not cls.__pydantic_complete__):
+            _build_fields_first(cls)
         return super().model_rebuild(
             force=force,
             raise_errors=raise_errors,
             _parent_namespace_depth=0,  # never a caller's frame
             _types_namespace=_types_namespace,
         )
+
+
+# The models whose fields' models are being built first (a model may name itself, or its parent).
+_BUILDING: set[type[Deferred]] = set()
+
+
+def _build_fields_first(cls: type[Deferred]) -> None:
+    """Build the models ``cls``'s fields hold before ``cls``: pydantic reuses a built model's
+    schema inside another's, and generates an unbuilt one's again inside each model that holds
+    it (every backend's inside evals.yaml's and again inside each benchmark's judge scorer):
+    built bottom-up, a 1-item run's config validators took half the time (issue #36)."""
+    _BUILDING.add(cls)
+    try:
+        for field in cls.model_fields.values():
+            for model in _models_in(field.annotation):
+                if not model.__pydantic_complete__ and model not in _BUILDING:
+                    # Not buildable yet (a name not defined yet): the field's holder builds it
+                    # inline, or reports it, as it would have.
+                    model.model_rebuild(raise_errors=False)
+    finally:
+        _BUILDING.discard(cls)
+
+
+def _models_in(annotation: object) -> list[type[Deferred]]:
+    """The deferred models an annotation names, through unions, Annotated and containers."""
+    if isinstance(annotation, type) and issubclass(annotation, Deferred):
+        return [annotation]
+    return [model for arg in get_args(annotation) for model in _models_in(arg)]
 
 
 class Strict(Deferred):

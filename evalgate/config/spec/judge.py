@@ -7,6 +7,7 @@ measurement (a PR that changes them is not compared, and cannot PASS).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
@@ -15,10 +16,15 @@ from pydantic_core import PydanticCustomError
 from evalgate.config.spec._base import Sampling, Strict
 from evalgate.config.spec.models import LocalModel, Model
 
-__all__ = ["JUDGE_SAMPLING", "GraderSpec", "JudgeScale", "JudgeScorer"]
+__all__ = ["GraderSpec", "JudgeScale", "JudgeScorer", "judge_sampling"]
 
-# A judge writes its reasoning before the verdict: 256 tokens would cut many verdicts off.
-JUDGE_SAMPLING = Sampling(max_tokens=512)
+
+@cache
+def judge_sampling() -> Sampling:
+    """A judge's default sampling: one frozen instance, made on first use (made at import, it
+    built Sampling's validator, and loaded pydantic's plugins, for every config: issue #36)."""
+    # A judge writes its reasoning before the verdict: 256 tokens would cut many verdicts off.
+    return Sampling(max_tokens=512)
 
 
 class JudgeScale(Strict):
@@ -66,7 +72,7 @@ class JudgeScorer(Strict):
     model: Model = Field(default_factory=LocalModel)
     """The judge model, served by any backend like `models:` (default: the embedded model,
     a plumbing check only: a 135M model is no judge)."""
-    sampling: Sampling = Field(default_factory=lambda: JUDGE_SAMPLING)
+    sampling: Sampling = Field(default_factory=judge_sampling)
     """The judge's own sampling (not the benchmark's)."""
     judge_samples: int = Field(1, ge=1, le=32)
     """Judgements per completion (k), averaged; sample s uses seed + s."""
@@ -124,5 +130,5 @@ class GraderSpec(Strict):
 
     model: Model = Field(default_factory=LocalModel)
     """The grader model, served by any backend."""
-    sampling: Sampling = Field(default_factory=lambda: JUDGE_SAMPLING)
+    sampling: Sampling = Field(default_factory=judge_sampling)
     """The grader's own sampling."""
