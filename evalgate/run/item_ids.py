@@ -252,4 +252,6 @@ class _Values(ValuesView[float]):
     _mapping: ItemValues
 
     def __iter__(self) -> Iterator[float]:
-        yield from self._mapping.array.tolist()
+        values, step = self._mapping.array, 1 << 16  # a block at a time: no list of a million
+        for start in range(0, len(values), step):
+            yield from values[start : start + step].tolist()
