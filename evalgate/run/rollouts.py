@@ -45,7 +45,8 @@ class RolloutTable:
         self._odd_hashes: dict[int, str | None] = {}
         # Where each item's first line starts in the journal it was read from (the run-folder
         # reader fills it; empty otherwise): the texts of a few items are read from there.
-        self.item_offsets = array("q")
+        # 4 bytes an item ("I") while the journal is under 4 GiB, then 8 ("q": read_records).
+        self.item_offsets: array[int] = array("I")
         self._item = array("I")
         self._rollout = array("I")
         self._reward = array("d")
