@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from bench.gate_memory import write_run
+from evalgate.run import item_ids
 from evalgate.run.rollouts import RolloutTable
 from evalgate.run.rundir import load_run
 from evalgate.stats._scale import _plain_range
@@ -140,3 +141,22 @@ def test_a_scale_streams_its_values_as_min_and_max_of_a_list_read_them(
     assert repr(lo) == repr(min(values, default=0.0))
     assert repr(hi) == repr(max(values, default=1.0))
     assert integral == all(v >= 0.0 and v == math.floor(v) for v in values)
+
+
+@pytest.mark.parametrize(("n", "codes"), [(40_000, None), (600, 0x7)])
+def test_the_id_index_keeps_a_code_per_item_and_finds_every_id(
+    n: int, codes: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id's code is kept per item (not per slot): every id is found again at its index,
+    through the numpy re-placement past 2^15 items and through ids that share a code."""
+    if codes is not None:  # a few codes for every id: long probes, ids compared
+        monkeypatch.setattr(item_ids, "_code", lambda s: hash(s) & codes)
+    rng = random.Random(n)
+    names = [f"item-{rng.randrange(10**9)}" for _ in range(n)]
+    ids, first = item_ids.ItemIds(), {}
+    for name in names:
+        assert ids.add(name) == first.setdefault(name, len(first))
+    assert [ids.find(name) for name in names] == [first[name] for name in names]
+    assert ids.find("item-absent") == -1
+    assert list(ids) == list(first)
+    assert ids.codes().tolist() == [item_ids._code(name) for name in first]
