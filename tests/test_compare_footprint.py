@@ -160,3 +160,26 @@ def test_the_id_index_keeps_a_code_per_item_and_finds_every_id(
     assert ids.find("item-absent") == -1
     assert list(ids) == list(first)
     assert ids.codes().tolist() == [item_ids._code(name) for name in first]
+
+
+def test_the_ids_at_an_index_are_the_tables_in_any_order() -> None:
+    """The ids the run's order is drawn from: an ascending index is read block by block of ids,
+    any other id by id; both give the table's ids."""
+    from evalgate.compare.runs import _IdsAt
+
+    table = RolloutTable()
+    n = 3 * item_ids.BLOCK + 5  # past a few blocks of ids, the last one still open
+    table.extend(
+        {"example_id": f"id{i * 7 % n}-{i}", "rollout": 0, "reward": 1.0, "metrics": {},
+         "error": None}
+        for i in range(n)
+    )  # fmt: skip
+    rng = np.random.default_rng(0)
+    for index in (
+        np.arange(n),
+        np.sort(rng.choice(n, 3000, replace=False)),
+        rng.permutation(n)[:500],
+        np.array([item_ids.BLOCK - 1, item_ids.BLOCK, item_ids.BLOCK, n - 1]),
+        np.zeros(0, dtype=np.intp),
+    ):
+        assert list(_IdsAt(table, index)) == [table.item_id(int(i)) for i in index]
