@@ -183,3 +183,24 @@ def test_the_ids_at_an_index_are_the_tables_in_any_order() -> None:
         np.zeros(0, dtype=np.intp),
     ):
         assert list(_IdsAt(table, index)) == [table.item_id(int(i)) for i in index]
+
+
+def test_the_reader_keeps_each_items_group_and_hash_as_its_first_record_gave(
+    tmp_path: Path,
+) -> None:
+    """The common record's new item is added inline (the engine's 16 lowercase hex digits, no
+    group); any other group or hash the general way: each item reads back as written."""
+    run = write_run(tmp_path, 6, 2, head=False)
+    journal = run / "results.jsonl"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    odd = {1: "ABCDEF0123456789", 2: "ab cd ef 01 23 4", 3: None, 4: "not-hex-at-all!!"}
+    for rec in records:
+        i = int(rec["example_id"].rsplit("-", 1)[1])
+        if i in odd:
+            rec["item_hash"] = odd[i]
+        if i == 5:
+            rec["group"] = "g5"
+    journal.write_text("".join(json.dumps(rec) + "\n" for rec in records))
+    table = load_run(run).records
+    want = {r["example_id"]: (r["example_id"], r["group"], r["item_hash"]) for r in records}
+    assert table.items() == list(want.values())

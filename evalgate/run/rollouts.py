@@ -311,7 +311,17 @@ class RolloutTable:
         known = len(ids)
         index = ids.add(item_id)
         if index == known:
-            self._add_item(group, ihash)
+            # _add_item's common case inline: no group, the engine's 16 hex digits.
+            packed = b""
+            if group is None and type(ihash) is str and len(ihash) == 2 * HASH_BYTES:
+                try:
+                    packed = bytes.fromhex(ihash)
+                except ValueError:
+                    packed = b""
+            if len(packed) == HASH_BYTES and packed.hex() == ihash:
+                self._hashes += packed
+            else:
+                self._add_item(group, ihash)
         self._item.append(index)
         self._rollout.append(rollout)
         self._reward.append(NAN if reward is None else reward)
