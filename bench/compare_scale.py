@@ -72,7 +72,7 @@ STATS = textwrap.dedent(
     """
     import json, sys, time
     import numpy as np
-    from scipy import optimize, special, stats  # imported before timing
+    from scipy import special  # imported before timing
     from evalgate.compare.paired import compare_metric
     n, k = int(sys.argv[1]), int(sys.argv[2])
     rng = np.random.default_rng(0)

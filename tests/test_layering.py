@@ -25,7 +25,7 @@ STAGE = {
     "gate": 8,
     "report": 9,
     "store": 10, "publish": 10,
-    "pipeline": 11,
+    "pipeline": 11, "gating": 11,
     "action": 12, "commands": 12, "cli": 12, "__main__": 13,
 }  # fmt: skip
 

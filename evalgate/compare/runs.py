@@ -38,7 +38,7 @@ from evalgate.compare.paired import (
 )
 from evalgate.run.heap import trim
 from evalgate.run.imputed import pass_side, worst_case_result
-from evalgate.run.item_ids import ItemValues
+from evalgate.run.item_ids import BLOCK, ItemValues
 from evalgate.run.rollouts import RolloutTable
 from evalgate.run.summary import item_metrics
 
@@ -207,6 +207,10 @@ def _dense(values: Mapping[str, float], table: RolloutTable) -> npt.NDArray[np.f
     return out
 
 
+_BLOCK_BITS = BLOCK.bit_length() - 1  # ids are kept in blocks of BLOCK, a power of 2
+_BLOCK_MASK = BLOCK - 1
+
+
 class _IdsAt(Sequence[str]):
     """The ids of items ``index`` of ``table``, made when read (not a list of a million)."""
 
@@ -217,9 +221,21 @@ class _IdsAt(Sequence[str]):
         return len(self._index)
 
     def __iter__(self) -> Iterator[str]:
-        item_id, step = self._table.item_id, 1 << 16  # no numpy scalar per item
-        for start in range(0, len(self._index), step):
-            yield from map(item_id, self._index[start : start + step].tolist())
+        index = self._index
+        if index.size > 1 and not bool(np.all(index[1:] >= index[:-1])):
+            item_id, step = self._table.item_id, 1 << 16  # no numpy scalar per item
+            for start in range(0, len(index), step):
+                yield from map(item_id, index[start : start + step].tolist())
+            return
+        # Ascending (np.nonzero's, the comparison's): each block of ids is split once and its
+        # items picked from the list, not each id looked up on its own (a million items: ~1 s).
+        ids, block, listed = self._table.id_table, -1, []
+        for start in range(0, len(index), 1 << 16):
+            for i in index[start : start + (1 << 16)].tolist():
+                if i >> _BLOCK_BITS != block:
+                    block = i >> _BLOCK_BITS
+                    listed = ids.block_ids(block)
+                yield listed[i & _BLOCK_MASK]
 
     @overload
     def __getitem__(self, at: int) -> str: ...

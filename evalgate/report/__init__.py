@@ -240,14 +240,19 @@ _NUMBERS = {
 
 def _run_scale(verdict: Verdict, benchmark: str, metric: str) -> stats.Scale | None:
     """The scale of a run metric: declared in the policy, else from every run's items."""
-    values = [
-        v
+    # Streamed, not listed: a million items' values as Python floats held ~80 MiB at the peak
+    # of `evalgate compare` (bench/compare_scale.py).
+    maps = [
+        values
         for run in verdict.runs
         if run.benchmark == benchmark
-        for v in run.per_item.get(metric, {}).values()
+        for values in [run.per_item.get(metric, {})]
+        if values
     ]
     declared = (verdict.policy.get("scales") or {}).get(metric)
-    return stats.metric_scale(values, declared) if values or declared else None
+    if not maps and not declared:
+        return None
+    return stats.metric_scale((v for values in maps for v in values.values()), declared)
 
 
 def _cell(text: str) -> Markup:

@@ -1,12 +1,13 @@
-"""A run's item ids, in the order first seen, and id → index: ~35 bytes an item.
+"""A run's item ids, in the order first seen, and id → index: ~30 bytes an item.
 
 A dict of str → int with a list of the ids cost ~145 bytes an item (the str object, the dict's
 entry, a boxed int): 145 MB for each of the two runs `evalgate compare` reads at a million
 items (bench/compare_scale.py). Here the ids are kept as text, a block of :data:`_BLOCK` ids
-joined into one str with their end offsets, and the index is an open-addressing hash table in
-two typed arrays (the id's ``hash()`` and its item index per slot, linear probing, at most half
-full). A lookup compares the id found at a slot with the one asked for without building a copy
-(``str.startswith`` at an offset), so two ids with one hash never share an index.
+joined into one str with their end offsets, and the index is an open-addressing hash table: the
+item index per slot (linear probing, at most half full) and the id's ``hash()`` per item (8
+bytes an item, not 8 a slot: a million items, 8 MB less a run). A lookup compares the id found
+at a slot with the one asked for without building a copy (``str.startswith`` at an offset), so
+two ids with one hash never share an index.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class ItemIds:
         # Full blocks: (text, end offsets; a block's text is far below 2^32 characters).
         self._blocks: list[tuple[str, array[int]]] = []
         self._open: list[str] = []  # the block being filled, as str objects
-        self._hashes = array("q", [0]) * 8  # per slot: the id's hash()
+        self._codes = array("q")  # per item: its id's hash()
         self._slots = array("i", [_EMPTY]) * 8  # per slot: the item index, _EMPTY when free
         self._mask = 7
         self._n = 0
@@ -92,9 +93,9 @@ class ItemIds:
         """The id's index, −1 when absent."""
         code = _code(item_id)
         slot = code & self._mask
-        hashes, slots = self._hashes, self._slots
+        codes, slots = self._codes, self._slots
         while (index := slots[slot]) != _EMPTY:
-            if hashes[slot] == code and self.is_id(index, item_id):
+            if codes[index] == code and self.is_id(index, item_id):
                 return index
             slot = (slot + 1) & self._mask
         return -1
@@ -104,13 +105,14 @@ class ItemIds:
         code = _code(item_id)
         mask = self._mask
         slot = code & mask
-        hashes, slots = self._hashes, self._slots
+        codes, slots = self._codes, self._slots
         while (index := slots[slot]) != _EMPTY:
-            if hashes[slot] == code and self.is_id(index, item_id):
+            if codes[index] == code and self.is_id(index, item_id):
                 return index
             slot = (slot + 1) & mask
         index = self._n
-        slots[slot], hashes[slot] = index, code
+        slots[slot] = index
+        codes.append(code)
         self._n += 1
         self._open.append(item_id)
         if len(self._open) == _BLOCK:
@@ -130,66 +132,57 @@ class ItemIds:
     def _grow(self) -> None:
         size = 2 * (self._mask + 1)
         if self._n >= _VECTOR_GROW:
-            self._hashes, self._slots = _placed(self._hashes, self._slots, size)
+            self._slots = _placed(self._codes, size)
             self._mask = size - 1
             return
         mask = size - 1
-        hashes, slots = array("q", [0]) * size, array("i", [_EMPTY]) * size
-        for code, index in zip(self._hashes, self._slots, strict=True):
-            if index != _EMPTY:
-                _put(hashes, slots, mask, code, index)
-        self._hashes, self._slots, self._mask = hashes, slots, mask
+        slots = array("i", [_EMPTY]) * size
+        for index, code in enumerate(self._codes):
+            _put(slots, mask, code, index)
+        self._slots, self._mask = slots, mask
 
     def codes(self) -> npt.NDArray[np.int64]:
         """Each item's ``hash()`` of its id, by index (equal ids have equal codes: the join of
         two runs' items, :func:`evalgate.compare.join.pair_items`, matches codes first)."""
         import numpy as np
 
-        slots = np.frombuffer(self._slots, dtype=np.int32)
-        used = slots != _EMPTY
-        out = np.zeros(self._n, dtype=np.int64)
-        out[slots[used]] = np.frombuffer(self._hashes, dtype=np.int64)[used]
-        return out
+        # A copy: a view would pin the array's buffer (it could then no longer grow).
+        return np.frombuffer(self._codes, dtype=np.int64).copy()
 
 
-def _put(hashes: array[int], slots: array[int], mask: int, code: int, index: int) -> None:
+def _put(slots: array[int], mask: int, code: int, index: int) -> None:
     """Item ``index`` (its id's code ``code``) into the first free slot from its home."""
     slot = code & mask
     while slots[slot] != _EMPTY:
         slot = (slot + 1) & mask
-    slots[slot], hashes[slot] = index, code
+    slots[slot] = index
 
 
-def _placed(hashes: array[int], slots: array[int], size: int) -> tuple[array[int], array[int]]:
-    """The items of a table re-placed in one of ``size`` slots, with numpy (a million items:
-    a Python loop took ~0.5 s a doubling). Taken in order of their home slot, linear probing
-    puts each at max(home, the previous one's slot + 1): a running maximum. The few pushed
-    past the last slot wrap round to the start, one by one. The new table is written in place
-    through numpy views of its arrays, and each temporary is let go once used: the last
-    doubling of a million items' table held ~100 MB of copies at once."""
+def _placed(codes: array[int], size: int) -> array[int]:
+    """The slots of a table of ``size`` holding every item (their ids' codes ``codes``, by
+    index), placed with numpy (a million items: a Python loop took ~0.5 s a doubling). Taken
+    in order of their home slot, linear probing puts each at max(home, the previous one's slot
+    + 1): a running maximum. The few pushed past the last slot wrap round to the start, one by
+    one. The slots are written in place through a numpy view, and each temporary is let go
+    once used."""
     import numpy as np
 
-    used = np.frombuffer(slots, dtype=np.int32) != _EMPTY
-    code = np.frombuffer(hashes, dtype=np.int64)[used]
-    index = np.frombuffer(slots, dtype=np.int32)[used]
-    del used
     mask = size - 1
-    order = np.argsort(code & mask, kind="stable")
-    code, index = code[order], index[order]
-    del order
-    place = code & mask  # each item's home slot, in order of home
+    home = np.frombuffer(codes, dtype=np.int64) & mask
+    index = np.argsort(home, kind="stable").astype(np.int32)
+    place = home[index]  # each item's home slot, in order of home
+    del home
     step = np.arange(place.size)
     place -= step
     np.maximum.accumulate(place, out=place)
     place += step
     del step
     inside = place < size
-    out_hashes, out_slots = array("q", [0]) * size, array("i", [_EMPTY]) * size
-    np.frombuffer(out_hashes, dtype=np.int64)[place[inside]] = code[inside]
-    np.frombuffer(out_slots, dtype=np.int32)[place[inside]] = index[inside]
-    for c, i in zip(code[~inside].tolist(), index[~inside].tolist(), strict=True):
-        _put(out_hashes, out_slots, mask, c, i)
-    return out_hashes, out_slots
+    out = array("i", [_EMPTY]) * size
+    np.frombuffer(out, dtype=np.int32)[place[inside]] = index[inside]
+    for i in index[~inside].tolist():
+        _put(out, mask, codes[i], i)
+    return out
 
 
 class ItemValues(Mapping[str, float]):
@@ -252,4 +245,6 @@ class _Values(ValuesView[float]):
     _mapping: ItemValues
 
     def __iter__(self) -> Iterator[float]:
-        yield from self._mapping.array.tolist()
+        values, step = self._mapping.array, 1 << 16  # a block at a time: no list of a million
+        for start in range(0, len(values), step):
+            yield from values[start : start + step].tolist()

@@ -7,6 +7,7 @@ is not what evalgate writes is refused in one line naming the file, the line and
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeGuard
@@ -219,6 +220,7 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
         table.same_hash,
     )
     offset, starts = 0, table.item_offsets  # where each item's first line starts
+    ids = table.id_table
     for lineno, raw in journal_bytes(path):
         at, offset = offset, offset + len(raw)
         if not lineno & _TRIM_EVERY:  # the freed records' pages back to the system (run/heap.py)
@@ -231,7 +233,7 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
             value = _slow_record(path, lineno, raw, raw.endswith(b"\n"))
         if not isinstance(value, dict):
             raise UsageError(f"{path}:{lineno}: not a JSON object (a {type(value).__name__})")
-        known = table.n_items
+        known = len(ids)
         # The common record is checked and added in one call; any other is checked field by
         # field (the model says what is wrong) and added the general way.
         index = common(value)
@@ -242,21 +244,23 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
                 except ValidationError as exc:
                     raise UsageError(f"{path}:{lineno}: {field_error(exc)}") from None
             index = add(value)
-        item, rollout, content = (
-            value["example_id"],
-            value.get("rollout", 0),
-            value.get("item_hash"),
-        )
+        rollout = value.get("rollout", 0)  # the id and the hash are read only for a message
         if index == known:
-            starts.append(at)
+            try:
+                starts.append(at)
+            except OverflowError:  # a journal past 4 GiB: its offsets take 8 bytes from here
+                starts = table.item_offsets = array("q", starts)
+                starts.append(at)
         if not mark(index, rollout):
+            item = value["example_id"]
             where, first = f"{path}:{lineno}", _first_line(path, item, rollout)
             raise UsageError(
                 f"{where}: duplicate record of item {item!r} rollout {rollout} "
                 f"(first on line {first}; `evalgate resume {path.parent.name}` repairs the "
                 "journal)"
             )
-        if index < known and not same(index, content):  # a new item's hash is its own
+        if index < known and not same(index, value.get("item_hash")):  # a new item's is its own
+            item = value["example_id"]
             where, first = f"{path}:{lineno}", _first_line(path, item)
             raise UsageError(
                 f"{where}: item_hash: item {item!r} has other content than on line "

@@ -183,7 +183,7 @@ class LoadedRun:
             return
         # Each item's first line starts where the reader saw it: read from there (its first
         # answered rollout is its first line, or a few lines on), the rest is never read.
-        first_any = table.first_rows()
+        first_any = table.first_rows() if answered and table.errored else firsts
         with (self.path / RESULTS).open("rb") as fh:
             for row in sorted(wanted):
                 item_id, index = wanted[row]

@@ -30,7 +30,8 @@ Layout (private modules; import everything from ``evalgate.stats``):
   whole groups contiguous, the groups in a keyed order), and :class:`OrderKey`, the key the gate
   draws for it;
 * ``_multiplicity``: :func:`holm`;
-* ``_power``: :func:`mde`, :func:`mde_paired`, :func:`mde_for_test`;
+* ``_power``: :func:`mde`, :func:`mde_paired`, :func:`mde_for_test`; ``_brent`` the root finder
+  its searches use (scipy's brentq, step for step, without importing scipy.optimize);
 * ``_passk``: :func:`pass_at_k`, :func:`pass_hat_k`;
 * ``_sequential``: Wang–Tsiatis / O'Brien-Fleming bounds, :func:`look_sizes`, :func:`nominal_alpha`,
   :func:`repeated_p`, :func:`design_level`, :func:`sequential_compare`, :func:`sequential_decision`,
@@ -98,6 +99,7 @@ _WHERE = {
 }
 _MODULES = frozenset(_WHERE.values()) | {
     "_betting",
+    "_brent",
     "_common",
     "_exact",
     "_exact_interval",

@@ -11,6 +11,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike
 
+from evalgate.stats._brent import brentq
 from evalgate.stats._common import (
     _as_pair,
     _check_alpha,
@@ -137,7 +138,7 @@ def _exact_mde(
     Only m within 8 SD of nψ is summed (the rest is negligible).
     Returns inf when no Δ ≤ 1 reaches the power (too few pairs for the test ever to reject).
     """
-    from scipy import optimize, special  # lazy, like scipy.stats (see _scipy_stats)
+    from scipy import special  # lazy, like scipy.stats (see _scipy_stats)
 
     crit = edge  # b*(m), the smallest b the test rejects with m discordant pairs
 
@@ -179,7 +180,7 @@ def _exact_mde(
                 hi = 1.25 * guess
         else:
             hi = 0.9 * guess
-    return float(optimize.brentq(shortfall, lo, hi, xtol=1e-6 * lo, rtol=1e-6))
+    return brentq(shortfall, lo, hi, xtol=1e-6 * lo, rtol=1e-6)
 
 
 def mde_for_test(
@@ -343,6 +344,4 @@ def _few_units_mde(
 
     if allowed < 1 or reached(1.0) < 0.0:
         return math.inf
-    from scipy import optimize
-
-    return float(optimize.brentq(reached, 0.0, 1.0, xtol=1e-3))
+    return brentq(reached, 0.0, 1.0, xtol=1e-3)

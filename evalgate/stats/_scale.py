@@ -56,10 +56,7 @@ def metric_scale(values: Iterable[float], declared: str | Sequence[float] | None
         hi = float(arr.max()) if arr.size else 1.0
         integral = bool(np.all((arr >= 0.0) & (arr == np.floor(arr))))
     else:  # plain floats: a run's own summary loads no numpy (tests/test_startup.py)
-        vals = [float(v) for v in values]
-        lo = min(vals, default=0.0)
-        hi = max(vals, default=1.0)
-        integral = all(v >= 0.0 and v == math.floor(v) for v in vals)
+        lo, hi, integral = _plain_range(values)
     if declared is None:
         if lo >= 0.0 and hi <= 1.0:
             declared = "proportion"
@@ -85,6 +82,27 @@ def metric_scale(values: Iterable[float], declared: str | Sequence[float] | None
         f"unbounded scale: the gate assumes every value lies in [{_fmt(lo)}, {_fmt(hi)}], the "
         "range seen in both runs (declare gate.scales to set it)",
     )
+
+
+def _plain_range(values: Iterable[float]) -> tuple[float, float, bool]:
+    """(min, max, whether every value is a whole number ≥ 0) in one pass, as ``min`` and
+    ``max`` of a list would give them (the first of equal values; 0 and 1 when there are none),
+    without the list: a million items' values stream by (report._run_scale)."""
+    lo = hi = math.nan
+    integral, seen = True, False
+    for value in values:
+        v = float(value)
+        if not seen:
+            lo = hi = v
+            seen = True
+        else:
+            if v < lo:
+                lo = v
+            if v > hi:
+                hi = v
+        if integral and not (v >= 0.0 and v == math.floor(v)):
+            integral = False
+    return (lo, hi, integral) if seen else (0.0, 1.0, True)
 
 
 def _bounded(kind: str, low: float, high: float, lo: float, hi: float) -> Scale:
