@@ -39,10 +39,10 @@ class ItemIds:
         self._codes = array("q")  # per item: its id's hash()
         self._slots = array("i", [_EMPTY]) * 8  # per slot: the item index, _EMPTY when free
         self._mask = 7
-        self._n = 0
+        self.size = 0  # the number of ids (``len``, without a method call: read once a rollout)
 
     def __len__(self) -> int:
-        return self._n
+        return self.size
 
     def __getitem__(self, index: int) -> str:
         block, at = divmod(index, _BLOCK)
@@ -110,14 +110,14 @@ class ItemIds:
             if codes[index] == code and self.is_id(index, item_id):
                 return index
             slot = (slot + 1) & mask
-        index = self._n
+        index = self.size
         slots[slot] = index
         codes.append(code)
-        self._n += 1
+        self.size += 1
         self._open.append(item_id)
         if len(self._open) == _BLOCK:
             self._close_block()
-        if 2 * self._n > mask:  # more than half full: probes stay short
+        if 2 * self.size > mask:  # more than half full: probes stay short
             self._grow()
         return index
 
@@ -131,7 +131,7 @@ class ItemIds:
 
     def _grow(self) -> None:
         size = 2 * (self._mask + 1)
-        if self._n >= _VECTOR_GROW:
+        if self.size >= _VECTOR_GROW:
             self._slots = _placed(self._codes, size)
             self._mask = size - 1
             return

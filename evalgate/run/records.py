@@ -161,22 +161,22 @@ class _Seen:
     a bit mask per item (rollouts below 64; the rare higher index in a set)."""
 
     def __init__(self) -> None:
-        self._masks: list[int] = []
+        self.masks: list[int] = []  # per item: bit r set once rollout r < 64 is recorded
         self._high: set[tuple[int, int]] = set()
 
     def add(self, item: int, rollout: int) -> bool:
         """Record the pair; False when it was already there."""
-        if item == len(self._masks):
-            self._masks.append(0)
+        if item == len(self.masks):
+            self.masks.append(0)
         if rollout >= 64:
             if (item, rollout) in self._high:
                 return False
             self._high.add((item, rollout))
             return True
         bit = 1 << rollout
-        if self._masks[item] & bit:
+        if self.masks[item] & bit:
             return False
-        self._masks[item] |= bit
+        self.masks[item] |= bit
         return True
 
 
@@ -220,7 +220,8 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
         table.same_hash,
     )
     offset, starts = 0, table.item_offsets  # where each item's first line starts
-    ids = table.id_table
+    known = len(table.id_table)  # items so far: only this loop adds them
+    masks = seen.masks
     for lineno, raw in journal_bytes(path):
         at, offset = offset, offset + len(raw)
         if not lineno & _TRIM_EVERY:  # the freed records' pages back to the system (run/heap.py)
@@ -233,7 +234,6 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
             value = _slow_record(path, lineno, raw, raw.endswith(b"\n"))
         if not isinstance(value, dict):
             raise UsageError(f"{path}:{lineno}: not a JSON object (a {type(value).__name__})")
-        known = len(ids)
         # The common record is checked and added in one call; any other is checked field by
         # field (the model says what is wrong) and added the general way.
         index = common(value)
@@ -245,13 +245,22 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
                     raise UsageError(f"{path}:{lineno}: {field_error(exc)}") from None
             index = add(value)
         rollout = value.get("rollout", 0)  # the id and the hash are read only for a message
-        if index == known:
+        new = index == known
+        if new:
+            known += 1
             try:
                 starts.append(at)
             except OverflowError:  # a journal past 4 GiB: its offsets take 8 bytes from here
                 starts = table.item_offsets = array("q", starts)
                 starts.append(at)
-        if not mark(index, rollout):
+            if rollout < 64:  # _Seen.add's common case inline: a new item's first rollout
+                masks.append(1 << rollout)
+                fresh = True
+            else:
+                fresh = mark(index, rollout)
+        else:
+            fresh = mark(index, rollout)
+        if not fresh:
             item = value["example_id"]
             where, first = f"{path}:{lineno}", _first_line(path, item, rollout)
             raise UsageError(
@@ -259,7 +268,7 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
                 f"(first on line {first}; `evalgate resume {path.parent.name}` repairs the "
                 "journal)"
             )
-        if index < known and not same(index, value.get("item_hash")):  # a new item's is its own
+        if not new and not same(index, value.get("item_hash")):  # a new item's is its own
             item = value["example_id"]
             where, first = f"{path}:{lineno}", _first_line(path, item)
             raise UsageError(

@@ -308,7 +308,7 @@ class RolloutTable:
             if type(count) is not int or col is None or not 0 <= count < LIMIT[col.typecode]:
                 return -1
         ids = self._ids
-        known = len(ids)
+        known = ids.size
         index = ids.add(item_id)
         if index == known:
             # _add_item's common case inline: no group, the engine's 16 hex digits.
