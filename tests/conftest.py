@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -124,6 +126,39 @@ def answer_arith(body: dict[str, Any], n: int) -> str:
     expr = text.removeprefix("What is ").rstrip("?")
     a, op, b = expr.split()
     return str({"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op])
+
+
+def python_child(
+    script: str, *args: str, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``python -c script ARGS`` in a process of its own, this checkout first on its path and
+    ``CI=1`` (plain output), its output captured as text."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+# Writes sys.modules at exit (also on SystemExit), then runs ``python -m evalgate ARGS``.
+_MODULES_CHILD = """
+import atexit, json, runpy, sys
+out = sys.argv[1]
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+sys.argv = ["evalgate", *sys.argv[2:]]
+runpy.run_module("evalgate", run_name="__main__", alter_sys=True)
+"""
+
+
+def modules_loaded(args: list[str], cwd: Path) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    """The modules ``evalgate ARGS`` had loaded when it left, and its process."""
+    out = cwd / "modules.json"
+    proc = python_child(_MODULES_CHILD, str(out), *args, cwd=cwd)
+    return set(json.loads(out.read_text(encoding="utf-8"))), proc
 
 
 def write_config(tmp_path: Path, text: str) -> Path:

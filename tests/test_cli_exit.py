@@ -5,24 +5,9 @@ still running is waited for."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _python(code: str, *args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+from tests.conftest import ROOT, python_child
 
 
 def test_atexit_handlers_run_and_piped_output_arrives_whole(tmp_path: Path) -> None:
@@ -34,7 +19,7 @@ def test_atexit_handlers_run_and_piped_output_arrives_whole(tmp_path: Path) -> N
         "sys.argv = ['evalgate', 'schema']\n"
         "evalgate.cli.entry()\n"
     )
-    proc = _python(code, tmp_path=tmp_path)
+    proc = python_child(code, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     schema = json.loads(proc.stdout)  # tens of kB through a pipe: all of it, flushed
     assert "properties" in schema
@@ -42,10 +27,11 @@ def test_atexit_handlers_run_and_piped_output_arrives_whole(tmp_path: Path) -> N
 
 
 def test_the_exit_code_is_the_commands(tmp_path: Path) -> None:
-    proc = _python(
+    proc = python_child(
         "import sys, evalgate.cli\nsys.argv = ['evalgate', 'validate', 'missing.yaml']\n"
         "evalgate.cli.entry()\n",
-        tmp_path=tmp_path,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert "missing.yaml" in proc.stderr
@@ -69,7 +55,7 @@ def test_a_thread_still_running_is_waited_for(tmp_path: Path) -> None:
         "c.main = lambda *a, **k: (main(*a, **k), go.set())[0]\n"
         "c.entry()\n"
     )
-    proc = _python(code, tmp_path=tmp_path)
+    proc = python_child(code, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert done.read_text() == "done"
 

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-import subprocess
-import sys
 from array import array
 from pathlib import Path
 
@@ -21,16 +18,7 @@ from evalgate.run import item_ids
 from evalgate.run.rollouts import RolloutTable
 from evalgate.run.rundir import load_run
 from evalgate.stats._scale import _plain_range
-from tests.conftest import ROOT
-
-# Writes sys.modules at exit (also on SystemExit), then runs ``python -m evalgate ARGS``.
-_CHILD = """
-import atexit, json, runpy, sys
-out = sys.argv[1]
-atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
-sys.argv = ["evalgate", *sys.argv[2:]]
-runpy.run_module("evalgate", run_name="__main__", alter_sys=True)
-"""
+from tests.conftest import modules_loaded
 
 # A compare reads saved runs: it starts no model server, sandbox or suite, and finds its MDE
 # without scipy.optimize (~23 MiB resident, for one root; stats._brent).
@@ -49,23 +37,13 @@ _NEVER_IN_COMPARE = [
 def test_compare_loads_no_run_machinery_and_no_scipy_optimize(tmp_path: Path) -> None:
     base = write_run(tmp_path / "base", 300, 1, head=False)
     head = write_run(tmp_path / "head", 300, 1, head=True)
-    modules = tmp_path / "modules.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
     args = ["compare", str(base), str(head), "--output", str(tmp_path / "out")]
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(modules), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    loaded, proc = modules_loaded(args, tmp_path)
     assert proc.returncode in (0, 1), proc.stderr
     verdict = json.loads((tmp_path / "out" / "verdict.json").read_text())
     (comparison,) = verdict["comparisons"]
     # The exact test's MDE ran (its root found by stats._brent): a finite drop.
     assert comparison["metrics"][0]["mde"] > 0.0
-    loaded = set(json.loads(modules.read_text()))
     assert not loaded & set(_NEVER_IN_COMPARE)
     assert "evalgate.stats._brent" in loaded
 

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import answer_arith
+from tests.conftest import answer_arith, python_child
 from tests.fault_server import Answer, FaultServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,12 +106,6 @@ def test_a_first_report_into_a_folder_parses_no_run_id_time(tmp_path: Path) -> N
         "named = concurrent_invocations(root, '20261129-070000-000abc')\n"
         "print(json.dumps([loaded, [e['run_id'] for e in named]]))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert json.loads(out) == [False, ["20261129-065959-000def"]]
+    proc = python_child(code, str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == [False, ["20261129-065959-000def"]]

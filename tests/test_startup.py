@@ -16,16 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT, answer_arith, write_config
-
-# Runs ``python -m evalgate ARGS`` and, at exit (also on SystemExit), writes sys.modules.
-_CHILD = """
-import atexit, json, runpy, sys
-out = sys.argv[1]
-atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
-sys.argv = ["evalgate", *sys.argv[2:]]
-runpy.run_module("evalgate", run_name="__main__", alter_sys=True)
-"""
+from tests.conftest import ROOT, answer_arith, modules_loaded, python_child, write_config
 
 # Loaded by no run of an OpenAI-compatible `kind: qa` model on 0/1 scores, gated by thresholds
 # or not gated at all: the exact binomial test of a threshold needs no arrays and no scipy.
@@ -71,20 +62,6 @@ NEVER = [
 ]
 
 
-def _loaded(args: list[str], cwd: Path) -> tuple[set[str], subprocess.CompletedProcess[str]]:
-    out = cwd / "modules.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(out), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return set(json.loads(out.read_text(encoding="utf-8"))), proc
-
-
 def _hits(loaded: set[str], never: list[str]) -> list[str]:
     return sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in never))
 
@@ -102,7 +79,7 @@ def test_a_one_item_run_without_a_gate_loads_no_numpy_or_scipy(
 ) -> None:
     config = _one_item(tmp_path, scripted_server(answer_arith).base_url)
     args = ["local", str(config), "--output", str(tmp_path / "out"), "--no-cache"]
-    loaded, proc = _loaded(args, tmp_path)
+    loaded, proc = modules_loaded(args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "evalgate.run.summary" in loaded and "evalgate.report.html" in loaded  # it did run
     assert _hits(loaded, NEVER) == []
@@ -114,7 +91,7 @@ def test_a_one_item_run_with_a_threshold_loads_no_numpy_or_scipy(
     gate = "gate: {thresholds: {arith: {accuracy: 0.5}}}\n"
     config = _one_item(tmp_path, scripted_server(answer_arith).base_url, gate)
     args = ["local", str(config), "--output", str(tmp_path / "out"), "--no-cache"]
-    loaded, proc = _loaded(args, tmp_path)
+    loaded, proc = modules_loaded(args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "evalgate.gate" in loaded
     assert _hits(loaded, NEVER) == []
@@ -122,7 +99,7 @@ def test_a_one_item_run_with_a_threshold_loads_no_numpy_or_scipy(
 
 def test_validate_loads_no_client_and_no_statistics(tmp_path: Path) -> None:
     config = _one_item(tmp_path, "http://127.0.0.1:9/v1")
-    loaded, proc = _loaded(["validate", str(config)], tmp_path)
+    loaded, proc = modules_loaded(["validate", str(config)], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "evalgate.config.load" in loaded
     assert _hits(loaded, [*NEVER, "aiohttp"]) == []
@@ -158,12 +135,15 @@ def test_report_templates_compile_once_per_cache(tmp_path: Path) -> None:
 
 # Runs ``python -m evalgate ARGS`` as the console script does and, at exit, writes the garbage
 # collector's statistics.
-_GC_CHILD = """
-import gc, json, os, sys
+def _at_exit(recorded: str) -> str:
+    """A child script: runs the console entry (``sys.argv[2:]``) and, as it leaves, writes the
+    JSON of the expression ``recorded`` to the file ``sys.argv[1]``."""
+    return f"""
+import gc, importlib, json, os, sys
 out = sys.argv[1]
 leave = os._exit
 def record(code):
-    open(out, "w").write(json.dumps(gc.get_stats()))
+    open(out, "w").write(json.dumps({recorded}))
     leave(code)
 os._exit = record
 sys.argv = ["evalgate", *sys.argv[2:]]
@@ -172,21 +152,16 @@ entry()
 """
 
 
+_GC_CHILD = _at_exit("gc.get_stats()")
+
+
 def _one_item_child(child: str, tmp_path: Path, scripted_server: Any) -> Any:
     """What ``child`` (a script given an output file, then `evalgate local`'s arguments)
     recorded of a 1-item run in its own process."""
     config = _one_item(tmp_path, scripted_server(answer_arith).base_url)
     out = tmp_path / "child.json"
     args = ["local", str(config), "--output", str(tmp_path / "out"), "--no-cache"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", child, str(out), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = python_child(child, str(out), *args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(out.read_text(encoding="utf-8"))
 
@@ -201,20 +176,11 @@ def test_a_one_item_run_does_not_collect_garbage_all_through_start_up(
     assert old["collections"] == 0, old
 
 
-_BUILT_CHILD = """
-import json, os, sys
-out = sys.argv[1]
-leave = os._exit
-def record(code):
-    from evalgate.run import runfiles
-    built = {n: getattr(runfiles, n).__pydantic_complete__ for n in ("RunConfig", "RunMetadata")}
-    open(out, "w").write(json.dumps(built))
-    leave(code)
-os._exit = record
-sys.argv = ["evalgate", *sys.argv[2:]]
-from evalgate.cli import entry
-entry()
-"""
+# Whether the run files' validators were built by the time the run left.
+_BUILT_CHILD = _at_exit(
+    "{n: getattr(importlib.import_module('evalgate.run.runfiles'), n).__pydantic_complete__"
+    " for n in ('RunConfig', 'RunMetadata')}"
+)
 
 
 def test_a_one_item_run_writes_its_metadata_without_building_a_validator(
@@ -267,15 +233,7 @@ def _aiohttp_importers(
     config = _one_item(tmp_path, scripted_server(answer_arith).base_url)
     out = tmp_path / "child.json"
     args = ["local", str(config), "--output", str(tmp_path / "out"), "--no-cache"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _AIOHTTP_CHILD, str(out), drop, *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = python_child(_AIOHTTP_CHILD, str(out), drop, *args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     recorded = json.loads(out.read_text(encoding="utf-8"))
     return recorded["by"], recorded["finders"], recorded["interval"], tmp_path / "out"
@@ -339,18 +297,7 @@ def test_importing_a_run_builds_no_validator() -> None:
 
 
 # Runs the console entry and, at exit, writes whether the collector runs and what it froze.
-_HELD_CHILD = """
-import gc, json, os, sys
-out = sys.argv[1]
-leave = os._exit
-def record(code):
-    open(out, "w").write(json.dumps([gc.isenabled(), gc.get_freeze_count(), gc.get_stats()[0]]))
-    leave(code)
-os._exit = record
-sys.argv = ["evalgate", *sys.argv[2:]]
-from evalgate.cli import entry
-entry()
-"""
+_HELD_CHILD = _at_exit("[gc.isenabled(), gc.get_freeze_count(), gc.get_stats()[0]]")
 
 
 def test_a_run_collects_no_garbage_until_it_has_started(
@@ -369,15 +316,7 @@ def test_a_command_that_runs_nothing_gets_the_collector_back_at_once(tmp_path: P
     items among them) runs with it, and freezes nothing."""
     config = _one_item(tmp_path, "http://127.0.0.1:9/v1")
     out = tmp_path / "child.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _HELD_CHILD, str(out), "validate", str(config)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = python_child(_HELD_CHILD, str(out), "validate", str(config), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     enabled, frozen, young = json.loads(out.read_text(encoding="utf-8"))
     assert (enabled, frozen) == (True, 0)
@@ -415,13 +354,6 @@ def test_the_models_a_config_model_holds_are_built_before_it(tmp_path: Path) -> 
     again inside each holder: every backend inside evals.yaml's model list, and again inside each
     benchmark's judge scorer. Built bottom-up, each is generated once."""
     config = _one_item(tmp_path, "http://127.0.0.1:9/v1")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", _BUILT_FIRST, str(config)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = python_child(_BUILT_FIRST, str(config), timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert all(json.loads(proc.stdout).values()), proc.stdout
