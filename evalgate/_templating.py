@@ -1,4 +1,6 @@
-"""Prompt templates: Jinja2 in its sandbox, every failure a one-line message.
+"""Prompt templates: Jinja2 in its sandbox (:mod:`evalgate._jinja`), every failure a one-line
+message; a template of literal text and ``{{ name }}`` placeholders is read and rendered without
+importing Jinja.
 
 A template is config, rendered for every item before the first request (and by `validate`): a
 name the data lacks, a filter failing on a value, `1 // 0` or `{% include %}` must each be a
@@ -16,118 +18,45 @@ the template's config error, never the machine's.
 from __future__ import annotations
 
 import contextlib
-import math
+import keyword
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-import jinja2
-from jinja2.compiler import CodeGenerator
-from jinja2.runtime import str_join
-from jinja2.sandbox import SandboxedEnvironment
-
 if TYPE_CHECKING:
-    from jinja2 import nodes
-    from jinja2.compiler import Frame
-    from jinja2.runtime import Context
+    import jinja2
 
-__all__ = ["MAX_CHARS", "TemplateProblem", "compile_template", "names_used", "render"]
+__all__ = ["MAX_CHARS", "Template", "TemplateProblem", "compile_template", "names_used", "render"]
 
 MAX_CHARS = 4_000_000  # ~1 M tokens: more than any context window, so a mistake (a loop)
-_MAX_BITS = 8 * MAX_CHARS  # a number no template needs more of
 _HEADROOM = 1 << 30  # address space one render may add (Linux); more is a MemoryError
-_WIDE = re.compile(r"\d{8,}")  # a width or precision of ≥ 10⁷ in a format string
 
 
 class TemplateProblem(Exception):
     """Why a template could not be compiled or rendered, in one line."""
 
 
-def _too_big(what: str) -> TemplateProblem:
-    return TemplateProblem(f"the template renders more than {MAX_CHARS:,} characters ({what})")
+# (literals, names): the template renders as literals[0] + value of names[0] + literals[1] + …
+Plan = tuple[list[str], list[str]]
 
 
-def _size(value: object) -> int | None:
-    return len(value) if isinstance(value, str | bytes | list | tuple) else None
+class Template:
+    """A prompt template. ``evalgate_plain``: its :data:`Plan` when rendering it is a
+    concatenation, else None; ``jinja``: Jinja's compiled template, compiled on first use (a
+    plain template whose values are all text never needs it)."""
 
+    __slots__ = ("_jinja", "evalgate_plain", "text")
 
-class _Generator(CodeGenerator):
-    """Jinja's code generator, with ``~`` (concatenation) through a size check."""
+    def __init__(self, text: str, plain: Plan | None, jinja: jinja2.Template | None = None):
+        self.text = text
+        self.evalgate_plain = plain
+        self._jinja = jinja
 
-    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
-        self.write("environment.capped_join((")
-        for arg in node.nodes:
-            self.visit(arg, frame)
-            self.write(", ")
-        self.write("))")
-
-
-class _Environment(SandboxedEnvironment):
-    code_generator_class = _Generator
-    intercepted_binops = frozenset({"*", "**", "+", "%"})
-
-    @staticmethod
-    def capped_join(parts: Iterable[object]) -> str:
-        texts = [str(p) for p in parts]
-        if sum(map(len, texts)) > MAX_CHARS:
-            raise _too_big("a ~ concatenation")
-        return str_join(texts)
-
-    def call_binop(self, context: Context, operator: str, left: object, right: object) -> object:
-        if operator == "*":
-            for seq, n in ((left, right), (right, left)):
-                size = _size(seq)
-                if size is not None and isinstance(n, int) and size * n > MAX_CHARS:
-                    raise _too_big("a * repetition")
-        elif operator == "+":
-            a, b = _size(left), _size(right)
-            if a is not None and b is not None and a + b > MAX_CHARS:
-                raise _too_big("a + concatenation")
-        elif operator == "**":
-            if (
-                isinstance(left, int)
-                and isinstance(right, int)
-                and abs(left) > 1
-                and right * math.log2(abs(left)) > _MAX_BITS
-            ):
-                raise TemplateProblem("the template computes a number too large to print")
-        elif operator == "%" and isinstance(left, str):
-            args = right if isinstance(right, tuple) else (right,)
-            if _WIDE.search(left) or any(type(a) is int and a > MAX_CHARS for a in args):
-                raise _too_big("a % format width")
-        return super().call_binop(context, operator, left, right)
-
-    def call(__self, __context: Context, __obj: object, *args: object, **kwargs: object) -> object:
-        # 'x'.ljust(N), .center, .zfill, .expandtabs, '{:>N}'.format(…), .replace(…, big)
-        # (str.format comes wrapped by the sandbox: the bound method is its __wrapped__)
-        owner = getattr(getattr(__obj, "__wrapped__", __obj), "__self__", None)
-        if isinstance(owner, str | bytes | list):
-            values = [*args, *kwargs.values()]
-            if any(type(v) is int and v > MAX_CHARS for v in values):
-                raise _too_big("a size argument")
-            if any(isinstance(v, str) and _WIDE.search(v) for v in [owner, *values]):
-                raise _too_big("a format width")
-        return super().call(__context, __obj, *args, **kwargs)
-
-
-def _capped_filter(name: str, fn: Callable[..., object]) -> Callable[..., object]:
-    """``fn`` with its parameters (not the value it filters) checked: no size over the cap."""
-    import functools
-
-    @functools.wraps(fn)
-    def capped(*args: object, **kwargs: object) -> object:
-        if any(type(v) is int and v > MAX_CHARS for v in [*args[1:], *kwargs.values()]):
-            raise _too_big(f"a size argument to |{name}")
-        return fn(*args, **kwargs)
-
-    return capped
-
-
-# StrictUndefined: a template naming a column the data lacks fails before any model call.
-_JINJA = _Environment(
-    undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False
-)
-_JINJA.filters = {name: _capped_filter(name, fn) for name, fn in _JINJA.filters.items()}
+    @property
+    def jinja(self) -> jinja2.Template:
+        if self._jinja is None:
+            self._jinja = _compile(self.text)
+        return self._jinja
 
 
 @contextlib.contextmanager
@@ -158,30 +87,69 @@ def _address_space_capped() -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def compile_template(text: str) -> jinja2.Template:
+def _compile(text: str) -> jinja2.Template:
+    import jinja2
+
+    from evalgate._jinja import ENVIRONMENT
+
     try:
         with _address_space_capped():  # compiling folds constants: it evaluates, too
-            template = _JINJA.from_string(text)
+            return ENVIRONMENT.from_string(text)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateProblem(f"template line {exc.lineno}: {exc.message}") from None
     except MemoryError:
         raise TemplateProblem("the template needs more memory than any prompt could") from None
-    template.evalgate_plain = _plain(text, template)  # type: ignore[attr-defined]
+
+
+def compile_template(text: str) -> Template:
+    """The template, or :class:`TemplateProblem` (one line) when Jinja cannot compile it."""
+    plan = _literal_plan(text)
+    if plan is not None:  # it compiles (Jinja would read it as the plan says): no Jinja yet
+        return Template(text, plan)
+    template = Template(text, None, _compile(text))
+    template.evalgate_plain = _probed_plan(text, template)
     return template
 
 
 # `{{ name }}` and nothing else inside the braces: what most prompt templates are made of.
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_LINE_END = re.compile(r"\r\n|\r|\n")  # what Jinja's lexer takes for a line end (newline_re)
+# Names that are not a data field: what Jinja's parser reads as a constant or an operator word
+# (Python's keywords too, though Jinja takes most as names: left to Jinja, to be sure), and the
+# sandbox's globals (`range`: Jinja's function when the data has no such field).
+_NOT_DATA = frozenset(keyword.kwlist) | {"true", "false", "none"}
+_NOT_DATA |= {"range", "dict", "lipsum", "cycler", "joiner", "namespace"}
 
 
-def _plain(text: str, template: jinja2.Template) -> tuple[list[str], list[str]] | None:
-    """(literals, names) when the template is literal text and ``{{ name }}`` placeholders only
-    (``What is {{ prompt }}?``), so that rendering it is a concatenation; None otherwise.
+def _literal_plan(text: str) -> Plan | None:
+    """The plan of a template Jinja (default delimiters, no line statements, the trailing line
+    end dropped: :mod:`evalgate._jinja`'s settings) provably reads as literal text and
+    ``{{ name }}`` variables only, found without Jinja; None for anything else.
 
-    Rendering 2,000 items through Jinja costs more than the rest of a run's start-up. The plan
-    is kept only if Jinja itself renders a probe (a distinct marker per name) to exactly what the
-    concatenation gives: newline handling, a name Jinja reads as a constant (``none``), anything
-    this parse does not foresee sends the template down Jinja's path instead."""
+    Jinja's lexer first turns every line end into a newline and drops one at the very end, then
+    cuts the text at the first ``{{``, ``{%`` or ``{#``. So a literal between placeholders must
+    hold none of those and must not end in ``{`` (``{`` then ``{{`` opens a tag one character
+    early); inside ``{{ … }}`` a name token is a variable unless it is a constant (``none``),
+    an operator word or one of Jinja's globals (``range``). Each variable renders as ``str`` of
+    its value, which for text is the text: the concatenation is Jinja's output, character for
+    character."""
+    lines = _LINE_END.split(text)
+    if lines[-1] == "":
+        del lines[-1]
+    pieces = _PLACEHOLDER.split("\n".join(lines))
+    literals, names = pieces[0::2], pieces[1::2]
+    if any(tag in lit for lit in literals for tag in ("{{", "{%", "{#")):
+        return None
+    if any(lit.endswith("{") for lit in literals[:-1]) or _NOT_DATA.intersection(names):
+        return None
+    return literals, names
+
+
+def _probed_plan(text: str, template: Template) -> Plan | None:
+    """(literals, names) when Jinja itself renders a probe (a distinct marker per name) to
+    exactly what the concatenation gives, for a template :func:`_literal_plan` left to Jinja;
+    None otherwise (a name Jinja reads as a constant, ``none``, anything this parse does not
+    foresee sends the template down Jinja's path)."""
     pieces = _PLACEHOLDER.split(text)
     literals, names = pieces[0::2], pieces[1::2]
     if any(tag in lit for lit in literals for tag in ("{{", "{%", "{#")):
@@ -193,7 +161,7 @@ def _plain(text: str, template: jinja2.Template) -> tuple[list[str], list[str]] 
         return None
     if _concat(literals, [probe[n] for n in names]) != expected:
         # Jinja drops one trailing newline and writes \r\n as \n: the literals as it keeps them
-        lines = re.split(r"(\r\n|\r|\n)", text)[0::2]
+        lines = _LINE_END.split(text)
         if lines[-1] == "":
             del lines[-1]
         pieces = _PLACEHOLDER.split("\n".join(lines))
@@ -212,18 +180,24 @@ def _concat(literals: list[str], values: list[str]) -> str:
 
 def names_used(text: str) -> set[str]:
     """The variables a template reads (``{{ answer }}``, ``{% if hint %}``)."""
+    plan = _literal_plan(text)
+    if plan is not None:
+        return set(plan[1])
+    import jinja2
     from jinja2 import meta
 
+    from evalgate._jinja import ENVIRONMENT
+
     try:
-        return set(meta.find_undeclared_variables(_JINJA.parse(text)))
+        return set(meta.find_undeclared_variables(ENVIRONMENT.parse(text)))
     except jinja2.TemplateSyntaxError:
         return set()  # compile_template reports it
 
 
-def render(template: jinja2.Template, context: Mapping[str, object]) -> str:
+def render(template: Template, context: Mapping[str, object]) -> str:
     """The rendered text; generated piece by piece so that a loop that would write gigabytes
     stops at :data:`MAX_CHARS` instead of eating the machine."""
-    plain = getattr(template, "evalgate_plain", None)
+    plain = template.evalgate_plain
     if plain is not None:  # literal text and {{ name }}: joined here when every value is text
         literals, names = plain
         values = [context.get(name) for name in names]
@@ -243,10 +217,13 @@ def render(template: jinja2.Template, context: Mapping[str, object]) -> str:
         ) from None
 
 
-def _render(template: jinja2.Template, context: Mapping[str, object]) -> str:
+def _render(template: Template, context: Mapping[str, object]) -> str:
+    import jinja2
+
+    compiled = template.jinja
     parts, size = [], 0
     try:
-        for part in template.generate(context):
+        for part in compiled.generate(context):
             size += len(part)
             if size > MAX_CHARS:
                 raise TemplateProblem(

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from evalgate._templating import TemplateProblem, compile_template, render
+from evalgate._templating import Template, TemplateProblem, compile_template, render
 from evalgate.config.spec.judge import JudgeScale, JudgeScorer
 from evalgate.score._prompts import DEFAULT_TEMPLATES, fenced
 from evalgate.score.base import (
@@ -31,8 +31,6 @@ from evalgate.score.base import (
 from evalgate.score.verdict import Scale, Verdict, parse_reply, verdict_schema
 
 if TYPE_CHECKING:
-    import jinja2
-
     from evalgate.score.labels import LabelledExample
 
 __all__ = ["JUDGE_PROTOCOL", "Judge", "JudgeContext"]
@@ -60,7 +58,7 @@ class Judge(JudgeBase[JudgeScorer]):
     verdicts. ``labels``: its labelled set, loaded by the run; ``baseline``: pairwise, the
     baseline's completions, item id → by rollout, set by the run (None: none)."""
 
-    template: jinja2.Template = field(kw_only=True)  # the compiled prompt template
+    template: Template = field(kw_only=True)  # the compiled prompt template
     labels: list[LabelledExample] | None = None
     baseline: dict[str, list[str]] | None = None
 
