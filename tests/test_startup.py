@@ -341,9 +341,9 @@ def test_the_thread_waits_for_a_free_core(monkeypatch: Any) -> None:
 _BUILT_FIRST = """
 import json, sys
 from pathlib import Path
-from evalgate.config.load import load_config
+from evalgate.config.load import EvalsFile
 from evalgate.config.spec import models, _base
-load_config(Path(sys.argv[1]))
+EvalsFile.model_rebuild()  # what validating a config the narrowed copy refuses builds
 held = [models.LocalModel, models.OpenAIModel, models.VLLMModel, _base.Sampling, _base.EvalSettings]
 print(json.dumps({c.__name__: c.__pydantic_complete__ for c in held}))
 """
@@ -353,7 +353,31 @@ def test_the_models_a_config_model_holds_are_built_before_it(tmp_path: Path) -> 
     """pydantic reuses a built model's schema inside another's and generates an unbuilt one's
     again inside each holder: every backend inside evals.yaml's model list, and again inside each
     benchmark's judge scorer. Built bottom-up, each is generated once."""
-    config = _one_item(tmp_path, "http://127.0.0.1:9/v1")
-    proc = python_child(_BUILT_FIRST, str(config), timeout=120)
+    proc = python_child(_BUILT_FIRST, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert all(json.loads(proc.stdout).values()), proc.stdout
+
+
+# Which config validators a 1-item run had built when it left.
+_SPEC_BUILT_CHILD = _at_exit(
+    "{n: getattr(importlib.import_module(m), n).__pydantic_complete__ for m, n in ["
+    "('evalgate.config.spec.models', 'OpenAIModel'), ('evalgate.config.spec.models', 'LocalModel'),"
+    " ('evalgate.config.spec.models', 'VLLMModel'), ('evalgate.config.spec.judge', 'JudgeScorer'),"
+    " ('evalgate.config.spec.benchmarks', 'RegexScorer')]}"
+)
+
+
+def test_a_run_builds_the_validators_of_the_backends_and_scorers_its_config_names_only(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """evals.yaml's models and a benchmark's scorer are unions of every backend and every scorer
+    (the judge's holding every backend again): a run of an OpenAI-compatible model on an exact
+    scorer builds those two, not the rest (a third of its config's validation time)."""
+    built = _one_item_child(_SPEC_BUILT_CHILD, tmp_path, scripted_server)
+    assert built == {
+        "OpenAIModel": True,
+        "LocalModel": False,
+        "VLLMModel": False,
+        "JudgeScorer": False,
+        "RegexScorer": False,
+    }

@@ -34,6 +34,12 @@ from evalgate.config._messages import (
     valid_fields,
     validation_messages,
 )
+from evalgate.config._narrow import (
+    dump_narrowed,
+    members_by_tag,
+    named_members,
+    validate_narrowed,
+)
 from evalgate.config._yamlio import Layer, Path_, format_path, load_yaml, merge_layers
 from evalgate.config.checks import check_policy
 from evalgate.config.hostfiles import check_host_path, repository_root
@@ -75,6 +81,7 @@ __all__ = [
     "OpenAIModel",
     "Sampling",
     "Scorer",
+    "dump_benchmark",
     "load_config",
 ]
 
@@ -116,12 +123,39 @@ def _any_kind() -> TypeAdapter[Benchmark]:
     return TypeAdapter(Benchmark)
 
 
+# Union members by their tag: a config's validators are built for the members it names only.
+_BACKENDS = members_by_tag(Model, "backend")
+_SCORERS = members_by_tag(Scorer, "type")
+
+
+def _validate_file(top: dict[str, object]) -> EvalsFile:
+    """evals.yaml as a whole, its models through the backends it names (see ``_narrow``)."""
+    wanted = named_members(top["models"], "backend", _BACKENDS) if "models" in top else (
+        LocalModel,)  # fmt: skip
+    return validate_narrowed(EvalsFile, top, "models", wanted, "backend")
+
+
 def _validate_benchmark(data: object) -> Benchmark:
     """One benchmark entry, through its own kind's class: the union would pick the same class
-    (it is discriminated by ``kind``), but building it builds every kind."""
+    (it is discriminated by ``kind``), but building it builds every kind; and a scorer through
+    the scorer it names (building every scorer builds the judge's, and every backend)."""
     kind = data.get("kind") if isinstance(data, dict) else None
     cls = BENCHMARK_KINDS.get(kind) if isinstance(kind, str) else None
-    return cls.model_validate(data) if cls is not None else _any_kind().validate_python(data)
+    if cls is None:
+        return _any_kind().validate_python(data)
+    if isinstance(data, dict) and "scorer" in cls.model_fields:
+        scorer = data.get("scorer", {"type": "exact"})  # absent: the default, an exact scorer
+        wanted = named_members(scorer, "type", _SCORERS)
+        return validate_narrowed(cls, data, "scorer", wanted, "type")
+    return cls.model_validate(data)
+
+
+def dump_benchmark(bench: Benchmark) -> dict[str, object]:
+    """``bench.model_dump(mode="json")``, without building the validators of scorers it does
+    not use (see ``_narrow``)."""
+    if "scorer" in type(bench).model_fields:
+        return dump_narrowed(bench, "scorer", "type")
+    return bench.model_dump(mode="json")
 
 
 # Fields holding file paths: resolved against the file that set them (cwd for the command line).
@@ -187,7 +221,7 @@ def _load_config(
     top, top_origin = merge_layers([doc, cli_layer])
     _apply_model_overrides(top, top_origin, cli, cli_layer)
     try:
-        evals = EvalsFile.model_validate(top)
+        evals = _validate_file(top)
     except ValidationError as exc:
         # Every mistake, not the first: the benchmarks are checked too, each on its own lines.
         problems = validation_messages(exc, top, top_origin, EvalsFile)

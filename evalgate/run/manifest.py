@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from pydantic import JsonValue
 
 from evalgate import __version__
+from evalgate.config.load import dump_benchmark
 from evalgate.errors import UsageError
 from evalgate.run.baseline import baseline_reference
 from evalgate.run.costs import cost_usd
@@ -82,7 +83,7 @@ def run_config(
             "model": model.model_dump(mode="json"),
             "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model},
             "model_id": endpoint.model_id,
-            "benchmark": bench.model_dump(mode="json"),
+            "benchmark": dump_benchmark(bench),
             "gate": config.gate.model_dump(mode="json"),
             "budget": config.budget.model_dump(mode="json"),
         }
