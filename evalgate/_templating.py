@@ -200,6 +200,14 @@ def render(template: Template, context: Mapping[str, object]) -> str:
     plain = template.evalgate_plain
     if plain is not None:  # literal text and {{ name }}: joined here when every value is text
         literals, names = plain
+        if len(names) == 1:  # the common case (`{{ prompt }}`), once per item: no lists
+            text = context.get(names[0])
+            if type(text) is str:
+                if len(text) + len(literals[0]) + len(literals[1]) > MAX_CHARS:
+                    raise TemplateProblem(
+                        f"the template renders more than {MAX_CHARS:,} characters (a huge value?)"
+                    )
+                return literals[0] + text + literals[1]
         values = [context.get(name) for name in names]
         texts = [v for v in values if type(v) is str]
         if len(texts) == len(values):

@@ -29,6 +29,35 @@ def test_arith_is_a_pure_function_of_its_seed() -> None:
     assert len({i.id for i in a}) == 50
 
 
+def _drawn_by_randint(
+    size: int, seed: int, max_operand: int, ops: list[str]
+) -> list[tuple[str, str]]:
+    """arith's items as randint and choice draw them (the definition baselines were made with)."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(size):
+        a, b = rng.randint(0, max_operand), rng.randint(0, max_operand)
+        op = rng.choice(ops)
+        out.append((f"{a} {op} {b}", str({"+": a + b, "-": a - b, "*": a * b}[op])))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("seed", "max_operand", "ops"),
+    [(0, 20, ["+", "-"]), (7, 1, ["*"]), (3, 1000, ["+", "-", "*"]), (11, 2**40, ["-", "+"])],
+)
+def test_arith_draws_the_items_randint_and_choice_draw(
+    seed: int, max_operand: int, ops: list[str]
+) -> None:
+    """The generator's draws, made without randint's argument checks, are randint's: the same
+    items on every Python this runs on, so a baseline stays comparable."""
+    items = arith_items(300, seed, max_operand, ops)
+    assert [(i.prompt, i.answer) for i in items] == _drawn_by_randint(300, seed, max_operand, ops)
+    assert [i.id for i in items] == [f"arith-{seed}-{n}" for n in range(300)]
+
+
 def test_jsonl_with_ids_and_groups(tmp_path: Path) -> None:
     rows = [{"id": f"q{i}", "question": f"Q{i}", "gold": str(i), "topic": "t"} for i in range(3)]
     (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
