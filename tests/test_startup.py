@@ -98,11 +98,12 @@ def test_a_one_item_run_with_a_threshold_loads_no_numpy_or_scipy(
 
 
 def test_validate_loads_no_client_and_no_statistics(tmp_path: Path) -> None:
+    """Nor Jinja: the prompt it renders for each item is the default `{{ prompt }}`."""
     config = _one_item(tmp_path, "http://127.0.0.1:9/v1")
     loaded, proc = modules_loaded(["validate", str(config)], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "evalgate.config.load" in loaded
-    assert _hits(loaded, [*NEVER, "aiohttp"]) == []
+    assert "evalgate.config.load" in loaded and "evalgate.suites.qa" in loaded
+    assert _hits(loaded, [*NEVER, "aiohttp", "jinja2"]) == []
 
 
 # Renders both report templates; with "cached", compiling a template is an error.
