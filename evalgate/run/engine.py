@@ -124,50 +124,73 @@ def _append(fh: IO[str], data: bytes) -> None:
 def _record(
     item: Item, ihash: str, index: int, out: Outcome | Exception, started: float, latency_ms: float
 ) -> dict[str, Any]:
-    """One journal line: the rollout's outcome, or its infrastructure error (reward None)."""
-    judge: Mapping[str, object] | None
+    """One journal line: the rollout's outcome, or its infrastructure error (reward None).
+
+    Built key by key, in the journal's order (example_id … error, then reason, cost_usd and
+    judge where a rollout has one): once a rollout, on the request path."""
     if isinstance(out, Exception):
-        prompt = completion = reward = stages = reason = cost = None
-        metrics: dict[str, float] = {}
-        usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
-        error: str | None = str(out)
-        # A scorer that failed after the model answered (a judge) keeps what it had: the
-        # completion and its tokens, and the judge's raw replies, for the reader of the error.
-        partial = getattr(out, "partial", None) or {}
-        prompt, completion = partial.get("prompt"), partial.get("completion")
-        judge = partial.get("judge")
-        usage = partial.get("usage") or usage
-    else:
-        prompt, completion, reward = out.prompt, out.completion, out.reward
-        metrics, usage, error = out.metrics, out.usage, None
-        stages, reason, cost = out.timing, out.reason, out.cost_usd
-        judge = out.judge
-        # A score that is not a number (a reward function's string, NaN) is the rollout's error
-        # in the journal itself: a reader then refuses any non-numeric score as damage.
-        error = unusable({"reward": reward, "metrics": metrics})
-        if error is not None:
-            reward, metrics = None, {}
+        return _error_record(item, ihash, index, out, started, latency_ms)
+    reward, metrics = out.reward, out.metrics
+    # A score that is not a number (a reward function's string, NaN) is the rollout's error
+    # in the journal itself: a reader then refuses any non-numeric score as damage. The common
+    # outcome (finite floats) is told apart without unusable()'s record.
+    usable = type(reward) is float and reward - reward == 0.0
+    if usable:
+        for value in metrics.values():
+            if type(value) is not float or value - value != 0.0:
+                usable = False
+                break
+    error = None if usable else unusable({"reward": reward, "metrics": metrics})
+    if error is not None:
+        reward, metrics = None, {}
+    timing: dict[str, object] = {"start": round(started, 3), "latency_ms": latency_ms}
+    if out.timing:  # a suite's own per-stage timings
+        timing["stages"] = out.timing
     rec = {
         "example_id": item.id,
         "item_hash": ihash,
         "rollout": index,
         "group": item.group,
-        "prompt": prompt,
-        "completion": completion,
+        "prompt": out.prompt,
+        "completion": out.completion,
         "answer": item.answer,
         "reward": reward,
         "metrics": metrics,
-        "usage": usage,
-        "timing": {
-            "start": round(started, 3),
-            "latency_ms": latency_ms,
-            **({"stages": stages} if stages else {}),  # a suite's own per-stage timings
-        },
+        "usage": out.usage,
+        "timing": timing,
         "error": error,
-        **({"reason": reason} if reason else {}),
     }
-    if cost is not None:  # only where a suite reports one: other records keep their keys
-        rec["cost_usd"] = cost
+    if out.reason:
+        rec["reason"] = out.reason
+    if out.cost_usd is not None:  # only where a suite reports one: other records keep their keys
+        rec["cost_usd"] = out.cost_usd
+    if out.judge is not None:
+        rec["judge"] = out.judge
+    return rec
+
+
+def _error_record(
+    item: Item, ihash: str, index: int, exc: Exception, started: float, latency_ms: float
+) -> dict[str, Any]:
+    """The journal line of a rollout that failed: its error (reward None, never a 0). A scorer
+    that failed after the model answered (a judge) keeps what it had: the completion and its
+    tokens, and the judge's raw replies, for the reader of the error."""
+    partial = getattr(exc, "partial", None) or {}
+    rec: dict[str, Any] = {
+        "example_id": item.id,
+        "item_hash": ihash,
+        "rollout": index,
+        "group": item.group,
+        "prompt": partial.get("prompt"),
+        "completion": partial.get("completion"),
+        "answer": item.answer,
+        "reward": None,
+        "metrics": {},
+        "usage": partial.get("usage") or {"prompt_tokens": 0, "completion_tokens": 0},
+        "timing": {"start": round(started, 3), "latency_ms": latency_ms},
+        "error": str(exc),
+    }
+    judge = partial.get("judge")
     if judge is not None:
         rec["judge"] = judge
     return rec

@@ -75,16 +75,19 @@ class RolloutTable:
     def append(self, rec: dict[str, Any]) -> int:
         """Add one record; returns its item's index (in the order items were first seen)."""
         row = self._n
-        known = len(self._ids)
-        index = self._ids.add(rec["example_id"])
+        ids = self._ids
+        known = ids.size  # the attribute, not len(): once a rollout (the engine's, live)
+        index = ids.add(rec["example_id"])
         if index == known:
             self._add_item(rec.get("group"), rec.get("item_hash", ""))
         self._item.append(index)
         self._rollout.append(rec.get("rollout", 0))  # a hand-made record may leave it out
-        error = rec["error"] if rec["error"] is not None else unusable(rec)
-        if error is not None and rec["error"] is None:  # kept as an error, its values dropped
-            self._unusable[row] = rec.get("reward")
-            rec = {**rec, "reward": None, "metrics": {}, "error": error}
+        error = rec["error"]
+        if error is None and not finite_floats(rec):  # unusable()'s common answer, first
+            error = unusable(rec)
+            if error is not None:  # kept as an error, its values dropped
+                self._unusable[row] = rec.get("reward")
+                rec = {**rec, "reward": None, "metrics": {}, "error": error}
         reward = rec["reward"]
         self._reward.append(NAN if reward is None else float(reward))
         completion = rec.get("completion")
