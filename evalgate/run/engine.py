@@ -130,7 +130,8 @@ def _record(
     judge where a rollout has one): once a rollout, on the request path."""
     if isinstance(out, Exception):
         return _error_record(item, ihash, index, out, started, latency_ms)
-    reward, metrics = out.reward, out.metrics
+    reward: float | None = out.reward
+    metrics = out.metrics
     # A score that is not a number (a reward function's string, NaN) is the rollout's error
     # in the journal itself: a reader then refuses any non-numeric score as damage. The common
     # outcome (finite floats) is told apart without unusable()'s record.
