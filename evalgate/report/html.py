@@ -124,10 +124,12 @@ def _text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, list):  # chat messages: the last user turn is the question
-        users = [
-            m.get("content", "") for m in value if isinstance(m, dict) and m.get("role") == "user"
-        ]
-        value = users[-1] if users else json.dumps(value, ensure_ascii=False)
+        for message in reversed(value):
+            if isinstance(message, dict) and message.get("role") == "user":
+                value = message.get("content", "")
+                break
+        else:
+            value = json.dumps(value, ensure_ascii=False)
     text = str(value)
     return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + f"\n… ({len(text):,} characters)"
 
@@ -198,16 +200,24 @@ def _stats(run_dir: Path) -> tuple[dict[str, _Stat], dict[str, _Shown] | None]:
     firsts: dict[str, _Shown] | None = {}
     kept = 0
     for rec in iter_records(run_dir / RESULTS):
-        stat = out.get(rec["example_id"])
+        item_id = rec["example_id"]
+        stat = out.get(item_id)
         if stat is None:
-            stat = out[rec["example_id"]] = _Stat()
+            stat = out[item_id] = _Stat()
             if firsts is not None:
-                shown = firsts[rec["example_id"]] = _shown(rec)
+                shown = firsts[item_id] = _shown(rec)
                 kept += len(shown["prompt"]) + len(shown["answer"]) + len(shown["completion"])
                 kept += len(shown["judge"] or "")
                 if kept > _KEEP_CHARS or len(firsts) > _KEEP_ITEMS:
                     firsts = None
-        stat.add(rec)
+        # _Stat.add's common record inline (no error, a finite float reward): once a line, on
+        # the way out of every run.
+        reward = rec.get("reward")
+        if rec.get("error") is None and type(reward) is float and reward - reward == 0.0:
+            stat.total += reward
+            stat.n += 1
+        else:
+            stat.add(rec)
     return out, firsts
 
 
