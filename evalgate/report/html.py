@@ -498,6 +498,39 @@ def _json_for_script(data: object) -> str:
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
+try:  # orjson: a batch of rows ~5x faster than the stdlib, where its bytes are the same
+    from orjson import dumps as _fast_dumps
+except ImportError:  # pragma: no cover - where orjson is not installed
+    _fast_dumps = None  # type: ignore[assignment]
+
+
+def _plain(value: float | None) -> bool:
+    """Whether both encoders write ``value`` alike: None, 0, and floats of 1e-4 ≤ |x| < 1e16
+    (plain decimals, the shortest that reads back; outside it the stdlib writes an exponent
+    (1e-05, 1e+16) and orjson does not)."""
+    return value is None or value == 0.0 or 1e-4 <= abs(value) < 1e16
+
+
+def _rows_for_script(batch: list[_Row]) -> str:
+    """:func:`_json_for_script` of a batch of rows, the same text: by orjson when every float
+    in it is :func:`_plain` (rows hold text, None and those two means otherwise, which orjson
+    escapes as the stdlib's ``ensure_ascii=False`` form does), else, or for what orjson
+    refuses (a lone surrogate), by the stdlib. Once a batch of rows, as a run's report is
+    written after its last reply (tests/test_report_rows.py holds the two equal)."""
+    if _fast_dumps is not None:
+        for row in batch:
+            if not (_plain(row["reward_pr"]) and _plain(row["reward_base"])):
+                break
+        else:
+            try:
+                text = _fast_dumps(batch).decode("utf-8")
+            except TypeError:
+                pass
+            else:
+                return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+    return _json_for_script(batch)
+
+
 _ROWS_PER_CHUNK = 256  # rows encoded (and handed to the template) together: a few hundred kB
 
 
@@ -515,10 +548,10 @@ def _data_chunks(runs: list[_RunData]) -> Iterator[str]:
         for row in run["table"].rows():
             batch.append(row)
             if len(batch) == _ROWS_PER_CHUNK:
-                yield ("" if first else ",") + _json_for_script(batch)[1:-1]
+                yield ("" if first else ",") + _rows_for_script(batch)[1:-1]
                 batch, first = [], False
         if batch:
-            yield ("" if first else ",") + _json_for_script(batch)[1:-1]
+            yield ("" if first else ",") + _rows_for_script(batch)[1:-1]
         yield "]}"
     yield "]"
 
