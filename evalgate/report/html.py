@@ -206,8 +206,10 @@ def _stats(run_dir: Path) -> tuple[dict[str, _Stat], dict[str, _Shown] | None]:
             stat = out[item_id] = _Stat()
             if firsts is not None:
                 shown = firsts[item_id] = _shown(rec)
+                judge = shown["judge"]
                 kept += len(shown["prompt"]) + len(shown["answer"]) + len(shown["completion"])
-                kept += len(shown["judge"] or "")
+                if judge is not None:
+                    kept += len(judge)
                 if kept > _KEEP_CHARS or len(firsts) > _KEEP_ITEMS:
                     firsts = None
         # _Stat.add's common record inline (no error, a finite float reward): once a line, on
@@ -232,11 +234,16 @@ def _firsts(run_dir: Path, ids: Collection[str]) -> Iterator[tuple[str, _Shown]]
 
 
 def _shown(rec: Mapping[str, object]) -> _Shown:
+    answer, completion = rec.get("answer"), rec.get("completion")
     return {
         "prompt": _text(rec.get("prompt")),
-        "answer": _text(rec.get("answer")),
-        "completion": _text(rec.get("completion")),
-        "judge": _judge_text(rec),
+        # _text's common case (a short string, as it is) inline: once an item, on the way out
+        # of every run.
+        "answer": answer if type(answer) is str and len(answer) <= _MAX_TEXT else _text(answer),
+        "completion": completion
+        if type(completion) is str and len(completion) <= _MAX_TEXT
+        else _text(completion),
+        "judge": _judge_text(rec) if rec.get("judge") is not None else None,
     }
 
 
