@@ -210,8 +210,9 @@ def _work_plan(
         return len(pairs), iter(pairs)
     # Generated as workers take them: no list of a million pairs.
     n_pairs = len(items) * rollouts
-    if skip:
-        n_pairs -= sum(1 for it in items for r in range(rollouts) if (it.id, r) in skip)
+    if not skip:  # a new run: no pair to look up, a tuple and a set probe less a rollout
+        return n_pairs, ((it, r) for it in items for r in range(rollouts))
+    n_pairs -= sum(1 for it in items for r in range(rollouts) if (it.id, r) in skip)
     return n_pairs, ((it, r) for it in items for r in range(rollouts) if (it.id, r) not in skip)
 
 
