@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
+import inspect
 import io
 import json
 from pathlib import Path
@@ -12,11 +14,11 @@ from typing import Any
 import pytest
 
 from evalgate.errors import InfraError
-from evalgate.run.engine import _item_hash, run_suite
-from evalgate.run.fingerprint import dataset_hash, item_hash
+from evalgate.run.engine import run_suite
+from evalgate.run.fingerprint import dataset_hash, identity, item_hash
 from evalgate.run.journal import RECORD_KEYS
 from evalgate.serve.base import Endpoint
-from evalgate.serve.client import ChatClient, RequestFailed
+from evalgate.serve.client import ChatClient, Reply, RequestFailed
 from evalgate.suites.base import Item, Outcome
 from tests.test_faults import SAMPLING, _suite
 
@@ -206,7 +208,7 @@ def test_the_engines_item_hash_is_fingerprints() -> None:
                 value = [prompt, answer, exam] if exam else [prompt, answer]
                 text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
                 expected = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-                assert _item_hash(prompt, answer, exam) == expected
+                assert identity(Item("i", prompt, answer, exam=exam)) == expected  # the engine's
                 assert item_hash(prompt, answer, exam) == expected
     with pytest.raises(UnicodeEncodeError):  # a lone surrogate: refused as it always was
         item_hash("\ud800", "a")
@@ -274,3 +276,27 @@ def test_a_parsed_reply_and_its_outcome_carry_every_field_by_name() -> None:
         cost_usd=None,
         judge={"score": 1},
     )
+
+
+@pytest.mark.parametrize("cls", [Reply, Outcome])
+def test_the_hot_paths_constructors_are_the_dataclasses(cls: type) -> None:
+    # Reply and Outcome write their fields past the frozen __setattr__ (once a request, once a
+    # rollout): the same signature, defaults and frozen instances as the dataclass's own.
+    fields = dataclasses.fields(cls)
+    params = list(inspect.signature(cls).parameters.values())
+    assert [p.name for p in params] == [f.name for f in fields]
+    required = {p.name: f"value-{p.name}" for p in params if p.default is inspect.Parameter.empty}
+    made = cls(**required)
+    for f in fields:
+        if f.name in required:
+            assert getattr(made, f.name) == required[f.name]
+        elif f.default_factory is not dataclasses.MISSING:
+            assert getattr(made, f.name) == f.default_factory()
+            assert getattr(made, f.name) is not getattr(cls(**required), f.name)  # fresh each
+        else:
+            assert getattr(made, f.name) == f.default
+    assert made == cls(**required)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, fields[0].name, "changed")
+    changed = dataclasses.replace(made, **{fields[-1].name: "other"})
+    assert getattr(changed, fields[-1].name) == "other" and changed != made

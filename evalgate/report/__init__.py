@@ -22,7 +22,6 @@ from markupsafe import Markup
 
 from evalgate import __version__, stats
 from evalgate._json import integer, items, mapping, number
-from evalgate.compare.position import CONSISTENCY_FLOOR
 from evalgate.gate import Verdict
 from evalgate.report._escape import code_span, escape_text
 from evalgate.run.costs import format_usd
@@ -179,7 +178,9 @@ def _judge(info: Mapping[str, object]) -> Markup:
     if consistency is not None:
         shown = _pct(consistency)
         text += f", position-swap consistency {shown} over {integer(info['pairs'])} pairs"
-        if consistency < CONSISTENCY_FLOOR:  # compare/position.py
+        from evalgate.compare.position import CONSISTENCY_FLOOR  # a pairwise judge's run only
+
+        if consistency < CONSISTENCY_FLOOR:
             text += f" (below {100 * CONSISTENCY_FLOOR:.0f}%: it cannot PASS a comparison)"
     agree = mapping(info.get("agreement"))
     if not agree:

@@ -124,10 +124,12 @@ def _text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, list):  # chat messages: the last user turn is the question
-        users = [
-            m.get("content", "") for m in value if isinstance(m, dict) and m.get("role") == "user"
-        ]
-        value = users[-1] if users else json.dumps(value, ensure_ascii=False)
+        for message in reversed(value):
+            if isinstance(message, dict) and message.get("role") == "user":
+                value = message.get("content", "")
+                break
+        else:
+            value = json.dumps(value, ensure_ascii=False)
     text = str(value)
     return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + f"\n… ({len(text):,} characters)"
 
@@ -198,16 +200,26 @@ def _stats(run_dir: Path) -> tuple[dict[str, _Stat], dict[str, _Shown] | None]:
     firsts: dict[str, _Shown] | None = {}
     kept = 0
     for rec in iter_records(run_dir / RESULTS):
-        stat = out.get(rec["example_id"])
+        item_id = rec["example_id"]
+        stat = out.get(item_id)
         if stat is None:
-            stat = out[rec["example_id"]] = _Stat()
+            stat = out[item_id] = _Stat()
             if firsts is not None:
-                shown = firsts[rec["example_id"]] = _shown(rec)
+                shown = firsts[item_id] = _shown(rec)
+                judge = shown["judge"]
                 kept += len(shown["prompt"]) + len(shown["answer"]) + len(shown["completion"])
-                kept += len(shown["judge"] or "")
+                if judge is not None:
+                    kept += len(judge)
                 if kept > _KEEP_CHARS or len(firsts) > _KEEP_ITEMS:
                     firsts = None
-        stat.add(rec)
+        # _Stat.add's common record inline (no error, a finite float reward): once a line, on
+        # the way out of every run.
+        reward = rec.get("reward")
+        if rec.get("error") is None and type(reward) is float and reward - reward == 0.0:
+            stat.total += reward
+            stat.n += 1
+        else:
+            stat.add(rec)
     return out, firsts
 
 
@@ -222,11 +234,16 @@ def _firsts(run_dir: Path, ids: Collection[str]) -> Iterator[tuple[str, _Shown]]
 
 
 def _shown(rec: Mapping[str, object]) -> _Shown:
+    answer, completion = rec.get("answer"), rec.get("completion")
     return {
         "prompt": _text(rec.get("prompt")),
-        "answer": _text(rec.get("answer")),
-        "completion": _text(rec.get("completion")),
-        "judge": _judge_text(rec),
+        # _text's common case (a short string, as it is) inline: once an item, on the way out
+        # of every run.
+        "answer": answer if type(answer) is str and len(answer) <= _MAX_TEXT else _text(answer),
+        "completion": completion
+        if type(completion) is str and len(completion) <= _MAX_TEXT
+        else _text(completion),
+        "judge": _judge_text(rec) if rec.get("judge") is not None else None,
     }
 
 
@@ -488,6 +505,39 @@ def _json_for_script(data: object) -> str:
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
+try:  # orjson: a batch of rows ~5x faster than the stdlib, where its bytes are the same
+    from orjson import dumps as _fast_dumps
+except ImportError:  # pragma: no cover - where orjson is not installed
+    _fast_dumps = None  # type: ignore[assignment]
+
+
+def _plain(value: float | None) -> bool:
+    """Whether both encoders write ``value`` alike: None, 0, and floats of 1e-4 ≤ |x| < 1e16
+    (plain decimals, the shortest that reads back; outside it the stdlib writes an exponent
+    (1e-05, 1e+16) and orjson does not)."""
+    return value is None or value == 0.0 or 1e-4 <= abs(value) < 1e16
+
+
+def _rows_for_script(batch: list[_Row]) -> str:
+    """:func:`_json_for_script` of a batch of rows, the same text: by orjson when every float
+    in it is :func:`_plain` (rows hold text, None and those two means otherwise, which orjson
+    escapes as the stdlib's ``ensure_ascii=False`` form does), else, or for what orjson
+    refuses (a lone surrogate), by the stdlib. Once a batch of rows, as a run's report is
+    written after its last reply (tests/test_report_rows.py holds the two equal)."""
+    if _fast_dumps is not None:
+        for row in batch:
+            if not (_plain(row["reward_pr"]) and _plain(row["reward_base"])):
+                break
+        else:
+            try:
+                text = _fast_dumps(batch).decode("utf-8")
+            except TypeError:
+                pass
+            else:
+                return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+    return _json_for_script(batch)
+
+
 _ROWS_PER_CHUNK = 256  # rows encoded (and handed to the template) together: a few hundred kB
 
 
@@ -505,10 +555,10 @@ def _data_chunks(runs: list[_RunData]) -> Iterator[str]:
         for row in run["table"].rows():
             batch.append(row)
             if len(batch) == _ROWS_PER_CHUNK:
-                yield ("" if first else ",") + _json_for_script(batch)[1:-1]
+                yield ("" if first else ",") + _rows_for_script(batch)[1:-1]
                 batch, first = [], False
         if batch:
-            yield ("" if first else ",") + _json_for_script(batch)[1:-1]
+            yield ("" if first else ",") + _rows_for_script(batch)[1:-1]
         yield "]}"
     yield "]"
 

@@ -26,7 +26,7 @@ from collections.abc import Set as AbstractSet
 from typing import IO, TYPE_CHECKING, Any
 
 from evalgate.errors import InfraError, secret_redactor
-from evalgate.run.fingerprint import item_hash as _item_hash  # one per item, not per rollout
+from evalgate.run.fingerprint import identity
 from evalgate.run.rollouts import RolloutTable
 from evalgate.run.scored import unusable
 from evalgate.serve import served
@@ -124,50 +124,74 @@ def _append(fh: IO[str], data: bytes) -> None:
 def _record(
     item: Item, ihash: str, index: int, out: Outcome | Exception, started: float, latency_ms: float
 ) -> dict[str, Any]:
-    """One journal line: the rollout's outcome, or its infrastructure error (reward None)."""
-    judge: Mapping[str, object] | None
+    """One journal line: the rollout's outcome, or its infrastructure error (reward None).
+
+    Built key by key, in the journal's order (example_id … error, then reason, cost_usd and
+    judge where a rollout has one): once a rollout, on the request path."""
     if isinstance(out, Exception):
-        prompt = completion = reward = stages = reason = cost = None
-        metrics: dict[str, float] = {}
-        usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
-        error: str | None = str(out)
-        # A scorer that failed after the model answered (a judge) keeps what it had: the
-        # completion and its tokens, and the judge's raw replies, for the reader of the error.
-        partial = getattr(out, "partial", None) or {}
-        prompt, completion = partial.get("prompt"), partial.get("completion")
-        judge = partial.get("judge")
-        usage = partial.get("usage") or usage
-    else:
-        prompt, completion, reward = out.prompt, out.completion, out.reward
-        metrics, usage, error = out.metrics, out.usage, None
-        stages, reason, cost = out.timing, out.reason, out.cost_usd
-        judge = out.judge
-        # A score that is not a number (a reward function's string, NaN) is the rollout's error
-        # in the journal itself: a reader then refuses any non-numeric score as damage.
-        error = unusable({"reward": reward, "metrics": metrics})
-        if error is not None:
-            reward, metrics = None, {}
+        return _error_record(item, ihash, index, out, started, latency_ms)
+    reward: float | None = out.reward
+    metrics = out.metrics
+    # A score that is not a number (a reward function's string, NaN) is the rollout's error
+    # in the journal itself: a reader then refuses any non-numeric score as damage. The common
+    # outcome (finite floats) is told apart without unusable()'s record.
+    usable = type(reward) is float and reward - reward == 0.0
+    if usable:
+        for value in metrics.values():
+            if type(value) is not float or value - value != 0.0:
+                usable = False
+                break
+    error = None if usable else unusable({"reward": reward, "metrics": metrics})
+    if error is not None:
+        reward, metrics = None, {}
+    timing: dict[str, object] = {"start": round(started, 3), "latency_ms": latency_ms}
+    if out.timing:  # a suite's own per-stage timings
+        timing["stages"] = out.timing
     rec = {
         "example_id": item.id,
         "item_hash": ihash,
         "rollout": index,
         "group": item.group,
-        "prompt": prompt,
-        "completion": completion,
+        "prompt": out.prompt,
+        "completion": out.completion,
         "answer": item.answer,
         "reward": reward,
         "metrics": metrics,
-        "usage": usage,
-        "timing": {
-            "start": round(started, 3),
-            "latency_ms": latency_ms,
-            **({"stages": stages} if stages else {}),  # a suite's own per-stage timings
-        },
+        "usage": out.usage,
+        "timing": timing,
         "error": error,
-        **({"reason": reason} if reason else {}),
     }
-    if cost is not None:  # only where a suite reports one: other records keep their keys
-        rec["cost_usd"] = cost
+    if out.reason:
+        rec["reason"] = out.reason
+    if out.cost_usd is not None:  # only where a suite reports one: other records keep their keys
+        rec["cost_usd"] = out.cost_usd
+    if out.judge is not None:
+        rec["judge"] = out.judge
+    return rec
+
+
+def _error_record(
+    item: Item, ihash: str, index: int, exc: Exception, started: float, latency_ms: float
+) -> dict[str, Any]:
+    """The journal line of a rollout that failed: its error (reward None, never a 0). A scorer
+    that failed after the model answered (a judge) keeps what it had: the completion and its
+    tokens, and the judge's raw replies, for the reader of the error."""
+    partial = getattr(exc, "partial", None) or {}
+    rec: dict[str, Any] = {
+        "example_id": item.id,
+        "item_hash": ihash,
+        "rollout": index,
+        "group": item.group,
+        "prompt": partial.get("prompt"),
+        "completion": partial.get("completion"),
+        "answer": item.answer,
+        "reward": None,
+        "metrics": {},
+        "usage": partial.get("usage") or {"prompt_tokens": 0, "completion_tokens": 0},
+        "timing": {"start": round(started, 3), "latency_ms": latency_ms},
+        "error": str(exc),
+    }
+    judge = partial.get("judge")
     if judge is not None:
         rec["judge"] = judge
     return rec
@@ -186,8 +210,9 @@ def _work_plan(
         return len(pairs), iter(pairs)
     # Generated as workers take them: no list of a million pairs.
     n_pairs = len(items) * rollouts
-    if skip:
-        n_pairs -= sum(1 for it in items for r in range(rollouts) if (it.id, r) in skip)
+    if not skip:  # a new run: no pair to look up, a tuple and a set probe less a rollout
+        return n_pairs, ((it, r) for it in items for r in range(rollouts))
+    n_pairs -= sum(1 for it in items for r in range(rollouts) if (it.id, r) in skip)
     return n_pairs, ((it, r) for it in items for r in range(rollouts) if (it.id, r) not in skip)
 
 
@@ -237,7 +262,6 @@ async def run_suite(
     # With ``slim``, columns of what summaries read (evalgate.run.rollouts): the journal has
     # the records, and memory must not grow by a prompt and a completion per rollout.
     results: Any = RolloutTable() if slim else []
-    hashes: dict[str, str] = {}  # one item_hash per item, not per rollout
     sink = _Journal(journal, flush_every, flush_interval_s) if journal is not None else None
     # An error's text is a provider's or a sandbox's words, and may echo a key; it is stored in
     # the journal, pushed with a baseline and quoted in the PR's comment.
@@ -249,9 +273,7 @@ async def run_suite(
         for item, index in work:  # a shared iterator: each pair is taken by exactly one worker
             if budget is not None and budget.exhausted():
                 return  # this pair was not started: a resume runs it
-            ihash = hashes.get(item.id)
-            if ihash is None:
-                ihash = hashes[item.id] = _item_hash(item.prompt, item.answer, item.exam)
+            ihash = identity(item)  # hashed once an item, mostly for the dataset hash already
             started = wall_clock()
             t0 = perf_counter()
             with served.collect() as others:  # replies another model (a fallback) served

@@ -75,17 +75,41 @@ class RolloutTable:
     def append(self, rec: dict[str, Any]) -> int:
         """Add one record; returns its item's index (in the order items were first seen)."""
         row = self._n
-        known = len(self._ids)
-        index = self._ids.add(rec["example_id"])
+        ids = self._ids
+        known = ids.size  # the attribute, not len(): once a rollout (the engine's, live)
+        index = ids.add(rec["example_id"])
         if index == known:
-            self._add_item(rec.get("group"), rec.get("item_hash", ""))
+            group, ihash = rec.get("group"), rec.get("item_hash", "")
+            # _add_item's common case inline (no group, the engine's 16 lowercase hex digits):
+            # a live run's every new item.
+            packed = b""
+            if group is None and type(ihash) is str and len(ihash) == 2 * HASH_BYTES:
+                try:
+                    packed = bytes.fromhex(ihash)
+                except ValueError:
+                    packed = b""
+            if len(packed) == HASH_BYTES and packed.hex() == ihash:
+                self._hashes += packed
+            else:
+                self._add_item(group, ihash)
         self._item.append(index)
         self._rollout.append(rec.get("rollout", 0))  # a hand-made record may leave it out
-        error = rec["error"] if rec["error"] is not None else unusable(rec)
-        if error is not None and rec["error"] is None:  # kept as an error, its values dropped
-            self._unusable[row] = rec.get("reward")
-            rec = {**rec, "reward": None, "metrics": {}, "error": error}
-        reward = rec["reward"]
+        error, reward = rec["error"], rec["reward"]
+        # unusable()'s common answer first, inline: a finite float reward and metrics.
+        usable = error is None and (
+            reward is None or (type(reward) is float and reward - reward == 0.0)
+        )
+        if usable:
+            for value in rec["metrics"].values():
+                if type(value) is not float or value - value != 0.0:
+                    usable = False
+                    break
+        if error is None and not usable:
+            error = unusable(rec)
+            if error is not None:  # kept as an error, its values dropped
+                self._unusable[row] = rec.get("reward")
+                rec = {**rec, "reward": None, "metrics": {}, "error": error}
+                reward = None
         self._reward.append(NAN if reward is None else float(reward))
         completion = rec.get("completion")
         blank = completion is None or (isinstance(completion, str) and not completion.strip())

@@ -98,7 +98,9 @@ async def _execute(
                             journal=journal,
                             on_result=lambda rec: progress.advance(error=rec["error"] is not None),
                             skip=skip,
-                            budget=budget,
+                            # Without caps the meter's count is read by nothing (metadata.json
+                            # records a budget only with caps): not kept a rollout at a time.
+                            budget=budget if budget is not None and budget.caps else None,
                             slim=True,  # the journal holds the records; memory what summaries read
                         )
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 
 __all__ = [
+    "COUNT_END",
     "collect",
     "fell_back",
     "note",
@@ -28,7 +29,7 @@ __all__ = [
 
 # A reply's token counts are kept as 64-bit integers (the journal's columns, run._columns.LIMIT,
 # a later stage that this one cannot import; the cache).
-_COUNT_END = 2**63
+COUNT_END = 2**63
 
 
 def token_count(usage: Mapping[str, object], key: str) -> int:
@@ -39,7 +40,7 @@ def token_count(usage: Mapping[str, object], key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"usage.{key} is not a number")
     count = int(value)  # ValueError for text, OverflowError for infinity
-    if not 0 <= count < _COUNT_END:
+    if not 0 <= count < COUNT_END:
         raise ValueError(f"usage.{key} = {count} is not a token count")
     return count
 

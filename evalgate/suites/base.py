@@ -47,6 +47,34 @@ class Outcome:
     cost_usd: float | None = None  # by the rollout's own account (a command agent's report)
     judge: Mapping[str, object] | None = None  # a model-graded scorer's judgement (score, usage…)
 
+    def __init__(
+        self,
+        prompt: list[dict[str, str]],
+        completion: str,
+        reward: float,
+        metrics: dict[str, float],
+        usage: dict[str, int],
+        timing: dict[str, float] | None = None,
+        reason: str | None = None,
+        cost_usd: float | None = None,
+        judge: Mapping[str, object] | None = None,
+    ) -> None:
+        # The dataclass's own __init__ of a frozen class sets each field through
+        # object.__setattr__, about 2 µs for these nine, once a rollout: the fields go into the
+        # instance's dict instead (frozen all the same: assignment still raises). A subclass
+        # (VerifiersOutcome) gets the dataclass's own. tests/test_engine.py holds this
+        # signature to the fields.
+        fields = self.__dict__
+        fields["prompt"] = prompt
+        fields["completion"] = completion
+        fields["reward"] = reward
+        fields["metrics"] = metrics
+        fields["usage"] = usage
+        fields["timing"] = {} if timing is None else timing  # the field's default_factory
+        fields["reason"] = reason
+        fields["cost_usd"] = cost_usd
+        fields["judge"] = judge
+
     @classmethod
     def of_reply(
         cls,
