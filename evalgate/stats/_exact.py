@@ -159,19 +159,29 @@ class _Edges:
 
 
 def _tail(
-    z_obs: float, n: int, d0: float, psi: np.ndarray, edges: _Edges | None = None
+    z_obs: float,
+    n: int,
+    d0: float,
+    psi: np.ndarray,
+    edges: _Edges | None = None,
+    above: float | None = None,
 ) -> np.ndarray:
     """P_{Δ0, ψ}(b ≤ b*(M)) for each ψ: Σ_m Bin(m; n, ψ)·Bin-CDF(b*(m); m, p_b/ψ), the sum
     over the window of m that carries the probability (see _windows). ``edges``: b*(m), kept
-    across calls (it does not depend on ψ)."""
+    across calls (it does not depend on ψ). ``above``: only whether some tail exceeds it is
+    wanted; the tails are then those of the first ψ, up to the first rows that exceed it (the
+    rows computed are the same bits as without it)."""
     psi = np.clip(psi, 1e-300, 1.0)
     # Many ψ at once (a branch and bound's level): in blocks of about 2^20 cells, so memory
     # stays that of a few windows whatever the number of points.
     rows = max(1, (1 << 20) // (2 * int(9.0 * math.sqrt(n / 4.0) + 31.0) + 1))
     if psi.size > rows:
-        return np.concatenate(
-            [_tail(z_obs, n, d0, psi[i : i + rows], edges) for i in range(0, psi.size, rows)]
-        )
+        blocks = []
+        for i in range(0, psi.size, rows):
+            blocks.append(_tail(z_obs, n, d0, psi[i : i + rows], edges, above))
+            if above is not None and blocks[-1].max() > above:
+                break
+        return np.concatenate(blocks)
     # The rows' window width is the block's (the widest row's): a row's cells, and so its
     # sum, are those of the whole block. The rows are then summed a few at a time, which gives
     # each row the same sum (a row's cells are summed on their own) with temporaries of a few
@@ -182,6 +192,8 @@ def _tail(
     for at in range(0, psi.size, _ROWS_AT_ONCE):
         part = slice(at, at + _ROWS_AT_ONCE)
         total[part] = _window_sums(z_obs, n, d0, psi[part], start[part, None] + cells, edges)
+        if above is not None and total[part].max() > above:
+            return total[: at + _ROWS_AT_ONCE]
     return total
 
 
@@ -276,11 +288,16 @@ def _interval_bounds(
     return np.minimum(best, 1.0)  # a probability
 
 
-def _grid_tail(z_obs: float, n: int, d0: float) -> float:
+def _grid_tail(z_obs: float, n: int, d0: float, above: float | None = None) -> float:
     """The grid's maximum of the tail probability: a value the tail reaches (so a lower bound
     on the supremum, within a few % of it), cheap. It steers the searches for the bounds;
-    every decision they return is checked against :func:`_sup_tail`."""
-    return _sup_tail(z_obs, n, d0, grid_only=True)
+    every decision they return is checked against :func:`_sup_tail`.
+
+    ``above``: only whether that maximum exceeds it is wanted (a search that compares it with a
+    level): the first grid value found above it is returned, without the rest of the grid
+    (at 10^6 items most of the rows: the grid runs from the corner ψ = |d0|, where a tail
+    above the level usually is). The comparison with ``above`` is the maximum's."""
+    return _sup_tail(z_obs, n, d0, grid_only=True, above=above)
 
 
 def _sup_tail(
@@ -290,6 +307,7 @@ def _sup_tail(
     decide: float | None = None,
     *,
     grid_only: bool = False,
+    above: float | None = None,
     atol: float = _SUP_ATOL,
     rtol: float = _SUP_RTOL,
 ) -> float:
@@ -308,6 +326,8 @@ def _sup_tail(
     the supremum (the test rejects); a result above it is a value the tail reaches, or an
     upper bound within the tolerance of one (it does not reject): the decision is never
     less conservative than the exact supremum's, and the value can still steer a search.
+
+    ``grid_only``: the grid's maximum, not bounded (:func:`_grid_tail`, with its ``above``).
     """
     low = abs(d0)
     if low >= 1.0:
@@ -316,6 +336,16 @@ def _sup_tail(
     edges = None if grid_only else _Edges(z_obs, n, d0)
     u = np.linspace(0.0, 1.0, _PSI_POINTS)
     grid = low + (1.0 - low) * u * u
+    if grid_only:  # the grid's maximum (its first value above ``above``, where one is given)
+        values = _tail(z_obs, n, d0, grid, None, above)
+        found = float(values.max())
+        if above is None or found <= above:
+            best = int(np.argmax(values))
+            near = np.linspace(
+                grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)], _REFINE_POINTS
+            )
+            found = float(np.concatenate([values, _tail(z_obs, n, d0, near, None, above)]).max())
+        return float(min(1.0, found))
     values = _tail(z_obs, n, d0, grid, edges)
     best = int(np.argmax(values))
     near = np.linspace(grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)], _REFINE_POINTS)
@@ -324,8 +354,6 @@ def _sup_tail(
     order = np.argsort(psi, kind="stable")
     psi, values = psi[order], values[order]
     found = float(values.max())
-    if grid_only:
-        return float(min(1.0, found))
     a, b, ta, tb = psi[:-1], psi[1:], values[:-1], values[1:]
     settled = 0.0
     for _ in range(_SUP_LEVELS):
