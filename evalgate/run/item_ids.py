@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Mapping, ValuesView
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy loads with the first column read: a 1-item run needs none
@@ -27,6 +28,7 @@ BLOCK = _BLOCK
 _EMPTY = -1
 _code = hash  # an id's code (tests put many ids on one code: lookups compare the ids)
 _VECTOR_GROW = 1 << 15  # from this many items a table grows with numpy (see _placed)
+_VECTOR_PROBES = 4  # probe steps taken for a batch of ids at once (lookup, extend)
 
 
 class ItemIds:
@@ -121,11 +123,85 @@ class ItemIds:
             self._grow()
         return index
 
+    def lookup(self, ids: list[str]) -> tuple[npt.NDArray[np.int64], list[int]]:
+        """What :meth:`add` of each id in turn would return, without adding any: (per id, its
+        index; the places in ``ids`` of the first of each id not yet here, whose indices are
+        the next ones in that order). A journal's lines are read a batch at a time
+        (records.py): the ids whose home slot settles them (empty, or the id itself) are
+        looked up at once with numpy, the others probed one by one."""
+        import numpy as np
+
+        distinct = list(dict.fromkeys(ids))  # in the order first seen
+        codes = np.fromiter(map(_code, distinct), dtype=np.int64, count=len(distinct))
+        found = np.full(len(distinct), _EMPTY, dtype=np.int64)
+        if self.size:
+            slots = np.frombuffer(self._slots, dtype=np.int32)
+            known = np.frombuffer(self._codes, dtype=np.int64)
+            place = codes & self._mask
+            pending = np.arange(len(distinct))
+            for _ in range(_VECTOR_PROBES):
+                at = slots[place[pending]]
+                held = at != _EMPTY  # an empty slot: not here
+                pending, at = pending[held], at[held]
+                same = np.flatnonzero(known[at] == codes[pending])
+                for j, index in zip(pending[same].tolist(), at[same].tolist(), strict=True):
+                    if self.is_id(index, distinct[j]):  # one code, two ids: compared
+                        found[j] = index
+                if same.size:
+                    pending = pending[found[pending] == _EMPTY]
+                place[pending] = (place[pending] + 1) & self._mask
+            del slots, known  # views of the arrays: they must be free to grow
+            for j in pending.tolist():  # far from home: probed one by one
+                found[j] = self.find(distinct[j])
+        absent = np.flatnonzero(found == _EMPTY)
+        found[absent] = self.size + np.arange(absent.size)
+        if len(distinct) == len(ids):  # no id twice (one rollout an item)
+            return found, absent.tolist()
+        where = dict(zip(distinct, range(len(distinct)), strict=True))
+        at_ids = np.fromiter(map(where.__getitem__, ids), dtype=np.intp, count=len(ids))
+        first = np.full(len(distinct), len(ids), dtype=np.intp)
+        np.minimum.at(first, at_ids, np.arange(len(ids)))
+        return found[at_ids], first[absent].tolist()
+
+    def extend(self, ids: list[str]) -> None:
+        """Add ids that are not here, each once (:meth:`lookup`'s new ones), in order: the
+        indices, blocks and codes :meth:`add` of each in turn gives."""
+        import numpy as np
+
+        if not ids:
+            return
+        codes = np.fromiter(map(_code, ids), dtype=np.int64, count=len(ids))
+        while 2 * (self.size + len(ids)) > self._mask:  # at most half full, as add keeps it
+            self._grow()
+        # Each into the first free slot from its home: a probe step for all at once (the first
+        # of the ids that reach a free slot there takes it), the few left one by one.
+        slots = np.frombuffer(self._slots, dtype=np.int32)
+        place = codes & self._mask
+        pending = np.arange(len(ids))
+        for _ in range(_VECTOR_PROBES):
+            free = np.flatnonzero(slots[place[pending]] == _EMPTY)
+            _, first = np.unique(place[pending[free]], return_index=True)
+            won = free[first]
+            slots[place[pending[won]]] = pending[won] + self.size
+            left = np.ones(pending.size, dtype=bool)
+            left[won] = False
+            pending = pending[left]
+            place[pending] = (place[pending] + 1) & self._mask
+        del slots
+        for i, code in zip(pending.tolist(), codes[pending].tolist(), strict=True):
+            _put(self._slots, self._mask, code, self.size + i)
+        self._codes.frombytes(codes.tobytes())
+        self.size += len(ids)
+        at = 0
+        while at < len(ids):
+            take = _BLOCK - len(self._open)
+            self._open.extend(ids[at : at + take])
+            at += take
+            if len(self._open) == _BLOCK:
+                self._close_block()
+
     def _close_block(self) -> None:
-        ends, end = array("I"), 0
-        for item_id in self._open:
-            end += len(item_id)
-            ends.append(end)
+        ends = array("I", accumulate(map(len, self._open)))
         self._blocks.append(("".join(self._open), ends))
         self._open = []
 
