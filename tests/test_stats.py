@@ -1133,6 +1133,24 @@ def test_windowed_tail_keeps_the_exact_p(b: int, c: int, n: int) -> None:
         assert _exact.p_greater(b, c, n, d0) >= full - 1e-12
 
 
+@pytest.mark.parametrize("d0", [0.0, -0.03, 0.2, -0.999, 1.0])
+def test_score_z_of_an_array_is_each_tables_to_the_bit(d0: float) -> None:
+    # The rejection edges evaluate score_z on arrays of ~10^5 cells (in place, for speed):
+    # every element must be the bits of the table's own statistic (its sign of zero, its
+    # infinities), across the triangle's corners and the zero-variance cells.
+    rng = np.random.default_rng(7)
+    for n in (1, 7, 1000, 10**6):
+        m = np.concatenate([[0, 0, n, n], rng.integers(0, n + 1, 300)]).astype(float)
+        b = np.concatenate([[0, 0, 0, n], np.floor(m[4:] * rng.random(300))])
+        c = np.concatenate([[0, 0, n, 0], m[4:] - b[4:]])
+        got = _exact.score_z(b, c, n, d0)
+        one = [
+            float(_exact.score_z(np.array(x), np.array(y), n, d0))
+            for x, y in zip(b, c, strict=True)
+        ]
+        assert [repr(v) for v in got.tolist()] == [repr(v) for v in one], (n, d0)
+
+
 @pytest.mark.parametrize(("n", "d0"), [(5000, 0.0), (5000, -0.03)])
 def test_grid_tail_against_a_level_decides_as_the_whole_grid(
     n: int, d0: float, monkeypatch: pytest.MonkeyPatch
