@@ -227,17 +227,19 @@ def _check_batch(
     seen before whose mask changed); None otherwise (nothing is changed: the loop then reads
     the batch a line at a time)."""
     batch = table.check_batch(map(_fast_loads, lines))
-    if batch is None or (rollouts is not None and max(batch.rollout) >= rollouts):
+    if batch is None:
         return None
-    if max(batch.rollout) >= 64:  # _Seen keeps those in a set: the line-at-a-time path's
+    top = max(batch.rollout)
+    if (rollouts is not None and top >= rollouts) or top >= 64:  # _Seen keeps those in a set
         return None
     # Each (item, rollout) once: the new items' first rollouts set their mask, any other
     # record must add a bit not yet set (in the batch or before it).
+    rollout = batch.rollout
+    if len(batch.new) == len(rollout):  # every record a new item's first
+        return batch, [1] * len(rollout) if not top else [1 << r for r in rollout], {}
     known = len(masks)
-    index, rollout = batch.index.tolist(), batch.rollout
+    index = batch.index.tolist()
     fresh = [1 << rollout[p] for p in batch.new]
-    if len(batch.new) == len(index):
-        return batch, fresh, {}
     firsts = set(batch.new)
     changed: dict[int, int] = {}
     for place, (item, r) in enumerate(zip(index, rollout, strict=True)):
@@ -292,7 +294,10 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
         if checked is not None:
             batch, new_masks, old = checked
             ends = list(accumulate(map(len, lines), initial=offset))
-            _add_offsets(table, [ends[p] for p in batch.new])
+            if len(batch.new) == len(lines):  # every line a new item's first
+                _add_offsets(table, ends[:-1])
+            else:
+                _add_offsets(table, [ends[p] for p in batch.new])
             table.add_batch(batch)
             masks += new_masks
             for item, mask in old.items():

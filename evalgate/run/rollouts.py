@@ -18,7 +18,7 @@ from operator import itemgetter, not_, or_
 from typing import TYPE_CHECKING, Any
 
 from evalgate.run._columns import HASH_BYTES, LIMIT, NAN, add_scores, add_usage, pack_hash
-from evalgate.run.item_ids import ItemIds, ItemValues
+from evalgate.run.item_ids import ItemIds, ItemValues, Lookup
 from evalgate.run.item_means import dyadic, fsum_means
 from evalgate.run.scored import finite_floats, unusable
 
@@ -48,6 +48,7 @@ class Batch:
     blank: bytes
     hashes: bytes  # per record, its packed content hash
     ids: tuple[str, ...]
+    looked: Lookup  # the ids looked up (ItemIds.extend adds the new ones where they ended)
 
 
 def _finite(values: Iterable[float]) -> bool:
@@ -464,7 +465,8 @@ class RolloutTable:
             blank = bytes(
                 c is None or (type(c) is str and (not c or c.isspace())) for c in completions
             )
-        index, new = self._ids.lookup(list(ids))
+        looked = self._ids.lookup(list(ids))
+        index, new = looked.found, looked.new
         # Every record of an item seen before carries its first record's hash (same_hash).
         mine = np.frombuffer(packed, dtype=np.uint64)
         first = np.empty(count, dtype=np.uint64)
@@ -478,14 +480,17 @@ class RolloutTable:
         first[fresh] = mine[np.asarray(new, dtype=np.intp)][index[fresh] - known]
         if not np.array_equal(first, mine):
             return None
-        return Batch(index, new, rollouts, columns, blank, packed, ids)
+        return Batch(index, new, rollouts, columns, blank, packed, ids, looked)
 
     def add_batch(self, batch: Batch) -> None:
         """Add the records of a batch :meth:`check_batch` found fit: the table is then as
         :meth:`add_common` of each in turn leaves it."""
         import numpy as np
 
-        self._ids.extend([batch.ids[p] for p in batch.new])
+        if len(batch.new) == len(batch.ids):  # every record a new item
+            self._ids.extend(list(batch.ids), batch.looked)
+        else:
+            self._ids.extend([batch.ids[p] for p in batch.new], batch.looked)
         if len(batch.new) == len(batch.index):
             self._hashes += batch.hashes
         else:
