@@ -186,7 +186,17 @@ class _Edges:
 
     def __call__(self, m: np.ndarray) -> np.ndarray:
         index = m.astype(np.intp)
-        missing = np.unique(index[np.isnan(self.known[index])])
+        gaps = index[np.isnan(self.known[index])]
+        if not gaps.size:
+            return self.known[index]
+        low = int(gaps.min())
+        span = int(gaps.max()) - low + 1
+        if span <= 4 * gaps.size:  # the rows' counts overlap: marked, not sorted
+            need = np.zeros(span, dtype=bool)
+            need[gaps - low] = True
+            missing = np.flatnonzero(need) + low  # = np.unique(gaps)
+        else:
+            missing = np.unique(gaps)
         if missing.size:
             found = _region_edge(self.z_obs, self.n, self.d0, missing.astype(float))
             self.known[missing] = found
