@@ -18,6 +18,7 @@ from evalgate.run import records as records_module
 from evalgate.run.rollouts import RolloutTable
 from evalgate.run.rundir import RunDir, load_run
 from evalgate.run.summary import summarize
+from tests.conftest import python_child
 
 
 def _rec(i: int, r: int, reward: float | None = 1.0, **extra: Any) -> dict[str, Any]:
@@ -69,6 +70,21 @@ def _records(n: int = 6, *, worse: bool = False) -> list[dict[str, Any]]:
             else:
                 out.append(_rec(i, r, 0.0 if worse and i < 2 else float((i + r) % 3 != 0)))
     return out
+
+
+def test_a_journal_read_back_in_a_fresh_process_loads_numpy_only_when_long(
+    tmp_path: Path,
+) -> None:
+    """Reading in batches needs numpy: a journal shorter than records._BATCH_FROM lines is read
+    a line at a time without loading it (a small run's start-up), a longer one batches."""
+    script = (
+        "import sys; from pathlib import Path; from evalgate.run.rundir import load_run; "
+        "run = load_run(Path(sys.argv[1])); print(run.records.n_items, 'numpy' in sys.modules)"
+    )
+    short = _run(tmp_path, "short", _lines(_long_records(600)))
+    long = _run(tmp_path, "long", _lines(_long_records(1100)))
+    assert python_child(script, str(short)).stdout.split() == ["600", "False"]
+    assert python_child(script, str(long)).stdout.split() == ["1100", "True"]
 
 
 @pytest.mark.parametrize(
@@ -132,6 +148,8 @@ def test_a_long_journal_read_a_batch_at_a_time_loads_as_it_appends(
     expected = RolloutTable()
     for rec in records:
         expected.add_checked(json.loads(json.dumps(rec)))
+    import numpy  # noqa: F401  (loaded: the reader batches from the second batch on)
+
     batches = []
     add_batch = RolloutTable.add_batch
     monkeypatch.setattr(

@@ -7,6 +7,7 @@ is not what evalgate writes is refused in one line naming the file, the line and
 from __future__ import annotations
 
 import json
+import sys
 from array import array
 from collections.abc import Iterator
 from itertools import accumulate, islice
@@ -175,6 +176,7 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
 # parsed and checked at once (read_records: the batch's records are ~1 MB).
 _TRIM_SHIFT = 17
 _BATCH = 512
+_BATCH_FROM = 4 * _BATCH  # lines read a line at a time before batching loads numpy
 
 
 class _Seen:
@@ -290,7 +292,10 @@ def read_records(path: Path, rollouts: int | None = None) -> RolloutTable:
     for lines in _journal_batches(path):
         if (lineno + len(lines)) >> _TRIM_SHIFT != lineno >> _TRIM_SHIFT:
             trim()  # the freed records' pages back to the system (run/heap.py)
-        checked = _check_batch(table, masks, lines, rollouts)
+        # Batches need numpy (the ids' look-up): a short journal is read a line at a time,
+        # without loading it (a small run's start-up: tests/test_startup.py).
+        batching = lineno >= _BATCH_FROM or "numpy" in sys.modules
+        checked = _check_batch(table, masks, lines, rollouts) if batching else None
         if checked is not None:
             batch, new_masks, old = checked
             ends = list(accumulate(map(len, lines), initial=offset))

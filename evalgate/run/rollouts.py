@@ -376,8 +376,6 @@ class RolloutTable:
         or differs from its first record's, a group. The reader then reads that batch a line
         at a time (the same checks, one line's message). ``values``: the parsed lines, each
         let go once its fields are taken (a record holds its prompt and completion)."""
-        import numpy as np
-
         if not self._n:
             return None  # the first record makes the columns (add_checked)
         try:
@@ -465,6 +463,8 @@ class RolloutTable:
             blank = bytes(
                 c is None or (type(c) is str and (not c or c.isspace())) for c in completions
             )
+        import numpy as np  # the reader batches only once numpy is loaded (records.py)
+
         looked = self._ids.lookup(list(ids))
         index, new = looked.found, looked.new
         # Every record of an item seen before carries its first record's hash (same_hash).
