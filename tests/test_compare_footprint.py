@@ -140,6 +140,36 @@ def test_the_id_index_keeps_a_code_per_item_and_finds_every_id(
     assert ids.codes().tolist() == [item_ids._code(name) for name in first]
 
 
+@pytest.mark.parametrize(("n", "codes"), [(40_000, None), (3_000, 0x7)])
+def test_ids_added_a_batch_at_a_time_are_the_ids_added_one_by_one(
+    n: int, codes: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal is read a batch of lines at a time: looking a batch of ids up (repeats, ids
+    already there, ids sharing a code) and adding its new ones gives every id the index, block
+    and code that adding each in turn gives, and every id is found again."""
+    if codes is not None:  # a few codes for every id: long probes, ids compared
+        monkeypatch.setattr(item_ids, "_code", lambda s: hash(s) & codes)
+    rng = random.Random(n)
+    names = [f"item-{rng.randrange(n // 2)}" for _ in range(n)]  # about half repeats
+    one, batched, first = item_ids.ItemIds(), item_ids.ItemIds(), {}
+    for at in range(0, n, 257):
+        batch = names[at : at + 257]
+        want = [one.add(name) for name in batch]
+        looked = batched.lookup(batch)
+        assert looked.found.tolist() == want
+        new = [batch[p] for p in looked.new]
+        assert new == [x for x in dict.fromkeys(batch) if x not in first]
+        # Where the probes ended when the table is as looked in (else placed afresh).
+        batched.extend(new, looked if at % 2 else None)
+        first.update(dict.fromkeys(batch))
+        assert len(batched) == len(one)
+    assert list(batched) == list(one)
+    assert batched.codes().tolist() == one.codes().tolist()
+    assert batched._blocks == one._blocks
+    assert [batched.find(name) for name in names] == [one.find(name) for name in names]
+    assert batched.find("item-absent") == -1
+
+
 def test_the_ids_at_an_index_are_the_tables_in_any_order() -> None:
     """The ids the run's order is drawn from: an ascending index is read block by block of ids,
     any other id by id; both give the table's ids."""

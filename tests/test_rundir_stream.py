@@ -14,9 +14,11 @@ import pytest
 
 from evalgate.compare.paired import compare_runs, summary_of
 from evalgate.errors import UsageError
+from evalgate.run import records as records_module
 from evalgate.run.rollouts import RolloutTable
 from evalgate.run.rundir import RunDir, load_run
 from evalgate.run.summary import summarize
+from tests.conftest import python_child
 
 
 def _rec(i: int, r: int, reward: float | None = 1.0, **extra: Any) -> dict[str, Any]:
@@ -70,6 +72,21 @@ def _records(n: int = 6, *, worse: bool = False) -> list[dict[str, Any]]:
     return out
 
 
+def test_a_journal_read_back_in_a_fresh_process_loads_numpy_only_when_long(
+    tmp_path: Path,
+) -> None:
+    """Reading in batches needs numpy: a journal shorter than records._BATCH_FROM lines is read
+    a line at a time without loading it (a small run's start-up), a longer one batches."""
+    script = (
+        "import sys; from pathlib import Path; from evalgate.run.rundir import load_run; "
+        "run = load_run(Path(sys.argv[1])); print(run.records.n_items, 'numpy' in sys.modules)"
+    )
+    short = _run(tmp_path, "short", _lines(_long_records(600)))
+    long = _run(tmp_path, "long", _lines(_long_records(1100)))
+    assert python_child(script, str(short)).stdout.split() == ["600", "False"]
+    assert python_child(script, str(long)).stdout.split() == ["1100", "True"]
+
+
 @pytest.mark.parametrize(
     ("damage", "expected"),
     [
@@ -93,6 +110,97 @@ def test_a_damaged_journal_names_the_same_line_as_before(
     with pytest.raises(UsageError) as err:
         load_run(path)
     assert expected in str(err.value), str(err.value)
+    assert len(str(err.value).splitlines()) == 1
+
+
+def _long_records(n: int = 700) -> list[dict[str, Any]]:
+    """n items x 2 rollouts as the engine writes them (its 16-digit hashes, no group): the
+    reader checks and adds these a batch of lines at a time (records._BATCH). Items 0-99's
+    second rollouts come last (a resumed run's order): their items are batches back."""
+
+    def rec(i: int, r: int) -> dict[str, Any]:
+        return {**_rec(i, r, float((i * 7 + r) % 3 == 0)), "item_hash": f"{i * 977:016x}",
+                "group": None}  # fmt: skip
+
+    first = [rec(i, r) for i in range(n) for r in range(2) if i >= 100 or r == 0]
+    return first + [rec(i, 1) for i in range(100)]
+
+
+def test_a_long_journal_read_a_batch_at_a_time_loads_as_it_appends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of common records are checked and added at once; a batch holding any other
+    record (an error, a NaN, an int or no reward, a group, a hand-made hash, a cost) is read a
+    line at a time: the table is the one appending each record builds, item offsets included."""
+    records = _long_records(1000)  # 2,000 lines: the batches of lines 1-512 and 1537-2000 plain
+    for at in (1030, 1100, 1201, 1399, 1535):  # the third batch has one of each odd record
+        records[at] = {**records[at], "completion": "  " if at % 2 else None}
+    records[1050] = {**records[1050], "reward": None, "metrics": {}, "error": "timeout"}
+    records[1151] = {**records[1151], "reward": float("nan")}
+    records[1220] = {**records[1220], "reward": 1, "metrics": {"accuracy": 1}}
+    records[1270] = {**records[1270], "reward": None}
+    records[1310] = {**records[1310], "group": "g"}  # a first rollout: its item's group
+    for at in (1340, 1341):  # both rollouts of an item
+        records[at] = {**records[at], "item_hash": "hand-made"}
+    records[1440] = {**records[1440], "cost_usd": 0.5}
+    records[1480] = {**records[1480], "completion": ""}
+    lines = _lines(records)
+    expected = RolloutTable()
+    for rec in records:
+        expected.add_checked(json.loads(json.dumps(rec)))
+    import numpy  # noqa: F401  (loaded: the reader batches from the second batch on)
+
+    batches = []
+    add_batch = RolloutTable.add_batch
+    monkeypatch.setattr(
+        RolloutTable,
+        "add_batch",
+        lambda self, b: (batches.append(len(b.index)), add_batch(self, b)),
+    )
+    run = load_run(_run(tmp_path, "r", lines))
+    size = records_module._BATCH  # the first batch makes the columns: read line by line
+    assert batches == [size, len(lines) - 3 * size]
+    assert json.dumps(list(run.records)) == json.dumps(list(expected))
+    assert run.records.items() == expected.items()
+    assert run.records.tally() == expected.tally()
+    got, want = run.records.item_metrics(2, 1.0), expected.item_metrics(2, 1.0)
+    assert {k: dict(v) for k, v in got.items()} == {k: dict(v) for k, v in want.items()}
+    offsets, at, seen = [], 0, set()
+    for rec, line in zip(records, lines, strict=True):
+        if rec["example_id"] not in seen:
+            seen.add(rec["example_id"])
+            offsets.append(at)
+        at += len(line.encode())
+    assert run.records.item_offsets.tolist() == offsets
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda ls: [*ls, ls[2]],
+         ":1401: duplicate record of item 'q2' rollout 0 (first on line 3;"),
+        (lambda ls: [*ls[:1000], ls[999], *ls[1000:]],
+         ":1001: duplicate record of item 'q549' rollout 1 (first on line 1000;"),
+        (lambda ls: [*ls[:1300], ls[1300], *ls[1300:]],
+         ":1302: duplicate record of item 'q0' rollout 1 (first on line 1301;"),
+        (lambda ls: [*ls[:901], ls[901].replace("q500", "q10"), *ls[902:]],
+         ":902: item_hash: item 'q10' has other content than on line 11"),
+        (lambda ls: [*ls[:700], ls[700].replace('"rollout": 0', '"rollout": 2'), *ls[701:]],
+         ":701: rollout: 2 is out of range"),
+        (lambda ls: [*ls[:700], ls[700].replace('"rollout": 0', '"rollout": 64'), *ls[701:]],
+         ":701: rollout: 64 is out of range"),
+        (lambda ls: [*ls[:800], ls[800].replace('"reward": 1.0', '"reward": "1"'), *ls[801:]],
+         ":801: reward"),
+        (lambda ls: [*ls[:-1], ls[-1][:20]], ":1400: cut off mid-line"),
+    ],
+)  # fmt: skip
+def test_a_long_journal_damaged_past_its_first_batch_names_the_line(
+    tmp_path: Path, damage: Any, expected: str
+) -> None:
+    path = _run(tmp_path, "r", damage(_lines(_long_records())))
+    with pytest.raises(UsageError) as err:
+        load_run(path)
+    assert f"results.jsonl{expected}" in str(err.value), str(err.value)
     assert len(str(err.value).splitlines()) == 1
 
 

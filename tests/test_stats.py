@@ -1133,6 +1133,57 @@ def test_windowed_tail_keeps_the_exact_p(b: int, c: int, n: int) -> None:
         assert _exact.p_greater(b, c, n, d0) >= full - 1e-12
 
 
+@pytest.mark.parametrize("d0", [0.0, -0.03, 0.2, -0.999, 1.0])
+def test_score_z_of_an_array_is_each_tables_to_the_bit(d0: float) -> None:
+    # The rejection edges evaluate score_z on arrays of ~10^5 cells (in place, for speed):
+    # every element must be the bits of the table's own statistic (its sign of zero, its
+    # infinities), across the triangle's corners and the zero-variance cells.
+    rng = np.random.default_rng(7)
+    for n in (1, 7, 1000, 10**6):
+        m = np.concatenate([[0, 0, n, n], rng.integers(0, n + 1, 300)]).astype(float)
+        b = np.concatenate([[0, 0, 0, n], np.floor(m[4:] * rng.random(300))])
+        c = np.concatenate([[0, 0, n, 0], m[4:] - b[4:]])
+        got = _exact.score_z(b, c, n, d0)
+        one = [
+            float(_exact.score_z(np.array(x), np.array(y), n, d0))
+            for x, y in zip(b, c, strict=True)
+        ]
+        assert [repr(v) for v in got.tolist()] == [repr(v) for v in one], (n, d0)
+
+
+@pytest.mark.parametrize(("n", "d0"), [(5000, 0.0), (5000, -0.03)])
+def test_grid_tail_against_a_level_decides_as_the_whole_grid(
+    n: int, d0: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The searches for a rejection edge only compare the grid's maximum with alpha: asked that
+    # (``above``), the grid stops at its first value above the level. The decision must be the
+    # whole grid's at every z (either side of the edge), the value one the tail reaches, and
+    # the same bits where the whole grid had to be computed.
+    rows: list[int] = []
+    window_sums = _exact._window_sums
+
+    def counted(*args: Any) -> np.ndarray:
+        rows.append(len(args[3]))
+        return window_sums(*args)
+
+    monkeypatch.setattr(_exact, "_window_sums", counted)
+    stopped_early = 0
+    for z in np.linspace(-3.0, 1.0, 9):
+        for level in (0.05, 0.01):
+            rows.clear()
+            whole = _exact._grid_tail(float(z), n, d0)
+            all_rows = sum(rows)
+            rows.clear()
+            decided = _exact._grid_tail(float(z), n, d0, above=level)
+            assert (decided > level) == (whole > level), (z, level, decided, whole)
+            if whole <= level:
+                assert decided == whole and sum(rows) == all_rows
+            else:
+                assert level < decided <= whole
+                stopped_early += sum(rows) < all_rows
+    assert stopped_early > 0  # the grid's first rows already settle some decisions
+
+
 @pytest.mark.slow  # 200,000 items under tracemalloc: a minute on 2 cores
 def test_compare_and_mde_need_memory_linear_in_n() -> None:
     # 200,000 paired 0/1 items: an (n + 1)² array would need 320 GB; the comparison and its MDE

@@ -14,19 +14,31 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Mapping, ValuesView
-from typing import TYPE_CHECKING
+from itertools import accumulate
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # numpy loads with the first column read: a 1-item run needs none
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["BLOCK", "ItemIds", "ItemValues"]
+__all__ = ["BLOCK", "ItemIds", "ItemValues", "Lookup"]
 
 _BLOCK = 4096  # ids per block of text: one str and its end offsets once full
 BLOCK = _BLOCK
 _EMPTY = -1
 _code = hash  # an id's code (tests put many ids on one code: lookups compare the ids)
 _VECTOR_GROW = 1 << 15  # from this many items a table grows with numpy (see _placed)
+_VECTOR_PROBES = 4  # probe steps taken for a batch of ids at once (lookup, extend)
+
+
+class Lookup(NamedTuple):
+    """:meth:`ItemIds.lookup` of a batch of ids."""
+
+    found: npt.NDArray[np.int64]  # per id, its index (an id not yet there: the next ones)
+    new: list[int]  # the places of the first of each id not yet there
+    # (size, mask) of the table looked in, and per new id its code and the empty slot its
+    # probe ended at (:meth:`ItemIds.extend` places it there when the table is unchanged).
+    ends: tuple[int, int, npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 
 class ItemIds:
@@ -121,11 +133,120 @@ class ItemIds:
             self._grow()
         return index
 
+    def lookup(self, ids: list[str]) -> Lookup:
+        """What :meth:`add` of each id in turn would return, without adding any (per id, its
+        index; the places in ``ids`` of the first of each id not yet here, whose indices are
+        the next ones in that order), and where the new ids' probes ended, for
+        :meth:`extend`. A journal's lines are read a batch at a time (records.py): the ids are
+        probed a step for all at once with numpy, the few still probing after a few steps one
+        by one."""
+        import numpy as np
+
+        distinct = list(dict.fromkeys(ids))  # in the order first seen
+        codes = np.fromiter(map(_code, distinct), dtype=np.int64, count=len(distinct))
+        found = np.full(len(distinct), _EMPTY, dtype=np.int64)
+        place = codes & self._mask  # per id: the slot its probe is at (ends at an empty one)
+        if self.size:
+            slots = np.frombuffer(self._slots, dtype=np.int32)
+            known = np.frombuffer(self._codes, dtype=np.int64)
+            pending = np.arange(len(distinct))
+            for _ in range(_VECTOR_PROBES):
+                at = slots[place[pending]]
+                held = at != _EMPTY  # an empty slot: not here
+                pending, at = pending[held], at[held]
+                same = np.flatnonzero(known[at] == codes[pending])
+                for j, index in zip(pending[same].tolist(), at[same].tolist(), strict=True):
+                    if self.is_id(index, distinct[j]):  # one code, two ids: compared
+                        found[j] = index
+                if same.size:
+                    pending = pending[found[pending] == _EMPTY]
+                place[pending] = (place[pending] + 1) & self._mask
+            del slots, known  # views of the arrays: they must be free to grow
+            for j in pending.tolist():  # far from home: probed on one by one
+                found[j], place[j] = self._probe(distinct[j], int(codes[j]), int(place[j]))
+        absent = np.flatnonzero(found == _EMPTY)
+        found[absent] = self.size + np.arange(absent.size)
+        ends = (self.size, self._mask, codes[absent], place[absent])
+        if len(distinct) == len(ids):  # no id twice (one rollout an item)
+            return Lookup(found, absent.tolist(), ends)
+        where = dict(zip(distinct, range(len(distinct)), strict=True))
+        at_ids = np.fromiter(map(where.__getitem__, ids), dtype=np.intp, count=len(ids))
+        first = np.full(len(distinct), len(ids), dtype=np.intp)
+        np.minimum.at(first, at_ids, np.arange(len(ids)))
+        return Lookup(found[at_ids], first[absent].tolist(), ends)
+
+    def _probe(self, item_id: str, code: int, slot: int) -> tuple[int, int]:
+        """(the id's index, −1 when absent; the slot its probe ended at), probing on from
+        ``slot`` (every slot from the id's home to there holds another id)."""
+        codes, slots = self._codes, self._slots
+        while (index := slots[slot]) != _EMPTY:
+            if codes[index] == code and self.is_id(index, item_id):
+                return index, slot
+            slot = (slot + 1) & self._mask
+        return _EMPTY, slot
+
+    def extend(self, ids: list[str], looked: Lookup | None = None) -> None:
+        """Add ids that are not here, each once (:meth:`lookup`'s new ones, in its order, and
+        that lookup when nothing was added since): the indices, blocks and codes :meth:`add` of
+        each in turn gives."""
+        import numpy as np
+
+        if not ids:
+            return
+        grow = 2 * (self.size + len(ids)) > self._mask  # at most half full, as add keeps it
+        if looked is not None and looked.ends[:2] == (self.size, self._mask) and not grow:
+            # Each where its probe ended (an empty slot, every slot from its home to there
+            # taken); of the ids that ended at one slot, the first takes it, the others probe
+            # on from there.
+            _, _, codes, ends = looked.ends
+            slots = np.frombuffer(self._slots, dtype=np.int32)
+            _, first = np.unique(ends, return_index=True)
+            slots[ends[first]] = first + self.size
+            del slots
+            if first.size < len(ids):
+                later = np.ones(len(ids), dtype=bool)
+                later[first] = False
+                for i in np.flatnonzero(later).tolist():
+                    _put(self._slots, self._mask, int(codes[i]), self.size + i)
+        else:
+            codes = np.fromiter(map(_code, ids), dtype=np.int64, count=len(ids))
+            while 2 * (self.size + len(ids)) > self._mask:
+                self._grow()
+            self._place(codes)
+        self._codes.frombytes(codes.tobytes())
+        self.size += len(ids)
+        at = 0
+        while at < len(ids):
+            take = _BLOCK - len(self._open)
+            self._open.extend(ids[at : at + take])
+            at += take
+            if len(self._open) == _BLOCK:
+                self._close_block()
+
+    def _place(self, codes: npt.NDArray[np.int64]) -> None:
+        """New items (their codes ``codes``, the next indices) each into the first free slot
+        from its home: a probe step for all at once (the first of the ids that reach a free
+        slot there takes it), the few left one by one."""
+        import numpy as np
+
+        slots = np.frombuffer(self._slots, dtype=np.int32)
+        place = codes & self._mask
+        pending = np.arange(codes.size)
+        for _ in range(_VECTOR_PROBES):
+            free = np.flatnonzero(slots[place[pending]] == _EMPTY)
+            _, first = np.unique(place[pending[free]], return_index=True)
+            won = free[first]
+            slots[place[pending[won]]] = pending[won] + self.size
+            left = np.ones(pending.size, dtype=bool)
+            left[won] = False
+            pending = pending[left]
+            place[pending] = (place[pending] + 1) & self._mask
+        del slots
+        for i, code in zip(pending.tolist(), codes[pending].tolist(), strict=True):
+            _put(self._slots, self._mask, code, self.size + i)
+
     def _close_block(self) -> None:
-        ends, end = array("I"), 0
-        for item_id in self._open:
-            end += len(item_id)
-            ends.append(end)
+        ends = array("I", accumulate(map(len, self._open)))
         self._blocks.append(("".join(self._open), ends))
         self._open = []
 

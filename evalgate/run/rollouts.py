@@ -13,10 +13,12 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from operator import itemgetter, not_, or_
 from typing import TYPE_CHECKING, Any
 
 from evalgate.run._columns import HASH_BYTES, LIMIT, NAN, add_scores, add_usage, pack_hash
-from evalgate.run.item_ids import ItemIds, ItemValues
+from evalgate.run.item_ids import ItemIds, ItemValues, Lookup
 from evalgate.run.item_means import dyadic, fsum_means
 from evalgate.run.scored import finite_floats, unusable
 
@@ -28,6 +30,34 @@ __all__ = ["RolloutTable"]
 
 _ROLLOUT_LIMIT = LIMIT["I"]  # a rollout index fits the "I" column (records.py checks the same)
 _JUDGE_FIELDS = ("usage", "cost_usd", "consistent", "worse_order")
+# The fields of a batch of common records (check_batch), each a tuple over the batch.
+_BATCH_FIELDS = itemgetter(
+    "example_id", "rollout", "reward", "metrics", "usage", "group", "item_hash", "error",
+    "completion",
+)  # fmt: skip
+
+
+@dataclass
+class Batch:
+    """A batch of common records :meth:`RolloutTable.check_batch` found fit to add as one."""
+
+    index: npt.NDArray[np.int64]  # per record, its item's index (new items: the next ones)
+    new: list[int]  # the places of the records that are a new item's first
+    rollout: tuple[int, ...]
+    columns: list[tuple[array[Any], Iterable[Any]]]  # (column, its values over the batch)
+    blank: bytes
+    hashes: bytes  # per record, its packed content hash
+    ids: tuple[str, ...]
+    looked: Lookup  # the ids looked up (ItemIds.extend adds the new ones where they ended)
+
+
+def _finite(values: Iterable[float]) -> bool:
+    """Whether every float is finite: fsum is exact, so it is finite only if each is (an
+    intermediate overflow, or ±inf and NaN, is not)."""
+    try:
+        return math.isfinite(math.fsum(values))
+    except (OverflowError, ValueError):
+        return False
 
 
 class RolloutTable:
@@ -361,6 +391,140 @@ class RolloutTable:
             scores[name].append(score)
         self._n += 1
         return index
+
+    def check_batch(self, values: Iterable[Any]) -> Batch | None:
+        """:meth:`add_common`'s checks of every record of a batch at once, in passes over the
+        batch's fields (a journal is read a batch of lines at a time: records.py), and what
+        adding them takes; nothing is added. None when any record is not the common one, or
+        not one :meth:`add_common` adds as is: an item whose content hash is not the engine's
+        or differs from its first record's, a group. The reader then reads that batch a line
+        at a time (the same checks, one line's message). ``values``: the parsed lines, each
+        let go once its fields are taken (a record holds its prompt and completion)."""
+        if not self._n:
+            return None  # the first record makes the columns (add_checked)
+        try:
+            fields = [
+                (*_BATCH_FIELDS(v), v.get("cost_usd"), v.get("judge"), v.get("served_by"))
+                for v in values
+            ]
+        except (KeyError, TypeError, ValueError):  # a field left out, not an object, not JSON
+            return None
+        if not fields:
+            return None
+        count = len(fields)
+        (
+            ids,
+            rollouts,
+            rewards,
+            metrics,
+            usage,
+            groups,
+            hashes,
+            errors,
+            completions,
+            costs,
+            judges,
+            served,
+        ) = zip(*fields, strict=True)
+        del fields
+        if (
+            set(map(type, ids)) != {str}
+            or set(map(type, rollouts)) != {int}
+            or not 0 <= min(rollouts) <= max(rollouts) < _ROLLOUT_LIMIT
+            or errors.count(None) != count
+            or groups.count(None) != count
+            or costs.count(None) != count
+            or judges.count(None) != count
+            or any(served)
+            or set(map(type, hashes)) != {str}
+            or set(map(len, hashes)) != {2 * HASH_BYTES}
+        ):
+            return None
+        joined = "".join(hashes)
+        try:
+            packed = bytes.fromhex(joined)
+        except ValueError:
+            return None
+        if packed.hex() != joined:  # the engine's: lowercase hex digits only
+            return None
+        reward_types = set(map(type, rewards))
+        if not reward_types <= {float, type(None)}:
+            return None
+        if type(None) in reward_types:  # no reward: NaN in the column
+            if not _finite([r for r in rewards if r is not None]):
+                return None
+            rewards = tuple(NAN if r is None else r for r in rewards)
+        elif not _finite(rewards):
+            return None
+        columns: list[tuple[array[Any], Iterable[Any]]] = [
+            (self._rollout, rollouts),
+            (self._reward, rewards),
+        ]
+        scores, counts = self._metrics, self._usage
+        if set(map(type, metrics)) != {dict} or set(map(len, metrics)) != {len(scores)}:
+            return None
+        if set(map(type, usage)) != {dict} or set(map(len, usage)) != {len(counts)}:
+            return None
+        try:
+            for name, col in scores.items():
+                got = tuple(map(itemgetter(name), metrics))
+                if set(map(type, got)) != {float} or not _finite(got):
+                    return None
+                columns.append((col, got))
+            for name, tally in counts.items():
+                tokens = tuple(map(itemgetter(name), usage))
+                if (
+                    set(map(type, tokens)) != {int}
+                    or not 0 <= min(tokens) <= max(tokens) < LIMIT[tally.typecode]
+                ):
+                    return None
+                columns.append((tally, tokens))
+        except KeyError:
+            return None
+        if set(map(type, completions)) == {str}:  # blank as add_common sees it
+            blank = bytes(map(or_, map(not_, completions), map(str.isspace, completions)))
+        else:
+            blank = bytes(
+                c is None or (type(c) is str and (not c or c.isspace())) for c in completions
+            )
+        import numpy as np  # the reader batches only once numpy is loaded (records.py)
+
+        looked = self._ids.lookup(list(ids))
+        index, new = looked.found, looked.new
+        # Every record of an item seen before carries its first record's hash (same_hash).
+        mine = np.frombuffer(packed, dtype=np.uint64)
+        first = np.empty(count, dtype=np.uint64)
+        known = len(self._ids)
+        old = index < known
+        if old.any():
+            if self._odd_hashes and not self._odd_hashes.keys().isdisjoint(index[old].tolist()):
+                return None
+            first[old] = np.frombuffer(self._hashes, dtype=np.uint64)[index[old]]
+        fresh = ~old
+        first[fresh] = mine[np.asarray(new, dtype=np.intp)][index[fresh] - known]
+        if not np.array_equal(first, mine):
+            return None
+        return Batch(index, new, rollouts, columns, blank, packed, ids, looked)
+
+    def add_batch(self, batch: Batch) -> None:
+        """Add the records of a batch :meth:`check_batch` found fit: the table is then as
+        :meth:`add_common` of each in turn leaves it."""
+        import numpy as np
+
+        if len(batch.new) == len(batch.ids):  # every record a new item
+            self._ids.extend(list(batch.ids), batch.looked)
+        else:
+            self._ids.extend([batch.ids[p] for p in batch.new], batch.looked)
+        if len(batch.new) == len(batch.index):
+            self._hashes += batch.hashes
+        else:
+            packed = np.frombuffer(batch.hashes, dtype=np.uint64)
+            self._hashes += packed[np.asarray(batch.new, dtype=np.intp)].tobytes()
+        self._item.frombytes(batch.index.astype(np.uint32).tobytes())
+        for col, got in batch.columns:
+            col.extend(got)
+        self._blank += batch.blank
+        self._n += len(batch.index)
 
     def _scored(self) -> npt.NDArray[np.bool_]:
         """A bool mask of the rows without an error (numpy)."""

@@ -65,11 +65,46 @@ def score_z(b: np.ndarray, c: np.ndarray, n: int, d0: float) -> np.ndarray:
     """
     b = np.asarray(b, dtype=float)
     c = np.asarray(c, dtype=float)
+    if b.ndim or c.ndim:  # arrays: the same operations in place (a third less time)
+        return _score_z_arrays(b, c, n, d0)
     lin = (b + c) + d0 * (c - b - 2.0 * n)
     disc = np.maximum(lin * lin + 8.0 * n * b * d0 * (1.0 - d0), 0.0)
     x = (lin + np.sqrt(disc)) / (4.0 * n)
     var = np.maximum((2.0 * x + d0 - d0 * d0) / n, 0.0)
     num = (c - b) / n - d0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(var > 0.0, num / np.sqrt(var), np.sign(num) * np.inf)
+    return np.where((var <= 0.0) & (np.abs(num) < 1e-12), 0.0, z)
+
+
+def _score_z_arrays(b: np.ndarray, c: np.ndarray, n: int, d0: float) -> np.ndarray:
+    """:func:`score_z` of arrays, each operation of its formula in the same order on the same
+    operands (a + b and a·b commute exactly), into few temporaries: the binary searches for the
+    rejection edges evaluate it on ~10^5 cells at a time, a million items."""
+    diff = c - b
+    lin = diff - 2.0 * n
+    lin *= d0
+    lin += b + c  # (b + c) + d0·(c − b − 2n)
+    disc = b * (8.0 * n)
+    disc *= d0
+    disc *= 1.0 - d0  # 8n·b·d0·(1 − d0)
+    x = lin * lin
+    x += disc
+    del disc
+    np.maximum(x, 0.0, out=x)
+    np.sqrt(x, out=x)
+    x += lin
+    del lin
+    x /= 4.0 * n  # the root x
+    var = x
+    var *= 2.0
+    var += d0
+    var -= d0 * d0
+    var /= n
+    np.maximum(var, 0.0, out=var)  # (2x + d0 − d0²)/n
+    num = diff
+    num /= n
+    num -= d0  # (c − b)/n − d0
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(var > 0.0, num / np.sqrt(var), np.sign(num) * np.inf)
     return np.where((var <= 0.0) & (np.abs(num) < 1e-12), 0.0, z)
@@ -151,7 +186,17 @@ class _Edges:
 
     def __call__(self, m: np.ndarray) -> np.ndarray:
         index = m.astype(np.intp)
-        missing = np.unique(index[np.isnan(self.known[index])])
+        gaps = index[np.isnan(self.known[index])]
+        if not gaps.size:
+            return self.known[index]
+        low = int(gaps.min())
+        span = int(gaps.max()) - low + 1
+        if span <= 4 * gaps.size:  # the rows' counts overlap: marked, not sorted
+            need = np.zeros(span, dtype=bool)
+            need[gaps - low] = True
+            missing = np.flatnonzero(need) + low  # = np.unique(gaps)
+        else:
+            missing = np.unique(gaps)
         if missing.size:
             found = _region_edge(self.z_obs, self.n, self.d0, missing.astype(float))
             self.known[missing] = found
@@ -159,19 +204,29 @@ class _Edges:
 
 
 def _tail(
-    z_obs: float, n: int, d0: float, psi: np.ndarray, edges: _Edges | None = None
+    z_obs: float,
+    n: int,
+    d0: float,
+    psi: np.ndarray,
+    edges: _Edges | None = None,
+    above: float | None = None,
 ) -> np.ndarray:
     """P_{Δ0, ψ}(b ≤ b*(M)) for each ψ: Σ_m Bin(m; n, ψ)·Bin-CDF(b*(m); m, p_b/ψ), the sum
     over the window of m that carries the probability (see _windows). ``edges``: b*(m), kept
-    across calls (it does not depend on ψ)."""
+    across calls (it does not depend on ψ). ``above``: only whether some tail exceeds it is
+    wanted; the tails are then those of the first ψ, up to the first rows that exceed it (the
+    rows computed are the same bits as without it)."""
     psi = np.clip(psi, 1e-300, 1.0)
     # Many ψ at once (a branch and bound's level): in blocks of about 2^20 cells, so memory
     # stays that of a few windows whatever the number of points.
     rows = max(1, (1 << 20) // (2 * int(9.0 * math.sqrt(n / 4.0) + 31.0) + 1))
     if psi.size > rows:
-        return np.concatenate(
-            [_tail(z_obs, n, d0, psi[i : i + rows], edges) for i in range(0, psi.size, rows)]
-        )
+        blocks = []
+        for i in range(0, psi.size, rows):
+            blocks.append(_tail(z_obs, n, d0, psi[i : i + rows], edges, above))
+            if above is not None and blocks[-1].max() > above:
+                break
+        return np.concatenate(blocks)
     # The rows' window width is the block's (the widest row's): a row's cells, and so its
     # sum, are those of the whole block. The rows are then summed a few at a time, which gives
     # each row the same sum (a row's cells are summed on their own) with temporaries of a few
@@ -182,6 +237,8 @@ def _tail(
     for at in range(0, psi.size, _ROWS_AT_ONCE):
         part = slice(at, at + _ROWS_AT_ONCE)
         total[part] = _window_sums(z_obs, n, d0, psi[part], start[part, None] + cells, edges)
+        if above is not None and total[part].max() > above:
+            return total[: at + _ROWS_AT_ONCE]
     return total
 
 
@@ -199,7 +256,8 @@ def _window_sums(
     # Only cells that carry probability and are neither empty nor full need a binomial CDF.
     partial = (weight > _CELL_FLOOR) & (edge >= 0) & (edge < m)
     total = np.sum(np.where(edge >= m, weight, 0.0), axis=1)
-    cdf = sp.bdtr(edge[partial].astype(np.int64), m[partial].astype(np.int64), q[partial])
+    # b*(m) as a float: the loop bdtr takes for any integer k casts it to one (exact).
+    cdf = sp.bdtr(edge[partial], m[partial].astype(np.int64), q[partial])
     np.add.at(total, np.nonzero(partial)[0], weight[partial] * cdf)
     return total
 
@@ -276,11 +334,16 @@ def _interval_bounds(
     return np.minimum(best, 1.0)  # a probability
 
 
-def _grid_tail(z_obs: float, n: int, d0: float) -> float:
+def _grid_tail(z_obs: float, n: int, d0: float, above: float | None = None) -> float:
     """The grid's maximum of the tail probability: a value the tail reaches (so a lower bound
     on the supremum, within a few % of it), cheap. It steers the searches for the bounds;
-    every decision they return is checked against :func:`_sup_tail`."""
-    return _sup_tail(z_obs, n, d0, grid_only=True)
+    every decision they return is checked against :func:`_sup_tail`.
+
+    ``above``: only whether that maximum exceeds it is wanted (a search that compares it with a
+    level): the first grid value found above it is returned, without the rest of the grid
+    (at 10^6 items most of the rows: the grid runs from the corner ψ = |d0|, where a tail
+    above the level usually is). The comparison with ``above`` is the maximum's."""
+    return _sup_tail(z_obs, n, d0, grid_only=True, above=above)
 
 
 def _sup_tail(
@@ -290,6 +353,7 @@ def _sup_tail(
     decide: float | None = None,
     *,
     grid_only: bool = False,
+    above: float | None = None,
     atol: float = _SUP_ATOL,
     rtol: float = _SUP_RTOL,
 ) -> float:
@@ -308,6 +372,8 @@ def _sup_tail(
     the supremum (the test rejects); a result above it is a value the tail reaches, or an
     upper bound within the tolerance of one (it does not reject): the decision is never
     less conservative than the exact supremum's, and the value can still steer a search.
+
+    ``grid_only``: the grid's maximum, not bounded (:func:`_grid_tail`, with its ``above``).
     """
     low = abs(d0)
     if low >= 1.0:
@@ -316,6 +382,16 @@ def _sup_tail(
     edges = None if grid_only else _Edges(z_obs, n, d0)
     u = np.linspace(0.0, 1.0, _PSI_POINTS)
     grid = low + (1.0 - low) * u * u
+    if grid_only:  # the grid's maximum (its first value above ``above``, where one is given)
+        values = _tail(z_obs, n, d0, grid, None, above)
+        found = float(values.max())
+        if above is None or found <= above:
+            best = int(np.argmax(values))
+            near = np.linspace(
+                grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)], _REFINE_POINTS
+            )
+            found = float(np.concatenate([values, _tail(z_obs, n, d0, near, None, above)]).max())
+        return float(min(1.0, found))
     values = _tail(z_obs, n, d0, grid, edges)
     best = int(np.argmax(values))
     near = np.linspace(grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)], _REFINE_POINTS)
@@ -324,8 +400,6 @@ def _sup_tail(
     order = np.argsort(psi, kind="stable")
     psi, values = psi[order], values[order]
     found = float(values.max())
-    if grid_only:
-        return float(min(1.0, found))
     a, b, ta, tb = psi[:-1], psi[1:], values[:-1], values[1:]
     settled = 0.0
     for _ in range(_SUP_LEVELS):

@@ -29,7 +29,7 @@ def regression_edge(n: int, alpha: float) -> np.ndarray:
     """
 
     def p_reg(z0: float) -> float:  # = p_less at any table with this z0 (b and c swapped)
-        return _grid_tail(-z0, n, 0.0)
+        return _grid_tail(-z0, n, 0.0, above=alpha)  # only compared with alpha
 
     m = np.arange(n + 1, dtype=float)
     floor, ceiling = -math.sqrt(n) - 1e-6, math.sqrt(n) + 1e-6  # every attainable z0 is inside
@@ -99,7 +99,8 @@ def noninferiority_edge(n: int, margin: float, alpha: float) -> np.ndarray:
     d0 = -float(margin)
 
     def p_ni(z: float) -> float:
-        return _grid_tail(z, n, d0)  # steers the search; the end is checked exactly below
+        # Steers the search (only compared with alpha); the end is checked exactly below.
+        return _grid_tail(z, n, d0, above=alpha)
 
     bound = 2.0 * math.sqrt(n) / max(math.sqrt(1.0 - d0 * d0), 1e-6) + 10.0
     if p_ni(bound) > alpha:  # not even the most extreme table rejects
