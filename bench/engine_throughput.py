@@ -299,7 +299,15 @@ benchmarks:
 
 def _client_env(tmp: Path, root: Path) -> dict[str, str]:
     # PYTHONPATH picks the checkout under test (children run with cwd=tmp, so it comes first).
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_"))}
+    # Without the test suite's side venvs (.ci/run exports them): with EVALGATE_LITELLM_PYTHON,
+    # every run started that venv's Python to find LiteLLM's price list and read it (~40 ms
+    # before its first request), which an install as the README says never does.
+    side_venvs = ("EVALGATE_LITELLM_PYTHON", "EVALGATE_INSPECT_PYTHON")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GITHUB_", "INPUT_")) and k not in side_venvs
+    }
     env.update(CI="true", HOME=str(tmp), PYTHONPATH=str(root))
     return env
 

@@ -230,6 +230,16 @@ def test_unreachable_endpoint_is_infra_error(tmp_path: Path) -> None:
     assert "cannot reach http://127.0.0.1:9/v1" in verdict["checks"][0]["reason"]
 
 
+def test_a_host_that_is_no_name_is_unreachable_not_a_crash(tmp_path: Path) -> None:
+    """An empty label (`a..b`) is refused by the resolver, as any name it cannot look up (it
+    was an internal error: the `idna` codec's, which the probe no longer uses for ASCII)."""
+    config = _config(tmp_path, "http://a..b:9/v1")
+    code, out = _run(tmp_path, config, "--eval.max_retries=0", "--eval.num_examples=2")
+    assert code == 3
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert "cannot reach http://a..b:9/v1" in verdict["checks"][0]["reason"]
+
+
 def test_missing_api_key_names_the_variable(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,9 +1,9 @@
 """The evals.yaml document as written (before layering): its models, benchmark entries (a
 registry name, or an entry with overrides or an inline ``kind``) and settings."""
 
-from __future__ import annotations
+# Annotations are objects, not strings: see evalgate.config.spec._base.
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     ConfigDict,
@@ -16,6 +16,7 @@ from evalgate.config.spec import (
     AgentBenchmark,
     ArithBenchmark,
     BaselineSettings,
+    Benchmark,
     BudgetSettings,
     EvalSettings,
     FileBenchmark,
@@ -30,10 +31,6 @@ from evalgate.config.spec import (
     Strict,
     VerifiersBenchmark,
 )
-
-if TYPE_CHECKING:
-    from evalgate.config.spec import Benchmark
-
 
 __all__ = ["BENCHMARK_KINDS", "BenchmarkEntry", "EvalsFile"]
 

@@ -6,14 +6,14 @@ Layers are merged as plain data *before* validation so that a default never over
 user set, and every value keeps its origin (file and line) for error messages.
 """
 
-from __future__ import annotations
+# Annotations are objects, not strings: see evalgate.config.spec._base.
 
 import functools
 import os
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import (
     ConfigDict,
@@ -62,10 +62,6 @@ from evalgate.config.spec import (
 )
 from evalgate.config.spec._base import Deferred
 from evalgate.errors import ConfigError
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 
 __all__ = [
     "ArithBenchmark",

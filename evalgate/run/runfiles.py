@@ -16,7 +16,7 @@ has its default). A file that is not what evalgate writes is refused in one line
 and the field (:class:`~evalgate.errors.UsageError`, exit 2).
 """
 
-from __future__ import annotations
+# Annotations are objects, not strings: see evalgate.config.spec._base.
 
 import json
 import os

@@ -51,8 +51,14 @@ class OpenAICompatServer:
         url = self.model.base_url
         parts = urlsplit(url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = parts.hostname or ""
+        # An ASCII host goes to the resolver as the bytes its `idna` encoding would be: as text,
+        # the socket module encodes it with that codec, whose import (Unicode tables) is ~1 ms
+        # of every run's start, and the client never loads it for an IP address. (The stubs
+        # type the host as text; the socket module takes bytes, as getaddrinfo does.)
+        address = host.encode("ascii") if host.isascii() else host
         try:
-            with socket.create_connection((parts.hostname or "", port), timeout=10):
+            with socket.create_connection((address, port), timeout=10):  # type: ignore[arg-type]
                 pass
         except OSError as exc:
             reason = exc.strerror or str(exc) or type(exc).__name__

@@ -1,6 +1,8 @@
 """Shared pieces of the evals.yaml schema: strictness, sampling, eval settings, gate policy."""
 
-from __future__ import annotations
+# Annotations are objects, not strings (no `from __future__ import annotations`): pydantic
+# evaluates a string annotation at class creation, a compile and an eval per field, on every
+# command's start-up path (issue #36).
 
 import types
 from collections.abc import Mapping

@@ -1,6 +1,6 @@
 """Benchmarks: scorers and one config class per benchmark kind, discriminated by ``kind``."""
 
-from __future__ import annotations
+# Annotations are objects, not strings: see _base.
 
 import re
 from typing import Annotated, Literal

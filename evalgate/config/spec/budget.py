@@ -4,7 +4,7 @@ Enforcement lives in :mod:`evalgate.run.budget` (the meter) and :mod:`evalgate.r
 rollout once a cap is reached); this module is the schema and the base branch's ceiling.
 """
 
-from __future__ import annotations
+# Annotations are objects, not strings: see _base.
 
 from pydantic import Field
 

@@ -5,10 +5,10 @@ the scorer's config, so they sit in the comparability fingerprint and in the bas
 measurement (a PR that changes them is not compared, and cannot PASS).
 """
 
-from __future__ import annotations
+# Annotations are objects, not strings: see _base.
 
 from functools import cache
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Discriminator, Field, Tag, model_validator
 from pydantic_core import PydanticCustomError
@@ -36,7 +36,7 @@ class JudgeScale(Strict):
     """Highest score the judge may give."""
 
     @model_validator(mode="after")
-    def _ordered(self) -> JudgeScale:
+    def _ordered(self) -> Self:
         if self.max <= self.min:
             raise ValueError(f"scale.max ({self.max}) must be above scale.min ({self.min})")
         return self
@@ -97,7 +97,7 @@ class JudgeScorer(Strict):
     label), relative to the evals.yaml; the scorecard shows the judge's measured agreement."""
 
     @model_validator(mode="after")
-    def _fields_fit_the_mode(self) -> JudgeScorer:
+    def _fields_fit_the_mode(self) -> Self:
         # Raised on the field at fault (the loader names its line), not on the whole scorer.
         if self.mode == "reference" and self.scale != "pass-fail":
             _wrong("scale", "mode reference grades pass/fail: leave `scale` out")

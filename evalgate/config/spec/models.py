@@ -1,6 +1,6 @@
 """Models under test: one config class per serving backend, discriminated by ``backend``."""
 
-from __future__ import annotations
+# Annotations are objects, not strings: see _base.
 
 from typing import Annotated, Literal
 

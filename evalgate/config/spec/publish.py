@@ -1,6 +1,6 @@
 """Where results go besides the output folder: opt-in publishing (`publish:` in evals.yaml)."""
 
-from __future__ import annotations
+# Annotations are objects, not strings: see _base.
 
 from pydantic import Field
 
