@@ -109,19 +109,7 @@ class RolloutTable:
         known = ids.size  # the attribute, not len(): once a rollout (the engine's, live)
         index = ids.add(rec["example_id"])
         if index == known:
-            group, ihash = rec.get("group"), rec.get("item_hash", "")
-            # _add_item's common case inline (no group, the engine's 16 lowercase hex digits):
-            # a live run's every new item.
-            packed = b""
-            if group is None and type(ihash) is str and len(ihash) == 2 * HASH_BYTES:
-                try:
-                    packed = bytes.fromhex(ihash)
-                except ValueError:
-                    packed = b""
-            if len(packed) == HASH_BYTES and packed.hex() == ihash:
-                self._hashes += packed
-            else:
-                self._add_item(group, ihash)
+            self._add_item(rec.get("group"), rec.get("item_hash", ""))
         self._item.append(index)
         self._rollout.append(rec.get("rollout", 0))  # a hand-made record may leave it out
         error, reward = rec["error"], rec["reward"]
@@ -160,6 +148,17 @@ class RolloutTable:
 
     def _add_item(self, group: str | None, ihash: str | None) -> None:
         """The new item's group and content hash (its id was just added to ``_ids``)."""
+        if group is None and type(ihash) is str and len(ihash) == 2 * HASH_BYTES:
+            # The common case first, without pack_hash's checks: no group, the engine's 16
+            # lowercase hex digits (a live run's every new item, a journal's read a line at a
+            # time). fromhex takes spaces and capitals too: the round trip says it was those.
+            try:
+                engine = bytes.fromhex(ihash)
+            except ValueError:
+                engine = b""
+            if engine.hex() == ihash:
+                self._hashes += engine
+                return
         index = len(self._ids) - 1
         if group is not None:
             self._groups[index] = group
@@ -365,17 +364,7 @@ class RolloutTable:
         known = ids.size
         index = ids.add(item_id)
         if index == known:
-            # _add_item's common case inline: no group, the engine's 16 hex digits.
-            packed = b""
-            if group is None and type(ihash) is str and len(ihash) == 2 * HASH_BYTES:
-                try:
-                    packed = bytes.fromhex(ihash)
-                except ValueError:
-                    packed = b""
-            if len(packed) == HASH_BYTES and packed.hex() == ihash:
-                self._hashes += packed
-            else:
-                self._add_item(group, ihash)
+            self._add_item(group, ihash)
         self._item.append(index)
         self._rollout.append(rollout)
         self._reward.append(NAN if reward is None else reward)
