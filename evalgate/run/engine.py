@@ -26,7 +26,7 @@ from collections.abc import Set as AbstractSet
 from typing import IO, TYPE_CHECKING, Any
 
 from evalgate.errors import InfraError, secret_redactor
-from evalgate.run.fingerprint import identity
+from evalgate.run.fingerprint import item_hash as _item_hash  # one per item, not per rollout
 from evalgate.run.rollouts import RolloutTable
 from evalgate.run.scored import unusable
 from evalgate.serve import served
@@ -262,6 +262,7 @@ async def run_suite(
     # With ``slim``, columns of what summaries read (evalgate.run.rollouts): the journal has
     # the records, and memory must not grow by a prompt and a completion per rollout.
     results: Any = RolloutTable() if slim else []
+    hashes: dict[str, str] = {}  # one item_hash per item, not per rollout
     sink = _Journal(journal, flush_every, flush_interval_s) if journal is not None else None
     # An error's text is a provider's or a sandbox's words, and may echo a key; it is stored in
     # the journal, pushed with a baseline and quoted in the PR's comment.
@@ -273,7 +274,9 @@ async def run_suite(
         for item, index in work:  # a shared iterator: each pair is taken by exactly one worker
             if budget is not None and budget.exhausted():
                 return  # this pair was not started: a resume runs it
-            ihash = identity(item)  # hashed once an item, mostly for the dataset hash already
+            ihash = hashes.get(item.id)
+            if ihash is None:
+                ihash = hashes[item.id] = _item_hash(item.prompt, item.answer, item.exam)
             started = wall_clock()
             t0 = perf_counter()
             with served.collect() as others:  # replies another model (a fallback) served

@@ -77,17 +77,8 @@ def _digest_strings(value: list[str] | list[list[str]], size: int = 16) -> str:
 
 
 def identity(item: Item) -> str:
-    """The content hash base and PR items must share to be paired.
-
-    Kept on the item once computed: a run hashes every item for its dataset hash before the
-    first request, and the engine needs each item's again for its first record (on the
-    request path, one sha256 an item). An Item is frozen, so the hash cannot go stale; it is
-    no field (equality, ``repr`` and ``dataclasses.replace`` do not see it)."""
-    known: str | None = item.__dict__.get("_identity")
-    if known is None:
-        known = item_hash(item.prompt, item.answer, item.exam)
-        object.__setattr__(item, "_identity", known)  # frozen: set past its __setattr__
-    return known
+    """The content hash base and PR items must share to be paired."""
+    return item_hash(item.prompt, item.answer, item.exam)
 
 
 def dataset_hash(items: Sequence[Item]) -> str:
