@@ -51,8 +51,8 @@ def _drawn_by_randint(
 def test_arith_draws_the_items_randint_and_choice_draw(
     seed: int, max_operand: int, ops: list[str]
 ) -> None:
-    """The generator's draws, made without randint's argument checks, are randint's: the same
-    items on every Python this runs on, so a baseline stays comparable."""
+    """The generator draws a, b and then the operator, each by randint and choice, in that order:
+    the items baselines were made with, so a baseline stays comparable."""
     items = arith_items(300, seed, max_operand, ops)
     assert [(i.prompt, i.answer) for i in items] == _drawn_by_randint(300, seed, max_operand, ops)
     assert [i.id for i in items] == [f"arith-{seed}-{n}" for n in range(300)]

@@ -27,20 +27,11 @@ _APPLY = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 def arith_items(size: int, seed: int, max_operand: int, ops: list[str]) -> list[Item]:
     """A pure function of its arguments: the same seed gives the same items on every machine."""
-    if not ops:
-        raise IndexError("Cannot choose from an empty sequence")  # as rng.choice([]) did
     rng = random.Random(seed)
-    # rng.randint(0, n) is rng._randbelow(n + 1) and rng.choice(ops) ops[rng._randbelow(len(ops))]
-    # (CPython's own definitions: the same draws, so the same items): called directly, without
-    # randrange's argument checks, 2,000 items take a third of the time.
-    # tests/test_datasets.py holds this to randint and choice.
-    below = getattr(rng, "_randbelow", None)
-    if below is None:  # another Python's random: its own randint and choice
-        draw, pick = rng.randint, rng.choice
-        operands = [(draw(0, max_operand), draw(0, max_operand), pick(ops)) for _ in range(size)]
-    else:
-        width, count = max_operand + 1, len(ops)
-        operands = [(below(width), below(width), ops[below(count)]) for _ in range(size)]
+    operands = [
+        (rng.randint(0, max_operand), rng.randint(0, max_operand), rng.choice(ops))
+        for _ in range(size)
+    ]
     items = []
     for i, (a, b, op) in enumerate(operands):
         value = _APPLY[op](a, b)
