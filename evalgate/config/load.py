@@ -126,8 +126,10 @@ _SCORERS = members_by_tag(Scorer, "type")
 
 def _validate_file(top: dict[str, object]) -> EvalsFile:
     """evals.yaml as a whole, its models through the backends it names (see ``_narrow``)."""
-    wanted = named_members(top["models"], "backend", _BACKENDS) if "models" in top else (
-        LocalModel,)  # fmt: skip
+    if "models" in top:
+        wanted = named_members(top["models"], "backend", _BACKENDS)
+    else:  # the default: the embedded model
+        wanted = (LocalModel,)
     return validate_narrowed(EvalsFile, top, "models", wanted, "backend")
 
 
