@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import dataclasses
 import errno
 import gc
 import importlib
@@ -23,7 +22,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, NoReturn, TypeAlias, cast
+from typing import IO, TYPE_CHECKING, NamedTuple, NoReturn, TypeAlias, cast
 
 if TYPE_CHECKING:
     import asyncio
@@ -339,14 +338,16 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
     return loop
 
 
-@dataclasses.dataclass(frozen=True)
-class _Command:
+class _Command(NamedTuple):
     """Where a command's body lives: ``evalgate.commands.<module>.<handler>(args, overrides,
     environ, out) -> exit code``, imported when the command runs (``evalgate schema`` loads no
     model client). ``overrides``: takes ``--section.field=value`` after its arguments.
     ``long_running``: SIGTERM takes Ctrl-C's path, so the servers it started are stopped.
     ``requests``: it sends model requests, so aiohttp is imported on a second thread from the
-    start (:mod:`evalgate._preload`), beside the main thread's work."""
+    start (:mod:`evalgate._preload`), beside the main thread's work.
+
+    A named tuple, not a frozen dataclass: as immutable, and made without the five methods a
+    frozen dataclass compiles from source at import (~0.4 ms of every command's start)."""
 
     module: str
     handler: str = "run"

@@ -85,6 +85,7 @@ def test_a_one_item_run_without_a_gate_loads_no_numpy_or_scipy(
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "evalgate.run.summary" in loaded and "evalgate.report.html" in loaded  # it did run
     assert _hits(loaded, NEVER) == []
+    assert "sqlite3" not in loaded  # --no-cache: the response cache's database is never opened
 
 
 def test_a_one_item_run_with_a_threshold_loads_no_numpy_or_scipy(

@@ -109,7 +109,9 @@ MAX_REPLY_BYTES = 4 << 20  # eval.max_reply_mib's default
 _HOP_MARGIN_S = 30.0
 
 
-@dataclass(frozen=True)
+# init=False: the class writes its own __init__ (below); the dataclass's would be compiled
+# at import only to be discarded.
+@dataclass(frozen=True, init=False)
 class Reply:
     text: str
     usage: dict[str, int]

@@ -33,7 +33,9 @@ class Item:
     exam: str = ""
 
 
-@dataclass(frozen=True)
+# init=False: the class writes its own __init__ (below); the dataclass's would be compiled
+# at import only to be discarded.
+@dataclass(frozen=True, init=False)
 class Outcome:
     """What one rollout produced, before the engine adds ids and timing."""
 
