@@ -36,7 +36,9 @@ _PLAIN_TAGS = {"tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"}
 MAX_VALUES = 200_000  # values after alias expansion; far above any real config
 
 
-@dataclass(frozen=True)
+# eq=False: never compared (an identity, not a value); the generated methods would be
+# compiled from source at every start-up (dataclasses exec each one: issue #36).
+@dataclass(frozen=True, eq=False)
 class Layer:
     """One source of configuration: its data, its name, and the line of every key path."""
 

@@ -16,7 +16,9 @@ from evalgate.errors import ConfigError
 __all__ = ["Overrides", "parse_overrides"]
 
 
-@dataclass(frozen=True)
+# eq=False: never compared (an identity, not a value); the generated methods would be
+# compiled from source at every start-up (dataclasses exec each one: issue #36).
+@dataclass(frozen=True, eq=False)
 class Overrides:
     """Parsed overrides, split by what they address."""
 

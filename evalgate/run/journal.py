@@ -113,7 +113,9 @@ class Pairs(AbstractSet[Pair]):
         return self._n
 
 
-@dataclass
+# eq=False, repr=False: never compared (an identity, not a value); the generated methods would be
+# compiled from source at every start-up (dataclasses exec each one: issue #36).
+@dataclass(eq=False, repr=False)
 class JournalState:
     """What a journal holds, after de-duplication: the kept rollouts as columns
     (:class:`~evalgate.run.rollouts.RolloutTable`; the file keeps the records) and their pairs

@@ -37,7 +37,9 @@ _BATCH_FIELDS = itemgetter(
 )  # fmt: skip
 
 
-@dataclass
+# eq=False, repr=False: never compared (an identity, not a value); the generated methods would be
+# compiled from source at every start-up (dataclasses exec each one: issue #36).
+@dataclass(eq=False, repr=False)
 class Batch:
     """A batch of common records :meth:`RolloutTable.check_batch` found fit to add as one."""
 

@@ -77,7 +77,9 @@ __all__ = [
 ]
 
 
-@dataclass
+# eq=False: never compared (an identity, not a value); the generated methods would be
+# compiled from source at every start-up (dataclasses exec each one: issue #36).
+@dataclass(eq=False)
 class RunDir:
     path: Path
 

@@ -37,7 +37,9 @@ class Endpoint:
     router: bool = False
 
 
-@dataclass(frozen=True)
+# eq=False: never compared (an identity, not a value); the generated methods would be
+# compiled from source at every start-up (dataclasses exec each one: issue #36).
+@dataclass(frozen=True, eq=False)
 class ServeContext:
     """What a run gives every model server, whichever backend: where its logs go, the
     environment (keys by reference), and what chat-template resolution looks at."""

@@ -156,7 +156,9 @@ class RequestFailed(Exception):
         super().__init__(f"{kind}: {detail}")
 
 
-@dataclass
+# eq=False: never compared (an identity, not a value); the generated methods would be
+# compiled from source at every start-up (dataclasses exec each one: issue #36).
+@dataclass(eq=False)
 class ClientStats:
     """What the client did, for metadata.json and the scorecard's error table."""
 

@@ -21,7 +21,9 @@ if TYPE_CHECKING:  # the judge loads with a judged benchmark only (start-up: tes
 __all__ = ["QASuite"]
 
 
-@dataclass
+# eq=False: never compared (an identity, not a value); the generated methods would be
+# compiled from source at every start-up (dataclasses exec each one: issue #36).
+@dataclass(eq=False)
 class QASuite(SuiteDefaults):
     name: str
     items: list[Item]
