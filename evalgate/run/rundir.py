@@ -125,7 +125,9 @@ class RunDir:
 _LARGE = 1 << 16
 
 
-@dataclass(frozen=True)
+# eq=False: never compared (an identity, not a value); the generated methods would be
+# compiled from source at every start-up (dataclasses exec each one: issue #36).
+@dataclass(frozen=True, eq=False)
 class LoadedRun:
     """A run directory read back and checked: its config, its rollouts (the columns summaries
     and comparisons read; :meth:`full_records` streams the journal for the rest), its metadata."""

@@ -88,7 +88,9 @@ def item_metrics(
     return dict(out)
 
 
-@dataclass(frozen=True)
+# eq=False: never compared (an identity, not a value); the generated methods would be
+# compiled from source at every start-up (dataclasses exec each one: issue #36).
+@dataclass(frozen=True, eq=False)
 class RunSummary:
     """One model × benchmark run, summarised for the gate and the scorecard."""
 
