@@ -73,10 +73,10 @@ def test_no_dataclass_compiles_an_init_it_discards() -> None:
 
 
 def test_start_up_dataclasses_without_generated_equality_keep_what_callers_rely_on() -> None:
-    """Layer, Overrides, ServeContext, LoadedRun and RunSummary are frozen, and compare as
-    identities (eq=False: none is ever compared, and each generated method is compiled at
-    start-up); the command table's entries are immutable named tuples. Frozen stays frozen;
-    `replace` still copies."""
+    """Layer, Overrides, ServeContext, LoadedRun, RunSummary and Endpoint are frozen, and
+    compare as identities (eq=False: none is ever compared, and each generated method is
+    compiled at start-up); the command table's entries are immutable named tuples. Frozen stays
+    frozen; `replace` still copies."""
     from evalgate.cli import COMMANDS
     from evalgate.config._yamlio import Layer
     from evalgate.config.overrides import parse_overrides
@@ -95,8 +95,9 @@ def test_start_up_dataclasses_without_generated_equality_keep_what_callers_rely_
     assert overrides.top == {"eval": {"rollouts": 2}}
     from evalgate.run.rundir import LoadedRun
     from evalgate.run.summary import RunSummary
+    from evalgate.serve.base import Endpoint
 
-    for cls in (LoadedRun, RunSummary):  # read back and summarised: frozen as before
+    for cls in (LoadedRun, RunSummary, Endpoint):  # frozen as before
         assert cls.__dataclass_params__.frozen and not cls.__dataclass_params__.eq  # type: ignore[attr-defined]
     with pytest.raises(AttributeError):
         COMMANDS["local"].requests = False  # type: ignore[misc]

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 __all__ = ["Endpoint", "ModelServer", "ServeContext", "ServeOptions"]
 
 
-@dataclass(frozen=True)
+# eq=False: never compared (an identity, not a value); the generated methods would be
+# compiled from source at every start-up (dataclasses exec each one: issue #36).
+@dataclass(frozen=True, eq=False)
 class Endpoint:
     """Where to send chat requests."""
 
