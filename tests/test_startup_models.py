@@ -99,6 +99,19 @@ def test_start_up_dataclasses_without_generated_equality_keep_what_callers_rely_
 
     for cls in (LoadedRun, RunSummary, Endpoint):  # frozen as before
         assert cls.__dataclass_params__.frozen and not cls.__dataclass_params__.eq  # type: ignore[attr-defined]
+    # Item, Outcome and Reply: equal by value as before, and never hashable (a dict field made
+    # the generated __hash__ raise; they now say so without compiling one).
+    from evalgate.serve.client import Reply
+    from evalgate.suites.base import Item, Outcome
+
+    for make in (
+        lambda: Item("id", "1 + 1", "2"),
+        lambda: Outcome([], "2", 1.0, {}, {}),
+        lambda: Reply("2", {}, 0.1, 1),
+    ):
+        assert make() == make()
+        with pytest.raises(TypeError):
+            hash(make())
     with pytest.raises(AttributeError):
         COMMANDS["local"].requests = False  # type: ignore[misc]
     assert COMMANDS["local"] == ("local", "run", True, True, True)

@@ -120,6 +120,9 @@ class Reply:
     cached: bool = False
     served_by: str | None = None  # the model that answered, when not the one asked (fallbacks)
     finish_reason: str | None = None  # the server's; None from the cache (or when not sent)
+    # Never hashable: the generated __hash__ hashed `usage`, a dict, and always raised. Said here,
+    # it is not compiled at every start-up (dataclasses exec each generated method).
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

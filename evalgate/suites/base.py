@@ -31,6 +31,9 @@ class Item:
     # and files, a verifier, an image's build context, a data row's other columns. Empty when
     # the prompt and answer are all of it (such an item keeps the hash it always had).
     exam: str = ""
+    # Never hashable: the generated __hash__ hashed `fields`, a dict, and always raised. Said
+    # here, it is not compiled at every start-up (dataclasses exec each generated method).
+    __hash__ = None  # type: ignore[assignment]
 
 
 # init=False: the class writes its own __init__ (below); the dataclass's would be compiled
@@ -48,6 +51,9 @@ class Outcome:
     reason: str | None = None  # why this reward (a sandboxed check's verdict), for the journal
     cost_usd: float | None = None  # by the rollout's own account (a command agent's report)
     judge: Mapping[str, object] | None = None  # a model-graded scorer's judgement (score, usage…)
+    # Never hashable: the generated __hash__ hashed `metrics` and `usage`, dicts, and always
+    # raised. Said here, it is not compiled at every start-up (dataclasses exec each method).
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
