@@ -132,8 +132,22 @@ def serve(latency_ms: float, port_file: Path) -> None:
 # The ceiling: a raw aiohttp loop, as lean as a Python client gets.
 
 
-def ceiling(url: str, n: int, concurrency: int) -> None:
+# The libraries every `evalgate local` run imports besides aiohttp (its config's validation, its
+# YAML, its scorecard's templates): the raw loop importing them too is the floor no run that
+# keeps them can go under (bench/overhead.py's "floor" column).
+LIBRARIES = ("pydantic:BaseModel", "yaml", "jinja2")
+
+
+def ceiling(url: str, n: int, concurrency: int, libraries: bool = False) -> None:
     _pin(CLIENT_CORE)
+    if libraries:
+        import importlib
+
+        for name in LIBRARIES:
+            module, _, attr = name.partition(":")
+            loaded = importlib.import_module(module)
+            if attr:
+                getattr(loaded, attr)  # pydantic's names load lazily, on first access
     import aiohttp
 
     from evalgate.suites.datasets import arith_items
@@ -348,9 +362,11 @@ _PINNED_CLI = (
 )
 
 
-def _ceiling(url: str, n: int, concurrency: int, env: dict[str, str]) -> dict[str, float]:
+def _ceiling(
+    url: str, n: int, concurrency: int, env: dict[str, str], *, libraries: bool = False
+) -> dict[str, float]:
     args = [sys.executable, __file__, "--ceiling", url, "--n", str(n)]
-    args += ["--concurrency", str(concurrency)]
+    args += ["--concurrency", str(concurrency)] + (["--libraries"] if libraries else [])
     spawned = time.time()
     wall, rss, out, cpu = _spawn_usage(args, env)
     data = json.loads(out)
@@ -475,11 +491,12 @@ def main() -> None:
     parser.add_argument("--port-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--ceiling", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--engine", metavar="CONFIG", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--libraries", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
         serve(args.serve, args.port_file)
     elif args.ceiling:
-        ceiling(args.ceiling, args.n, args.concurrency)
+        ceiling(args.ceiling, args.n, args.concurrency, args.libraries)
     elif args.engine:
         engine(args.engine, args.n)
     else:

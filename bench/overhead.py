@@ -4,13 +4,16 @@ Against a free OpenAI-compatible stub (bench/engine_throughput.py's: its own pro
 the clients on core 1), 2,000 in-memory ``arith`` items at concurrency 64, no cache, at 0 ms and
 20 ms of added latency, repeats interleaved so a noisy spell hits both alike:
 
-- ``raw loop``: 64 aiohttp workers, one ClientSession, pre-encoded bodies (the floor);
+- ``raw loop``: 64 aiohttp workers, one ClientSession, pre-encoded bodies (the client's limit);
+- ``floor``: the raw loop importing, first, the libraries every run imports besides aiohttp
+  (pydantic, PyYAML, Jinja): no run that keeps them goes under it;
 - ``evalgate local``: ``python -m evalgate local CONFIG --no-cache``, as a user runs it;
 
 and prints, per latency, the median whole-process time of each and their ratio (goal ≤ 1.3× at
 0 ms, ≤ 1.1× at 20 ms), and the request phase at the stub (first request start → last end; the
 raw loop's own perf_counter phase beside it), with what each side spends before its first request
-(spawn → phase) and after its last reply (phase → the process gone). Then the CPU time (user +
+(spawn → phase) and after its last reply (phase → the process gone), and what evalgate spends
+beyond the floor beside the room the goal leaves above it. Then the CPU time (user +
 sys) of each process, the figure other load on a shared machine disturbs least, and the CPU time
 per rollout of each side: (a run of n's − a run of 1's) / (n − 1), so start-up cancels out.
 Then a 1-item run, whole process, beside the raw loop sending 1 request, a bare aiohttp request
@@ -123,10 +126,12 @@ def main() -> None:
                 config = eng._write_config(tmp, base_url, args.n, args.concurrency)
                 url = f"{base_url}/chat/completions"
                 raw: list[dict[str, float]] = []
+                floor: list[dict[str, float]] = []
                 ours: list[dict[str, float]] = []
                 eng._evalgate_cli(config, tmp, args.n, env)  # warm-up (bytecode, templates)
                 for _ in range(args.repeats):  # interleaved
                     raw.append(eng._ceiling(url, args.n, args.concurrency, env))
+                    floor.append(eng._ceiling(url, args.n, args.concurrency, env, libraries=True))
                     ours.append(eng._evalgate_cli(config, tmp, args.n, env))
                 if one is None:  # against the 0 ms stub (any will do: one request)
                     one = _one_item(tmp, base_url, env, args.repeats)
@@ -136,7 +141,7 @@ def main() -> None:
             fields = ("wall_s", "phase_s", "proc_cpu_s", "startup_s", "tail_s")
             med = {
                 k: {f: statistics.median(r[f] for r in runs) for f in fields}
-                for k, runs in (("raw", raw), ("ours", ours))
+                for k, runs in (("raw", raw), ("floor", floor), ("ours", ours))
             }
             rows.append((latency, med))
     load1 = os.getloadavg()[0]
@@ -145,16 +150,33 @@ def main() -> None:
         f"median of {args.repeats}; {os.cpu_count()} CPUs, load average {load0:.1f} → {load1:.1f}"
     )
     assert one is not None
-    print("| latency | raw loop | evalgate local | ratio (goal) | request phase: raw | evalgate |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| latency | raw loop | evalgate local | ratio (goal) | request phase: raw | evalgate "
+        "| floor: raw loop + libraries |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for latency, med in rows:
-        raw, ours = med["raw"], med["ours"]
+        raw, floor, ours = med["raw"], med["floor"], med["ours"]
         goal = GOALS.get(latency)
         print(
             f"| {latency:g} ms | {raw['wall_s']:.2f} s | {ours['wall_s']:.2f} s | "
             f"{ours['wall_s'] / raw['wall_s']:.2f}×{f' (≤ {goal}×)' if goal else ''} | "
             f"{raw['phase_s']:.2f} s | {ours['phase_s']:.2f} s "
-            f"({ours['phase_s'] / raw['phase_s']:.2f}×) |"
+            f"({ours['phase_s'] / raw['phase_s']:.2f}×) | {floor['wall_s']:.2f} s "
+            f"({floor['wall_s'] / raw['wall_s']:.2f}×) |"
+        )
+    # The floor: the raw loop importing the libraries every run imports besides aiohttp
+    # (pydantic, PyYAML, Jinja: eng.LIBRARIES). What evalgate spends beyond it is its own work.
+    print()
+    print("| latency | evalgate beyond the floor: wall | CPU | goal's room beyond the floor |")
+    print("|---:|---:|---:|---:|")
+    for latency, med in rows:
+        raw, floor, ours = med["raw"], med["floor"], med["ours"]
+        goal = GOALS.get(latency)
+        room = f"{(goal * raw['wall_s'] - floor['wall_s']) * 1000:.0f} ms" if goal else "–"
+        print(
+            f"| {latency:g} ms | {(ours['wall_s'] - floor['wall_s']) * 1000:.0f} ms | "
+            f"{(ours['proc_cpu_s'] - floor['proc_cpu_s']) * 1000:.0f} ms | {room} |"
         )
     # Where each side's wall time goes: what the whole-process ratio holds beyond the request
     # phase is the fixed work before the first request and after the last reply.
