@@ -17,6 +17,7 @@ from evalgate.errors import InfraError
 from evalgate.run.engine import _item_hash, run_suite
 from evalgate.run.fingerprint import dataset_hash, item_hash
 from evalgate.run.journal import RECORD_KEYS
+from evalgate.serve import served
 from evalgate.serve.base import Endpoint
 from evalgate.serve.client import ChatClient, Reply, RequestFailed
 from evalgate.suites.base import Item, Outcome
@@ -300,3 +301,38 @@ def test_the_hot_paths_constructors_are_the_dataclasses(cls: type) -> None:
         setattr(made, fields[0].name, "changed")
     changed = dataclasses.replace(made, **{fields[-1].name: "other"})
     assert getattr(changed, fields[-1].name) == "other" and changed != made
+
+
+class ServedSuite(FakeSuite):
+    """Rollouts whose reply another model served when the item id says "fb" (the client's
+    served.note, as for a router's fallback), in tasks the rollout starts as well as its own."""
+
+    async def rollout(self, item: Item, index: int, client: Any) -> Outcome:
+        if "fb" in item.id:
+            served.note("backup", {"prompt_tokens": 2, "completion_tokens": 3})
+            # A sample the rollout runs in a task of its own counts for the rollout too.
+            await asyncio.ensure_future(self._note_in_task())
+        return await super().rollout(item, index, client)
+
+    async def _note_in_task(self) -> None:
+        served.note("backup", {"prompt_tokens": 1, "completion_tokens": 1})
+
+
+@pytest.mark.parametrize("max_concurrent", [1, 3])
+def test_each_record_names_only_the_models_that_served_its_own_rollout(
+    max_concurrent: int,
+) -> None:
+    # One worker runs many rollouts in turn: a fallback's notes belong to the rollout it served,
+    # never to the next one, and a rollout no other model served has no served_by key.
+    suite = ServedSuite(0)
+    ids = ["a", "fb-1", "b", "c", "fb-2", "fb-3", "d"]
+    suite.items = [Item(id=i, prompt=i, answer="x", group=None) for i in ids]
+    records = asyncio.run(run_suite(suite, None, rollouts=2, max_concurrent=max_concurrent))
+    for rec in records:
+        if "fb" in rec["example_id"]:
+            assert rec["served_by"] == {
+                "backup": {"requests": 2, "prompt_tokens": 3, "completion_tokens": 4}
+            }
+        else:
+            assert "served_by" not in rec
+    assert served._NOTES.get() is None  # the caller's context is untouched

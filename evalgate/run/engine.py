@@ -271,6 +271,9 @@ async def run_suite(
     perf_counter, wall_clock = time.perf_counter, time.time
 
     async def worker() -> None:
+        # Replies another model (a fallback) served, for the rollout being run: this task's own
+        # notes (served.open_notes), opened anew only once a record has kept them.
+        others = served.open_notes()
         for item, index in work:  # a shared iterator: each pair is taken by exactly one worker
             if budget is not None and budget.exhausted():
                 return  # this pair was not started: a resume runs it
@@ -279,19 +282,19 @@ async def run_suite(
                 ihash = hashes[item.id] = _item_hash(item.prompt, item.answer, item.exam)
             started = wall_clock()
             t0 = perf_counter()
-            with served.collect() as others:  # replies another model (a fallback) served
-                try:
-                    out: Outcome | Exception = await rollout(item, index, client)
-                except EndpointDown:
-                    raise  # the endpoint is gone: the run stops here, it is no rollout's error
-                except (RequestFailed, InfraError) as exc:
-                    out = exc  # an infrastructure failure: counted as an error, never scored 0
+            try:
+                out: Outcome | Exception = await rollout(item, index, client)
+            except EndpointDown:
+                raise  # the endpoint is gone: the run stops here, it is no rollout's error
+            except (RequestFailed, InfraError) as exc:
+                out = exc  # an infrastructure failure: counted as an error, never scored 0
             latency_ms = round((perf_counter() - t0) * 1e3, 1)
             rec = _record(item, ihash, index, out, started, latency_ms)
             if rec["error"] is not None:
                 rec["error"] = redact(rec["error"])
             if others:  # only then: every other record keeps its keys
                 rec["served_by"] = others
+                others = served.open_notes()  # the record keeps these: the next rollout's anew
             usage = rec["usage"]
             results.append(rec)
             if budget is not None:

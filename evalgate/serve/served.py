@@ -22,6 +22,7 @@ __all__ = [
     "collect",
     "fell_back",
     "note",
+    "open_notes",
     "other_model",
     "response_cost",
     "token_count",
@@ -100,6 +101,20 @@ def note(model: str, usage: Mapping[str, int], cost: float | None = None) -> Non
     if cost is not None:
         seen["priced"] = seen.get("priced", 0) + 1
         seen["cost_usd"] = seen.get("cost_usd", 0.0) + cost
+
+
+def open_notes() -> dict[str, dict[str, float]]:
+    """A new, empty notes dict for the calling task's context, returned: what :func:`note`
+    counts in this task (and in tasks it starts) from now until the next call.
+
+    The engine's worker is one task that runs rollouts one after another: it opens its notes
+    once, and again only after a rollout that some other model served, whose record keeps the
+    dict. A rollout's notes are then what :func:`collect` would have gathered around it, without
+    setting and resetting the context variable twice a rollout (asyncio gives each task its own
+    copy of the context, so workers never see each other's notes)."""
+    notes: dict[str, dict[str, float]] = {}
+    _NOTES.set(notes)
+    return notes
 
 
 class collect:  # lower case: used as a function, ``with served.collect() as notes``
