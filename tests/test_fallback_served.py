@@ -7,6 +7,7 @@ fallback's name in the response's `model` and LiteLLM's `x-litellm-attempted-fal
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,11 @@ import pytest
 
 from evalgate.cli import main
 from evalgate.run.costs import cost_usd
+from evalgate.serve import served
+from evalgate.serve.base import Endpoint
+from evalgate.serve.client import ChatClient, Reply
 from tests.conftest import answer_arith, read_jsonl, write_config
+from tests.test_faults import SAMPLING
 
 PRIMARY, FALLBACK = "gpt-4o", "gpt-4o-mini"
 PRICES = {  # LiteLLM's list, as far as these tests need it (the list ships with LiteLLM)
@@ -153,3 +158,42 @@ def test_a_server_that_names_its_deployment_is_not_a_fallback(
     sent = len(server.requests)
     assert main(["local", str(config), "--output", str(tmp_path / "b")]) in (0, 1)
     assert len(server.requests) == sent  # every reply came from the cache
+
+
+@pytest.mark.parametrize(
+    ("header", "served_by"),
+    [(None, None), ("0", None), ("", None), ("many", None), ("2", "gpt-4o-2024-08-06")],
+)
+def test_only_litellms_fallback_count_marks_a_reply_naming_the_model_asked_for(
+    scripted_server: Any, header: str | None, served_by: str | None
+) -> None:
+    """A reply whose body names a dated variant of the requested model is the requested model's
+    own, unless LiteLLM's header counts a fallback (> 0): then it is noted and marked as served
+    by that name. No header, a zero, an empty or unreadable count: the configured model's."""
+
+    def script(body: dict[str, Any], n: int) -> Any:
+        payload = {
+            "model": "gpt-4o-2024-08-06",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "4"}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+        }
+        headers = {"Content-Type": "application/json"}
+        if header is not None:
+            headers["x-litellm-attempted-fallbacks"] = header
+        return 200, json.dumps(payload), headers
+
+    server = scripted_server(script)
+    endpoint = Endpoint(base_url=server.base_url, model=PRIMARY, router=False)
+
+    async def ask() -> tuple[Reply, dict[str, dict[str, float]]]:
+        async with ChatClient(endpoint, SAMPLING) as client:
+            with served.collect() as notes:
+                reply = await client.chat([{"role": "user", "content": "2+2?"}])
+        return reply, notes
+
+    reply, notes = asyncio.run(ask())
+    assert reply.text == "4" and reply.served_by == served_by
+    if served_by is None:
+        assert notes == {}
+    else:
+        assert notes == {served_by: {"requests": 1, "prompt_tokens": 5, "completion_tokens": 1}}

@@ -52,6 +52,7 @@ class AdaptiveLimit:
         return self.epoch
 
     def release(self) -> None:
+        # ChatClient.send inlines this (once a request), as it does acquire's fast path.
         self.in_flight -= 1
         self._wake()
 

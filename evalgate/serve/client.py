@@ -421,6 +421,13 @@ class ChatClient:
                     parsed = parse(raw, attempt + 1)
                     if limit is not None and limit.limit < limit.maximum:  # else a no-op
                         limit.succeeded()
+                    # The common reply, served by the model asked for (its body names no
+                    # other, and no LiteLLM fallback header at all) is returned as it is:
+                    # _note_served's no-op, without its call and fell_back's once a request.
+                    if getattr(parsed, "served_by", None) is None and not (
+                        headers and headers.get(served.FALLBACK_HEADER)
+                    ):
+                        return parsed
                     return self._note_served(parsed, raw, headers)
                 error = RequestFailed(f"http_{status}", raw[:200].decode("utf-8", "replace"))
                 retryable = status in _RETRY_STATUS
@@ -432,8 +439,10 @@ class ChatClient:
             except (RequestFailed, TimeoutError, aiohttp.ClientError) as exc:
                 error, retryable, timed_out = self._failed(exc)
             finally:
-                if limit is not None:
-                    limit.release()
+                if limit is not None:  # limit.release(), inline: once a request
+                    limit.in_flight -= 1
+                    if limit._waiters:  # its _wake(): only a request waiting for a slot
+                        limit._wake()
             if timed_out:
                 await breaker.timed_out(str(error), self.endpoint.base_url)
             delay = self._delay(attempt, hint) if retryable else 0.0

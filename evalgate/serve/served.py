@@ -19,6 +19,7 @@ from contextvars import ContextVar
 
 __all__ = [
     "COUNT_END",
+    "FALLBACK_HEADER",
     "collect",
     "fell_back",
     "note",
@@ -46,6 +47,9 @@ def token_count(usage: Mapping[str, object], key: str) -> int:
     return count
 
 
+# LiteLLM's count of the fallbacks it tried for a reply (fell_back).
+FALLBACK_HEADER = "x-litellm-attempted-fallbacks"
+
 _NOTES: ContextVar[dict[str, dict[str, float]] | None] = ContextVar("evalgate_served", default=None)
 
 
@@ -54,7 +58,7 @@ def fell_back(headers: Mapping[str, str] | None) -> bool:
     if headers is None:
         return False
     try:
-        return int(headers.get("x-litellm-attempted-fallbacks") or 0) > 0
+        return int(headers.get(FALLBACK_HEADER) or 0) > 0
     except (TypeError, ValueError):
         return False
 
