@@ -343,8 +343,8 @@ class _Command(NamedTuple):
     environ, out) -> exit code``, imported when the command runs (``evalgate schema`` loads no
     model client). ``overrides``: takes ``--section.field=value`` after its arguments.
     ``long_running``: SIGTERM takes Ctrl-C's path, so the servers it started are stopped.
-    ``requests``: it sends model requests, so aiohttp is imported on a second thread from the
-    start (:mod:`evalgate._preload`), beside the main thread's work.
+    ``requests``: it sends model requests (a run), and releases the garbage collector itself once
+    started (:mod:`evalgate._collector`).
 
     A named tuple, not a frozen dataclass: as immutable, and made without the five methods a
     frozen dataclass compiles from source at import (~0.4 ms of every command's start)."""
@@ -381,12 +381,8 @@ def _dispatch(
     args: argparse.Namespace, overrides: list[str], environ: dict[str, str], out: IO[str]
 ) -> int:
     command = COMMANDS[args.command]
-    if command.requests:
-        from evalgate import _preload
-
-        _preload.import_aiohttp_in_background()
-    else:  # only a run releases the collector itself, once started (evalgate._collector)
-        _collector.release(freeze=False)
+    if not command.requests:  # only a run releases the collector itself, once started
+        _collector.release(freeze=False)  # (evalgate._collector)
     module = importlib.import_module(f"evalgate.commands.{command.module}")
     handler: Callable[[argparse.Namespace, list[str], dict[str, str], IO[str]], int]
     handler = getattr(module, command.handler)
@@ -537,9 +533,7 @@ def _leave(code: int) -> NoReturn:
     standard streams are flushed. With another thread still running, the normal exit, which
     waits for it, is taken instead.
     """
-    preload = sys.modules.get("evalgate._preload")  # still importing aiohttp: nothing to wait for
-    busy = 1 if preload is not None and preload.importing() is not None else 0
-    if threading.active_count() - busy > 1:
+    if threading.active_count() > 1:
         sys.exit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "evalgate"
 # Stage ranks, in data-flow order (README, "Development").
 STAGE = {
     "errors": 0, "_lazy": 0, "_text": 0, "_git": 0, "_repo_code": 0, "_templating": 0, "_jinja": 0,
-    "_json": 0, "_preload": 0, "_collector": 0, "evalgate": 0, "stats": 0,
+    "_json": 0, "_tls": 0, "_collector": 0, "evalgate": 0, "stats": 0,
     "config": 1,
     "serve": 2,
     "sandbox": 3,

@@ -203,68 +203,20 @@ def test_a_one_item_run_writes_its_metadata_without_building_a_validator(
     assert list(meta.as_written())[:3] == ["benchmark", "model", "model_id"]
 
 
-# Records which thread imported aiohttp's modules (a finder that sees every import and finds
-# nothing); ``sys.argv[2]``: a name to drop from what the main thread imports first, "-" none.
-_AIOHTTP_CHILD = """
-import json, os, sys, threading
-out, drop = sys.argv[1], sys.argv[2]
-by = {}
-class Seen:
-    def find_spec(self, name, path, target=None):
-        if name.partition(".")[0] == "aiohttp":
-            by.setdefault(name, threading.current_thread().name)
-        return None
-sys.meta_path.insert(0, Seen())
-from evalgate import _preload
-_preload.AIOHTTP_NEEDS = tuple(n for n in _preload.AIOHTTP_NEEDS if n != drop)
-_preload.a_core_is_free = lambda: True  # however busy the machine running the tests is
-leave = os._exit
-def record(code):
-    finders = [type(f).__name__ for f in sys.meta_path]
-    interval = sys.getswitchinterval()
-    open(out, "w").write(json.dumps({"by": by, "finders": finders, "interval": interval}))
-    leave(code)
-os._exit = record
-sys.argv = ["evalgate", *sys.argv[3:]]
-from evalgate.cli import entry
-entry()
-"""
+# At exit: how many CAs aiohttp's two default TLS contexts hold (evalgate._tls).
+_CA_CHILD = _at_exit(
+    "[sys.modules['aiohttp.connector']._SSL_CONTEXT_VERIFIED.cert_store_stats()['x509_ca'],"
+    " sys.modules['aiohttp.connector']._SSL_CONTEXT_UNVERIFIED.cert_store_stats()['x509_ca']]"
+)
 
 
-def _aiohttp_importers(
-    tmp_path: Path, scripted_server: Any, drop: str = "-"
-) -> tuple[dict[str, str], list[str], float, Path]:
-    config = _one_item(tmp_path, scripted_server(answer_arith).base_url)
-    out = tmp_path / "child.json"
-    args = ["local", str(config), "--output", str(tmp_path / "out"), "--no-cache"]
-    proc = python_child(_AIOHTTP_CHILD, str(out), drop, *args, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    recorded = json.loads(out.read_text(encoding="utf-8"))
-    return recorded["by"], recorded["finders"], recorded["interval"], tmp_path / "out"
-
-
-def test_a_run_imports_aiohttp_on_a_second_thread(tmp_path: Path, scripted_server: Any) -> None:
-    """aiohttp's import (its TLS contexts: ~10% of a 1-item run, the GIL released) overlaps the
-    main thread's; the thread imports nothing outside aiohttp (else it would have given up:
-    evalgate._preload.AIOHTTP_NEEDS must list what this aiohttp release imports)."""
-    by, finders, interval, out = _aiohttp_importers(tmp_path, scripted_server)
-    assert {by["aiohttp"], by["aiohttp.connector"]} == {"import-aiohttp"}, by
-    assert interval == 0.005  # the interpreter's hand-over interval, put back
-    assert "_OnlyAiohttp" not in finders  # the thread's finder is gone once it is done
-    assert json.loads((out / "verdict.json").read_text(encoding="utf-8"))
-
-
-def test_the_thread_gives_up_before_a_module_outside_aiohttp(
+def test_a_run_against_an_http_endpoint_loads_no_ca_bundle(
     tmp_path: Path, scripted_server: Any
 ) -> None:
-    """A dependency not imported first (another aiohttp release's) is not imported on the
-    thread, where it could meet the main thread's imports: the thread stops and the main thread
-    imports aiohttp itself; the run is the same."""
-    by, finders, interval, out = _aiohttp_importers(tmp_path, scripted_server, drop="yarl")
-    assert interval == 0.005
-    assert by["aiohttp.connector"] == "MainThread", by
-    assert "_OnlyAiohttp" not in finders
-    assert json.loads((out / "verdict.json").read_text(encoding="utf-8"))
+    """aiohttp builds two TLS contexts at import, each loading the system's CA bundle (~45 ms of
+    CPU, 14% of a run's start-up); a run whose endpoint is http:// never uses them, so it never
+    loads the bundle (tests/test_tls.py: a TLS connection loads it first)."""
+    assert _one_item_child(_CA_CHILD, tmp_path, scripted_server) == [0, 0]
 
 
 _BUILT_AT_IMPORT = """
@@ -325,21 +277,6 @@ def test_a_command_that_runs_nothing_gets_the_collector_back_at_once(tmp_path: P
     enabled, frozen, young = json.loads(out.read_text(encoding="utf-8"))
     assert (enabled, frozen) == (True, 0)
     assert young["collections"] > 0  # it did collect while validating
-
-
-def test_the_thread_waits_for_a_free_core(monkeypatch: Any) -> None:
-    """Beside another busy task on 2 cores, or on 1 core, the thread's GIL hand-overs cost more
-    than the work it overlaps: it is not started."""
-    from evalgate import _preload
-
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr(_preload, "_running_tasks", lambda: 1)  # this process only
-    assert _preload.a_core_is_free()
-    monkeypatch.setattr(_preload, "_running_tasks", lambda: 2)  # and one other task
-    assert not _preload.a_core_is_free()
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
-    monkeypatch.setattr(_preload, "_running_tasks", lambda: 1)
-    assert not _preload.a_core_is_free()
 
 
 _BUILT_FIRST = """

@@ -37,9 +37,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-import aiohttp
 from yarl import URL
 
+from evalgate import _tls
+from evalgate._tls import aiohttp
 from evalgate.serve import served
 from evalgate.serve._pacing import AdaptiveLimit, parse_retry_after, retry_after
 from evalgate.serve.base import Endpoint
@@ -296,6 +297,8 @@ class ChatClient:
         )
 
     async def __aenter__(self) -> ChatClient:
+        if self.endpoint.base_url[:6].lower() == "https:":
+            _tls.load_ca_bundle()  # now, not on the loop with the first requests waiting
         self._session = aiohttp.ClientSession(
             # One keep-alive connection per concurrent request; DNS looked up once per run. Idle
             # connections are dropped after 4 s, before uvicorn's (vLLM, llama.cpp: 5 s) drops
