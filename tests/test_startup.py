@@ -219,6 +219,29 @@ def test_a_run_against_an_http_endpoint_loads_no_ca_bundle(
     assert _one_item_child(_CA_CHILD, tmp_path, scripted_server) == [0, 0]
 
 
+# At exit: how many times the run listed the installed distributions (pydantic's plugin scan).
+_SCANS_CHILD = _at_exit("scans").replace(
+    "out = sys.argv[1]\n",
+    "out = sys.argv[1]\n"
+    "import importlib.metadata as metadata\n"
+    "scans, listed = 0, metadata.distributions\n"
+    "def counted(*args, **kwargs):\n"
+    "    global scans\n"
+    "    scans += 1\n"
+    "    return listed(*args, **kwargs)\n"
+    "metadata.distributions = counted\n",
+)
+
+
+def test_a_run_builds_its_validators_without_reading_every_distribution(
+    tmp_path: Path, scripted_server: Any
+) -> None:
+    """pydantic's first validator loads its plugins by reading the entry points of every
+    installed distribution (~6 ms with 228 of them); evalgate's models are built without
+    plugins, so a run reads none."""
+    assert _one_item_child(_SCANS_CHILD, tmp_path, scripted_server) == 0
+
+
 _BUILT_AT_IMPORT = """
 import json, sys
 import evalgate.cli, evalgate.pipeline, evalgate.report.html, evalgate.report.junit

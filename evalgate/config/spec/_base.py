@@ -190,6 +190,7 @@ class Deferred(BaseModel):
         _parent_namespace_depth: int = 2,
         _types_namespace: Mapping[str, object] | None = None,
     ) -> bool | None:
+        _no_plugins()
         if cls.build_fields_first and (force or not cls.__pydantic_complete__):
             _build_fields_first(cls)
         return super().model_rebuild(
@@ -199,6 +200,25 @@ class Deferred(BaseModel):
             _types_namespace=_types_namespace,
         )
 
+
+def _no_plugins() -> None:
+    """Build evalgate's validators without pydantic's plugins. The first validator pydantic builds
+    loads them: it reads the entry points of every installed distribution (~6 ms of every run on
+    a machine with 228 of them; issue #36) to run third-party code on each validation. The
+    exam's models want none of it in the gate process. pydantic's loader keeps what it found in
+    ``_plugins`` (None: not read yet); an empty dict is "read, none found". A pydantic without
+    that name only reads them as before (tests/test_startup.py notices)."""
+    global _plugins_skipped
+    if _plugins_skipped:
+        return
+    _plugins_skipped = True
+    from pydantic.plugin import _loader
+
+    if getattr(_loader, "_plugins", {}) is None:
+        _loader._plugins = {}
+
+
+_plugins_skipped = False
 
 # The models whose fields' models are being built first (a model may name itself, or its parent).
 _BUILDING: set[type[Deferred]] = set()
