@@ -133,8 +133,9 @@ def serve(latency_ms: float, port_file: Path) -> None:
 
 
 # The libraries every `evalgate local` run imports besides aiohttp (its config's validation, its
-# YAML, its scorecard's templates): the raw loop importing them too is the floor no run that
-# keeps them can go under (bench/overhead.py's "floor" column).
+# YAML, its scorecard's templates): the raw loop importing them too, and aiohttp as a run does
+# (evalgate._tls), is the floor no run that keeps them can go under (bench/overhead.py's "floor"
+# column).
 LIBRARIES = ("pydantic:BaseModel", "yaml", "jinja2")
 
 
@@ -148,7 +149,10 @@ def ceiling(url: str, n: int, concurrency: int, libraries: bool = False) -> None
             loaded = importlib.import_module(module)
             if attr:
                 getattr(loaded, attr)  # pydantic's names load lazily, on first access
-    import aiohttp
+        # aiohttp as a run imports it: its default TLS contexts' CA loads held back (#36).
+        from evalgate._tls import aiohttp
+    else:
+        import aiohttp
 
     from evalgate.suites.datasets import arith_items
 
