@@ -234,9 +234,17 @@ def _firsts(run_dir: Path, ids: Collection[str]) -> Iterator[tuple[str, _Shown]]
 
 
 def _shown(rec: Mapping[str, object]) -> _Shown:
-    answer, completion = rec.get("answer"), rec.get("completion")
+    answer, completion, prompt = rec.get("answer"), rec.get("completion"), rec.get("prompt")
+    # _text's common chat prompt inline: its last message is the user's question, short text.
+    last = prompt[-1] if type(prompt) is list and prompt else None
+    if type(last) is dict and last.get("role") == "user":
+        content = last.get("content", "")
+        if type(content) is not str or len(content) > _MAX_TEXT:
+            content = _text(prompt)
+    else:
+        content = _text(prompt)
     return {
-        "prompt": _text(rec.get("prompt")),
+        "prompt": content,
         # _text's common case (a short string, as it is) inline: once an item, on the way out
         # of every run.
         "answer": answer if type(answer) is str and len(answer) <= _MAX_TEXT else _text(answer),
