@@ -45,13 +45,14 @@ def _numeric(fn: Callable[..., str]) -> Callable[..., Markup]:
     return wrapped
 
 
-_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~/%+-]*)?(?:#[A-Za-z0-9_-]*)?")
+# Compiled when first needed (re's own cache): most runs have no report URL.
+_URL = r"https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~/%+-]*)?(?:#[A-Za-z0-9_-]*)?"
 
 
 def _link_target(url: str | None) -> Markup | None:
     """The report link's target, as evalgate's own Markdown when it is a plain http(s) URL (from
     the runner's GITHUB_* variables or EVALGATE_REPORT_URL); anything else gets no link."""
-    return Markup(url) if url and _URL.fullmatch(url) else None
+    return Markup(url) if url and re.fullmatch(_URL, url) else None
 
 
 def _finalize(value: object) -> object:
