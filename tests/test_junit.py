@@ -79,3 +79,90 @@ def test_junit_shape_follows_the_common_schema(runs: Any) -> None:
             assert case.get("name") and case.get("classname")
             outcomes = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
             assert len(outcomes) <= 1
+
+
+def _run(model: str, benchmark: str, run_dir: str) -> Any:
+    from evalgate.run.summary import RunSummary
+
+    return RunSummary(
+        benchmark=benchmark,
+        model=model,
+        model_id=f"org/{model} & <co>",
+        run_dir=run_dir,
+        n_items=1,
+        rollouts=1,
+        n_rollouts=1,
+        errors=0,
+        error_kinds={},
+        metrics={},
+        usage={},
+        time_s=1.2345,
+    )
+
+
+# Reasons as a provider, a path or a model may make them: every character XML escapes, line
+# ends and tabs (kept in attributes as references), the empty reason, and non-ASCII text.
+_REASONS = [
+    'Δ -0.05 < 0: "worse" & <b>broken</b> > 1',
+    "line one\nline two\r\nthree\ttabbed",
+    "",
+    "   ",
+    "ünïcødé ✅ — \u200b zero-width",
+]
+
+
+def _verdicts() -> list[Any]:
+    from evalgate.gate import Check, Verdict
+
+    statuses = ("PASS", "FAIL", "ERROR", "INCONCLUSIVE")
+    kinds = ("threshold", "baseline", "errors", "score")
+    checks = tuple(
+        Check("m<1>", 'b"&', "accuracy", kind, status, reason=reason, threshold=0.5)  # type: ignore[arg-type]
+        for status in statuses
+        for kind in kinds
+        for reason in _REASONS
+    )
+    runs = (_run("m<1>", 'b"&', "evals/b/run 1"), _run("other", "bench", "x\ty"))
+    return [
+        Verdict("FAIL", checks, runs, ("a reason",)),
+        Verdict("PASS", checks[:3], runs[:1], ()),
+        Verdict("UNGATED", (), runs, ()),  # suites without a test case
+        Verdict("ERROR", checks, (), ()),  # suites without a run (no properties)
+        Verdict("ERROR", (), (), ()),  # nothing at all: an empty root
+    ]
+
+
+def _via_elementtree(verdict: Any) -> str:
+    """The document as ElementTree indents and writes the same elements (what evalgate wrote
+    before it wrote the text itself)."""
+    from evalgate.report.junit import _document
+
+    def build(node: Any, parent: ET.Element | None) -> ET.Element:
+        element = (
+            ET.Element(node.tag, dict(node.attrs))
+            if parent is None
+            else ET.SubElement(parent, node.tag, dict(node.attrs))
+        )
+        element.text = node.text
+        for child in node.children:
+            build(child, element)
+        return element
+
+    root = build(_document(verdict), None)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_junit_text_is_what_elementtree_writes(index: int) -> None:
+    from evalgate.report.junit import render_junit
+
+    verdict = _verdicts()[index]
+    text = render_junit(verdict)
+    assert text == _via_elementtree(verdict)
+    root = ET.fromstring(text.split("\n", 1)[1])  # and it reads back: the same attributes
+    if verdict.checks:
+        messages = [e.get("message") for e in root.iter("failure")]
+        assert messages == [
+            c.reason for c in verdict.checks if c.status == "FAIL" and c.kind != "score"
+        ]

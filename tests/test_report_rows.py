@@ -87,3 +87,31 @@ def test_the_data_block_is_the_same_without_orjson(monkeypatch: pytest.MonkeyPat
     fast = "".join(html._data_chunks(runs))
     monkeypatch.setattr(html, "_fast_dumps", None)
     assert "".join(html._data_chunks(runs)) == fast
+
+
+class _Message(dict):  # a dict of another type: the shown prompt takes the general path
+    pass
+
+
+PROMPTS: list[Any] = [
+    [{"role": "system", "content": "calc"}, {"role": "user", "content": "What is 1 + 2?"}],
+    [{"role": "user", "content": "first"}, {"role": "assistant", "content": "a reply"}],
+    [{"role": "user", "content": "x" * 5000}],  # longer than a row shows
+    [{"role": "user", "content": [{"type": "text", "text": "parts"}]}],  # not text
+    [{"role": "user"}],  # no content
+    [{"role": "user", "content": None}],
+    [_Message(role="user", content="a dict subclass")],
+    [{"role": "assistant", "content": "no user turn"}],
+    ["not a message", {"role": "user", "content": "before a string"}],
+    [],
+    "a plain prompt",
+    None,
+]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_a_rows_prompt_is_its_last_user_turn_as_text_would_show_it(prompt: Any) -> None:
+    """A row shows the prompt's last user turn, capped, as _text gives it, whatever its shape
+    (the common chat prompt is read without _text's general pass)."""
+    rec = {"prompt": prompt, "answer": "a", "completion": "c", "judge": None}
+    assert html._shown(rec)["prompt"] == html._text(prompt)

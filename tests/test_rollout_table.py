@@ -129,3 +129,44 @@ def test_the_item_id_table_finds_every_id_as_it_grows(
     assert [ids.find(name) for name in names] == list(range(len(names)))
     assert list(ids) == names and ids[4095] == names[4095] and ids[4999] == names[4999]
     assert ids.find("id-x") == -1 and ids.find("id-1-") == -1
+
+
+def _per_item_means(records: list[dict]) -> dict[str, dict[str, float]]:
+    """metric → item → statistics.fmean of its scored rollouts' values: the definition, with
+    metrics in the order the items (first seen first) name them, each item's names sorted."""
+    from statistics import fmean
+
+    per: dict[str, dict[str, list[float]]] = {}
+    for rec in records:
+        if rec["error"] is None:
+            values = per.setdefault(rec["example_id"], {})
+            for name, value in rec["metrics"].items():
+                values.setdefault(name, []).append(float(value))
+    out: dict[str, dict[str, float]] = {}
+    for item, values in per.items():
+        for name in sorted(values):
+            out.setdefault(name, {})[item] = fmean(values[name])
+    return out
+
+
+@pytest.mark.parametrize("repeats", [1, 2])
+def test_per_item_values_are_each_items_mean_to_the_bit(repeats: int) -> None:
+    """Items of one scored rollout (most runs: every item) and of several, errored rows, -0.0
+    (math.fsum's sum of it is 0.0), int values, and a metric first named by a later
+    item: the values, their order and their signs are the definition's."""
+    records = []
+    for i in range(30):
+        for r in range(repeats if i % 3 else 1):
+            value: object = [-0.0, 0.25, 1, 0, 0.1 + 0.2][(i + r) % 5]
+            metrics = {"z": value, **({"a": 0.5 * r} if i > 10 else {})}
+            records.append(
+                {"example_id": f"i{i}", "rollout": r, "reward": 1.0, "metrics": metrics,
+                 "error": "timeout: no answer" if i == 7 and r == 0 else None}
+            )  # fmt: skip
+    random.Random(5).shuffle(records)
+    expected = _per_item_means(records)
+    got = item_metrics(records, 1)
+    assert [(k, [(i, repr(v)) for i, v in vs.items()]) for k, vs in got.items()] == [
+        (k, [(i, repr(v)) for i, v in vs.items()]) for k, vs in expected.items()
+    ]
+    assert "-0.0" not in repr(got) and any(v == 0.0 for v in got["z"].values())

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from evalgate.cli import main
+from evalgate.errors import UsageError
 from tests.conftest import answer_arith, write_config
 
 EVALS = "benchmarks: [{name: a, kind: arith, size: 6}]\ngate: {margin: 0.05}\n"
@@ -210,3 +211,34 @@ budget: {tokens: 100000}
     assert json.dumps(got.as_written()) == json.dumps(apart.as_written())
     assert got.benchmark.eval is not None and got.benchmark.eval.rollouts == 2
     assert got.fingerprint.dataset is not None and got.fingerprint.dataset.items == 20
+
+
+def test_run_config_read_again_unchanged_is_not_validated_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's last stretch reads its run_config.json twice (the gate's error budget, then
+    report.html): the second read of the same text returns the model the first validated; a
+    file changed in between (same size, the same instant) is validated again."""
+    from evalgate.run import runfiles
+
+    validated: list[object] = []
+    validate = runfiles.RunConfig.model_validate
+
+    def counted(data: Any, *args: Any, **kwargs: Any) -> Any:
+        validated.append(data)
+        return validate(data, *args, **kwargs)
+
+    monkeypatch.setattr(runfiles.RunConfig, "model_validate", counted)
+    path = tmp_path / "run_config.json"
+    path.write_text('{"model": {"name": "m"}, "benchmark": {"name": "b", "eval": {"rollouts": 2}}}')
+    first = runfiles.read_run_config(tmp_path)
+    assert runfiles.read_run_config(tmp_path) is first and len(validated) == 1
+    path.write_text('{"model": {"name": "m"}, "benchmark": {"name": "b", "eval": {"rollouts": 3}}}')
+    again = runfiles.read_run_config(tmp_path)
+    assert len(validated) == 2 and again.rollouts == 3 and first.rollouts == 2
+    path.write_text('{"model": {"name": "m"}, "benchmark": {"name": "b", "eval": {"rollouts": 0}}}')
+    with pytest.raises(UsageError, match=r"run_config\.json"):  # refused again, not the held one
+        runfiles.read_run_config(tmp_path)
+    path.write_text("[1]")
+    with pytest.raises(UsageError, match="not a JSON object"):
+        runfiles.read_run_config(tmp_path)

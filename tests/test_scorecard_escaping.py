@@ -10,6 +10,7 @@ no image, and every table row keeps its cells.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +110,58 @@ def test_only_a_plain_http_url_becomes_the_report_link() -> None:
         "https://x.example/a b",
     ):
         assert _link_target(hostile) is None, hostile
+
+
+# The escapes as they were written before their patterns were compiled lazily and tried only on
+# text holding their characters: every pattern tried on every text.
+_REFERENCE_MENTION = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9])")
+_REFERENCE_REF = re.compile(r"#(?=\d)")
+_REFERENCE_URL = re.compile(r"(?i)(?<=[a-z0-9])://|\bwww\.")
+_REFERENCE_MARKDOWN = re.compile(r"([\\`*~|])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|\](?=\()")
+
+
+def _reference_neutralise(text: str) -> str:
+    zwsp = "\u200b"
+    text = _REFERENCE_MENTION.sub("@" + zwsp, text)
+    text = _REFERENCE_REF.sub("#" + zwsp, text)
+    text = _REFERENCE_URL.sub(lambda m: m.group(0)[:-1] + zwsp + m.group(0)[-1], text)
+    return text.replace("<!--", "<" + zwsp + "!--")
+
+
+def _reference_escape(value: str) -> str:
+    from evalgate._text import visible
+
+    text = " ".join(visible(value).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _REFERENCE_MARKDOWN.sub(lambda m: "\\" + m.group(0), _reference_neutralise(text))
+
+
+def _reference_code_span(value: str) -> str:
+    from evalgate._text import visible
+
+    text = " ".join(visible(value).split())
+    if not text:
+        return "∅"
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    text = text.replace("<!--", "<\u200b!--").replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+_PIECES = ["@", "#", "1", "a", "A", "_", "://", "www.", "WwW.", "http", "*", "`", "``", "~", "|",
+           "]", "(", "\\", "<!--", "&", "<", ">", " ", "\t", "\n", "é", "\u200b", "\u202e", "x_y",
+           "pass@2", "org/repo#12", "K"]  # fmt: skip
+
+
+def test_escapes_tried_only_where_their_characters_are_give_the_same_text() -> None:
+    import random
+
+    from evalgate.report._escape import code_span, escape_text, neutralise
+
+    rng = random.Random(36)
+    texts = ["", "plain", "max_error_rate", "no gate configured — set gate.thresholds (--x)"]
+    texts += ["".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 12))) for _ in range(3000)]
+    for text in texts:
+        assert str(escape_text(text)) == _reference_escape(text), repr(text)
+        assert neutralise(text) == _reference_neutralise(text), repr(text)
+        assert str(code_span(text)) == _reference_code_span(text), repr(text)

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import ROOT, answer_arith, modules_loaded, python_child, write_config
 
 # Loaded by no run of an OpenAI-compatible `kind: qa` model on 0/1 scores, gated by thresholds
@@ -61,6 +63,11 @@ NEVER = [
     "evalgate.action",
     # the runs reach their server by IP address: no host name to encode (the probe's resolver)
     "encodings.idna",
+    # The tail, after the last reply: the log's scorecard has no "&" to decode (html.entities'
+    # table), and junit.xml is written as text (no ElementTree, no expat).
+    "html",
+    "xml",
+    "pyexpat",
 ]
 
 
@@ -345,3 +352,87 @@ def test_a_run_builds_the_validators_of_the_backends_and_scorers_its_config_name
         "JudgeScorer": False,
         "RegexScorer": False,
     }
+
+
+_TYPED_DICTS = """
+import json, sys, typing
+import evalgate.report, evalgate.report._charts, evalgate.report.html
+built = [
+    f"{name}.{attr}"
+    for name in ("evalgate.report", "evalgate.report._charts", "evalgate.report.html")
+    for attr, value in vars(sys.modules[name]).items()
+    if typing.is_typeddict(value)
+]
+print(json.dumps(built))
+"""
+
+
+def test_the_report_modules_build_no_typeddict_class_at_import() -> None:
+    """The page's data shapes are TypedDicts for the type checker only: built at import, each
+    field's annotation is compiled (~1 ms in all, on every run's way out)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _TYPED_DICTS], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == []
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not_ours", "bad_checksum", "empty"])
+def test_a_damaged_compiled_template_is_compiled_again(
+    damage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled templates are read back as jinja2 writes them, from their bytes at once
+    (``marshal.load`` on the file reads it a piece per object: ~7x slower), and one that cannot
+    be read (cut short, another writer's, an old source's, empty) is compiled again."""
+    import marshal
+
+    from jinja2.bccache import bc_magic
+
+    from evalgate.report import _environment, _finalize
+
+    names = ("scorecard.md.j2", "report.html.j2")  # under the test's own cache dir (conftest)
+
+    def code(env: Any, name: str) -> bytes:
+        return env.get_template(name).root_render_func.__code__.co_code
+
+    def environment(compiled: list[str], name: str) -> Any:
+        page = name == "report.html.j2"  # as evalgate.report.html builds its own
+        env = (
+            _environment(autoescape=True)
+            if page
+            else _environment(autoescape=False, finalize=_finalize)
+        )
+        compile_ = env.compile
+
+        def counted(source: str, name: str | None = None, *args: Any, **kwargs: Any) -> Any:
+            compiled.append(str(name))
+            return compile_(source, name, *args, **kwargs)
+
+        env.compile = counted  # type: ignore[method-assign]
+        return env
+
+    first: list[str] = []
+    folder = Path(environment(first, names[0]).bytecode_cache.directory)
+    fresh = {name: code(environment(first, name), name) for name in names}
+    again: list[str] = []
+
+    def piecewise(file: object) -> object:
+        raise AssertionError("marshal.load: a compiled template read a piece at a time")
+
+    monkeypatch.setattr(marshal, "load", piecewise)
+    assert {name: code(environment(again, name), name) for name in names} == fresh
+    assert sorted(first) == sorted(names) and again == []  # read back, not compiled
+    for path in folder.iterdir():
+        data = path.read_bytes()
+        path.write_bytes(
+            {
+                "truncated": data[: len(data) // 2],
+                "not_ours": b"\x00" * len(data),
+                "bad_checksum": bc_magic + b"\x80\x04garbage" + data[len(bc_magic) + 20 :],
+                "empty": b"",
+            }[damage]
+        )
+    recompiled: list[str] = []
+    assert {name: code(environment(recompiled, name), name) for name in names} == fresh
+    assert sorted(recompiled) == sorted(names)

@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING
 
 import jinja2
 
@@ -28,8 +28,66 @@ from evalgate.run.layout import RESULTS
 from evalgate.run.rundir import LoadedRun, iter_records, loaded_run, read_run_config
 
 if TYPE_CHECKING:
+    from typing import NotRequired, TypedDict
+
     import numpy as np
     import numpy.typing as npt
+
+    # The shapes of the page's data, for the type checker only: at run time each would be a
+    # TypedDict class built at import (every field's annotation compiled into a ForwardRef:
+    # ~1 ms for these and _charts' on every run's way out, issue #36); there, plain dicts.
+    class _Shown(TypedDict):
+        """A listed item's texts, from its first record, capped."""
+
+        prompt: str
+        answer: str
+        completion: str
+        judge: str | None
+
+    class _Row(TypedDict):
+        """One row of a run's table in the page's data block."""
+
+        id: str
+        status: str
+        prompt: str
+        answer: str
+        base: str | None
+        pr: str
+        reward_pr: float | None
+        reward_base: float | None
+        error: str | None
+        error_text: str | None
+        judge: str | None
+
+    class _LeftOut(TypedDict):
+        status: str  # unchanged, regressed, improved, errored
+        n: int  # items not listed
+        listed: int  # items listed with that status
+
+    class _RunData(TypedDict):
+        key: str
+        agent: bool
+        has_base: bool
+        counts: dict[str, int]
+        left_out: list[_LeftOut]
+        results: str
+        table: _RunRows  # its rows are streamed into the data block, not kept
+
+    class _TrendLine(TypedDict):
+        label: str
+        svg: str
+        last: tuple[str, float]
+
+    class _Benchmark(TypedDict):
+        name: str
+        scores: list[Score]
+        deltas: list[Delta]
+        trends: list[_TrendLine]
+        errors: NotRequired[list[str]]
+        score_svg: str
+        delta_svg: str
+else:
+    _Shown = _Row = _LeftOut = _RunData = _TrendLine = _Benchmark = dict
 
 __all__ = [
     "MAX_CHANGED_ROWS",
@@ -41,63 +99,6 @@ __all__ = [
 
 _ENV = _environment(autoescape=True)
 _MAX_TEXT = 4000  # characters of one prompt/completion kept in the page (the rest: results.jsonl)
-
-
-class _Shown(TypedDict):
-    """A listed item's texts, from its first record, capped."""
-
-    prompt: str
-    answer: str
-    completion: str
-    judge: str | None
-
-
-class _Row(TypedDict):
-    """One row of a run's table in the page's data block."""
-
-    id: str
-    status: str
-    prompt: str
-    answer: str
-    base: str | None
-    pr: str
-    reward_pr: float | None
-    reward_base: float | None
-    error: str | None
-    error_text: str | None
-    judge: str | None
-
-
-class _LeftOut(TypedDict):
-    status: str  # unchanged, regressed, improved, errored
-    n: int  # items not listed
-    listed: int  # items listed with that status
-
-
-class _RunData(TypedDict):
-    key: str
-    agent: bool
-    has_base: bool
-    counts: dict[str, int]
-    left_out: list[_LeftOut]
-    results: str
-    table: _RunRows  # its rows are streamed into the data block, not kept
-
-
-class _TrendLine(TypedDict):
-    label: str
-    svg: str
-    last: tuple[str, float]
-
-
-class _Benchmark(TypedDict):
-    name: str
-    scores: list[Score]
-    deltas: list[Delta]
-    trends: list[_TrendLine]
-    errors: NotRequired[list[str]]
-    score_svg: str
-    delta_svg: str
 
 
 def report_url(environ: Mapping[str, str]) -> str | None:
@@ -234,9 +235,17 @@ def _firsts(run_dir: Path, ids: Collection[str]) -> Iterator[tuple[str, _Shown]]
 
 
 def _shown(rec: Mapping[str, object]) -> _Shown:
-    answer, completion = rec.get("answer"), rec.get("completion")
+    answer, completion, prompt = rec.get("answer"), rec.get("completion"), rec.get("prompt")
+    # _text's common chat prompt inline: its last message is the user's question, short text.
+    last = prompt[-1] if type(prompt) is list and prompt else None
+    if type(last) is dict and last.get("role") == "user":
+        content = last.get("content", "")
+        if type(content) is not str or len(content) > _MAX_TEXT:
+            content = _text(prompt)
+    else:
+        content = _text(prompt)
     return {
-        "prompt": _text(rec.get("prompt")),
+        "prompt": content,
         # _text's common case (a short string, as it is) inline: once an item, on the way out
         # of every run.
         "answer": answer if type(answer) is str and len(answer) <= _MAX_TEXT else _text(answer),

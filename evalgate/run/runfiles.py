@@ -365,17 +365,35 @@ def read_json_object(path: Path) -> JsonObject | None:
 
 def read_object(path: Path, what: str) -> JsonObject:
     """A run file's JSON object, or a one-line UsageError (``what``: why a missing one is)."""
+    return _object(path, _text(path, what))
+
+
+def _text(path: Path, what: str) -> str:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path}: missing; {what}") from None
     except OSError as exc:
         raise UsageError(f"{path}: unreadable ({exc.strerror})") from exc
-    except (ValueError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not JSON ({exc})") from None
+
+
+def _object(path: Path, text: str) -> JsonObject:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
         raise UsageError(f"{path}: not JSON ({exc})") from None
     if not isinstance(value, dict):
         raise UsageError(f"{path}: not a JSON object (a {type(value).__name__})")
     return value
+
+
+# The last run_config.json files read, by path: the text read and the model it validated into.
+# One read again unchanged (a run's last stretch reads each twice: the gate's error budget, then
+# report.html's agent flag) is not validated again (~0.5 ms); any change to its text is.
+_VALIDATED: dict[str, tuple[str, RunConfig]] = {}
+_KEEP_VALIDATED = 16
 
 
 def read_run_config(run_dir: Path) -> RunConfig:
@@ -383,19 +401,29 @@ def read_run_config(run_dir: Path) -> RunConfig:
     naming the file and the field."""
     path = Path(run_dir) / RUN_CONFIG
     damaged = not path.exists() and any((Path(run_dir) / f).exists() for f in RUN_FILES)
-    data = read_object(
+    text = _text(
         path,
         "a damaged run folder (its other files are there): restore the file, or remove the "
         "folder to leave the run out"
         if damaged
         else "not an evalgate run directory",
     )
+    key = os.path.abspath(path)
+    held = _VALIDATED.get(key)
+    if held is not None and held[0] == text:
+        return held[1]
+    data = _object(path, text)
     try:
-        return RunConfig.model_validate(data)
+        config = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise UsageError(
             f"{path}: {field_error(exc)} (not a run_config.json evalgate wrote)"
         ) from None
+    _VALIDATED.pop(key, None)
+    while len(_VALIDATED) >= _KEEP_VALIDATED:  # the oldest read first
+        del _VALIDATED[next(iter(_VALIDATED))]
+    _VALIDATED[key] = (text, config)
+    return config
 
 
 def stored_metadata(run_dir: Path) -> RunMetadata | None:

@@ -52,7 +52,10 @@ def item_metrics(
     """
     if _columnar(records):  # the same values from its columns (numpy)
         return dict(records.item_metrics(rollouts if derived else 1, SUCCESS))
-    values: dict[str, dict[str, array[float]]] = {}  # item → metric → its rollouts' values
+    # item → its first scored row's metrics (most items have one: a run of one rollout each),
+    # or, once a second row comes (the items in ``multi``), metric → its rollouts' values.
+    values: dict[str, dict[str, Any]] = {}
+    multi: set[str] = set()
     counts: dict[str, list[int]] = {}  # item → [rollouts scored, rollouts at full marks]
     scored: Iterable[tuple[str, float | None, dict[str, float]]]
     if isinstance(records, RolloutTable):  # its rows' scores, not a dict per row
@@ -63,15 +66,20 @@ def item_metrics(
             for rec in records
             if rec["error"] is None and unusable(rec) is None
         )
+    pass_k = rollouts > 1 and derived
     for item, reward, scores in scored:
         per = values.get(item)
         if per is None:
-            per = values[item] = {}
-            counts[item] = [0, 0]
+            values[item] = scores
+            counts[item] = [1, reward >= SUCCESS if pass_k else 0]  # type: ignore[operator]
+            continue
         count = counts[item]
         count[0] += 1
-        if rollouts > 1 and derived:
+        if pass_k:
             count[1] += reward >= SUCCESS  # type: ignore[operator]  # a scored rollout's
+        if item not in multi:
+            multi.add(item)
+            per = values[item] = {name: array("d", (value,)) for name, value in per.items()}
         for name, value in scores.items():
             column = per.get(name)
             if column is None:
@@ -79,8 +87,13 @@ def item_metrics(
             column.append(value)
     out: defaultdict[str, dict[str, float]] = defaultdict(dict)
     for item_id, per in values.items():
-        for name in sorted(per):
-            out[name][item_id] = fmean(per[name])
+        if item_id in multi:
+            for name in sorted(per):
+                out[name][item_id] = fmean(per[name])
+        else:  # fmean of one float: the float, but -0.0 as math.fsum sums it (0.0)
+            for name in sorted(per):
+                v = per[name]
+                out[name][item_id] = v + 0.0 if type(v) is float else fmean(array("d", (v,)))
         n, c = counts[item_id]
         if rollouts > 1 and derived and n >= rollouts:
             out[f"pass@{rollouts}"][item_id] = stats.pass_at_k(n, c, rollouts)
