@@ -16,8 +16,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import ROOT, answer_arith, modules_loaded, python_child, write_config
 
 # Loaded by no run of an OpenAI-compatible `kind: qa` model on 0/1 scores, gated by thresholds
@@ -371,63 +369,3 @@ def test_the_report_modules_build_no_typeddict_class_at_import() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == []
-
-
-@pytest.mark.parametrize("damage", ["truncated", "not_ours", "bad_checksum", "empty"])
-def test_a_damaged_compiled_template_is_compiled_again(
-    damage: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The compiled templates are read back as jinja2 writes them, from their bytes at once
-    (``marshal.load`` on the file reads it a piece per object: ~7x slower), and one that cannot
-    be read (cut short, another writer's, an old source's, empty) is compiled again."""
-    import marshal
-
-    from jinja2.bccache import bc_magic
-
-    from evalgate.report import _environment, _finalize
-
-    names = ("scorecard.md.j2", "report.html.j2")  # under the test's own cache dir (conftest)
-
-    def code(env: Any, name: str) -> bytes:
-        return env.get_template(name).root_render_func.__code__.co_code
-
-    def environment(compiled: list[str], name: str) -> Any:
-        page = name == "report.html.j2"  # as evalgate.report.html builds its own
-        env = (
-            _environment(autoescape=True)
-            if page
-            else _environment(autoescape=False, finalize=_finalize)
-        )
-        compile_ = env.compile
-
-        def counted(source: str, name: str | None = None, *args: Any, **kwargs: Any) -> Any:
-            compiled.append(str(name))
-            return compile_(source, name, *args, **kwargs)
-
-        env.compile = counted  # type: ignore[method-assign]
-        return env
-
-    first: list[str] = []
-    folder = Path(environment(first, names[0]).bytecode_cache.directory)
-    fresh = {name: code(environment(first, name), name) for name in names}
-    again: list[str] = []
-
-    def piecewise(file: object) -> object:
-        raise AssertionError("marshal.load: a compiled template read a piece at a time")
-
-    monkeypatch.setattr(marshal, "load", piecewise)
-    assert {name: code(environment(again, name), name) for name in names} == fresh
-    assert sorted(first) == sorted(names) and again == []  # read back, not compiled
-    for path in folder.iterdir():
-        data = path.read_bytes()
-        path.write_bytes(
-            {
-                "truncated": data[: len(data) // 2],
-                "not_ours": b"\x00" * len(data),
-                "bad_checksum": bc_magic + b"\x80\x04garbage" + data[len(bc_magic) + 20 :],
-                "empty": b"",
-            }[damage]
-        )
-    recompiled: list[str] = []
-    assert {name: code(environment(recompiled, name), name) for name in names} == fresh
-    assert sorted(recompiled) == sorted(names)
