@@ -149,8 +149,12 @@ def ceiling(url: str, n: int, concurrency: int, libraries: bool = False) -> None
             loaded = importlib.import_module(module)
             if attr:
                 getattr(loaded, attr)  # pydantic's names load lazily, on first access
-        # aiohttp as a run imports it: its default TLS contexts' CA loads held back (#36).
-        from evalgate._tls import aiohttp
+        # aiohttp as a run imports it: its default TLS contexts' CA loads held back (#36); a
+        # checkout from before that (--root) imports it as the raw loop does.
+        try:
+            from evalgate._tls import aiohttp
+        except ImportError:
+            import aiohttp
     else:
         import aiohttp
 
