@@ -39,8 +39,7 @@ from typing import Protocol, TypeVar
 
 from yarl import URL
 
-from evalgate import _tls
-from evalgate._tls import aiohttp
+from evalgate._tls import aiohttp, load_ca_bundle
 from evalgate.serve import served
 from evalgate.serve._pacing import AdaptiveLimit, parse_retry_after, retry_after
 from evalgate.serve.base import Endpoint
@@ -298,7 +297,7 @@ class ChatClient:
 
     async def __aenter__(self) -> ChatClient:
         if self.endpoint.base_url[:6].lower() == "https:":
-            _tls.load_ca_bundle()  # now, not on the loop with the first requests waiting
+            load_ca_bundle()  # now, not on the loop with the first requests waiting
         self._session = aiohttp.ClientSession(
             # One keep-alive connection per concurrent request; DNS looked up once per run. Idle
             # connections are dropped after 4 s, before uvicorn's (vLLM, llama.cpp: 5 s) drops
